@@ -1,0 +1,295 @@
+"""The audit: DESIGN.md §3's rules, one function shared by the library, the CLI and hooks.
+
+Each commit that touches the store is judged by the policy of its first parent (the root by
+its own): it is signed by an allowed key whose principal holds the role its changes need;
+every entry file parses, sits at its path and matches its id; new entries land unverified;
+trust moves only along the arrows of §2 (a revert only back along one); every move to
+verified or rejected carries a panel-signed verdict for exactly that id; identity core,
+roles and signers change only under an operator; no store file is deleted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import pygit2
+
+from . import entryfile
+from .config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
+from .errors import EntryError, TrussError, UsageError
+from .gitstore import GitStore, Snapshot
+from .initstore import CORE_PATH, find_root, pinned_root
+from .model import LEGAL_TRANSITIONS, Trust
+from .panel.verdict import Verdict, check_verdict
+from .store import parse_trailers
+
+STORE_PREFIXES = ("memories/", "identity/", "principals/", ".truss/")
+OPERATOR_PATHS = (CONFIG_PATH, SIGNERS_PATH, CORE_PATH)
+
+
+@dataclass(frozen=True)
+class Violation:
+    commit: str
+    path: str
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.commit[:12]} {self.path or '-'}: [{self.rule}] {self.message}"
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    root: str
+    checked: int
+    violations: tuple[Violation, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def is_store_path(path: str) -> bool:
+    return path == CONFIG_PATH or path.startswith(STORE_PREFIXES)
+
+
+class _Policies:
+    """Policies by the blob ids of allowed_signers and truss.toml: most commits share one."""
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self.repo = repo
+        self.cache: dict[tuple[str | None, str | None], TrustPolicy] = {}
+
+    def of(self, snap: Snapshot) -> TrustPolicy:
+        key = (snap.blob_id(SIGNERS_PATH), snap.blob_id(CONFIG_PATH))
+        if key not in self.cache:
+            self.cache[key] = TrustPolicy.from_files(snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH))
+        return self.cache[key]
+
+
+def audit(
+    git: GitStore,
+    rev_range: str | None = None,
+    *,
+    root: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> AuditReport:
+    env = os.environ if environ is None else environ
+    repo = git.repo
+    notes: list[str] = []
+    root_id = root or pinned_root(repo, env)
+    if root_id is None:
+        found = find_root(git)
+        if found is None:
+            raise UsageError(f"{git.git_dir} holds no truss store (no {SIGNERS_PATH})")
+        root_id = str(found.id)
+        notes.append(
+            f"trust root not pinned; trusting the first store commit {root_id[:12]}. Pin it "
+            f"with `git config truss.root {root_id}` or TRUSS_ROOT"
+        )
+    root_commit = git.commit(root_id)
+    start, end = _split_range(rev_range)
+    tip = git.commit(end) if end else git.tip()
+    if tip is None:
+        raise UsageError("the branch has no commits yet")
+    policies = _Policies(repo)
+    violations: list[Violation] = []
+    checked = 0
+    if not repo.descendant_of(tip.id, root_commit.id) and tip.id != root_commit.id:
+        violations.append(
+            Violation(str(tip.id), "", "trust-root", f"does not descend from root {root_id[:12]}")
+        )
+        return AuditReport(root_id, 0, tuple(violations), tuple(notes))
+    for commit in _commits(repo, tip, root_commit, start):
+        checked += 1
+        violations.extend(check_commit(repo, commit, commit.id == root_commit.id, policies))
+    return AuditReport(root_id, checked, tuple(violations), tuple(notes))
+
+
+def _split_range(rev_range: str | None) -> tuple[str | None, str | None]:
+    if not rev_range:
+        return None, None
+    if ".." in rev_range:
+        a, _, b = rev_range.partition("..")
+        return a or None, b or None
+    return None, rev_range
+
+
+def _commits(
+    repo: pygit2.Repository, tip: pygit2.Commit, root: pygit2.Commit, start: str | None
+) -> Iterator[pygit2.Commit]:
+    walker = repo.walk(tip.id, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+    for parent in root.parents:
+        walker.hide(parent.id)
+    if start:
+        walker.hide(repo.revparse_single(start).peel(pygit2.Commit).id)
+    yield from walker
+
+
+def _diff(repo: pygit2.Repository, a: pygit2.Tree | None, b: pygit2.Tree) -> list[tuple[str, str]]:
+    """(status, path) for every changed store path; status is A, M or D."""
+    if a is None:
+        diff = b.diff_to_tree(swap=True)
+    else:
+        diff = repo.diff(a, b)
+    out = []
+    for delta in diff.deltas:
+        status = delta.status_char()
+        if status == "R":  # renames are off by default; keep both sides honest anyway
+            out.append(("D", delta.old_file.path))
+            out.append(("A", delta.new_file.path))
+            continue
+        path = delta.new_file.path if status != "D" else delta.old_file.path
+        if is_store_path(path):
+            out.append((status, path))
+    return out
+
+
+def check_commit(
+    repo: pygit2.Repository,
+    commit: pygit2.Commit,
+    is_root: bool,
+    policies: _Policies | None = None,
+) -> list[Violation]:
+    """Every violation one commit makes, judged by its first parent's policy."""
+    policies = policies or _Policies(repo)
+    cid = str(commit.id)
+    parent = commit.parents[0] if commit.parents else None
+    base = Snapshot(repo, parent) if parent is not None and not is_root else Snapshot(repo, None)
+    if is_root and parent is not None:
+        base = Snapshot(repo, parent)
+    snap = Snapshot(repo, commit)
+    changes = _diff(repo, base.tree, commit.tree)
+    if not changes:
+        return []
+    others = [Snapshot(repo, p) for p in commit.parents[1:]]
+    changes = [
+        (status, path)
+        for status, path in changes
+        if not any(o.blob_id(path) == snap.blob_id(path) and snap.blob_id(path) for o in others)
+    ]
+    if not changes:
+        return []
+    out: list[Violation] = []
+
+    def bad(path: str, rule: str, message: str) -> None:
+        out.append(Violation(cid, path, rule, message))
+
+    try:
+        policy = policies.of(snap if is_root else base)
+    except TrussError as exc:
+        bad("", "policy", f"no trust policy to judge this commit by: {exc}")
+        return out
+
+    fields = parse_trailers(commit.message)
+    op = (fields.get("Truss-Op") or [""])[0]
+    need: set[str] = set()
+    for status, path in changes:
+        if status == "D":
+            bad(path, "no-delete", "a store file was deleted; store history only grows")
+            continue
+        if path in OPERATOR_PATHS or path.startswith(".truss/"):
+            need.add("operator")
+            continue
+        if path.startswith(("identity/", "principals/")):
+            need.add("operator" if path == CORE_PATH else "agent")
+            continue
+        need |= _check_entry(repo, base, snap, path, status, op, policy, bad)
+
+    signature, payload = commit.gpg_signature
+    if signature is None:
+        bad("", "signed", "commit touches the store but is unsigned")
+        return out
+    try:
+        principal, held = _roles(policy, signature, payload)
+    except TrussError as exc:
+        bad("", "signed", str(exc))
+        return out
+    if is_root:
+        need.add("operator")
+    missing = _missing_roles(need, held)
+    if missing:
+        bad(
+            "",
+            "role",
+            f"signed by {principal} ({', '.join(sorted(held)) or 'no role'}); its changes need "
+            + " and ".join(missing),
+        )
+    return out
+
+
+def _roles(policy: TrustPolicy, signature: bytes, payload: bytes) -> tuple[str, set[str]]:
+    from .signing import verify
+
+    key = verify(signature.decode("ascii", "replace"), payload, GIT_NAMESPACE)
+    return policy.roles_of(key, GIT_NAMESPACE)
+
+
+def _missing_roles(need: set[str], held: set[str]) -> list[str]:
+    """Operators may do anything; otherwise each needed role must be held."""
+    if "operator" in held:
+        return []
+    missing = []
+    for role in sorted(need):
+        if role == "agent" and held & {"agent", "panel"}:
+            continue
+        if role not in held:
+            missing.append(f"the {role} role")
+    return missing
+
+
+def _check_entry(
+    repo: pygit2.Repository,
+    base: Snapshot,
+    snap: Snapshot,
+    path: str,
+    status: str,
+    op: str,
+    policy: TrustPolicy,
+    bad: object,
+) -> set[str]:
+    report = bad  # a callable(path, rule, message)
+    assert callable(report)
+    if not path.startswith("memories/"):
+        return set()
+    try:
+        new = entryfile.parse(snap.read(path) or b"", path)
+    except EntryError as exc:
+        report(path, "entry", str(exc))
+        return {"agent"}
+    if status == "A":
+        if new.trust is not Trust.UNVERIFIED:
+            report(path, "lands-unverified", f"a new entry must land unverified, not {new.trust}")
+        return {"agent"}
+    try:
+        old = entryfile.parse(base.read(path) or b"", path)
+    except EntryError:
+        old = None
+    if old is None:
+        return {"panel"}
+    if old.trust is not new.trust:
+        move = (old.trust, new.trust)
+        legal = move in LEGAL_TRANSITIONS or (op == "revert" and move[::-1] in LEGAL_TRANSITIONS)
+        if not legal:
+            report(
+                path,
+                "transition",
+                f"trust moved {old.trust.value} -> {new.trust.value}, which §2 does not allow",
+            )
+    verdict_changed = old.provenance.verified_by != new.provenance.verified_by
+    if new.trust in (Trust.VERIFIED, Trust.REJECTED) and (
+        old.trust is not new.trust or verdict_changed
+    ):
+        outcome = "PASS" if new.trust is Trust.VERIFIED else "FAIL"
+        if new.provenance.verified_by is None:
+            report(path, "verdict", f"{new.trust.value} with no verdict in provenance.verified_by")
+        else:
+            try:
+                verdict = Verdict.from_dict(new.provenance.verified_by, path)
+                check_verdict(verdict, new.id, outcome, policy)
+            except TrussError as exc:
+                report(path, "verdict", str(exc))
+    return {"panel"}

@@ -1,0 +1,295 @@
+"""The entry file codec: markdown with YAML front matter, in one canonical form.
+
+``serialize`` writes the fields in a fixed order with fixed quoting, so re-serializing an
+unchanged entry changes no byte and a trust change is a one-line diff. ``parse`` is strict:
+only plain YAML (no tags, no anchors or aliases), only known fields with the right types, and
+an ``id`` that matches the content. Every error names the file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from .errors import EntryError, UsageError
+from .model import Entry, Kind, Layer, Provenance, Trust, check_key, content_id, normalize_body
+
+MAX_ENTRY_BYTES = 256 * 1024
+
+FIELD_ORDER = (
+    "id",
+    "kind",
+    "key",
+    "trust",
+    "layer",
+    "scope",
+    "author",
+    "created",
+    "salience",
+    "provenance",
+    "supersedes",
+    "superseded_by",
+    "checks",
+)
+REQUIRED = ("id", "kind", "key", "trust", "layer", "author", "created")
+PROVENANCE_FIELDS = ("produced_by", "sources", "verified_by")
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """Multi-line strings (verdict signatures) as literal blocks, so diffs stay readable."""
+
+
+def _represent_str(dumper: Any, value: str) -> Any:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+_CREATED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+_HEX = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _scalar(value: Any) -> str:
+    """One YAML scalar on one line, quoted only where YAML needs it."""
+    text: str = yaml.dump(
+        value, Dumper=_Dumper, default_flow_style=True, width=1 << 30, allow_unicode=True
+    )
+    if text.endswith("\n...\n"):
+        text = text[: -len("\n...\n")]
+    return text.rstrip("\n")
+
+
+def _block(value: Mapping[str, Any], indent: int) -> str:
+    text: str = yaml.dump(
+        dict(value),
+        Dumper=_Dumper,
+        default_flow_style=False,
+        sort_keys=True,
+        width=1 << 30,
+        allow_unicode=True,
+    )
+    pad = " " * indent
+    return "".join(pad + line + "\n" for line in text.splitlines())
+
+
+def key_line(key: str) -> bytes:
+    """The exact ``key:`` line of a canonical file, for a fast scan before a full parse."""
+    return f"\nkey: {_scalar(key)}\n".encode()
+
+
+def serialize(entry: Entry) -> str:
+    """The canonical text of an entry file (always ends with one newline)."""
+    lines = ["---"]
+    lines.append(f"id: {entry.id}")
+    lines.append(f"kind: {entry.kind.value}")
+    lines.append(f"key: {_scalar(entry.key)}")
+    lines.append(f"trust: {entry.trust.value}")
+    lines.append(f"layer: {entry.layer.value}")
+    lines.append(f"scope: {_scalar(dict(sorted(entry.scope.items())))}")
+    lines.append(f"author: {_scalar(entry.author)}")
+    lines.append(f"created: {entry.created}")
+    lines.append(f"salience: {_scalar(float(entry.salience))}")
+    prov = entry.provenance
+    lines.append("provenance:")
+    lines.append(f"  produced_by: {_scalar(prov.produced_by)}")
+    lines.append(f"  sources: {_scalar(list(prov.sources))}")
+    if prov.verified_by is None:
+        lines.append("  verified_by: null")
+    else:
+        lines.append("  verified_by:")
+        lines.append(_block(prov.verified_by, 4).rstrip("\n"))
+    lines.append(f"supersedes: {_scalar(entry.supersedes)}")
+    lines.append(f"superseded_by: {_scalar(entry.superseded_by)}")
+    if entry.checks:
+        lines.append(f"checks: {_scalar(list(entry.checks))}")
+    lines.append("---")
+    return "\n".join(lines) + "\n" + entry.body + "\n"
+
+
+def _split(text: str, path: str | None) -> tuple[str, str]:
+    if not text.startswith("---\n"):
+        raise EntryError(
+            "does not start with a '---' front matter line; an entry file is YAML front "
+            "matter between two '---' lines, then the markdown body",
+            path=path,
+        )
+    end = text.find("\n---\n", 3)
+    if end < 0:
+        if text.endswith("\n---"):
+            end = len(text) - 4
+        else:
+            raise EntryError("front matter is not closed by a '---' line", path=path)
+    return text[4 : end + 1], text[end + 5 :]
+
+
+def _safe_yaml(front: str, path: str | None) -> Any:
+    try:
+        # Refuse anchors, aliases and tags before constructing anything: an alias bomb
+        # expands at construction time, and a tag is never part of an entry.
+        for event in yaml.parse(front, Loader=_Loader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise EntryError(
+                    "YAML anchors and aliases are not allowed in front matter; write values "
+                    "out in full",
+                    path=path,
+                )
+            tag = getattr(event, "tag", None)
+            if tag is not None:
+                raise EntryError(
+                    f"YAML tag {tag!r} is not allowed in front matter; use plain values",
+                    path=path,
+                )
+        return yaml.load(front, Loader=_Loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise EntryError(f"malformed YAML front matter{where}: {problem}", path=path) from exc
+
+
+def _want(value: Any, kind: type | tuple[type, ...], name: str, path: str | None) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise EntryError(
+            f"must be {want}, got {type(value).__name__} {value!r}", path=path, field=name
+        )
+    return value
+
+
+def _enum(parse: Any, value: Any, name: str, path: str | None) -> Any:
+    _want(value, str, name, path)
+    try:
+        return parse(value)
+    except (UsageError, ValueError) as exc:
+        raise EntryError(str(exc), path=path, field=name) from None
+
+
+def _opt_id(value: Any, name: str, path: str | None) -> str | None:
+    if value is None:
+        return None
+    _want(value, str, name, path)
+    if not _HEX.match(value):
+        raise EntryError("must be a 32-character hex entry id or null", path=path, field=name)
+    return str(value)
+
+
+def parse(text: str | bytes, path: str | None = None, *, check_path: bool = True) -> Entry:
+    """Parse and validate one entry file; raise ``EntryError`` naming file and field."""
+    if isinstance(text, bytes):
+        if len(text) > MAX_ENTRY_BYTES:
+            raise EntryError(
+                f"is {len(text)} bytes; an entry file may hold at most {MAX_ENTRY_BYTES}",
+                path=path,
+            )
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EntryError(f"is not UTF-8 ({exc.reason})", path=path) from exc
+    if len(text) > MAX_ENTRY_BYTES:
+        raise EntryError(f"holds more than {MAX_ENTRY_BYTES} characters", path=path)
+    front, body = _split(text, path)
+    data = _safe_yaml(front, path)
+    if not isinstance(data, dict):
+        raise EntryError("front matter must be a YAML mapping of fields", path=path)
+    unknown = sorted(set(map(str, data)) - set(FIELD_ORDER))
+    if unknown:
+        raise EntryError(
+            f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(FIELD_ORDER)}",
+            path=path,
+        )
+    for name in REQUIRED:
+        if name not in data:
+            raise EntryError("is missing; every entry needs it", path=path, field=name)
+
+    kind = _enum(Kind, data["kind"], "kind", path)
+    trust = _enum(Trust, data["trust"], "trust", path)
+    layer = _enum(Layer, data["layer"], "layer", path)
+    key = _want(data["key"], str, "key", path)
+    try:
+        check_key(key)
+    except UsageError as exc:
+        raise EntryError(str(exc), path=path, field="key") from None
+    scope = data.get("scope") or {}
+    _want(scope, dict, "scope", path)
+    for k, v in scope.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise EntryError("must map names to strings", path=path, field="scope")
+    author = _want(data["author"], str, "author", path)
+    created = data["created"]
+    if isinstance(created, datetime.datetime) and created.utcoffset() == datetime.timedelta(0):
+        # YAML reads an unquoted timestamp as a datetime; the canonical text is unquoted.
+        created = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if not isinstance(created, str) or not _CREATED.match(created):
+        raise EntryError(
+            "must be a UTC time like 2026-11-29T11:02:33Z (quote-free)",
+            path=path,
+            field="created",
+        )
+    salience = _want(data.get("salience", 0.5), (int, float), "salience", path)
+    if not 0.0 <= float(salience) <= 1.0:
+        raise EntryError("must be between 0 and 1", path=path, field="salience")
+
+    prov_data = data.get("provenance") or {}
+    _want(prov_data, dict, "provenance", path)
+    bad = sorted(set(map(str, prov_data)) - set(PROVENANCE_FIELDS))
+    if bad:
+        raise EntryError(
+            f"unknown field(s) {', '.join(bad)}; allowed: {', '.join(PROVENANCE_FIELDS)}",
+            path=path,
+            field="provenance",
+        )
+    produced_by = prov_data.get("produced_by")
+    if produced_by is not None:
+        _want(produced_by, str, "provenance.produced_by", path)
+    sources = prov_data.get("sources") or []
+    _want(sources, list, "provenance.sources", path)
+    for s in sources:
+        _want(s, str, "provenance.sources", path)
+    verified_by = prov_data.get("verified_by")
+    if verified_by is not None:
+        _want(verified_by, dict, "provenance.verified_by", path)
+    checks = data.get("checks") or []
+    _want(checks, list, "checks", path)
+    for c in checks:
+        _want(c, str, "checks", path)
+
+    if body.endswith("\n"):
+        body = body[:-1]
+    entry = Entry(
+        kind=kind,
+        key=key,
+        body=normalize_body(body),
+        trust=trust,
+        layer=layer,
+        scope=dict(scope),
+        author=author,
+        created=created,
+        salience=float(salience),
+        provenance=Provenance(
+            produced_by=produced_by, sources=tuple(sources), verified_by=verified_by
+        ),
+        supersedes=_opt_id(data.get("supersedes"), "supersedes", path),
+        superseded_by=_opt_id(data.get("superseded_by"), "superseded_by", path),
+        checks=tuple(checks),
+    )
+    claimed = data["id"]
+    actual = content_id(entry)
+    if claimed != actual:
+        raise EntryError(
+            f"id {claimed!r} does not match the content (which hashes to {actual}); the body "
+            "or an immutable field was edited — write a new entry that supersedes this one",
+            path=path,
+            field="id",
+        )
+    if check_path and path is not None and path != entry.path:
+        raise EntryError(
+            f"sits at the wrong path; kind {kind.value} and id {actual} belong at {entry.path}",
+            path=path,
+        )
+    return entry

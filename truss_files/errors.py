@@ -1,0 +1,73 @@
+"""The exceptions truss-files raises.
+
+Every error is a ``TrussError``; callers catch the root, faces translate it to an exit code
+or a JSON error object. Library code translates pygit2, YAML and OS errors at the boundary
+with ``raise ... from exc``.
+
+    TrussError
+    ├── UsageError            bad input from a person or a tool call (exit 1 / code "invalid_input")
+    │   └── NotFound          no entry, commit or key by that name
+    ├── EntryError            an entry file that does not parse or validate (names file + field)
+    ├── SignatureError        a signature that does not verify, or a signer without the role
+    ├── VerdictError          a verdict that is invalid for the entry it is applied to
+    ├── TransitionError       a trust change the state machine does not allow
+    ├── ConflictError         the store moved under us, or a work tree path has local edits
+    ├── ConfigError           truss.toml / allowed_signers / user config problems
+    └── StoreError            anything else about the repository (not a store, corrupt object)
+"""
+
+from __future__ import annotations
+
+
+class TrussError(Exception):
+    """Root of every error truss-files raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(TrussError):
+    code = "invalid_input"
+
+
+class NotFound(UsageError):
+    code = "not_found"
+
+
+class EntryError(TrussError):
+    code = "invalid_entry"
+
+    def __init__(self, message: str, *, path: str | None = None, field: str | None = None):
+        where = path or "<entry>"
+        if field:
+            where = f"{where}: field '{field}'"
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.field = field
+
+
+class SignatureError(TrussError):
+    code = "bad_signature"
+
+
+class VerdictError(TrussError):
+    code = "bad_verdict"
+
+
+class TransitionError(TrussError):
+    code = "illegal_transition"
+
+
+class ConflictError(TrussError):
+    code = "conflict"
+
+
+class ConfigError(TrussError):
+    code = "config"
+
+
+class StoreError(TrussError):
+    code = "store"

@@ -1,0 +1,343 @@
+"""The git backend: snapshots, path-level tree writes, signed compare-and-swap commits.
+
+Reads look at a commit's tree, never at the working directory. A write rebuilds only the
+trees on the changed paths (DESIGN.md §1.2), signs the commit in git's own ``gpgsig`` format,
+and moves the branch inside a ref transaction only if it still points where the write began;
+a writer that lost the race re-plans on the new tip and tries again. When the branch is
+checked out, the touched paths of the work tree and index follow, so ``git status`` stays
+clean — and a touched path with local edits stops the write before anything moves.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import pygit2
+
+from .errors import ConflictError, StoreError, UsageError
+
+Changes = Mapping[str, bytes | None]
+"""Paths to write (bytes) or delete (None), relative to the repository root."""
+
+_BLOB = pygit2.enums.FileMode.BLOB
+_TREE = pygit2.enums.FileMode.TREE
+
+
+class Signer(Protocol):
+    @property
+    def public_line(self) -> str: ...
+
+    def sign(self, data: bytes, namespace: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    email: str
+
+    def signature(self, when: float | None = None) -> pygit2.Signature:
+        return pygit2.Signature(self.name, self.email, int(when if when else time.time()), 0)
+
+
+class Snapshot:
+    """A read-only view of one commit's tree (or of nothing, before the first commit)."""
+
+    def __init__(self, repo: pygit2.Repository, commit: pygit2.Commit | None) -> None:
+        self.repo = repo
+        self.commit = commit
+        self.tree: pygit2.Tree | None = commit.tree if commit is not None else None
+
+    @property
+    def oid(self) -> str | None:
+        return str(self.commit.id) if self.commit is not None else None
+
+    def _obj(self, path: str) -> pygit2.Object | None:
+        if self.tree is None:
+            return None
+        try:
+            entry = self.tree[path]
+        except KeyError:
+            return None
+        return self.repo[entry.id]
+
+    def read(self, path: str) -> bytes | None:
+        obj = self._obj(path)
+        if isinstance(obj, pygit2.Blob):
+            return obj.data
+        return None
+
+    def blob_id(self, path: str) -> str | None:
+        obj = self._obj(path)
+        return str(obj.id) if isinstance(obj, pygit2.Blob) else None
+
+    def tree_id(self, path: str) -> str | None:
+        obj = self._obj(path)
+        return str(obj.id) if isinstance(obj, pygit2.Tree) else None
+
+    def listdir(self, path: str) -> list[str]:
+        obj = self._obj(path) if path else self.tree
+        if not isinstance(obj, pygit2.Tree):
+            return []
+        return [e.name for e in obj if e.name is not None]
+
+    def walk(self, path: str) -> Iterator[tuple[str, pygit2.Blob]]:
+        """Every blob below ``path``, depth first, as (full path, blob)."""
+        obj = self._obj(path) if path else self.tree
+        if not isinstance(obj, pygit2.Tree):
+            return
+        stack: list[tuple[str, pygit2.Tree]] = [(path, obj)]
+        while stack:
+            prefix, tree = stack.pop()
+            for entry in tree:
+                child = f"{prefix}/{entry.name}" if prefix else str(entry.name)
+                if entry.filemode == _TREE:
+                    stack.append((child, self.repo[entry.id]))  # type: ignore[arg-type]
+                else:
+                    blob = self.repo[entry.id]
+                    if isinstance(blob, pygit2.Blob):
+                        yield child, blob
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one write does: the paths it changes and the commit message that says why."""
+
+    changes: Changes
+    message: str
+
+
+class GitStore:
+    """One git repository (bare or with a work tree) and the branch the store lives on."""
+
+    MAX_ATTEMPTS = 12
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        try:
+            found = pygit2.discover_repository(str(path))
+        except pygit2.GitError as exc:
+            raise StoreError(f"{path}: cannot read a git repository here ({exc})") from exc
+        if found is None:
+            raise StoreError(
+                f"{path} is not inside a git repository; run `truss-files init {path}` "
+                "or pass --store PATH"
+            )
+        self.repo = pygit2.Repository(found)
+        self.bare = self.repo.is_bare
+        self.workdir = None if self.bare else Path(self.repo.workdir)
+
+    @property
+    def git_dir(self) -> Path:
+        return Path(self.repo.path)
+
+    @property
+    def branch(self) -> str:
+        """The ref the store writes: whatever HEAD names (refs/heads/main on a new repo)."""
+        head = self.repo.references.get("HEAD")
+        if head is None:
+            return "refs/heads/main"
+        target = head.target
+        if isinstance(target, str):
+            return target
+        raise StoreError(
+            "HEAD is detached; check out the store's branch (git switch main) before writing"
+        )
+
+    def tip(self, ref: str | None = None) -> pygit2.Commit | None:
+        ref = ref or self.branch
+        reference = self.repo.references.get(ref)
+        if reference is None:
+            return None
+        obj = self.repo[reference.resolve().target]
+        return obj if isinstance(obj, pygit2.Commit) else None
+
+    def snapshot(self, rev: str | None = None) -> Snapshot:
+        if rev is None:
+            return Snapshot(self.repo, self.tip())
+        return Snapshot(self.repo, self.commit(rev))
+
+    def commit(self, rev: str) -> pygit2.Commit:
+        try:
+            obj = self.repo.revparse_single(rev)
+            commit = obj.peel(pygit2.Commit)
+        except (KeyError, ValueError, pygit2.GitError) as exc:
+            raise UsageError(f"no commit named '{rev}' in {self.git_dir}") from exc
+        return commit
+
+    # -- writing -------------------------------------------------------------------------
+
+    def write_tree(self, tree: pygit2.Tree | None, changes: Changes) -> pygit2.Oid | None:
+        """Rebuild only the trees on the changed paths; an emptied tree disappears."""
+        builder = self.repo.TreeBuilder(tree) if tree is not None else self.repo.TreeBuilder()
+        nested: dict[str, dict[str, bytes | None]] = {}
+        for path, data in changes.items():
+            head, _, rest = path.partition("/")
+            if rest:
+                nested.setdefault(head, {})[rest] = data
+            elif data is None:
+                if builder.get(head) is not None:
+                    builder.remove(head)
+            else:
+                builder.insert(head, self.repo.create_blob(data), _BLOB)
+        for head, sub in nested.items():
+            existing = builder.get(head)
+            subtree = existing if isinstance(existing, pygit2.Tree) else None
+            oid = self.write_tree(subtree, sub)
+            if oid is None:
+                if existing is not None:
+                    builder.remove(head)
+            else:
+                builder.insert(head, oid, _TREE)
+        if len(builder) == 0:
+            return None
+        return builder.write()
+
+    def make_commit(
+        self,
+        tree: pygit2.Oid,
+        parents: list[pygit2.Oid],
+        message: str,
+        signer: Signer,
+        identity: Identity,
+    ) -> pygit2.Oid:
+        who = identity.signature()
+        content = self.repo.create_commit_string(who, who, message, tree, parents)
+        armored = signer.sign(content.encode("utf-8"), "git")
+        return self.repo.create_commit_with_signature(content, armored, "gpgsig")
+
+    def apply(
+        self,
+        plan: Callable[[Snapshot], Plan],
+        signer: Signer,
+        identity: Identity,
+        *,
+        ref: str | None = None,
+        check: Callable[[pygit2.Commit, Snapshot], None] | None = None,
+    ) -> tuple[pygit2.Commit, Plan] | None:
+        """Plan on the current tip, commit, and move ``ref`` by compare-and-swap.
+
+        ``plan`` runs again on the new tip whenever another writer won the race, so it must
+        decide from the snapshot alone. ``check`` verifies the signed commit (against the
+        parent's policy) before any ref moves: libgit2 runs no hooks, so we check ourselves.
+        """
+        ref = ref or self.branch
+        sync_worktree = self._checked_out(ref)
+        for attempt in range(self.MAX_ATTEMPTS):
+            base = self.tip(ref)
+            snap = Snapshot(self.repo, base)
+            step = plan(snap)
+            if not step.changes:
+                return None
+            if sync_worktree:
+                self._check_worktree(snap, step.changes)
+            tree = self.write_tree(snap.tree, step.changes)
+            if tree is None:
+                tree = self.repo.TreeBuilder().write()
+            parents = [base.id] if base is not None else []
+            oid = self.make_commit(tree, parents, step.message, signer, identity)
+            commit = self.repo[oid]
+            assert isinstance(commit, pygit2.Commit)
+            if check is not None:
+                check(commit, snap)
+            if self._swap(ref, base.id if base is not None else None, oid, step.message):
+                if sync_worktree:
+                    self._sync_worktree(step.changes)
+                return commit, step
+            # Another writer moved the branch: back off with jitter, then re-plan on its tip.
+            time.sleep(min(0.2, 0.002 * (2**attempt)) * (0.5 + random.random()))
+        raise ConflictError(
+            f"{ref} kept moving under {self.MAX_ATTEMPTS} attempts to write; try again"
+        )
+
+    def _swap(self, ref: str, old: pygit2.Oid | None, new: pygit2.Oid, message: str) -> bool:
+        try:
+            with self.repo.transaction() as txn:
+                txn.lock_ref(ref)
+                current = self.repo.references.get(ref)
+                current_id = current.target if current is not None else None
+                if current_id != old:
+                    raise _LostRace
+                first_line = message.splitlines()[0] if message else "truss-files"
+                txn.set_target(ref, new, message=f"truss-files: {first_line}")
+        except _LostRace:
+            return False
+        except pygit2.GitError as exc:
+            if "lock" in type(exc).__name__.lower() or "lock" in str(exc).lower():
+                return False
+            raise StoreError(f"could not update {ref}: {exc}") from exc
+        return True
+
+    def update_ref(self, ref: str, old: pygit2.Oid | None, new: pygit2.Oid, msg: str) -> bool:
+        """Compare-and-swap on any ref (run ledgers live outside the branch)."""
+        return self._swap(ref, old, new, msg)
+
+    # -- the work tree -------------------------------------------------------------------
+
+    def _checked_out(self, ref: str) -> bool:
+        if self.bare:
+            return False
+        head = self.repo.references.get("HEAD")
+        return head is not None and head.target == ref
+
+    def _check_worktree(self, snap: Snapshot, changes: Changes) -> None:
+        assert self.workdir is not None
+        index = self.repo.index
+        index.read(force=False)
+        for path in changes:
+            base_id = snap.blob_id(path)
+            disk = self.workdir / path
+            if disk.exists():
+                disk_id = str(pygit2.hash(disk.read_bytes()))
+                if disk_id != base_id:
+                    raise ConflictError(
+                        f"{disk} has local edits (or is untracked); commit, stash or remove "
+                        "them before truss-files writes this path"
+                    )
+            elif base_id is not None:
+                # Deleted by hand in the work tree: the store would silently restore it.
+                raise ConflictError(f"{disk} was deleted in the work tree; restore it first")
+            staged = index[path].id if path in index else None
+            if staged is not None and str(staged) != base_id:
+                raise ConflictError(
+                    f"{path} has staged changes; commit or unstage them before truss-files "
+                    "writes this path"
+                )
+
+    def _sync_worktree(self, changes: Changes) -> None:
+        assert self.workdir is not None
+        for path, data in changes.items():
+            disk = self.workdir / path
+            if data is None:
+                disk.unlink(missing_ok=True)
+            else:
+                disk.parent.mkdir(parents=True, exist_ok=True)
+                tmp = disk.with_name(f".{disk.name}.{os.getpid()}.tmp")
+                tmp.write_bytes(data)
+                os.replace(tmp, disk)
+        for attempt in range(20):
+            try:
+                index = self.repo.index
+                index.read(force=True)
+                for path, data in changes.items():
+                    if data is None:
+                        if path in index:
+                            index.remove(path)
+                    else:
+                        index.add(path)
+                index.write()
+                return
+            except pygit2.GitError:
+                # Another process holds index.lock; the commit already landed, so wait.
+                time.sleep(0.01 * (attempt + 1))
+        raise ConflictError(
+            "the commit landed but the index stayed locked; run `git reset -q` to refresh it"
+        )
+
+
+class _LostRace(Exception):
+    pass

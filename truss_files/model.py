@@ -1,0 +1,202 @@
+"""The values truss-files passes around: kinds, trust tiers, layers, entries, ledger refs.
+
+All values are frozen; a change of trust makes a new ``Entry`` with ``dataclasses.replace``.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UsageError
+
+
+class Kind(enum.StrEnum):
+    GOAL = "goal"
+    DECISION = "decision"
+    FACT = "fact"
+    LESSON = "lesson"
+    PLAYBOOK = "playbook"
+    ARTIFACT = "artifact"
+    SCRATCH = "scratch"
+    CONTEXT_SUMMARY = "context_summary"
+    INFERENCE = "inference"
+    PREFERENCE = "preference"
+    CORRECTION = "correction"
+
+    @classmethod
+    def parse(cls, value: str) -> Kind:
+        text = str(value).strip().lower().replace("-", "_")
+        try:
+            return cls(text)
+        except ValueError:
+            # "lessons" and "playbooks" are how people and the memory tool's paths say it.
+            if text.endswith("s") and text[:-1] in cls._value2member_map_:
+                return cls(text[:-1])
+            raise UsageError(
+                f"unknown kind '{value}'; use one of: {', '.join(k.value for k in cls)}"
+            ) from None
+
+
+class Trust(enum.StrEnum):
+    UNVERIFIED = "unverified"
+    VERIFIED = "verified"
+    STALE = "stale"
+    REJECTED = "rejected"
+
+    @property
+    def rank(self) -> int:
+        """Order for trust floors: verified > stale > unverified; rejected never passes."""
+        return _TRUST_RANK[self]
+
+    @classmethod
+    def floor(cls, value: str | Trust) -> Trust:
+        """Parse a ``min_trust`` value; ``rejected`` is refused, never a floor."""
+        try:
+            trust = cls(str(value).strip().lower())
+        except ValueError:
+            raise UsageError(
+                f"unknown min_trust '{value}'; use verified (default), stale or unverified"
+            ) from None
+        if trust is cls.REJECTED:
+            raise UsageError(
+                "min_trust 'rejected' is not allowed: rejected entries are kept for audit "
+                "and never returned; use verified, stale or unverified"
+            )
+        return trust
+
+    def passes(self, floor: Trust) -> bool:
+        return self is not Trust.REJECTED and self.rank >= floor.rank
+
+
+_TRUST_RANK = {Trust.REJECTED: -1, Trust.UNVERIFIED: 0, Trust.STALE: 1, Trust.VERIFIED: 2}
+
+# The arrows of DESIGN.md §2. Reverts are judged separately (the inverse of a recorded move).
+LEGAL_TRANSITIONS: frozenset[tuple[Trust, Trust]] = frozenset(
+    {
+        (Trust.UNVERIFIED, Trust.VERIFIED),
+        (Trust.UNVERIFIED, Trust.REJECTED),
+        (Trust.VERIFIED, Trust.STALE),
+        (Trust.STALE, Trust.VERIFIED),
+    }
+)
+
+
+class Layer(enum.StrEnum):
+    TASK = "task"
+    MEMBER = "member"
+    ROLE = "role"
+    TEAM = "team"
+    ENTERPRISE = "enterprise"
+
+    @classmethod
+    def parse(cls, value: str) -> Layer:
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise UsageError(
+                f"unknown layer '{value}'; use one of: {', '.join(x.value for x in cls)}"
+            ) from None
+
+
+_LEDGER_REF = re.compile(
+    r"^(git:[0-9a-f]{4,64}|run:[A-Za-z0-9._-]{1,128}/\d{1,12}|event:[^\s#]{1,256}(#[^\s#]{1,64})?)$"
+)
+
+
+def check_ledger_ref(value: str) -> str:
+    """A LedgerRef names the event behind a fact: git:<commit>, run:<id>/<seq>, event:<id>[#rev]."""
+    if not _LEDGER_REF.match(value):
+        raise UsageError(
+            f"'{value}' is not a ledger ref; use git:<commit>, run:<run-id>/<seq> "
+            "or event:<id>[#<revision>]"
+        )
+    return value
+
+
+_KEY_BAD = re.compile(r"[\x00-\x1f\x7f]")
+MAX_KEY = 256
+
+
+def check_key(key: str) -> str:
+    if not key or not key.strip():
+        raise UsageError("key must not be empty")
+    if len(key) > MAX_KEY:
+        raise UsageError(f"key is {len(key)} characters; the limit is {MAX_KEY}")
+    if _KEY_BAD.search(key):
+        raise UsageError("key must not contain control characters or newlines")
+    return key
+
+
+@dataclass(frozen=True)
+class Provenance:
+    produced_by: str | None = None
+    sources: tuple[str, ...] = ()
+    verified_by: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One memory entry: the front matter fields plus the body (DESIGN.md §1.1)."""
+
+    kind: Kind
+    key: str
+    body: str
+    trust: Trust = Trust.UNVERIFIED
+    layer: Layer = Layer.TASK
+    scope: Mapping[str, str] = field(default_factory=dict)
+    author: str = "agent:unknown"
+    created: str = ""
+    salience: float = 0.5
+    provenance: Provenance = field(default_factory=Provenance)
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    checks: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return content_id(self)
+
+    @property
+    def path(self) -> str:
+        return entry_path(self.kind, self.id)
+
+    @property
+    def ledger_ref(self) -> str | None:
+        return self.provenance.produced_by
+
+    def immutable(self) -> dict[str, Any]:
+        """The fields the content address covers; trust, verdicts and links are excluded."""
+        return {
+            "kind": self.kind.value,
+            "key": self.key,
+            "body": self.body,
+            "layer": self.layer.value,
+            "scope": dict(sorted(self.scope.items())),
+            "author": self.author,
+            "produced_by": self.provenance.produced_by,
+        }
+
+
+def content_id(entry: Entry) -> str:
+    canonical = json.dumps(
+        entry.immutable(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
+def entry_path(kind: Kind, entry_id: str) -> str:
+    # Fan-out by the id's first two hex characters: measured in DESIGN.md §1.2 (~1.4 ms vs
+    # ~205 ms per commit at 100k entries).
+    return f"memories/{kind.value}/{entry_id[:2]}/{entry_id}.md"
+
+
+def normalize_body(body: str) -> str:
+    """Line endings become LF and trailing blank lines go: the body is stored canonically."""
+    text = body.replace("\r\n", "\n").replace("\r", "\n")
+    return "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")

@@ -1,0 +1,1 @@
+"""The verification panel: verdicts, reviewers, policies."""

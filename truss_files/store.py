@@ -1,0 +1,554 @@
+"""MemoryStore: every change of belief is one signed commit.
+
+write → unverified; promote (PASS verdict) → verified; reject (FAIL verdict) → rejected;
+demote → stale; supersede links a newer verified entry over an older one; revert undoes a
+trust transition with a signed revert commit. Reads are snapshots of the branch tip.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from . import entryfile
+from .config import CONFIG_PATH, SIGNERS_PATH, StoreConfig, TrustPolicy
+from .errors import (
+    ConfigError,
+    EntryError,
+    NotFound,
+    StoreError,
+    TransitionError,
+    UsageError,
+)
+from .gitstore import GitStore, Identity, Plan, Snapshot
+from .model import (
+    Entry,
+    Kind,
+    Layer,
+    Provenance,
+    Trust,
+    check_key,
+    check_ledger_ref,
+    entry_path,
+    normalize_body,
+)
+from .panel.verdict import Verdict, check_verdict, sign_verdict
+from .signing import Signer
+
+Clock = Callable[[], datetime.datetime]
+CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")
+MAX_BODY = 64 * 1024
+_HEX_PREFIX = re.compile(r"^[0-9a-f]{8,32}$")
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def stamp(when: datetime.datetime) -> str:
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def trailers(**fields: str | Iterable[str]) -> str:
+    """Git trailers ``Truss-Op: write`` etc.; an iterable value repeats the trailer."""
+    lines = []
+    for name, value in fields.items():
+        label = "Truss-" + name.replace("_", "-").title()
+        values = [value] if isinstance(value, str) else list(value)
+        lines.extend(f"{label}: {v}" for v in values)
+    return "\n".join(lines)
+
+
+def parse_trailers(message: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for line in message.splitlines():
+        name, sep, value = line.partition(": ")
+        if sep and name.startswith("Truss-") and " " not in name:
+            found.setdefault(name, []).append(value.strip())
+    return found
+
+
+@dataclass(frozen=True)
+class LogItem:
+    commit: str
+    time: str
+    op: str
+    signer: str
+    summary: str
+    trust: str | None
+    verdict: str | None
+
+
+class MemoryStore:
+    """The store API every face calls; one instance per repository and signer."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ".",
+        *,
+        signer: Signer | None = None,
+        clock: Clock = utc_now,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.git = GitStore(path)
+        self._signer = signer
+        self.clock = clock
+        self.environ = os.environ if environ is None else environ
+
+    # -- configuration and identity ------------------------------------------------------
+
+    @property
+    def signer(self) -> Signer:
+        if self._signer is None:
+            from .keys import load_signer
+
+            self._signer = load_signer(repo_dir=self.git.workdir, environ=self.environ)
+        return self._signer
+
+    def snapshot(self, rev: str | None = None) -> Snapshot:
+        return self.git.snapshot(rev)
+
+    def policy(self, snap: Snapshot | None = None) -> TrustPolicy:
+        snap = snap or self.snapshot()
+        return TrustPolicy.from_files(snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH))
+
+    def config(self, snap: Snapshot | None = None) -> StoreConfig:
+        snap = snap or self.snapshot()
+        return StoreConfig.parse(snap.read(CONFIG_PATH))
+
+    def principal(self, snap: Snapshot | None = None) -> str:
+        from .signing import PublicKey
+
+        key = PublicKey.from_line(self.signer.public_line)
+        name, _ = self.policy(snap).roles_of(key)
+        return name
+
+    def identity(self, principal: str) -> Identity:
+        env = self.environ
+        cfg = self.git.repo.config
+        name = env.get("GIT_COMMITTER_NAME") or _cfg(cfg, "user.name") or principal
+        email = env.get("GIT_COMMITTER_EMAIL") or _cfg(cfg, "user.email") or principal
+        return Identity(name, email)
+
+    def _now(self) -> str:
+        return stamp(self.clock())
+
+    # -- reading -------------------------------------------------------------------------
+
+    def iter_entries(self, snap: Snapshot | None = None, kind: Kind | None = None) -> Iterator[Entry]:
+        snap = snap or self.snapshot()
+        root = f"memories/{kind.value}" if kind else "memories"
+        for path, blob in snap.walk(root):
+            if path.endswith(".md"):
+                yield entryfile.parse(blob.data, path)
+
+    def get(self, ref: str, snap: Snapshot | None = None) -> Entry:
+        snap = snap or self.snapshot()
+        return entryfile.parse(snap.read(self.resolve(ref, snap)) or b"", self.resolve(ref, snap))
+
+    def resolve(self, ref: str, snap: Snapshot | None = None) -> str:
+        """The path of the entry whose id is ``ref`` or starts with it (8+ hex, like git)."""
+        snap = snap or self.snapshot()
+        ref = ref.strip().lower()
+        if not _HEX_PREFIX.match(ref):
+            raise UsageError(
+                f"'{ref}' is not an entry id; give the 32-hex id or a unique prefix of 8+"
+            )
+        matches = []
+        for kind in Kind:
+            folder = f"memories/{kind.value}/{ref[:2]}"
+            matches.extend(
+                f"{folder}/{name}"
+                for name in snap.listdir(folder)
+                if name.startswith(ref) and name.endswith(".md")
+            )
+        if not matches:
+            raise NotFound(f"no entry with id {ref}; list ids with `truss-files list`")
+        if len(matches) > 1:
+            ids = ", ".join(Path(m).stem for m in matches)
+            raise UsageError(f"id prefix {ref} is ambiguous ({ids}); give more characters")
+        return matches[0]
+
+    def list(
+        self,
+        *,
+        kind: Kind | None = None,
+        key: str | None = None,
+        trust: Trust | None = None,
+        layer: Layer | None = None,
+        snap: Snapshot | None = None,
+    ) -> list[Entry]:
+        found = [
+            e
+            for e in self.iter_entries(snap, kind)
+            if (key is None or e.key == key)
+            and (trust is None or e.trust is trust)
+            and (layer is None or e.layer is layer)
+        ]
+        return sorted(found, key=lambda e: (e.created, e.id))
+
+    def same_key(self, entry: Entry, snap: Snapshot) -> list[Entry]:
+        """Other entries of the same kind and key (a cheap line scan, then a full parse)."""
+        needle = entryfile.key_line(entry.key)
+        out = []
+        for path, blob in snap.walk(f"memories/{entry.kind.value}"):
+            data = blob.data
+            if needle in data and not path.endswith(f"{entry.id}.md"):
+                other = entryfile.parse(data, path)
+                if other.key == entry.key:
+                    out.append(other)
+        return out
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _apply(
+        self, plan: Callable[[Snapshot], Plan], need: set[str]
+    ) -> tuple[pygit2.Commit, Plan] | None:
+        signer = self.signer
+
+        def check(commit: pygit2.Commit, parent: Snapshot) -> None:
+            signature, payload = commit.gpg_signature
+            if signature is None:
+                raise StoreError("refusing to move the branch: the new commit is unsigned")
+            self.policy(parent).check_signature(signature.decode(), payload, "git", need)
+
+        principal = self.principal()
+        return self.git.apply(plan, signer, self.identity(principal), check=check)
+
+    def write(
+        self,
+        kind: Kind | str,
+        key: str,
+        body: str,
+        *,
+        layer: Layer | str = Layer.TASK,
+        scope: Mapping[str, str] | None = None,
+        author: str | None = None,
+        produced_by: str | None = None,
+        sources: Iterable[str] = (),
+        salience: float = 0.5,
+        checks: Iterable[str] = (),
+    ) -> Entry:
+        """Store a new entry, unverified. Writing the same content again changes nothing."""
+        kind = Kind.parse(kind) if isinstance(kind, str) else kind
+        layer = Layer.parse(layer) if isinstance(layer, str) else layer
+        check_key(key)
+        body = normalize_body(body)
+        if not body:
+            raise UsageError("body is empty; an entry needs text")
+        if len(body.encode()) > MAX_BODY:
+            raise UsageError(f"body is {len(body.encode())} bytes; the limit is {MAX_BODY}")
+        if produced_by is not None:
+            check_ledger_ref(produced_by)
+        sources = tuple(check_ledger_ref(s) for s in sources)
+        if not 0.0 <= salience <= 1.0:
+            raise UsageError("salience must be between 0 and 1")
+        entry = Entry(
+            kind=kind,
+            key=key,
+            body=body,
+            layer=layer,
+            scope=dict(scope or {}),
+            author=author or f"agent:{self.principal()}",
+            created=self._now(),
+            salience=float(salience),
+            provenance=Provenance(produced_by=produced_by, sources=sources),
+            checks=tuple(checks),
+        )
+        existing: list[Entry] = []
+
+        def plan(snap: Snapshot) -> Plan:
+            data = snap.read(entry.path)
+            if data is not None:
+                existing.append(entryfile.parse(data, entry.path))
+                return Plan({}, "")
+            text = entryfile.serialize(entry)
+            message = f"truss: write {kind.value} {key}\n\n" + trailers(
+                op="write", entry=entry.id, trust="none -> unverified"
+            )
+            return Plan({entry.path: text.encode()}, message)
+
+        if self._apply(plan, {"agent", "operator"}) is None:
+            return existing[-1]
+        return entry
+
+    def _transition(
+        self,
+        ref: str,
+        op: str,
+        need: set[str],
+        change: Callable[[Entry, Snapshot], tuple[dict[str, Entry], dict[str, str]]],
+    ) -> Entry:
+        """One signed commit that rewrites the entries ``change`` returns."""
+        result: list[Entry] = []
+
+        def plan(snap: Snapshot) -> Plan:
+            result.clear()
+            entry = self.get(ref, snap)
+            updates, extra = change(entry, snap)
+            changes: dict[str, bytes | None] = {}
+            moves = []
+            for eid, new in updates.items():
+                old = self.get(eid, snap)
+                moves.append(f"{eid} {old.trust.value} -> {new.trust.value}")
+                changes[new.path] = entryfile.serialize(new).encode()
+            result.append(updates[entry.id])
+            message = f"truss: {op} {entry.id[:12]} ({entry.kind.value} {entry.key})\n\n"
+            message += trailers(op=op, entry=entry.id, trust=moves, **extra)
+            return Plan(changes, message)
+
+        self._apply(plan, need)
+        return result[0]
+
+    def promote(self, ref: str, verdict: Verdict) -> Entry:
+        return self._decide(ref, verdict, "PASS")
+
+    def reject(self, ref: str, verdict: Verdict) -> Entry:
+        return self._decide(ref, verdict, "FAIL")
+
+    def _decide(self, ref: str, verdict: Verdict, outcome: str) -> Entry:
+        def change(entry: Entry, snap: Snapshot) -> tuple[dict[str, Entry], dict[str, str]]:
+            if entry.trust is not Trust.UNVERIFIED and not (
+                outcome == "PASS" and entry.trust is Trust.STALE
+            ):
+                raise TransitionError(
+                    f"entry {entry.id} is {entry.trust.value}; only unverified (or, on a "
+                    f"PASS re-check, stale) entries can be {'promoted' if outcome == 'PASS' else 'rejected'}"
+                )
+            check_verdict(verdict, entry.id, outcome, self.policy(snap))
+            new_trust = Trust.VERIFIED if outcome == "PASS" else Trust.REJECTED
+            updated = _with_trust(entry, new_trust, verdict.to_dict())
+            updates = {entry.id: updated}
+            if outcome == "PASS":
+                updates = self._resolve_conflicts(updated, snap)
+            return updates, {"verdict": verdict.id}
+
+        op = "promote" if outcome == "PASS" else "reject"
+        return self._transition(ref, op, {"panel", "operator"}, change)
+
+    def _resolve_conflicts(self, entry: Entry, snap: Snapshot) -> dict[str, Entry]:
+        """Apply the conflict policy to older verified entries of the same kind and key."""
+        policy = self.config(snap).get("policy", "conflict", "verified-wins")
+        if policy not in CONFLICT_POLICIES:
+            raise ConfigError(
+                f"{CONFIG_PATH}: policy.conflict '{policy}' is unknown; use one of "
+                + ", ".join(CONFLICT_POLICIES)
+            )
+        updates = {entry.id: entry}
+        rivals = [e for e in self.same_key(entry, snap) if e.trust is Trust.VERIFIED]
+        if not rivals or policy == "keep-both-flagged":
+            return updates
+        newest = max(rivals, key=lambda e: (e.created, e.id))
+        if policy == "latest-wins" and (newest.created, newest.id) > (entry.created, entry.id):
+            # The rival is newer: it keeps the key, and the promoted entry is stale at once.
+            updates[entry.id] = dataclasses.replace(
+                entry, trust=Trust.STALE, superseded_by=newest.id
+            )
+            return updates
+        for rival in rivals:
+            updates[rival.id] = dataclasses.replace(
+                rival, trust=Trust.STALE, superseded_by=entry.id
+            )
+        updates[entry.id] = dataclasses.replace(entry, supersedes=newest.id)
+        return updates
+
+    def demote(self, ref: str, reason: str) -> Entry:
+        if not reason.strip():
+            raise UsageError("give a --reason: why is this entry no longer believed?")
+
+        def change(entry: Entry, snap: Snapshot) -> tuple[dict[str, Entry], dict[str, str]]:
+            if entry.trust is not Trust.VERIFIED:
+                raise TransitionError(
+                    f"entry {entry.id} is {entry.trust.value}; only verified entries turn stale"
+                )
+            stale = dataclasses.replace(entry, trust=Trust.STALE)
+            return {entry.id: stale}, {"reason": " ".join(reason.split())}
+
+        return self._transition(ref, "demote", {"panel", "operator"}, change)
+
+    def supersede(self, old_ref: str, new_ref: str) -> tuple[Entry, Entry]:
+        snap = self.snapshot()
+        new_id = self.get(new_ref, snap).id
+
+        def change(old: Entry, snap: Snapshot) -> tuple[dict[str, Entry], dict[str, str]]:
+            new = self.get(new_id, snap)
+            if new.id == old.id:
+                raise UsageError("an entry cannot supersede itself")
+            if new.trust is not Trust.VERIFIED:
+                raise TransitionError(
+                    f"entry {new.id} is {new.trust.value}; promote it before it can "
+                    "supersede another"
+                )
+            if old.trust is Trust.REJECTED:
+                raise TransitionError(f"entry {old.id} is rejected; nothing to supersede")
+            trust = Trust.STALE if old.trust is Trust.VERIFIED else old.trust
+            return {
+                old.id: dataclasses.replace(old, trust=trust, superseded_by=new.id),
+                new.id: dataclasses.replace(new, supersedes=old.id),
+            }, {"superseded-by": new.id}
+
+        old = self._transition(old_ref, "supersede", {"panel", "operator"}, change)
+        return old, self.get(new_id)
+
+    def revert(self, rev: str) -> pygit2.Commit:
+        """A signed commit that undoes one trust transition or identity amendment."""
+        target = self.git.commit(rev)
+        fields = parse_trailers(target.message)
+        op = (fields.get("Truss-Op") or [""])[0]
+        if op in ("", "write", "init"):
+            raise UsageError(
+                f"commit {str(target.id)[:12]} is "
+                + (f"a '{op}'" if op else "not a truss-files commit")
+                + "; only trust transitions and identity amendments can be reverted "
+                "(a write is undone by rejecting or superseding the entry)"
+            )
+        if len(target.parents) != 1:
+            raise UsageError("only single-parent commits can be reverted")
+        parent = Snapshot(self.git.repo, target.parents[0])
+        changed = _changed_paths(self.git.repo, target.parents[0], target)
+
+        def plan(snap: Snapshot) -> Plan:
+            changes: dict[str, bytes | None] = {}
+            for path in changed:
+                now, then = snap.read(path), Snapshot(self.git.repo, target).read(path)
+                if now != then:
+                    raise TransitionError(
+                        f"{path} changed again after {str(target.id)[:12]}; revert the later "
+                        "commits first"
+                    )
+                changes[path] = parent.read(path)
+            subject = target.message.splitlines()[0]
+            message = f'Revert "{subject}"\n\n' + trailers(
+                op="revert", reverts=str(target.id), entry=fields.get("Truss-Entry", [])
+            )
+            return Plan(changes, message)
+
+        done = self._apply(plan, {"panel", "operator"})
+        assert done is not None
+        return done[0]
+
+    # -- verdicts ------------------------------------------------------------------------
+
+    def sign_verdict(
+        self,
+        ref: str,
+        outcome: str,
+        *,
+        note: str = "",
+        votes: Iterable[Mapping[str, Any]] | None = None,
+        quorum: str = "1-of-1",
+        policy: str = "manual",
+    ) -> Verdict:
+        entry = self.get(ref)
+        principal = self.principal()
+        _, roles = self.policy().roles_of(_public(self.signer))
+        if "panel" not in roles:
+            raise UsageError(
+                f"{principal} does not hold the panel role; a verdict from this key would be "
+                "refused. Ask an operator to add you to [roles] panel in truss.toml"
+            )
+        votes = list(votes) if votes is not None else [
+            {"reviewer": principal, "kind": "human", "vote": outcome, "evidence": {"note": note}}
+        ]
+        return sign_verdict(
+            entry.id,
+            outcome,
+            votes,
+            signer=self.signer,
+            principal=principal,
+            quorum=quorum,
+            policy=policy,
+            now=self._now(),
+        )
+
+    # -- history -------------------------------------------------------------------------
+
+    def log(self, ref: str) -> list[LogItem]:
+        """Every commit on the branch that touched the entry, oldest first."""
+        path = self.resolve(ref)
+        items = []
+        repo = self.git.repo
+        tip = self.git.tip()
+        if tip is None:
+            return []
+        walker = repo.walk(tip.id, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        for commit in walker:
+            blob = _blob_at(commit, path)
+            before = _blob_at(commit.parents[0], path) if commit.parents else None
+            if blob == before:
+                continue
+            fields = parse_trailers(commit.message)
+            trust = None
+            if blob is not None:
+                data = repo[blob].data  # type: ignore[attr-defined]
+                trust = entryfile.parse(data, path).trust.value
+            items.append(
+                LogItem(
+                    commit=str(commit.id),
+                    time=stamp(datetime.datetime.fromtimestamp(commit.commit_time, datetime.UTC)),
+                    op=(fields.get("Truss-Op") or ["?"])[0],
+                    signer=self._signer_of(commit),
+                    summary=commit.message.splitlines()[0],
+                    trust=trust,
+                    verdict=(fields.get("Truss-Verdict") or [None])[0],
+                )
+            )
+        return items
+
+    def _signer_of(self, commit: pygit2.Commit) -> str:
+        signature, payload = commit.gpg_signature
+        if signature is None:
+            return "unsigned"
+        parent = Snapshot(self.git.repo, commit.parents[0] if commit.parents else commit)
+        try:
+            principal, _ = self.policy(parent).check_signature(
+                signature.decode(), payload, "git", set()
+            )
+        except Exception as exc:  # noqa: BLE001 - log shows, audit judges
+            return f"INVALID ({exc})"
+        return principal
+
+
+def _with_trust(entry: Entry, trust: Trust, verdict: Mapping[str, Any] | None) -> Entry:
+    prov = dataclasses.replace(entry.provenance, verified_by=verdict)
+    return dataclasses.replace(entry, trust=trust, provenance=prov)
+
+
+def _public(signer: Signer) -> Any:
+    from .signing import PublicKey
+
+    return PublicKey.from_line(signer.public_line)
+
+
+def _cfg(cfg: pygit2.Config, name: str) -> str | None:
+    try:
+        return str(cfg[name])
+    except KeyError:
+        return None
+
+
+def _blob_at(commit: pygit2.Commit, path: str) -> pygit2.Oid | None:
+    try:
+        return commit.tree[path].id
+    except KeyError:
+        return None
+
+
+def _changed_paths(repo: pygit2.Repository, a: pygit2.Commit, b: pygit2.Commit) -> list[str]:
+    diff = repo.diff(a.tree, b.tree)
+    paths = set()
+    for delta in diff.deltas:
+        paths.add(delta.old_file.path)
+        paths.add(delta.new_file.path)
+    return sorted(paths)
+
+
+__all__ = ["MemoryStore", "LogItem", "EntryError", "entry_path"]
