@@ -66,7 +66,9 @@ class _Policies:
     def of(self, snap: Snapshot) -> TrustPolicy:
         key = (snap.blob_id(SIGNERS_PATH), snap.blob_id(CONFIG_PATH))
         if key not in self.cache:
-            self.cache[key] = TrustPolicy.from_files(snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH))
+            self.cache[key] = TrustPolicy.from_files(
+                snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH)
+            )
         return self.cache[key]
 
 
@@ -131,10 +133,7 @@ def _commits(
 
 def _diff(repo: pygit2.Repository, a: pygit2.Tree | None, b: pygit2.Tree) -> list[tuple[str, str]]:
     """(status, path) for every changed store path; status is A, M or D."""
-    if a is None:
-        diff = b.diff_to_tree(swap=True)
-    else:
-        diff = repo.diff(a, b)
+    diff = b.diff_to_tree(swap=True) if a is None else a.diff_to_tree(b)
     out = []
     for delta in diff.deltas:
         status = delta.status_char()

@@ -206,7 +206,10 @@ class GitStore:
         identity: Identity,
     ) -> pygit2.Oid:
         who = identity.signature()
-        content = self.repo.create_commit_string(who, who, message, tree, parents)
+        # pygit2's stubs say Oid; at run time this is the raw commit text.
+        content: str = self.repo.create_commit_string(  # type: ignore[assignment]
+            who, who, message, tree, list[str | pygit2.Oid](parents)
+        )
         armored = signer.sign(content.encode("utf-8"), "git")
         return self.repo.create_commit_with_signature(content, armored, "gpgsig")
 

@@ -59,7 +59,7 @@ def stamp(when: datetime.datetime) -> str:
 
 def trailers(**fields: str | Iterable[str]) -> str:
     """Git trailers ``Truss-Op: write`` etc.; an iterable value repeats the trailer."""
-    lines = []
+    lines: list[str] = []
     for name, value in fields.items():
         label = "Truss-" + name.replace("_", "-").title()
         values = [value] if isinstance(value, str) else list(value)
@@ -143,7 +143,9 @@ class MemoryStore:
 
     # -- reading -------------------------------------------------------------------------
 
-    def iter_entries(self, snap: Snapshot | None = None, kind: Kind | None = None) -> Iterator[Entry]:
+    def iter_entries(
+        self, snap: Snapshot | None = None, kind: Kind | None = None
+    ) -> Iterator[Entry]:
         snap = snap or self.snapshot()
         root = f"memories/{kind.value}" if kind else "memories"
         for path, blob in snap.walk(root):
@@ -162,7 +164,7 @@ class MemoryStore:
             raise UsageError(
                 f"'{ref}' is not an entry id; give the 32-hex id or a unique prefix of 8+"
             )
-        matches = []
+        matches: list[str] = []
         for kind in Kind:
             folder = f"memories/{kind.value}/{ref[:2]}"
             matches.extend(
@@ -177,7 +179,7 @@ class MemoryStore:
             raise UsageError(f"id prefix {ref} is ambiguous ({ids}); give more characters")
         return matches[0]
 
-    def list(
+    def list_entries(
         self,
         *,
         kind: Kind | None = None,
@@ -315,13 +317,15 @@ class MemoryStore:
         return self._decide(ref, verdict, "FAIL")
 
     def _decide(self, ref: str, verdict: Verdict, outcome: str) -> Entry:
+        verb = "promoted" if outcome == "PASS" else "rejected"
+
         def change(entry: Entry, snap: Snapshot) -> tuple[dict[str, Entry], dict[str, str]]:
             if entry.trust is not Trust.UNVERIFIED and not (
                 outcome == "PASS" and entry.trust is Trust.STALE
             ):
                 raise TransitionError(
                     f"entry {entry.id} is {entry.trust.value}; only unverified (or, on a "
-                    f"PASS re-check, stale) entries can be {'promoted' if outcome == 'PASS' else 'rejected'}"
+                    f"PASS re-check, stale) entries can be {verb}"
                 )
             check_verdict(verdict, entry.id, outcome, self.policy(snap))
             new_trust = Trust.VERIFIED if outcome == "PASS" else Trust.REJECTED
@@ -455,9 +459,18 @@ class MemoryStore:
                 f"{principal} does not hold the panel role; a verdict from this key would be "
                 "refused. Ask an operator to add you to [roles] panel in truss.toml"
             )
-        votes = list(votes) if votes is not None else [
-            {"reviewer": principal, "kind": "human", "vote": outcome, "evidence": {"note": note}}
-        ]
+        votes = (
+            list(votes)
+            if votes is not None
+            else [
+                {
+                    "reviewer": principal,
+                    "kind": "human",
+                    "vote": outcome,
+                    "evidence": {"note": note},
+                }
+            ]
+        )
         return sign_verdict(
             entry.id,
             outcome,
@@ -479,7 +492,9 @@ class MemoryStore:
         tip = self.git.tip()
         if tip is None:
             return []
-        walker = repo.walk(tip.id, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        walker = repo.walk(
+            tip.id, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
+        )
         for commit in walker:
             blob = _blob_at(commit, path)
             before = _blob_at(commit.parents[0], path) if commit.parents else None
@@ -498,7 +513,7 @@ class MemoryStore:
                     signer=self._signer_of(commit),
                     summary=commit.message.splitlines()[0],
                     trust=trust,
-                    verdict=(fields.get("Truss-Verdict") or [None])[0],
+                    verdict=next(iter(fields.get("Truss-Verdict", [])), None),
                 )
             )
         return items
@@ -543,7 +558,7 @@ def _blob_at(commit: pygit2.Commit, path: str) -> pygit2.Oid | None:
 
 
 def _changed_paths(repo: pygit2.Repository, a: pygit2.Commit, b: pygit2.Commit) -> list[str]:
-    diff = repo.diff(a.tree, b.tree)
+    diff = a.tree.diff_to_tree(b.tree)
     paths = set()
     for delta in diff.deltas:
         paths.add(delta.old_file.path)

@@ -59,12 +59,95 @@ __all__ = ["STOPWORDS", "tokenize"]
 # Lucene's English list plus pronouns, auxiliaries and abbreviation debris ("e.g." -> e, g).
 # Kept small on purpose: every dropped word is a word a query can never match on.
 STOPWORDS: Final[frozenset[str]] = frozenset(
-    """
-    a an and are as at be been being but by can could did do does doing for from had has have
-    he her hers him his how i if in into is it its me my no not of on or our ours she so such
-    than that the their theirs them then there these they this those to too us very was we were
-    what when where which while who whom why will with would you your yours e g ie eg etc vs via
-    """.split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "being",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "hers",
+        "him",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "ours",
+        "she",
+        "so",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "too",
+        "us",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "e",
+        "g",
+        "ie",
+        "eg",
+        "etc",
+        "vs",
+        "via",
+    ]
 )
 
 # Fast path for ASCII text: words are runs of [A-Za-z0-9] joined by '_' or '-'.
@@ -75,7 +158,9 @@ _JOINERS: Final = re.compile(r"[_-]+")
 # Case-split on an ASCII word or on a case *signature* of a non-ASCII word (see _case_signature).
 # Order matters: all-caps plural ("APIs"), then an acronym not followed by lowercase ("HTTP" in
 # "HTTPServer"), then a capitalised or lowercase word, then a number with a lowercase tail ("2fa").
-_CASE_PARTS: Final = re.compile(r"[A-Z]{2,}s(?![a-z])|[A-Z]+[0-9]*(?![a-z])|[A-Z]?[a-z]+[0-9]*|[0-9]+[a-z]*")
+_CASE_PARTS: Final = re.compile(
+    r"[A-Z]{2,}s(?![a-z])|[A-Z]+[0-9]*(?![a-z])|[A-Z]?[a-z]+[0-9]*|[0-9]+[a-z]*"
+)
 # Scripts written without spaces between words; one token per character.
 _CJK_CHAR: Final = re.compile(
     "[\u3040-\u309f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]"

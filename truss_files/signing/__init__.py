@@ -6,7 +6,12 @@ Deliberately free of pygit2 so that verification can be imported anywhere cheapl
 
 from __future__ import annotations
 
-from truss_files.signing.allowed_signers import AllowedSigner, AllowedSigners, verify_allowed
+from truss_files.signing.allowed_signers import (
+    AllowedSigner,
+    AllowedSigners,
+    ForeignLine,
+    verify_allowed,
+)
 from truss_files.signing.sshkeygen import SshKeygenSigner
 from truss_files.signing.sshsig import (
     Ed25519Signer,
@@ -21,6 +26,7 @@ __all__ = [
     "AllowedSigner",
     "AllowedSigners",
     "Ed25519Signer",
+    "ForeignLine",
     "PublicKey",
     "Signer",
     "SshKeygenSigner",

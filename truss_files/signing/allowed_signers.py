@@ -251,17 +251,24 @@ def _parse_line(text: str, lineno: int, source: str) -> AllowedSigner | ForeignL
 
 
 def _take_token(text: str, fail: _Fail, what: str) -> tuple[str, str]:
-    # OpenSSH's strdelim: a field starting with '"' runs to the next '"' (no escapes).
-    if text.startswith('"'):
-        end = text.find('"', 1)
-        if end < 0:
-            raise fail(f"unterminated quote in the {what}")
-        token, rest = text[1:end], text[end + 1 :]
-        if rest and not rest[0].isspace():
-            raise fail(f"expected whitespace after the quoted {what}")
-        return token, rest.strip()
-    token, rest = _split_token(text)
-    return token, rest
+    # OpenSSH's strdelimw: the field ends at the first whitespace, unless a '"' comes first;
+    # then the quote is dropped and the field runs to the next '"' (no escapes) and ends
+    # there. So '"a b,c"' and 'c,"a b"' both work, '"a b",c' does not.
+    match = re.search(r'[\s"]', text)
+    if match is None:
+        return text, ""
+    if match.group(0) != '"':
+        return text[: match.start()], text[match.start() :].strip()
+    end = text.find('"', match.end())
+    if end < 0:
+        raise fail(f"unterminated quote in the {what}")
+    token, rest = text[: match.start()] + text[match.end() : end], text[end + 1 :]
+    if rest and not rest[0].isspace():
+        raise fail(
+            f"unexpected {rest.split()[0]!r} after the closing quote of the {what}; "
+            'quote the whole field, e.g. "a b@example.com,c@example.com"'
+        )
+    return token, rest.strip()
 
 
 def _split_token(text: str) -> tuple[str, str]:

@@ -159,19 +159,22 @@ class PublicKey:
     @classmethod
     def from_blob(cls, blob: bytes) -> PublicKey:
         """Parse an SSH wire-format key blob (``string "ssh-ed25519" || string key``)."""
+        reader = _Reader(blob)
         try:
-            reader = _Reader(blob)
             keytype = reader.string()
-            raw = reader.string()
-            if not reader.done():
-                raise ValueError("trailing bytes after the key")
         except ValueError as exc:
-            raise ConfigError(f"malformed ssh-ed25519 key blob: {exc}") from exc
+            raise ConfigError(f"malformed SSH key blob: {exc}") from exc
         if keytype != _KEY_TYPE_B:
             raise ConfigError(
                 f"unsupported key type {keytype.decode(errors='replace')!r}: truss verifies "
                 "only ssh-ed25519 keys"
             )
+        try:
+            raw = reader.string()
+            if not reader.done():
+                raise ValueError("trailing bytes after the key")
+        except ValueError as exc:
+            raise ConfigError(f"malformed ssh-ed25519 key blob: {exc}") from exc
         return cls(raw)
 
     @property

@@ -1,0 +1,56 @@
+"""How an entry looks outside the library: the JSON shape of CONTRACTS.md, and a text form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import Entry
+
+
+def verdict_summary(verified_by: Any) -> dict[str, Any] | None:
+    if not verified_by:
+        return None
+    return {
+        "verdict_id": verified_by.get("verdict_id"),
+        "outcome": verified_by.get("outcome"),
+        "signer": verified_by.get("signer"),
+    }
+
+
+def entry_view(entry: Entry, score: float | None = None, *, full: bool = False) -> dict[str, Any]:
+    """The entry object of memory_query / memory_view (CONTRACTS.md)."""
+    data: dict[str, Any] = {
+        "id": entry.id,
+        "kind": entry.kind.value,
+        "key": entry.key,
+        "body": entry.body,
+        "trust": entry.trust.value,
+    }
+    if score is not None:
+        data["score"] = round(score, 6)
+    data["ledger_ref"] = entry.ledger_ref
+    data["provenance"] = {
+        "produced_by": entry.provenance.produced_by,
+        "sources": list(entry.provenance.sources),
+        "verified_by": verdict_summary(entry.provenance.verified_by),
+    }
+    if full:
+        data.update(
+            layer=entry.layer.value,
+            scope=dict(entry.scope),
+            author=entry.author,
+            created=entry.created,
+            salience=entry.salience,
+            supersedes=entry.supersedes,
+            superseded_by=entry.superseded_by,
+            path=entry.path,
+        )
+    return data
+
+
+def entry_text(entry: Entry, score: float | None = None) -> str:
+    head = f"{entry.id[:12]}  {entry.kind.value}/{entry.key}  [{entry.trust.value}]"
+    if score is not None:
+        head += f"  score {score:.2f}"
+    body = "\n".join("    " + line for line in entry.body.splitlines())
+    return f"{head}\n{body}"
