@@ -225,7 +225,7 @@ class MemoryStore:
         principal = self.principal()
         return self.git.apply(plan, signer, self.identity(principal), check=check)
 
-    def write(
+    def new_entry(
         self,
         kind: Kind | str,
         key: str,
@@ -239,7 +239,7 @@ class MemoryStore:
         salience: float = 0.5,
         checks: Iterable[str] = (),
     ) -> Entry:
-        """Store a new entry, unverified. Writing the same content again changes nothing."""
+        """A validated, unverified entry, not yet stored."""
         kind = Kind.parse(kind) if isinstance(kind, str) else kind
         layer = Layer.parse(layer) if isinstance(layer, str) else layer
         check_key(key)
@@ -253,7 +253,7 @@ class MemoryStore:
         sources = tuple(check_ledger_ref(s) for s in sources)
         if not 0.0 <= salience <= 1.0:
             raise UsageError("salience must be between 0 and 1")
-        entry = Entry(
+        return Entry(
             kind=kind,
             key=key,
             body=body,
@@ -265,22 +265,56 @@ class MemoryStore:
             provenance=Provenance(produced_by=produced_by, sources=sources),
             checks=tuple(checks),
         )
-        existing: list[Entry] = []
+
+    def write(self, kind: Kind | str, key: str, body: str, **fields: Any) -> Entry:
+        """Store a new entry, unverified. Writing the same content again changes nothing.
+
+        Keyword fields are those of ``new_entry`` (layer, scope, author, produced_by, ...).
+        """
+        return self.write_many([self.new_entry(kind, key, body, **fields)])[0]
+
+    def write_many(self, entries: Iterable[Entry]) -> list[Entry]:
+        """Store many unverified entries in one signed commit (a bulk import).
+
+        Returns each entry as stored: an entry whose content is already there comes back as
+        it is in the store (perhaps verified since), and no commit is made for it.
+        """
+        batch = list(entries)
+        for entry in batch:
+            if entry.trust is not Trust.UNVERIFIED or entry.provenance.verified_by:
+                raise TransitionError(
+                    f"entry {entry.id} is {entry.trust.value}; every write lands unverified"
+                )
+        stored: dict[str, Entry] = {}
 
         def plan(snap: Snapshot) -> Plan:
-            data = snap.read(entry.path)
-            if data is not None:
-                existing.append(entryfile.parse(data, entry.path))
-                return Plan({}, "")
-            text = entryfile.serialize(entry)
-            message = f"truss: write {kind.value} {key}\n\n" + trailers(
-                op="write", entry=entry.id, trust="none -> unverified"
+            stored.clear()
+            changes: dict[str, bytes | None] = {}
+            for entry in batch:
+                data = snap.read(entry.path)
+                if data is not None:
+                    stored[entry.id] = entryfile.parse(data, entry.path)
+                elif entry.path not in changes:
+                    changes[entry.path] = entryfile.serialize(entry).encode()
+                    stored[entry.id] = entry
+            if len(changes) == 1:
+                only = next(e for e in batch if e.path in changes)
+                subject = f"truss: write {only.kind.value} {only.key}"
+            else:
+                subject = f"truss: write {len(changes)} entries"
+            new_ids = [e.id for e in batch if e.path in changes]
+            # Name each entry in the trailers of ordinary writes; a bulk import just counts.
+            named = (
+                trailers(entry=new_ids)
+                if len(new_ids) <= 100
+                else trailers(entries=str(len(new_ids)))
             )
-            return Plan({entry.path: text.encode()}, message)
+            message = f"{subject}\n\n" + trailers(op="write") + "\n" + named
+            message += "\n" + trailers(trust="none -> unverified")
+            return Plan(changes, message)
 
-        if self._apply(plan, {"agent", "operator"}) is None:
-            return existing[-1]
-        return entry
+        self._apply(plan, {"agent", "operator"})
+        return [stored[e.id] for e in batch]
 
     def _transition(
         self,

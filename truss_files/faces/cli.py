@@ -292,6 +292,83 @@ def write(
     emit(fmt, {"id": entry.id, "trust": entry.trust.value, "path": entry.path}, entry.id)
 
 
+@cli.command("import")
+@click.argument("source", type=click.File("r", encoding="utf-8"))
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
+    """Bulk-import entries from JSON lines (one commit); SOURCE is a file or -.
+
+    Each line is an object with kind, key and body, and optionally layer, scope, author,
+    source (a ledger ref), sources, salience and checks. Everything lands unverified.
+
+    \b
+    Example:
+      echo '{"kind": "fact", "key": "db", "body": "Postgres 16 in prod."}' > notes.jsonl
+      truss-files import notes.jsonl
+    """
+    import json
+
+    store = obj.store()
+    allowed = {
+        "kind",
+        "key",
+        "body",
+        "layer",
+        "scope",
+        "author",
+        "source",
+        "sources",
+        "salience",
+        "checks",
+    }
+    entries = []
+    lines = source.readlines()
+    with click.progressbar(
+        lines, label="Reading", file=sys.stderr, hidden=not sys.stderr.isatty()
+    ) as bar:
+        for number, line in enumerate(bar, 1):
+            if not line.strip():
+                continue
+            where = f"{source.name}:{number}"
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{where}: not JSON ({exc.msg})") from exc
+            if not isinstance(item, dict):
+                raise UsageError(f"{where}: each line must be a JSON object")
+            unknown = sorted(set(item) - allowed)
+            if unknown:
+                raise UsageError(f"{where}: unknown field(s) {', '.join(unknown)}")
+            missing = [f for f in ("kind", "key", "body") if not isinstance(item.get(f), str)]
+            if missing:
+                raise UsageError(f"{where}: needs string field(s) {', '.join(missing)}")
+            try:
+                entries.append(
+                    store.new_entry(
+                        item["kind"],
+                        item["key"],
+                        item["body"],
+                        layer=item.get("layer", "task"),
+                        scope=item.get("scope"),
+                        author=item.get("author"),
+                        produced_by=item.get("source"),
+                        sources=item.get("sources", ()),
+                        salience=item.get("salience", 0.5),
+                        checks=item.get("checks", ()),
+                    )
+                )
+            except TrussError as exc:
+                raise UsageError(f"{where}: {exc.message}") from exc
+    stored = store.write_many(entries)
+    emit(
+        fmt,
+        {"imported": len(stored), "ids": [e.id for e in stored]},
+        f"imported {len(stored)} entries (unverified until a panel verifies them)",
+    )
+
+
 @cli.group()
 def verdict() -> None:
     """Panel verdicts: signed PASS/FAIL records for exactly one entry."""
