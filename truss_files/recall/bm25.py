@@ -15,7 +15,10 @@ same parameters (defaults k1=1.5, b=0.75, epsilon=0.25)::
                idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avgdl))
 
 The arithmetic follows rank_bm25's operation order, so scores are bit-identical except when the
-epsilon floor is used (the vocabulary mean is summed in a different order; difference ~1e-15).
+epsilon floor is used: the vocabulary mean is summed per distinct df, in df order (a canonical
+order, so it depends on the candidate set alone), where rank_bm25 sums per term in vocabulary
+order; the difference is a few ulp. When that mean is ~0 (it can cancel exactly), scores of
+matching docs are rounding noise around 0 in both implementations and their order is arbitrary.
 
 Pieces:
 
@@ -44,18 +47,25 @@ term t:
 
 * ``Candidates(...)`` over all docs: O(1) (the total length is kept up to date). Over a subset:
   O(|S|) to check the ids and sum their lengths -- done once per subset, not per query.
-* a query: O(sum over t of min(|P_t|, |S|)) set-intersection work, done in C, plus O(matching
-  postings) Python arithmetic, plus O(k log limit) for the top-k heap. Non-matching candidates
-  cost nothing.
+* a query: O(sum over t of min(|P_t|, 4|S|)) to find each term's postings among the candidates,
+  plus O(matching postings) Python arithmetic, plus O(matches * log limit) for the top-k heap.
+  Candidates without a query term cost nothing.
 * the epsilon floor, only when some query term is in more than half of the candidates: the mean
   idf needs the df of every term in the candidates' vocabulary. All docs: O(V) at C speed (a
   histogram of posting-list lengths). A subset: O(terms of the smaller of S and its complement),
   counted with ``collections.Counter`` (C), plus O(V) when counting the complement. Cached on the
   ``Candidates`` object.
 
-numpy is not used: scoring touches only matching postings, and converting them to arrays costs
-more than the arithmetic it would vectorize (measured: see the figures in ``tests/test_bm25.py``'s
-speed smoke test).
+numpy is not used (and not imported: cold CLI start matters). Scoring touches only matching
+postings; vectorizing them means copying dict entries into arrays and back. Measured on 100k
+postings of one term: pure Python 33-41 ms, numpy 29 ms including the conversions -- not worth
+numpy's ~60 ms import, and typical queries touch far fewer postings.
+
+Measured (10k synthetic notes of ~100 words, Zipf vocabulary, 21 queries of 2-5 terms; medians of
+5 runs): ``BM25.top(q, 10)`` 0.08 ms vs ``BM25Okapi.get_scores(q)`` 7.3 ms. Building: 0.39 s vs
+0.23 s for BM25Okapi (an inverted index costs more to build; a cache avoids rebuilding it). 100k
+docs, 30% candidates: ``score_subset`` 12 ms, almost all of it the one-off O(|S|) candidate
+statistics (random dict lookups); queries on a reused ``Candidates`` 0.3 ms.
 """
 
 from __future__ import annotations
@@ -65,6 +75,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import itemgetter
 
 __all__ = ["BM25", "Candidates", "Postings", "Scored", "rank", "score_subset"]
@@ -210,9 +221,8 @@ class Candidates:
         self._version = postings.version
         self._avg_idf: float | None = None
         lengths = postings._len
+        ids: frozenset[str] | None = None
         if candidate_ids is None:
-            self.ids: frozenset[str] | None = None
-            self.n = len(lengths)
             total = postings._total_len
         else:
             ids = (
@@ -225,8 +235,8 @@ class Candidates:
             if len(ids) == len(lengths):
                 # Every indexed doc: take the cheap whole-index paths below.
                 ids = None
-            self.ids = ids
-            self.n = len(lengths) if ids is None else len(ids)
+        self.ids = ids
+        self.n = len(lengths) if ids is None else len(ids)
         # int / int, exactly as BM25Okapi computes it; 0.0 for an empty or all-empty set.
         self.avgdl = total / self.n if self.n and total else 0.0
 
@@ -263,6 +273,14 @@ class Candidates:
                 continue
             matches, idf = info
             # Same operation order as BM25Okapi.get_scores, so the floats come out identical.
+            if not acc:
+                # First contribution to every doc (0.0 + x == x): a comprehension, ~25% faster.
+                acc = {
+                    doc_id: idf
+                    * (tf * k1p1 / (tf + k1 * (one_minus_b + b * lengths[doc_id] / avgdl)))
+                    for doc_id, tf in matches
+                }
+                continue
             for doc_id, tf in matches:
                 acc[doc_id] = acc.get(doc_id, 0.0) + idf * (
                     tf * k1p1 / (tf + k1 * (one_minus_b + b * lengths[doc_id] / avgdl))
@@ -282,12 +300,16 @@ class Candidates:
             return None
         if ids is None:
             matches = list(plist.items())
+        elif len(plist) <= 4 * len(ids):
+            # Walk the posting list in its own (insertion) order: sequential memory access makes
+            # this, and the scoring loop after it, 2-3x faster than going through a set
+            # intersection, whose hash order scatters the dict lookups.
+            matches = [(d, tf) for d, tf in plist.items() if d in ids]
         else:
-            # Intersect from the smaller side; both branches run in C.
-            common = ids.intersection(plist) if len(plist) <= len(ids) else plist.keys() & ids
-            if not common:
-                return None
-            matches = [(d, plist[d]) for d in common]
+            # Few candidates, long posting list: probe the list for each candidate instead (C).
+            matches = [(d, plist[d]) for d in plist.keys() & ids]
+        if not matches:
+            return None
         df = len(matches)
         idf = math.log(n_docs - df + 0.5) - math.log(df + 0.5)
         if idf < 0:
@@ -328,17 +350,14 @@ class Candidates:
         if ids is None:
             hist = Counter(map(len, post.values()))
         elif 2 * len(ids) <= len(postings._len):
-            df: Counter[str] = Counter()
-            terms = postings._terms
-            for doc_id in ids:
-                df.update(terms[doc_id])
+            # One Counter over all the candidates' terms: a single C loop, no per-doc call.
+            df = Counter(chain.from_iterable(map(postings._terms.__getitem__, ids)))
             hist = Counter(df.values())
         else:
             # Large subset: count what is left out and subtract it from the full df.
-            left_out: Counter[str] = Counter()
-            terms = postings._terms
-            for doc_id in postings._len.keys() - ids:
-                left_out.update(terms[doc_id])
+            left_out = Counter(
+                chain.from_iterable(map(postings._terms.__getitem__, postings._len.keys() - ids))
+            )
             hist = Counter()
             for term, plist in post.items():
                 n_in = len(plist) - left_out[term] if term in left_out else len(plist)
@@ -349,7 +368,10 @@ class Candidates:
             return 0.0
         n_docs = self.n
         total = 0.0
-        for df_value, count in hist.items():
+        # Summed in df order, so the result depends only on the candidate set, not on which path
+        # or insertion history produced the histogram: adding docs outside the candidates cannot
+        # change even the last bit.
+        for df_value, count in sorted(hist.items()):
             total += count * (math.log(n_docs - df_value + 0.5) - math.log(df_value + 0.5))
         return total / vocab
 

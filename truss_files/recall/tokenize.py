@@ -13,39 +13,49 @@ Pipeline, per text:
 3. Split each word into *parts*: at ``_``/``-`` and at case changes, casefolded afterwards.
    ``BorrowChecker`` -> borrow, checker; ``HTTPServer`` -> http, server; ``parseJSON`` -> parse,
    json. Digits stay attached to the letters before them (``v2``, ``base64Encode`` -> base64,
-   encode; ``HTTP2Server`` -> http2, server), and an all-caps plural stays whole (``APIs`` -> apis,
-   not ap + is).
+   encode; ``HTTP2Server`` -> http2, server), and an all-caps plural is the acronym (``APIs`` ->
+   api, ``CPUs`` -> cpu; not ap + is).
 4. Han ideographs and hiragana become one token per character (scripts written without spaces:
    unigrams are the dependency-free way to make them searchable, as Lucene's StandardTokenizer
    does); katakana runs, hangul words and everything else behave like latin words.
-5. Casefold (``ß`` -> ``ss``), drop stopwords, strip a plural suffix (below).
+5. Casefold (``ß`` -> ``ss``), drop stopwords, strip suffixes (below).
 
-Compounds. A word with two or more parts *also* emits the parts joined, casefolded and stemmed:
+Compounds: a word with two or more parts *also* emits the parts joined (casefolded, stemmed):
 ``BorrowChecker`` -> borrow, checker, borrowchecker; ``max_retries`` -> max, retry, maxretry.
 The parts alone already make ``borrow checker`` and ``BorrowChecker`` find each other in both
-directions; the compound additionally makes ``MaxRetries``, ``max_retries``, ``maxRetries``,
-``max-retries`` and a literal ``maxretries`` all the same rare, high-idf term, so the exact
-identifier outranks notes that merely mention "max" and "retries" separately, and it is the only
-way ``2FA`` (-> 2, fa) still meets a query ``2fa``. Compounds are skipped for all-digit words
-such as dates (``2026-01-15``), where the join is noise. Cost: one extra token per identifier,
-which lengthens code-heavy notes a little (BM25 length normalization sees it).
+directions. The compound is what lets the very common lowercase spelling of a CamelCase name
+match it -- ``pgbouncer`` / ``PgBouncer``, ``opentelemetry`` / ``OpenTelemetry``, ``readonly`` /
+``read-only``, ``github`` / ``GitHub`` -- and it makes ``MaxRetries``, ``max_retries``,
+``maxRetries`` and ``max-retries`` one rare, high-idf term, so the exact identifier outranks notes
+that merely mention "max" and "retries". All-digit words (dates: ``2026-01-15``) get no
+compound. Cost: one extra token per identifier, which lengthens code-heavy notes a little.
 
-Stemming. Only a conservative plural stripper (``-ies`` -> ``-y``, ``-sses``/``-xes``/``-shes``
-/``-ches``/``-zzes`` -> drop ``es``, other ``-s`` -> drop ``s`` except ``-ss``, ``-us``, ``-is``,
-words of three letters or less, and words containing a digit). ``-ing``/``-ed`` stripping was
-tried and lost, see the figures.
+Stemming: no library; ``_stem`` is a small plural / -ing / -ed / final-e stripper, see its
+docstring. Measured on ``tests/relevance`` (152 notes, 70 paraphrased queries, exact BM25 over
+all notes, ``truss_files.recall.evaluate``)::
 
-Measured on ``tests/relevance`` (150 notes, 48 paraphrased queries, exact BM25 over all notes):
+    stemmer                  compounds  recall@5  MRR@10
+    none                     no         0.800     0.750
+    none                     yes        0.800     0.750
+    plural                   no         0.829     0.797
+    plural                   yes        0.829     0.798
+    plural+ing/ed            no         0.850     0.807
+    plural+ing/ed            yes        0.850     0.807
+    plural+ing/ed+final-e    no         0.850     0.815
+    plural+ing/ed+final-e    yes        0.850     0.816   <- this module
 
-=====================================  =========  =====
-variant                                recall@5   MRR
-=====================================  =========  =====
-no stemming, no compounds              see below
-=====================================  =========  =====
+Compounds are neutral on that set (its lowercase-identifier queries also share other words with
+their notes); they are kept for the lowercase-spelling reason above, which ``tests/test_relevance``
+checks directly.
 
-Speed (10k notes of ~100 words, one core): see ``tests/test_tokenize.py::test_speed_smoke`` and
-the figures in the module docstring's history; an LRU-free per-process word cache makes repeated
-words (the Zipf head) cost one dict lookup.
+Speed: 10k synthetic notes of ~100 words (1.1M tokens) tokenize in ~0.3 s, 3-4M tokens/s, on
+one core of the development machine. Most of that is one ``findall`` per text plus one dict
+lookup per word: analysed words are memoized (words repeat heavily; the memo skips words over 64
+characters and is cleared at 200k entries, so it stays bounded).
+
+Known limits: combining marks that NFKC cannot compose split a word (some Indic scripts); camel
+splitting uses ``str.isupper`` so it works for any cased script; the stems are index keys, not
+words.
 """
 
 from __future__ import annotations
@@ -54,7 +64,11 @@ import re
 import unicodedata
 from typing import Final
 
-__all__ = ["STOPWORDS", "tokenize"]
+__all__ = ["STOPWORDS", "TOKENIZER_VERSION", "tokenize"]
+
+# Bump whenever tokenize() can return different tokens for the same text (rules, stopwords,
+# stemmer): persisted term frequencies built by an older version must then be rebuilt.
+TOKENIZER_VERSION: Final = 1
 
 # Lucene's English list plus pronouns, auxiliaries and abbreviation debris ("e.g." -> e, g).
 # Kept small on purpose: every dropped word is a word a query can never match on.
@@ -178,6 +192,7 @@ _APOSTROPHES: Final = re.compile("['\u2019\u02bc]")
 # large so a long-running server cannot grow it without bound.
 _CACHE: dict[str, tuple[str, ...]] = {}
 _CACHE_MAX: Final = 200_000
+_CACHE_WORD_MAX: Final = 64
 
 
 def tokenize(text: str) -> list[str]:
@@ -195,9 +210,12 @@ def tokenize(text: str) -> list[str]:
     for word in words:
         toks = cache.get(word)
         if toks is None:
-            if len(cache) >= _CACHE_MAX:
-                cache.clear()
-            toks = cache[word] = _analyze(word)
+            toks = _analyze(word)
+            # Long words (hashes, base64 blobs) rarely repeat and would pin memory.
+            if len(word) <= _CACHE_WORD_MAX:
+                if len(cache) >= _CACHE_MAX:
+                    cache.clear()
+                cache[word] = toks
         out += toks
     return out
 
@@ -209,14 +227,18 @@ def _analyze(word: str) -> tuple[str, ...]:
     parts: list[str] = []
     for piece in _JOINERS.split(word) if ("_" in word or "-" in word) else (word,):
         parts += _case_split(piece)
-    if len(parts) == 1:
-        folded = parts[0].casefold()
-        return () if folded in STOPWORDS else (_stem(folded),)
     folded_parts = [p.casefold() for p in parts]
-    out = [_stem(p) for p in folded_parts if p not in STOPWORDS]
-    compound = "".join(folded_parts)
-    if not compound.isdigit():
-        out.append(_stem(compound))
+    if len(folded_parts) > 1:
+        compound = "".join(folded_parts)
+        if not compound.isdigit():
+            folded_parts.append(compound)
+    out: list[str] = []
+    for folded in folded_parts:
+        if folded not in STOPWORDS:
+            stem = _stem(folded)
+            # A stem or a compound can itself be a stopword ("oN" -> "on").
+            if stem not in STOPWORDS:
+                out.append(stem)
     return tuple(out)
 
 
@@ -262,49 +284,78 @@ def _case_split(piece: str) -> list[str]:
 
 
 def _case_signature(piece: str) -> str:
-    """Map each character to A (upper), a (lower or uncased letter) or 0 (digit).
+    """Map each character to A (upper), 0 (digit), s (itself) or a (other lower/uncased letter).
 
     Running the ASCII case-split pattern over this signature and slicing the original by the
     match spans gives the same splitting for any script with case (Greek, Cyrillic, accented
-    Latin) without needing Unicode categories in the regex engine.
+    Latin) without needing Unicode categories in the regex engine. "s" is kept because the
+    pattern needs it to recognise all-caps plurals ("ÉCUs").
     """
-    return "".join("A" if c.isupper() else "0" if c.isdigit() else "a" for c in piece)
+    return "".join(
+        "A" if c.isupper() else "0" if c.isdigit() else "s" if c == "s" else "a" for c in piece
+    )
 
 
 # Singular ends in -ss / -us (status, bus, corpus) or -sis/-xis (analysis, axis): not plurals.
 _KEEP_ENDINGS: Final = ("ss", "us", "sis", "xis")
 # Plurals that take -es after a sibilant (classes, indexes, branches, pushes, quizzes).
 _ES_AFTER: Final = ("sses", "xes", "shes", "ches", "zzes")
-# The few common words the suffix rules get wrong, mapped by hand.
-_STEM_EXCEPTIONS: Final[dict[str, str]] = {
+# Common words the plural rules get wrong, mapped to their singular by hand.
+_PLURAL_EXCEPTIONS: Final[dict[str, str]] = {
     "caches": "cache",
     "cookies": "cookie",
     "movies": "movie",
     "newbies": "newbie",
     "rookies": "rookie",
     "zombies": "zombie",
-    "redis": "redis",
-    "tennis": "tennis",
-    "iris": "iris",
     "always": "always",
+    "iris": "iris",
     "lens": "lens",
     "news": "news",
+    "redis": "redis",
     "series": "series",
     "species": "species",
+    "tennis": "tennis",
 }
+_VOWELS: Final = frozenset("aeiouy")
 
 
 def _stem(tok: str) -> str:
-    """Conservative plural stripper; see the module docstring for the rules and why."""
-    if len(tok) <= 3 or tok[-1] != "s" or not tok.isalpha():
+    """Conservative suffix stripper: plural, then -ing/-ed/-ied, then a final -e.
+
+    Steps, each only on purely alphabetic tokens longer than three letters:
+
+    1. plural: ``_PLURAL_EXCEPTIONS``; ``-ies`` -> ``-y``; ``-sses/-xes/-shes/-ches/-zzes`` lose
+       ``es``; any other ``-s`` is dropped unless the word ends in ``-ss/-us/-sis/-xis``.
+    2. verb endings, on words of six letters or more whose remaining stem has a vowel (so
+       ``string`` and ``spring`` survive): ``-ied`` -> ``-y``, ``-ing`` and ``-ed`` dropped, and a
+       doubled final consonant other than l/s/z undoubled when the stem is still 4+ letters
+       (``stopped`` -> stop, ``logging`` -> log, but ``adding`` -> add).
+    3. a final ``-e`` is dropped on words of five letters or more, which is what lets
+       ``cache``/``caches``/``cached``/``caching`` and ``release``/``released`` meet (``cach``,
+       ``releas``); stems are index keys, never shown to anyone.
+    """
+    if len(tok) <= 3 or not tok.isalpha():
         return tok
-    exception = _STEM_EXCEPTIONS.get(tok)
-    if exception is not None:
-        return exception
-    if tok.endswith("ies") and len(tok) > 4:
-        return tok[:-3] + "y"
-    if tok.endswith(_ES_AFTER):
-        return tok[:-2]
-    if tok.endswith(_KEEP_ENDINGS):
-        return tok
-    return tok[:-1]
+    if tok[-1] == "s":
+        singular = _PLURAL_EXCEPTIONS.get(tok)
+        if singular is not None:
+            tok = singular
+        elif tok.endswith("ies") and len(tok) > 4:
+            tok = tok[:-3] + "y"
+        elif tok.endswith(_ES_AFTER):
+            tok = tok[:-2]
+        elif not tok.endswith(_KEEP_ENDINGS):
+            tok = tok[:-1]
+    if len(tok) > 5:
+        if tok.endswith("ied"):
+            tok = tok[:-3] + "y"
+        else:
+            cut = 3 if tok.endswith("ing") else 2 if tok.endswith("ed") else 0
+            if cut and not _VOWELS.isdisjoint(tok[:-cut]):
+                tok = tok[:-cut]
+                if len(tok) >= 4 and tok[-1] == tok[-2] and tok[-1] not in "lsz":
+                    tok = tok[:-1]
+    if len(tok) > 4 and tok[-1] == "e":
+        tok = tok[:-1]
+    return tok

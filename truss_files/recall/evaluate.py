@@ -1,0 +1,135 @@
+"""Measure a ranking function against a labelled relevance set (``tests/relevance``).
+
+A *rank function* takes a query string and a depth and returns note ids, best first; it closes
+over whatever index it needs, built from the same corpus passed to ``evaluate``. ``bm25_rank_fn``
+is the exact-BM25 baseline (``tokenize`` + ``BM25`` over every note body).
+
+Metrics, averaged over queries:
+
+* ``recall@k`` -- fraction of a query's relevant notes found in the first ``k`` results.
+* ``mrr`` -- reciprocal rank of the first relevant note within the first ``MRR_DEPTH`` (10)
+  results, 0 when none is there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from truss_files.recall.bm25 import BM25
+from truss_files.recall.tokenize import tokenize
+
+__all__ = [
+    "MRR_DEPTH",
+    "Note",
+    "Query",
+    "RankFn",
+    "bm25_rank_fn",
+    "evaluate",
+    "load_corpus",
+    "load_queries",
+]
+
+MRR_DEPTH = 10
+
+RankFn = Callable[[str, int], Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Note:
+    id: str
+    kind: str
+    body: str
+
+
+@dataclass(frozen=True)
+class Query:
+    query: str
+    relevant: tuple[str, ...]
+
+
+def load_corpus(path: str | Path) -> list[Note]:
+    """Read a corpus YAML file: a list of ``{id, kind, body}`` mappings."""
+    return [
+        Note(id=str(r["id"]), kind=str(r["kind"]), body=str(r["body"])) for r in _load_yaml(path)
+    ]
+
+
+def load_queries(path: str | Path) -> list[Query]:
+    """Read a queries YAML file: a list of ``{query, relevant: [ids]}`` mappings."""
+    return [
+        Query(query=str(r["query"]), relevant=tuple(str(i) for i in r["relevant"]))
+        for r in _load_yaml(path)
+    ]
+
+
+def _load_yaml(path: str | Path) -> list[dict[str, Any]]:
+    # Imported here: only evaluation needs YAML, the query path must not pay for it.
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a list of mappings")
+    return data
+
+
+def bm25_rank_fn(corpus: Iterable[Note]) -> RankFn:
+    """Exact BM25 over every note's body, tokenized with ``tokenize``."""
+    index = BM25({note.id: tokenize(note.body) for note in corpus})
+
+    def rank_fn(query: str, depth: int) -> list[str]:
+        return [hit.doc_id for hit in index.top(tokenize(query), depth)]
+
+    return rank_fn
+
+
+def evaluate(
+    rank_fn: RankFn, corpus: Sequence[Note], queries: Sequence[Query], k: int = 5
+) -> dict[str, Any]:
+    """Recall@k and MRR of ``rank_fn`` over ``queries``.
+
+    Returns ``{"recall@k": float, "mrr": float, "queries": int, "k": int, "per_query": [...]}``
+    where each per-query entry has the query, its recall, reciprocal rank, the ids returned and
+    the relevant ids missed in the top ``k`` -- enough to see which queries regress.
+    Raises ``ValueError`` when a query names a relevant id missing from ``corpus`` (a typo there
+    would otherwise read as a ranking failure) or when there are no queries.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if not queries:
+        raise ValueError("no queries to evaluate")
+    ids: Mapping[str, Note] = {note.id: note for note in corpus}
+    depth = max(k, MRR_DEPTH)
+    recall_sum = 0.0
+    rr_sum = 0.0
+    per_query: list[dict[str, Any]] = []
+    for q in queries:
+        unknown = [r for r in q.relevant if r not in ids]
+        if unknown or not q.relevant:
+            raise ValueError(f"query {q.query!r}: relevant ids {unknown or '[]'} not usable")
+        relevant = set(q.relevant)
+        ranked = list(rank_fn(q.query, depth))[:depth]
+        found = relevant.intersection(ranked[:k])
+        recall = len(found) / len(relevant)
+        rr = next((1.0 / (i + 1) for i, d in enumerate(ranked) if d in relevant), 0.0)
+        recall_sum += recall
+        rr_sum += rr
+        per_query.append(
+            {
+                "query": q.query,
+                "recall": recall,
+                "rr": rr,
+                "ranked": ranked[:k],
+                "missed": sorted(relevant - found),
+            }
+        )
+    n = len(queries)
+    return {
+        f"recall@{k}": recall_sum / n,
+        "mrr": rr_sum / n,
+        "queries": n,
+        "k": k,
+        "per_query": per_query,
+    }
