@@ -1,0 +1,10 @@
+"""Git-native review: the semantic diff of a range, the textconv and merge drivers, and sync.
+
+Each module is one concern: ``diff`` (what changed in belief between two commits), ``render``
+(that change set as text or pull-request markdown), ``textconv`` (an entry file as a reviewer
+reads it), ``merge`` (two concurrent versions of one entry file settled by the trust state
+machine), ``drivers`` (the git config that wires the last two in) and ``sync`` (fetch, audit,
+integrate, push by compare-and-swap).
+"""
+
+from __future__ import annotations
