@@ -62,14 +62,43 @@ class _Policies:
     def __init__(self, repo: pygit2.Repository) -> None:
         self.repo = repo
         self.cache: dict[tuple[str | None, str | None], TrustPolicy] = {}
+        # Commit id -> the (allowed_signers, truss.toml) its children are judged by, where
+        # that differs from its tree: a key smuggled in without an operator's signature must
+        # not make what it later signs look trusted.
+        self.held: dict[str, tuple[bytes | None, bytes | None]] = {}
+        self.held_cache: dict[tuple[bytes | None, bytes | None], TrustPolicy] = {}
 
     def of(self, snap: Snapshot) -> TrustPolicy:
+        held = self.held.get(snap.oid or "")
+        if held is not None:
+            if held not in self.held_cache:
+                self.held_cache[held] = TrustPolicy.from_files(*held)
+            return self.held_cache[held]
         key = (snap.blob_id(SIGNERS_PATH), snap.blob_id(CONFIG_PATH))
         if key not in self.cache:
             self.cache[key] = TrustPolicy.from_files(
                 snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH)
             )
         return self.cache[key]
+
+    def carry(self, commit: pygit2.Commit, found: list[Violation]) -> None:
+        """Record the policy ``commit``'s children are judged by: a policy file changed by a
+        commit that failed the signature or role rules keeps its earlier content."""
+        if not commit.parents:
+            return
+        parent, snap = Snapshot(self.repo, commit.parents[0]), Snapshot(self.repo, commit)
+        before = self.held.get(parent.oid or "")
+        tainted = any(v.rule in ("signed", "role", "policy") for v in found)
+        if before is None and not tainted:
+            return  # the common case: the tree's own files are the policy
+        if before is None:
+            before = (parent.read(SIGNERS_PATH), parent.read(CONFIG_PATH))
+        after = tuple(
+            old if tainted or parent.blob_id(path) == snap.blob_id(path) else snap.read(path)
+            for path, old in zip((SIGNERS_PATH, CONFIG_PATH), before, strict=True)
+        )
+        if after != (snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH)):
+            self.held[str(commit.id)] = (after[0], after[1])
 
 
 def audit(
@@ -107,7 +136,11 @@ def audit(
         return AuditReport(root_id, 0, tuple(violations), tuple(notes))
     for commit in _commits(repo, tip, root_commit, start):
         checked += 1
-        violations.extend(check_commit(repo, commit, commit.id == root_commit.id, policies))
+        is_root = commit.id == root_commit.id
+        broken = check_commit(repo, commit, is_root, policies)
+        violations.extend(broken)
+        if not is_root:
+            policies.carry(commit, broken)
     return AuditReport(root_id, checked, tuple(violations), tuple(notes))
 
 
@@ -269,9 +302,14 @@ def _check_entry(
         old = None
     if old is None:
         return {"panel"}
+    # latest-wins: an entry that passes the panel after a newer verified entry took its key
+    # is verified and superseded in one promote commit, so it lands stale with its verdict.
+    at_once = (Trust.UNVERIFIED, Trust.STALE)
+    passed_stale = op == "promote" and (old.trust, new.trust) == at_once and bool(new.superseded_by)
     if old.trust is not new.trust:
         move = (old.trust, new.trust)
         legal = move in LEGAL_TRANSITIONS or (op == "revert" and move[::-1] in LEGAL_TRANSITIONS)
+        legal = legal or passed_stale or (op == "revert" and move[::-1] == at_once)
         if not legal:
             report(
                 path,
@@ -279,10 +317,10 @@ def _check_entry(
                 f"trust moved {old.trust.value} -> {new.trust.value}, which §2 does not allow",
             )
     verdict_changed = old.provenance.verified_by != new.provenance.verified_by
-    if new.trust in (Trust.VERIFIED, Trust.REJECTED) and (
+    if (new.trust in (Trust.VERIFIED, Trust.REJECTED) or passed_stale) and (
         old.trust is not new.trust or verdict_changed
     ):
-        outcome = "PASS" if new.trust is Trust.VERIFIED else "FAIL"
+        outcome = "FAIL" if new.trust is Trust.REJECTED else "PASS"
         if new.provenance.verified_by is None:
             report(path, "verdict", f"{new.trust.value} with no verdict in provenance.verified_by")
         else:

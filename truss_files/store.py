@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -102,6 +103,7 @@ class MemoryStore:
         self._signer = signer
         self.clock = clock
         self.environ = os.environ if environ is None else environ
+        self._policies: dict[tuple[str | None, str | None], TrustPolicy] = {}
 
     # -- configuration and identity ------------------------------------------------------
 
@@ -118,7 +120,14 @@ class MemoryStore:
 
     def policy(self, snap: Snapshot | None = None) -> TrustPolicy:
         snap = snap or self.snapshot()
-        return TrustPolicy.from_files(snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH))
+        # One write asks three times (author, identity, pre-swap check) and the two files
+        # rarely change: parse once per pair of blob ids, as audit does (~10% of a write).
+        key = (snap.blob_id(SIGNERS_PATH), snap.blob_id(CONFIG_PATH))
+        found = self._policies.get(key)
+        if found is None:
+            found = TrustPolicy.from_files(snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH))
+            self._policies[key] = found
+        return found
 
     def config(self, snap: Snapshot | None = None) -> StoreConfig:
         snap = snap or self.snapshot()
@@ -344,13 +353,16 @@ class MemoryStore:
         self._apply(plan, need)
         return result[0]
 
-    def promote(self, ref: str, verdict: Verdict) -> Entry:
-        return self._decide(ref, verdict, "PASS")
+    def promote(self, ref: str, verdict: Verdict, *, conflict: str | None = None) -> Entry:
+        """``conflict`` overrides truss.toml's [policy] conflict (layered settings, §8)."""
+        return self._decide(ref, verdict, "PASS", conflict)
 
     def reject(self, ref: str, verdict: Verdict) -> Entry:
         return self._decide(ref, verdict, "FAIL")
 
-    def _decide(self, ref: str, verdict: Verdict, outcome: str) -> Entry:
+    def _decide(
+        self, ref: str, verdict: Verdict, outcome: str, conflict: str | None = None
+    ) -> Entry:
         verb = "promoted" if outcome == "PASS" else "rejected"
 
         def change(entry: Entry, snap: Snapshot) -> tuple[dict[str, Entry], dict[str, str]]:
@@ -366,15 +378,17 @@ class MemoryStore:
             updated = _with_trust(entry, new_trust, verdict.to_dict())
             updates = {entry.id: updated}
             if outcome == "PASS":
-                updates = self._resolve_conflicts(updated, snap)
+                updates = self._resolve_conflicts(updated, snap, conflict)
             return updates, {"verdict": verdict.id}
 
         op = "promote" if outcome == "PASS" else "reject"
         return self._transition(ref, op, {"panel", "operator"}, change)
 
-    def _resolve_conflicts(self, entry: Entry, snap: Snapshot) -> dict[str, Entry]:
+    def _resolve_conflicts(
+        self, entry: Entry, snap: Snapshot, policy: str | None = None
+    ) -> dict[str, Entry]:
         """Apply the conflict policy to older verified entries of the same kind and key."""
-        policy = self.config(snap).get("policy", "conflict", "verified-wins")
+        policy = policy or self.config(snap).get("policy", "conflict", "verified-wins")
         if policy not in CONFLICT_POLICIES:
             raise ConfigError(
                 f"{CONFIG_PATH}: policy.conflict '{policy}' is unknown; use one of "
@@ -398,7 +412,9 @@ class MemoryStore:
         updates[entry.id] = dataclasses.replace(entry, supersedes=newest.id)
         return updates
 
-    def demote(self, ref: str, reason: str) -> Entry:
+    def demote(self, ref: str, reason: str, *, verdict: Verdict | None = None) -> Entry:
+        """Verified -> stale. ``verdict``: the FAIL verdict of a failed re-check, recorded in
+        the commit's trailers (the entry keeps the PASS verdict that once verified it)."""
         if not reason.strip():
             raise UsageError("give a --reason: why is this entry no longer believed?")
 
@@ -408,7 +424,14 @@ class MemoryStore:
                     f"entry {entry.id} is {entry.trust.value}; only verified entries turn stale"
                 )
             stale = dataclasses.replace(entry, trust=Trust.STALE)
-            return {entry.id: stale}, {"reason": " ".join(reason.split())}
+            extra = {"reason": " ".join(reason.split())}
+            if verdict is not None:
+                check_verdict(verdict, entry.id, "FAIL", self.policy(snap))
+                extra["verdict"] = verdict.id
+                extra["verdict_json"] = json.dumps(
+                    verdict.to_dict(), sort_keys=True, separators=(",", ":")
+                )
+            return {entry.id: stale}, extra
 
         return self._transition(ref, "demote", {"panel", "operator"}, change)
 

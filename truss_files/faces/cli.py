@@ -265,6 +265,13 @@ def keys_list(fmt: str | None) -> None:
     "--source", metavar="LEDGERREF", help="What produced it: git:<sha>, run:<id>/<n>, event:<id>."
 )
 @click.option("--author", help="Who wrote it (default: agent:<your principal>).")
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    metavar="CMD",
+    help="A command whose exit status the panel takes as a vote (repeatable).",
+)
 @click.argument("body")
 @FORMAT_OPTION
 @pass_ctx
@@ -276,6 +283,7 @@ def write(
     layer: str,
     source: str | None,
     author: str | None,
+    checks: tuple[str, ...],
     body: str,
     fmt: str | None,
 ) -> None:
@@ -286,10 +294,22 @@ def write(
       truss-files write --kind lesson --key rust-borrow-checker \\
           --source run:R-7f3a/12 "Scope the index guard before any await."
     """
-    entry = obj.store().write(
-        kind, key_, _read_body(body), layer=layer, produced_by=source, author=author
+    from ..panel.policy import write_entry
+
+    # Through the verification policy: when it is eager for this kind, the panel runs now.
+    result = write_entry(
+        obj.store(),
+        kind,
+        key_,
+        _read_body(body),
+        layer=layer,
+        produced_by=source,
+        author=author,
+        checks=checks,
     )
-    emit(fmt, {"id": entry.id, "trust": entry.trust.value, "path": entry.path}, entry.id)
+    extra = [f"verification: {result.outcome.line()}"] if result.outcome else []
+    extra += [f"note: {result.note}"] if result.note else []
+    emit(fmt, result.to_dict(), "\n".join([result.entry.id, *extra]))
 
 
 @cli.command("import")
@@ -635,18 +655,35 @@ def query(
       truss-files query "borrow checker await" --kind lesson
     """
     from ..model import Kind, Trust
+    from ..panel.conflicts import find_conflicts
     from ..recall.pipeline import Filter, recall
     from ..views import entry_text, entry_view
 
     floor = Trust.floor(min_trust)
     flt = Filter(min_trust=floor, kind=Kind(kind) if kind else None, key=key_)
-    hits = recall(obj.store().iter_entries(), text, flt, limit)
+    entries = list(obj.store().iter_entries())
+    hits = recall(entries, text, flt, limit)
+    data: dict[str, Any] = {
+        "min_trust": floor.value,
+        "entries": [entry_view(h.entry, h.score) for h in hits],
+    }
+    # keep-both-flagged leaves two verified entries on one key: reads must say so.
+    conflicts = find_conflicts([h.entry for h in hits], entries)
+    if conflicts:
+        data["conflicts"] = [c.to_dict() for c in conflicts]
+    flags = "".join(
+        f"\n\nconflict: {c.kind}/{c.key} is held by verified {', '.join(i[:12] for i in c.ids)}"
+        for c in conflicts
+    )
     emit(
         fmt,
-        {"min_trust": floor.value, "entries": [entry_view(h.entry, h.score) for h in hits]},
+        data,
         lambda _d: (
-            "\n\n".join(entry_text(h.entry, h.score) for h in hits)
-            or f"nothing at or above {floor.value} matches"
+            (
+                "\n\n".join(entry_text(h.entry, h.score) for h in hits)
+                or f"nothing at or above {floor.value} matches"
+            )
+            + flags
         ),
     )
 

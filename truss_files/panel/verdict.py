@@ -18,6 +18,9 @@ from ..errors import SignatureError, VerdictError
 from ..signing import Signer
 
 OUTCOMES = ("PASS", "FAIL")
+# A vote may also be ABSTAIN: a reviewer that could not judge (a hang, a crash, a garbled
+# answer). Abstentions count neither way; see panel.panel.tally.
+VOTE_VALUES = ("PASS", "FAIL", "ABSTAIN")
 _FIELDS = ("entry", "outcome", "votes", "quorum", "policy", "time", "signer", "key")
 
 
@@ -150,6 +153,7 @@ def check_verdict(verdict: Verdict, entry_id: str, outcome: str, policy: TrustPo
         )
     except SignatureError as exc:
         raise VerdictError(f"verdict {verdict.id}: {exc}") from exc
+    check_votes(verdict)
     if key.public_line.split()[:2] != verdict.key.split()[:2]:
         raise VerdictError(f"verdict {verdict.id}: signed by a different key than it names")
     if principal != verdict.signer and verdict.signer not in policy.signers.principals_for(
@@ -159,3 +163,32 @@ def check_verdict(verdict: Verdict, entry_id: str, outcome: str, policy: TrustPo
             f"verdict {verdict.id} names signer {verdict.signer} but was signed by {principal}"
         )
     return principal
+
+
+def check_votes(verdict: Verdict) -> None:
+    """Raise unless the votes carry the outcome under the verdict's own ``K-of-N`` quorum.
+
+    A panel key could sign a PASS over FAIL votes by mistake; the record must agree with
+    itself. Quorum texts other than ``K-of-N`` (none are written today) are not tallied.
+    """
+    from .panel import parse_quorum_text, tally
+
+    quorum = parse_quorum_text(verdict.quorum)
+    if quorum is None:
+        return
+    need, size = quorum
+    votes = [str(v.get("vote", "")) for v in verdict.votes]
+    bad = sorted({v for v in votes if v not in VOTE_VALUES})
+    if bad:
+        raise VerdictError(
+            f"verdict {verdict.id} holds vote(s) {', '.join(bad)}; votes are PASS, FAIL or ABSTAIN"
+        )
+    if len(votes) != size or need > size:
+        raise VerdictError(
+            f"verdict {verdict.id} states quorum {verdict.quorum} but holds {len(votes)} votes"
+        )
+    if tally(votes, need) != verdict.outcome:
+        raise VerdictError(
+            f"verdict {verdict.id} says {verdict.outcome} but its votes "
+            f"({', '.join(votes)}) do not reach that under quorum {verdict.quorum}"
+        )

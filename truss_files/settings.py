@@ -1,0 +1,452 @@
+"""Layered configuration (DESIGN.md §8): the later layer overrides the earlier, key by key.
+
+    default                    built in
+    store                      truss.toml at the branch tip (signed, shared by everyone)
+    global                     <user config dir>/config.toml   (TRUSS_CONFIG_DIR overrides the dir)
+    agent                      [agents.NAME] in truss.toml     (--agent NAME or TRUSS_AGENT)
+    contract                   a TOML file                     (--contract FILE or TRUSS_CONTRACT)
+
+The store's own settings are the base the design's three layers (global → agent → contract)
+sit on: ``init`` writes ``verification`` and ``conflict`` into every truss.toml, so a store
+layer above the global one would leave the user's file no say over them.
+
+Every layer has the same shape::
+
+    [policy]
+    verification = "lazy"            # off | lazy | eager | tiered
+    conflict = "verified-wins"       # verified-wins | latest-wins | panel-arbitrated
+                                     #   | keep-both-flagged
+    [policy.tiered]                  # per kind, when verification = "tiered" (unlisted: lazy)
+    decision = "eager"
+    scratch = "off"
+    [panel]
+    quorum = "unanimous"             # unanimous | majority | K | "K-of-N"
+    timeout = 600                    # seconds per reviewer
+    entry_checks = true              # run the entry's own `checks:` as check reviewers
+    workdir = "."                    # run reviewers here instead of a fresh checkout
+    arbiters = [{type = "judge", command = "..."}]   # panel-arbitrated conflicts
+    [panel.reviewers]                # per kind; `default` for kinds not listed
+    decision = [{type = "judge", command = "...", name = "...", timeout = 60}]
+    [recall]
+    mode = "exact"                   # exact | semantic | hybrid
+    [memory]
+    scope = "per-agent"              # per-agent | per-project | shared
+
+The global file, agent tables and contract files are strict: an unknown key or a wrong type
+is a ``ConfigError`` naming the file and the key. truss.toml itself is shared with other
+parts of truss-files, so at its top level only ``[panel]`` and ``[policy.tiered]`` are strict;
+other keys of ``[policy]``, ``[recall]`` and ``[memory]`` belong to their own readers.
+
+Each effective value remembers the layer it came from (``config show`` prints it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigError, UsageError
+from .model import Kind
+from .panel.panel import Quorum
+from .panel.policy import MODES, TIER_MODES, VerificationPolicy
+
+if TYPE_CHECKING:
+    from .gitstore import Snapshot
+    from .store import MemoryStore
+
+VERIFICATION_MODES = MODES
+# Kept equal to store.CONFLICT_POLICIES (a test checks); importing store would pull pygit2.
+CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")
+RECALL_MODES = ("exact", "semantic", "hybrid")
+MEMORY_SCOPES = ("per-agent", "per-project", "shared")
+REVIEWER_TYPES = ("check", "judge")
+GLOBAL_FILE = "config.toml"
+STORE_SOURCE = "truss.toml"
+
+DEFAULTS: dict[str, Any] = {
+    "policy.verification": "lazy",
+    "policy.conflict": "verified-wins",
+    "panel.quorum": "unanimous",
+    "panel.timeout": 600,
+    "panel.entry_checks": True,
+    "panel.workdir": None,
+    "panel.arbiters": (),
+    "recall.mode": "exact",
+    "memory.scope": "per-agent",
+}
+
+
+@dataclass(frozen=True)
+class ReviewerSpec:
+    """A configured reviewer: ``{type = "check"|"judge", command = "...", name?, timeout?}``."""
+
+    type: str
+    command: str
+    name: str | None = None
+    timeout: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.type, "command": self.command}
+        if self.name is not None:
+            data["name"] = self.name
+        if self.timeout is not None:
+            data["timeout"] = self.timeout
+        return data
+
+
+@dataclass(frozen=True)
+class Value:
+    value: Any
+    source: str
+
+
+# -- validators: (value, where) -> normalized value, or ConfigError naming file and key ------
+
+Check = Callable[[Any, str], Any]
+
+
+def _choice(options: tuple[str, ...]) -> Check:
+    def check(value: Any, where: str) -> Any:
+        if not isinstance(value, str) or value not in options:
+            raise ConfigError(f"{where} is {value!r}; use one of: {', '.join(options)}")
+        return value
+
+    return check
+
+
+def _quorum(value: Any, where: str) -> Any:
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise ConfigError(f'{where} must be text or a whole number, e.g. "unanimous" or 2')
+    Quorum.parse(value, where)
+    return value
+
+
+def _seconds(value: Any, where: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{where} must be a positive number of seconds, got {value!r}")
+    return value
+
+
+def _boolean(value: Any, where: str) -> Any:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where} must be true or false, got {value!r}")
+    return value
+
+
+def _string(value: Any, where: str) -> Any:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _reviewers(value: Any, where: str) -> tuple[ReviewerSpec, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(
+            f'{where} must be a list of reviewers, e.g. [{{type = "check", command = "make test"}}]'
+        )
+    out = []
+    for i, item in enumerate(value):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            raise ConfigError(f'{at} must be a table like {{type = "judge", command = "..."}}')
+        unknown = sorted(set(item) - {"type", "command", "name", "timeout"})
+        if unknown:
+            raise ConfigError(
+                f"{at}.{unknown[0]} is not a reviewer setting; use type, command, name, timeout"
+            )
+        if "type" not in item or "command" not in item:
+            raise ConfigError(f"{at} needs both type (check or judge) and command")
+        kind = _choice(REVIEWER_TYPES)(item["type"], f"{at}.type")
+        command = _string(item["command"], f"{at}.command")
+        name = _string(item["name"], f"{at}.name") if "name" in item else None
+        timeout = _seconds(item["timeout"], f"{at}.timeout") if "timeout" in item else None
+        out.append(ReviewerSpec(kind, command, name, timeout))
+    return tuple(out)
+
+
+def _kind_name(name: str, where: str, allow_default: bool) -> str:
+    if allow_default and name == "default":
+        return name
+    try:
+        return Kind.parse(name).value
+    except UsageError as exc:
+        raise ConfigError(f"{where}: {exc.message}") from None
+
+
+# section -> key -> validator; the two per-kind tables are handled apart.
+SCHEMA: dict[str, dict[str, Check]] = {
+    "policy": {"verification": _choice(VERIFICATION_MODES), "conflict": _choice(CONFLICT_POLICIES)},
+    "panel": {
+        "quorum": _quorum,
+        "timeout": _seconds,
+        "entry_checks": _boolean,
+        "workdir": _string,
+        "arbiters": _reviewers,
+    },
+    "recall": {"mode": _choice(RECALL_MODES)},
+    "memory": {"scope": _choice(MEMORY_SCOPES)},
+}
+PER_KIND = {("policy", "tiered"): _choice(TIER_MODES), ("panel", "reviewers"): _reviewers}
+# Sections of truss.toml that other readers share: their unknown keys are not ours to refuse.
+SHARED_SECTIONS = ("policy", "recall", "memory")
+
+
+def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> dict[str, Value]:
+    """The settings one file (or table) sets, as dotted keys; raises on unknown or bad keys."""
+    found: dict[str, Value] = {}
+    for section, table in data.items():
+        if section not in SCHEMA:
+            if strict:
+                raise ConfigError(
+                    f"{source}: [{section}] is not a setting section; use "
+                    + ", ".join(f"[{s}]" for s in SCHEMA)
+                )
+            continue
+        if not isinstance(table, dict):
+            raise ConfigError(f"{source}: {section} must be a table ([{section}])")
+        lenient = not strict and section in SHARED_SECTIONS
+        for key, value in table.items():
+            dotted = f"{section}.{key}"
+            where = f"{source}: {dotted}"
+            if (section, key) in PER_KIND:
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{where} must be a table of kind = value ([{dotted}])")
+                check = PER_KIND[(section, key)]
+                for name, item in value.items():
+                    kind = _kind_name(name, f"{where}.{name}", section == "panel")
+                    found[f"{dotted}.{kind}"] = Value(check(item, f"{where}.{name}"), source)
+                continue
+            check_key = SCHEMA[section].get(key)
+            if check_key is None:
+                if lenient:
+                    continue
+                known = [*SCHEMA[section], *(k for s, k in PER_KIND if s == section)]
+                raise ConfigError(
+                    f"{where} is not a known setting; [{section}] takes {', '.join(known)}"
+                )
+            found[dotted] = Value(check_key(value, where), source)
+    return found
+
+
+def _load_toml(path: Path, what: str) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path} does not exist; check the path") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{what} {path} cannot be read ({exc})") from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the file") from exc
+
+
+def global_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    from .keys import config_dir
+
+    return config_dir(environ) / GLOBAL_FILE
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Effective values (dotted keys) with the layer each came from."""
+
+    values: Mapping[str, Value]
+    layers: tuple[str, ...] = ()
+    agent: str | None = None
+    contract: str | None = None
+
+    def get(self, key: str) -> Any:
+        found = self.values.get(key)
+        return found.value if found is not None else DEFAULTS.get(key)
+
+    def source(self, key: str) -> str:
+        found = self.values.get(key)
+        return found.source if found is not None else "default"
+
+    @property
+    def verification(self) -> str:
+        return str(self.get("policy.verification"))
+
+    @property
+    def conflict(self) -> str:
+        return str(self.get("policy.conflict"))
+
+    @property
+    def quorum(self) -> Quorum:
+        return Quorum.parse(self.get("panel.quorum"), f"{self.source('panel.quorum')}: quorum")
+
+    @property
+    def timeout(self) -> float:
+        return float(self.get("panel.timeout"))
+
+    @property
+    def entry_checks(self) -> bool:
+        return bool(self.get("panel.entry_checks"))
+
+    @property
+    def arbiters(self) -> tuple[ReviewerSpec, ...]:
+        return tuple(self.get("panel.arbiters") or ())
+
+    @property
+    def recall_mode(self) -> str:
+        return str(self.get("recall.mode"))
+
+    @property
+    def memory_scope(self) -> str:
+        return str(self.get("memory.scope"))
+
+    def workdir(self, base: Path | None) -> Path | None:
+        """``panel.workdir``, relative to the directory of the file that set it (the store's
+        work tree for truss.toml)."""
+        raw = self.get("panel.workdir")
+        if raw is None:
+            return None
+        path = Path(os.path.expanduser(raw))
+        if path.is_absolute():
+            return path
+        source = self.source("panel.workdir")
+        if source.startswith(STORE_SOURCE):
+            if base is None:
+                raise ConfigError(
+                    f"{source}: panel.workdir {raw!r} is relative but the store is bare; "
+                    "give an absolute path"
+                )
+            return base / path
+        return Path(source).parent / path
+
+    @property
+    def policy(self) -> VerificationPolicy:
+        return VerificationPolicy.from_settings(self)
+
+    def mode_for(self, kind: Kind | str) -> str:
+        """off, lazy or eager for this kind (tiered looks up [policy.tiered], default lazy)."""
+        return self.policy.mode_for(kind)
+
+    def reviewers_for(self, kind: Kind | str) -> tuple[ReviewerSpec, ...]:
+        kind = Kind.parse(kind) if isinstance(kind, str) else kind
+        specific = self.values.get(f"panel.reviewers.{kind.value}")
+        if specific is not None:
+            return tuple(specific.value)
+        return tuple(self.get("panel.reviewers.default") or ())
+
+    def reviewers_source(self, kind: Kind | str) -> str:
+        kind = Kind.parse(kind) if isinstance(kind, str) else kind
+        key = f"panel.reviewers.{kind.value}"
+        return self.source(key if key in self.values else "panel.reviewers.default")
+
+    def effective(self) -> dict[str, Value]:
+        """Every key: the defaults, then whatever the layers set."""
+        out = {k: Value(v, "default") for k, v in DEFAULTS.items()}
+        out.update(self.values)
+        return dict(sorted(out.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "contract": self.contract,
+            "layers": list(self.layers),
+            "values": {
+                k: {"value": _plain(v.value), "source": v.source}
+                for k, v in self.effective().items()
+            },
+        }
+
+    def to_text(self) -> str:
+        rows = [(f"{k} = {render_value(v.value)}", v.source) for k, v in self.effective().items()]
+        width = min(max(len(r[0]) for r in rows), 60)
+        lines = [f"{left:<{width}}  # {src}" for left, src in rows]
+        head = "layers: " + " -> ".join(["default", *self.layers])
+        return "\n".join([head, *lines])
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, ReviewerSpec):
+        return value.to_dict()
+    return value
+
+
+def render_value(value: Any) -> str:
+    """TOML-like text for ``config show``."""
+    value = _plain(value)
+    if value is None:
+        return "(unset)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(render_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {render_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def load_settings(
+    store_toml: Mapping[str, Any] | None = None,
+    *,
+    agent: str | None = None,
+    contract: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    global_path: Path | None = None,
+) -> Settings:
+    """Merge the layers: default → store → global → agent → contract."""
+    env = os.environ if environ is None else environ
+    agent = agent or env.get("TRUSS_AGENT") or None
+    contract = contract or env.get("TRUSS_CONTRACT") or None
+    values: dict[str, Value] = {}
+    layers: list[str] = []
+
+    raw = dict(store_toml or {})
+    if raw:
+        values.update(read_layer(raw, STORE_SOURCE, strict=False))
+        layers.append(STORE_SOURCE)
+
+    path = global_path or global_config_path(env)
+    if path.is_file():
+        values.update(read_layer(_load_toml(path, "global config"), str(path)))
+        layers.append(str(path))
+
+    if agent:
+        agents = raw.get("agents", {})
+        if not isinstance(agents, dict):
+            raise ConfigError(f"{STORE_SOURCE}: agents must be a table of [agents.NAME] tables")
+        table = agents.get(agent)
+        if table is None:
+            known = ", ".join(sorted(agents)) or "none"
+            raise ConfigError(
+                f"{STORE_SOURCE} has no [agents.{agent}] table (known agents: {known}); add one "
+                "or drop --agent"
+            )
+        if not isinstance(table, dict):
+            raise ConfigError(f"{STORE_SOURCE}: agents.{agent} must be a table")
+        source = f"{STORE_SOURCE} [agents.{agent}]"
+        values.update(read_layer(table, source))
+        layers.append(source)
+
+    if contract:
+        cpath = Path(contract)
+        values.update(read_layer(_load_toml(cpath, "contract file"), str(cpath)))
+        layers.append(str(cpath))
+
+    return Settings(values, tuple(layers), agent, str(contract) if contract else None)
+
+
+def settings_for(
+    store: MemoryStore,
+    *,
+    agent: str | None = None,
+    contract: str | os.PathLike[str] | None = None,
+    snap: Snapshot | None = None,
+) -> Settings:
+    """The settings a store's readers and verifiers use (its truss.toml at ``snap``)."""
+    return load_settings(
+        store.config(snap).raw, agent=agent, contract=contract, environ=store.environ
+    )
