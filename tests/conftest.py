@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Iterator
+import re
+import subprocess
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
+from truss_files.config import CONFIG_PATH, SIGNERS_PATH
+from truss_files.gitstore import Identity, Plan, Snapshot
 from truss_files.initstore import init_store
-from truss_files.signing import Ed25519Signer
+from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
 from truss_files.store import MemoryStore
 
 GIT_ENV = {
@@ -78,3 +82,102 @@ def bare_store(tmp_path: Path, operator_key: Ed25519Signer) -> MemoryStore:
     pygit2.init_repository(str(path), bare=True, initial_head="main")
     init_store(path, operator_key, "operator@example.test")
     return MemoryStore(path, signer=operator_key, clock=Clock(), environ=dict(os.environ))
+
+
+# -- helpers shared by the store, audit and CLI tests (added for issue 2's suite) ------------
+
+GitRunner = Callable[..., str]
+
+
+@pytest.fixture
+def git() -> GitRunner:
+    """Run the real git binary in a repository; fail the test with git's stderr on error."""
+
+    def run(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> str:
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
+        return proc.stdout
+
+    return run
+
+
+ChangesFor = Mapping[str, bytes | None] | Callable[[Snapshot], Mapping[str, bytes | None]]
+
+
+@pytest.fixture
+def signed_commit(operator_key: Ed25519Signer) -> Callable[..., str]:
+    """Commit raw file changes through GitStore.apply, signed by ``signer`` (default: the
+    operator) and checked by nothing: how a hand edit, a hostile client or an operator's
+    config change reaches the branch. Returns the new commit id."""
+
+    def commit(
+        store: MemoryStore,
+        changes: ChangesFor,
+        *,
+        signer: Ed25519Signer | None = None,
+        message: str = "truss: hand edit\n\nTruss-Op: config",
+    ) -> str:
+        def plan(snap: Snapshot) -> Plan:
+            found = changes(snap) if callable(changes) else changes
+            return Plan(dict(found), message)
+
+        who = Identity("Test Operator", "operator@example.test")
+        done = store.git.apply(plan, signer or operator_key, who)
+        assert done is not None, "the plan changed nothing"
+        return str(done[0].id)
+
+    return commit
+
+
+@pytest.fixture
+def add_signer(signed_commit: Callable[..., str]) -> Callable[..., str]:
+    """Add a key to .truss/allowed_signers and its principal to [roles] in one commit."""
+
+    def add(
+        store: MemoryStore,
+        signer: Ed25519Signer,
+        principal: str,
+        roles: tuple[str, ...] = (),
+        *,
+        by: Ed25519Signer | None = None,
+    ) -> str:
+        def changes(snap: Snapshot) -> dict[str, bytes | None]:
+            signers = AllowedSigners.parse((snap.read(SIGNERS_PATH) or b"").decode())
+            signers = signers.with_signer(
+                principal, PublicKey.from_line(signer.public_line), ("git", "truss-verdict")
+            )
+            toml = (snap.read(CONFIG_PATH) or b"").decode()
+            for role in roles:
+                toml = re.sub(
+                    rf"^{role} = \[(.*)\]$",
+                    lambda m: f'{m.group(0)[:-1]}, "{principal}"]',
+                    toml,
+                    count=1,
+                    flags=re.M,
+                )
+            return {SIGNERS_PATH: signers.render().encode(), CONFIG_PATH: toml.encode()}
+
+        return signed_commit(
+            store, changes, signer=by, message=f"truss: add signer {principal}\n\nTruss-Op: signers"
+        )
+
+    return add
+
+
+@pytest.fixture
+def store_as(store: MemoryStore) -> Callable[[Ed25519Signer], MemoryStore]:
+    """The same repository as ``store``, signing with another key."""
+
+    def make(signer: Ed25519Signer) -> MemoryStore:
+        return MemoryStore(store.git.workdir or store.git.git_dir, signer=signer, clock=Clock())
+
+    return make

@@ -9,6 +9,7 @@ an ``id`` that matches the content. Every error names the file, the field and th
 from __future__ import annotations
 
 import datetime
+import enum
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +40,7 @@ REQUIRED = ("id", "kind", "key", "trust", "layer", "author", "created")
 PROVENANCE_FIELDS = ("produced_by", "sources", "verified_by")
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")  # what YAML reads as a line break
 
 
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
@@ -47,16 +49,28 @@ class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[mi
 
 def _represent_str(dumper: Any, value: str) -> Any:
     style = "|" if "\n" in value else None
+    if any(b in value for b in _BREAKS[1:]):
+        # PyYAML writes these raw inside a block and indents after them as if they were
+        # "\n"; only double-quoted escapes survive being indented into the front matter.
+        style = '"'
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
 _Dumper.add_representer(str, _represent_str)
+_PlainDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _CREATED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 _HEX = re.compile(r"^[0-9a-f]{32}$")
 
 
 def _scalar(value: Any) -> str:
     """One YAML scalar on one line, quoted only where YAML needs it."""
+    if isinstance(value, str) and any(b in value for b in _BREAKS):
+        # A literal block would span lines (and "|+" lose its kept newlines to the strip
+        # below): a line break inside one field's value is written as an escape instead.
+        quoted: str = yaml.dump(
+            value, Dumper=_PlainDumper, default_style='"', width=1 << 30, allow_unicode=True
+        )
+        return quoted.rstrip("\n")
     text: str = yaml.dump(
         value, Dumper=_Dumper, default_flow_style=True, width=1 << 30, allow_unicode=True
     )
@@ -74,8 +88,13 @@ def _block(value: Mapping[str, Any], indent: int) -> str:
         width=1 << 30,
         allow_unicode=True,
     )
+    if text.endswith("\n...\n"):
+        # A last value kept with "|+" makes PyYAML end the document with "..."; indented
+        # inside the front matter that marker would be a syntax error.
+        text = text[: -len("...\n")]
     pad = " " * indent
-    return "".join(pad + line + "\n" for line in text.splitlines())
+    # split("\n"), not splitlines(): U+2028 and friends stay inside their quoted scalar.
+    return "".join(pad + line + "\n" for line in text[:-1].split("\n"))
 
 
 def key_line(key: str) -> bytes:
@@ -86,7 +105,8 @@ def key_line(key: str) -> bytes:
 def serialize(entry: Entry) -> str:
     """The canonical text of an entry file (always ends with one newline)."""
     lines = ["---"]
-    lines.append(f"id: {entry.id}")
+    # Quoted only when YAML would misread it: an id of decimal digits is an integer to YAML.
+    lines.append(f"id: {_scalar(entry.id)}")
     lines.append(f"kind: {entry.kind.value}")
     lines.append(f"key: {_scalar(entry.key)}")
     lines.append(f"trust: {entry.trust.value}")
@@ -130,9 +150,28 @@ def _split(text: str, path: str | None) -> tuple[str, str]:
 
 def _safe_yaml(front: str, path: str | None) -> Any:
     try:
-        # Refuse anchors, aliases and tags before constructing anything: an alias bomb
-        # expands at construction time, and a tag is never part of an entry.
+        # Keys seen per open mapping (None for a sequence): YAML keeps the last of two equal
+        # keys, so a second `trust:` line far below the first would silently win.
+        seen: list[tuple[set[str], list[bool]] | None] = []
         for event in yaml.parse(front, Loader=_Loader):
+            top = seen[-1] if seen else None
+            if top is not None and isinstance(event, yaml.NodeEvent):
+                keys, expect_key = top
+                if expect_key[0] and isinstance(event, yaml.ScalarEvent):
+                    if event.value in keys:
+                        raise EntryError(
+                            "appears more than once; keep exactly one", path=path, field=event.value
+                        )
+                    keys.add(event.value)
+                expect_key[0] = not expect_key[0]
+            if isinstance(event, yaml.MappingStartEvent):
+                seen.append((set(), [True]))
+            elif isinstance(event, yaml.SequenceStartEvent):
+                seen.append(None)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                seen.pop()
+            # Refuse anchors, aliases and tags before constructing anything: an alias bomb
+            # expands at construction time, and a tag is never part of an entry.
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise EntryError(
                     "YAML anchors and aliases are not allowed in front matter; write values "
@@ -167,14 +206,19 @@ def _enum(parse: Any, value: Any, name: str, path: str | None) -> Any:
     try:
         return parse(value)
     except (UsageError, ValueError) as exc:
-        raise EntryError(str(exc), path=path, field=name) from None
+        message = str(exc)
+        if isinstance(parse, type) and issubclass(parse, enum.Enum):
+            # The enum's own ValueError says what is wrong but not what would be right.
+            allowed = ", ".join(str(m.value) for m in parse)
+            message = f"unknown {name} {value!r}; use one of: {allowed}"
+        raise EntryError(message, path=path, field=name) from None
 
 
 def _opt_id(value: Any, name: str, path: str | None) -> str | None:
     if value is None:
         return None
     _want(value, str, name, path)
-    if not _HEX.match(value):
+    if not _HEX.fullmatch(value):
         raise EntryError("must be a 32-character hex entry id or null", path=path, field=name)
     return str(value)
 
@@ -225,7 +269,7 @@ def parse(text: str | bytes, path: str | None = None, *, check_path: bool = True
     if isinstance(created, datetime.datetime) and created.utcoffset() == datetime.timedelta(0):
         # YAML reads an unquoted timestamp as a datetime; the canonical text is unquoted.
         created = created.strftime("%Y-%m-%dT%H:%M:%SZ")
-    if not isinstance(created, str) or not _CREATED.match(created):
+    if not isinstance(created, str) or not _CREATED.fullmatch(created):
         raise EntryError(
             "must be a UTC time like 2026-11-29T11:02:33Z (quote-free)",
             path=path,

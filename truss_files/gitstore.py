@@ -10,8 +10,10 @@ clean — and a touched path with local edits stops the write before anything mo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -116,6 +118,7 @@ class GitStore:
     """One git repository (bare or with a work tree) and the branch the store lives on."""
 
     MAX_ATTEMPTS = 12
+    LOCK_WAIT = 30.0  # seconds a writer waits for another local writer before racing it
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         try:
@@ -222,6 +225,23 @@ class GitStore:
         ref: str | None = None,
         check: Callable[[pygit2.Commit, Snapshot], None] | None = None,
     ) -> tuple[pygit2.Commit, Plan] | None:
+        """Plan, sign and commit under this repository's writer lock (see ``_apply_cas``)."""
+        # Writers on one machine queue here rather than race: under compare-and-swap alone,
+        # eight writers starve one another (a loser's backoff grows while the others keep
+        # winning). The wait is bounded, so a writer stuck on its signer (a hardware key
+        # waiting for a touch) only delays the others; CAS still guards every ref move.
+        with _lock(self.git_dir, "write.lock", wait=self.LOCK_WAIT):
+            return self._apply_cas(plan, signer, identity, ref=ref, check=check)
+
+    def _apply_cas(
+        self,
+        plan: Callable[[Snapshot], Plan],
+        signer: Signer,
+        identity: Identity,
+        *,
+        ref: str | None = None,
+        check: Callable[[pygit2.Commit, Snapshot], None] | None = None,
+    ) -> tuple[pygit2.Commit, Plan] | None:
         """Plan on the current tip, commit, and move ``ref`` by compare-and-swap.
 
         ``plan`` runs again on the new tip whenever another writer won the race, so it must
@@ -312,6 +332,15 @@ class GitStore:
                 )
 
     def _sync_worktree(self, changes: Changes) -> None:
+        # Writers in other processes sync the same index: without one lock around read, add
+        # and write, the last one's index drops the others' paths (`git status` then shows
+        # them deleted). Under the lock each path takes the branch tip's content, so a sync
+        # that runs late cannot put an older version back.
+        with _lock(self.git_dir, "worktree.lock"):
+            tip = Snapshot(self.repo, self.tip())
+            self._sync_paths({path: tip.read(path) for path in changes})
+
+    def _sync_paths(self, changes: Changes) -> None:
         assert self.workdir is not None
         for path, data in changes.items():
             disk = self.workdir / path
@@ -344,3 +373,50 @@ class GitStore:
 
 class _LostRace(Exception):
     pass
+
+
+_HELD = threading.local()  # the lock files this thread holds
+
+
+@contextlib.contextmanager
+def _lock(git_dir: Path, name: str, wait: float | None = None) -> Iterator[None]:
+    """An exclusive lock between truss processes on one repository (none without flock).
+
+    ``wait``: give up after this many seconds and go on unlocked (None: wait as long as it
+    takes). A dead process's lock is released by the kernel, so none is ever left behind.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: CAS and index.lock retries alone
+        yield
+        return
+    folder = git_dir / "truss"
+    path = str(folder / name)
+    mine: set[str] = _HELD.__dict__.setdefault("paths", set())
+    if path in mine:
+        yield  # re-entered on this thread (a plan that writes): we hold it already
+        return
+    folder.mkdir(exist_ok=True)
+    with open(path, "a") as handle:
+        held = False
+        if wait is None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            held = True
+        else:
+            deadline = time.monotonic() + wait
+            while not held:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    held = True
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.0005 + random.random() * 0.001)
+        if held:
+            mine.add(path)
+        try:
+            yield
+        finally:
+            if held:
+                mine.discard(path)
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

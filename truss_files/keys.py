@@ -44,7 +44,7 @@ class KeyInfo:
 def new_key(
     name: str = DEFAULT_NAME, comment: str = "", environ: Mapping[str, str] | None = None
 ) -> KeyInfo:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise UsageError(f"key name '{name}' may use letters, digits, '.', '_' and '-' only")
     path = keys_dir(environ) / name
     if path.exists():

@@ -111,7 +111,7 @@ _LEDGER_REF = re.compile(
 
 def check_ledger_ref(value: str) -> str:
     """A LedgerRef names the event behind a fact: git:<commit>, run:<id>/<seq>, event:<id>[#rev]."""
-    if not _LEDGER_REF.match(value):
+    if not _LEDGER_REF.fullmatch(value):
         raise UsageError(
             f"'{value}' is not a ledger ref; use git:<commit>, run:<run-id>/<seq> "
             "or event:<id>[#<revision>]"
