@@ -1,0 +1,141 @@
+"""``python -m benchmarks [NAME...] [--quick] [--scale F] [--json PATH]`` (``make bench``).
+
+Runs every ``benchmarks/bench_*.py`` (or the named ones; ``write`` means ``bench_write``), each
+in its own Python process so one benchmark's heap and peak RSS do not colour the next, and
+prints each module's table as it finishes: figure, value, baseline, ratio, target.
+Adding a benchmark is adding a ``bench_<name>.py`` with ``def run(quick: bool) -> list[Figure]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import pkgutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import common
+from .common import Figure
+
+PACKAGE = "benchmarks"
+
+
+def discover() -> list[str]:
+    """Every ``bench_*`` module of this package, sorted by name."""
+    here = [str(Path(__file__).parent)]
+    return sorted(m.name for m in pkgutil.iter_modules(here) if m.name.startswith("bench_"))
+
+
+def resolve(names: list[str]) -> list[str]:
+    known = discover()
+    if not names:
+        return known
+    chosen = []
+    for name in names:
+        full = name if name.startswith("bench_") else f"bench_{name}"
+        full = full.removesuffix(".py")
+        if full not in known:
+            raise SystemExit(f"no benchmark '{name}'; choose from: {', '.join(known)}")
+        chosen.append(full)
+    return chosen
+
+
+def run_child(name: str, quick: bool, emit: Path) -> None:
+    """Run one benchmark module in this process and write its figures as JSON to ``emit``."""
+    module = importlib.import_module(f"{PACKAGE}.{name}")
+    figures = module.run(quick)
+    payload = {
+        "module": name,
+        "figures": [f.to_dict() for f in figures],
+        "peak_rss_mb": common.peak_rss_mb(),
+    }
+    emit.write_text(json.dumps(payload))
+
+
+def run_module(name: str, quick: bool) -> dict[str, object]:
+    """One benchmark in a fresh interpreter; progress streams to stderr as it runs."""
+    with tempfile.TemporaryDirectory(prefix="truss-bench-") as tmp:
+        emit = Path(tmp) / "figures.json"
+        argv = [sys.executable, "-m", PACKAGE, "--child", name, "--emit", str(emit)]
+        if quick:
+            argv.append("--quick")
+        start = time.perf_counter()
+        # The repository root, so `-m benchmarks` resolves wherever the runner was started.
+        done = subprocess.run(argv, stdout=sys.stderr, cwd=Path(__file__).resolve().parent.parent)
+        took = time.perf_counter() - start
+        if done.returncode != 0 or not emit.exists():
+            return {"module": name, "error": f"exited {done.returncode}", "seconds": took}
+        result: dict[str, object] = json.loads(emit.read_text())
+        result["seconds"] = took
+        return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Run truss-files benchmarks; each figure beside a same-run baseline.",
+    )
+    parser.add_argument("names", nargs="*", metavar="NAME", help="e.g. bench_write or write")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument(
+        "--scale", type=float, help=f"multiply every size by this factor (env {common.SCALE_ENV})"
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write all figures as JSON here")
+    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--emit", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.scale is not None:
+        os.environ[common.SCALE_ENV] = str(args.scale)
+    if args.child:
+        run_child(args.child, args.quick, Path(args.emit))
+        return 0
+    if args.list:
+        print("\n".join(discover()))
+        return 0
+
+    names = resolve(args.names)
+    mode = "quick" if args.quick else "full"
+    print(
+        f"truss-files benchmarks ({mode}, scale {common.scale():g}); "
+        "ratio = value / baseline, both measured in this run",
+        flush=True,
+    )
+    results = []
+    failed = []
+    for name in names:
+        print(f"\n== {name}", flush=True)
+        result = run_module(name, args.quick)
+        results.append(result)
+        if "error" in result:
+            failed.append(name)
+            print(f"{name} failed ({result['error']}); see its output above", flush=True)
+            continue
+        figures = [Figure.from_dict(f) for f in result["figures"]]  # type: ignore[attr-defined]
+        common.print_table(figures)
+        print(f"({result['seconds']:.0f} s, peak RSS {result['peak_rss_mb']:.0f} MB)", flush=True)
+
+    all_figures = [
+        Figure.from_dict(f)
+        for r in results
+        for f in r.get("figures", [])  # type: ignore[attr-defined]
+    ]
+    targets = [f for f in all_figures if f.target is not None]
+    if targets:
+        missed = [f for f in targets if not f.met]
+        print(f"\ntargets: {len(targets) - len(missed)} met, {len(missed)} missed", flush=True)
+        for f in missed:
+            print(f"  MISSED {f.name}: {common.fmt_value(f.value, f.unit)}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""CLI cold start: what a person or a hook waits for before truss-files does anything.
+
+Each command runs as a fresh process 7 times, alternating with ``python -c pass`` (the same
+interpreter), and the medians are compared. ``query`` runs against a small bare store of
+200 entries (20 verified), so the figure is start-up plus a little real work.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from .common import (
+    Figure,
+    Synth,
+    command_runner,
+    commit_files,
+    measure_pair,
+    new_store,
+    progress,
+    scratch,
+)
+
+RUNS = 7
+
+
+def console_script() -> str:
+    """The truss-files next to this interpreter (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).with_name("truss-files")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("truss-files")
+    if found is None:
+        raise RuntimeError("truss-files is not installed; run `make demo` or pip install -e .")
+    return found
+
+
+def run(quick: bool) -> list[Figure]:
+    exe = console_script()
+    runs = 5 if quick else RUNS
+    with scratch("cli") as tmp:
+        store = new_store(tmp / "store.git")
+        synth = Synth(seed=11)
+        entries = synth.entries(200, salt="cli")
+        commit_files(store, synth.files(entries), "seed 200 entries")
+        for entry in entries[:20]:
+            store.promote(entry.id, store.sign_verdict(entry.id, "PASS"))
+        # A clean config dir: no user keys or settings leak into the timing.
+        env = dict(os.environ, TRUSS_CONFIG_DIR=str(tmp / "config"), HOME=str(tmp))
+        env.pop("TRUSS_STORE", None)
+        python = command_runner([sys.executable, "-c", "pass"], env)
+        commands = {
+            "truss-files --help": [exe, "--help"],
+            "truss-files --store S query x": [exe, "--store", str(store.git.git_dir), "query", "x"],
+        }
+        figures = []
+        for name, argv in commands.items():
+            progress(f"{name} x {runs}")
+            cmd_t, py_t = measure_pair(command_runner(argv, env), python, runs)
+            figures.append(
+                Figure(
+                    name=f"cold start: {name} (p50)",
+                    value=cmd_t.ms(),
+                    unit="ms",
+                    baseline_name="python -c pass",
+                    baseline_value=py_t.ms(),
+                )
+            )
+    return figures
