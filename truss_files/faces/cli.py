@@ -636,6 +636,12 @@ def log(obj: Ctx, entry_id: str, fmt: str | None) -> None:
     show_default=True,
 )
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(["exact", "semantic", "hybrid"]),
+    help="exact: BM25; semantic: embeddings; hybrid: both, fused by rank "
+    "(default: [recall] mode in truss.toml, else exact).",
+)
 @FORMAT_OPTION
 @pass_ctx
 @handled
@@ -646,29 +652,39 @@ def query(
     key_: str | None,
     min_trust: str,
     limit: int,
+    mode: str | None,
     fmt: str | None,
 ) -> None:
-    """Rank entries at or above a trust floor by BM25 (statistics from those entries only).
+    """Rank entries at or above a trust floor (BM25 statistics from those entries only).
+
+    Runs on the recall index cached under .git/truss/ (updated from the tree diff after
+    every write). semantic and hybrid need `pip install 'truss-files[semantic]'`.
 
     \b
     Example:
       truss-files query "borrow checker await" --kind lesson
+      truss-files query "why are builds slow" --mode hybrid
     """
     from ..model import Kind, Trust
-    from ..panel.conflicts import find_conflicts
-    from ..recall.pipeline import Filter, recall
+    from ..recall.engine import search
+    from ..recall.pipeline import Filter
     from ..views import entry_text, entry_view
 
     floor = Trust.floor(min_trust)
     flt = Filter(min_trust=floor, kind=Kind(kind) if kind else None, key=key_)
-    entries = list(obj.store().iter_entries())
-    hits = recall(entries, text, flt, limit)
+    result = search(obj.store_path or ".", text, flt, limit, mode=mode)
+    hits = result.hits
     data: dict[str, Any] = {
+        "recall_mode": result.mode,
         "min_trust": floor.value,
         "entries": [entry_view(h.entry, h.score) for h in hits],
     }
     # keep-both-flagged leaves two verified entries on one key: reads must say so.
-    conflicts = find_conflicts([h.entry for h in hits], entries)
+    conflicts = []
+    if result.related:
+        from ..panel.conflicts import find_conflicts
+
+        conflicts = find_conflicts([h.entry for h in hits], result.related)
     if conflicts:
         data["conflicts"] = [c.to_dict() for c in conflicts]
     flags = "".join(

@@ -1,7 +1,346 @@
-"""Agent tool commands: `tool`, `tools schema`, `runs`, `mcp`."""
+"""Agent tool commands: `tool`, `tools schema`, `runs list|show`, `mcp`.
+
+``tool`` is for harnesses, not people: stdin holds one JSON input, stdout gets exactly one
+JSON object (exit 0 on success, 1 on a tool error, 2 on bad usage, 3 on a bug). Everything
+heavy is imported inside the commands, so ``truss-files --help`` stays fast.
+"""
 
 from __future__ import annotations
 
-from .cli import cli
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+from ..errors import TrussError
+from .cli import Ctx, cli, handled, pass_ctx
+from .output import FORMAT_OPTION, emit
+
+if TYPE_CHECKING:
+    from ..tools.dispatch import ToolSession
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _tool_switches(func: F) -> F:
+    """--memory-tools / --memory-tool: the same switches on `tool`, `tools schema` and `mcp`."""
+    func = click.option(
+        "--memory-tool",
+        "memory_tool",
+        is_flag=True,
+        help="Serve the write binding (memory, write_memory), as [tools] memory_write = true.",
+    )(func)
+    func = click.option(
+        "--memory-tools",
+        "memory_tools",
+        is_flag=True,
+        help="Serve the read tools (memory_query, memory_view, read_memory), as [tools] "
+        "memory = true.",
+    )(func)
+    return click.option(
+        "--store",
+        "store_path",
+        metavar="PATH",
+        help="The store (same as the global --store, accepted here too).",
+    )(func)
+
+
+def _run_options(func: F) -> F:
+    func = click.option(
+        "--run-context",
+        "run_context",
+        metavar="FILE",
+        help="JSON file with the run's task/member/role/team/enterprise (or TRUSS_RUN_CONTEXT).",
+    )(func)
+    func = click.option(
+        "--durable", is_flag=True, help="Record every call as a signed commit on the run's ledger."
+    )(func)
+    return click.option(
+        "--run", "run_id", metavar="RUN_ID", help="The agent run this call belongs to."
+    )(func)
+
+
+def _flags(memory_tools: bool, memory_tool: bool) -> list[str]:
+    return [g for g, on in (("memory", memory_tools), ("memory_write", memory_tool)) if on]
+
+
+def _session(
+    obj: Ctx,
+    store_path: str | None,
+    *,
+    memory_tools: bool,
+    memory_tool: bool,
+    run_id: str | None = None,
+    durable: bool = False,
+    replay: bool = False,
+    run_context: str | None = None,
+) -> ToolSession:
+    from ..tools.context import load_run_context
+    from ..tools.dispatch import ToolSession
+
+    if store_path:
+        obj.store_path = store_path
+    # The store opens only when a call needs it: an indexed read never imports pygit2.
+    return ToolSession(
+        obj.store,
+        path=obj.store_path or ".",
+        flags=_flags(memory_tools, memory_tool),
+        run_id=run_id,
+        durable=durable,
+        replay=replay,
+        context=load_run_context(run_context),
+    )
+
+
+def _out(data: Any, code: int) -> NoReturn:
+    click.echo(json.dumps(data, ensure_ascii=False))
+    sys.exit(code)
+
+
+def _usage(message: str) -> NoReturn:
+    _out({"error": {"code": "usage", "message": message}}, 2)
+
+
+@cli.command("tool")
+@click.argument("name", required=False)
+@_run_options
+@click.option("--replay", is_flag=True, help="Answer from the run's signed memos only.")
+@_tool_switches
+@click.option("--block", is_flag=True, help="stdin: a tool_use block; stdout: a tool_result.")
+@pass_ctx
+def tool_cmd(
+    obj: Ctx,
+    name: str | None,
+    run_id: str | None,
+    durable: bool,
+    run_context: str | None,
+    replay: bool,
+    store_path: str | None,
+    memory_tools: bool,
+    memory_tool: bool,
+    block: bool,
+) -> None:
+    """Call one agent tool: its JSON input on stdin, one JSON object on stdout.
+
+    Exit 0 with the result; 1 with {"error": {"code", "message"}} when the tool refuses
+    (the message is for the model to read); 2 on bad usage. With --block, stdin is an
+    Anthropic tool_use block and stdout the matching tool_result block (exit 1 when
+    is_error). With --run RUN_ID --durable every call is a signed commit on
+    refs/truss/runs/RUN_ID, and a repeated read returns its signed memo (revalidate: true
+    reads again); --replay answers every call from the ledger.
+
+    \b
+    Examples:
+      echo '{"query": "flaky ci"}' | truss-files tool memory_query
+      echo '{"command": "view", "path": "/memories"}' | truss-files tool memory --memory-tool
+      truss-files tool --block --run R-1 --durable --memory-tool < tool_use.json
+    """
+    from ..tools.blocks import parse_tool_use, tool_result
+    from ..tools.registry import lookup
+
+    if (durable or replay) and not run_id:
+        _usage("--durable and --replay need --run RUN_ID")
+    try:
+        data = json.loads(sys.stdin.read() or "null")
+    except json.JSONDecodeError as exc:
+        _usage(f"stdin is not JSON ({exc}); pipe the tool's input object")
+    use = None
+    if block:
+        try:
+            use = parse_tool_use(data)
+        except TrussError as exc:
+            _usage(exc.message)
+        if name and lookup(name) is not lookup(use.name):
+            _usage(f"the block calls {use.name}, not {name}")
+        name, data = use.name, dict(use.input)
+    if not name:
+        _usage("name the tool: truss-files tool NAME (or pass --block with a tool_use block)")
+    if not isinstance(data, dict):
+        _usage('stdin must hold the tool\'s input as a JSON object, e.g. {"query": "..."}')
+    try:
+        session = _session(
+            obj,
+            store_path,
+            memory_tools=memory_tools,
+            memory_tool=memory_tool,
+            run_id=run_id,
+            durable=durable,
+            replay=replay,
+            run_context=run_context,
+        )
+        outcome = session.call(name, data, call_id=use.id if use is not None else None)
+    except TrussError as exc:
+        _out({"error": {"code": exc.code, "message": exc.message}}, 1)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: still one JSON object
+        traceback.print_exc()
+        message = f"unexpected bug ({type(exc).__name__}); please report the trace on stderr"
+        _out({"error": {"code": "bug", "message": message}}, 3)
+    if outcome.note:
+        click.echo(f"note: {outcome.note}", err=True)
+    code = 0 if outcome.ok else 1
+    if use is not None:
+        _out(tool_result(use, outcome), code)
+    _out(outcome.payload, code)
+
+
+@cli.group("tools")
+def tools_group() -> None:
+    """The agent tools this store serves, for harness configuration."""
+
+
+@tools_group.command("schema")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["anthropic", "openai", "mcp"]),
+    default="anthropic",
+    show_default=True,
+    help="Whose tool definition format.",
+)
+@_tool_switches
+@pass_ctx
+@handled
+def tools_schema(
+    obj: Ctx, fmt: str, store_path: str | None, memory_tools: bool, memory_tool: bool
+) -> None:
+    """Print the definitions of every tool this store serves, as a JSON list.
+
+    Served: the read tools when [tools] memory = true (or --memory-tools), the write binding
+    when [tools] memory_write = true (or --memory-tool), then filtered by [policy]
+    allow_tools. Outside a store only the flags count.
+
+    \b
+    Examples:
+      truss-files tools schema --format anthropic
+      truss-files tools schema --format openai --memory-tool
+    """
+    from ..errors import StoreError
+    from ..tools.registry import Serving
+    from ..tools.schema import export
+
+    flags = _flags(memory_tools, memory_tool)
+    if store_path:
+        obj.store_path = store_path
+    try:
+        config = obj.store().config()
+    except StoreError:
+        if obj.store_path:
+            raise
+        config = None  # not in a store: the flags alone decide
+    click.echo(json.dumps(export(Serving.resolve(config, flags).served(), fmt), indent=2))
+
+
+@cli.group("runs")
+def runs_group() -> None:
+    """Durable runs: the signed tool-call ledgers under refs/truss/runs/."""
+
+
+@runs_group.command("list")
+@click.option("--store", "store_path", metavar="PATH", help="The store (as the global --store).")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def runs_list(obj: Ctx, store_path: str | None, fmt: str | None) -> None:
+    """List the durable runs recorded in this store, oldest first.
+
+    \b
+    Example:
+      truss-files runs list
+    """
+    from ..tools.runs import list_runs
+
+    if store_path:
+        obj.store_path = store_path
+    runs = list_runs(obj.store())
+    emit(
+        fmt,
+        [r.to_dict() for r in runs],
+        lambda _d: (
+            "\n".join(f"{r.run}\t{r.calls} calls\tupdated {r.updated}\t{r.tip[:12]}" for r in runs)
+            or "no durable runs yet (record one with `truss-files tool ... --run ID --durable`)"
+        ),
+    )
+
+
+@runs_group.command("show")
+@click.argument("run_id")
+@click.option("--store", "store_path", metavar="PATH", help="The store (as the global --store).")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def runs_show(obj: Ctx, run_id: str, store_path: str | None, fmt: str | None) -> None:
+    """Every call of a durable run: tool, memo, hashes, signer, and whether its memo is current.
+
+    \b
+    Example:
+      truss-files runs show R-7f3a
+    """
+    from ..tools.runs import RunLedger
+
+    if store_path:
+        obj.store_path = store_path
+    records = RunLedger(obj.store(), run_id).records()
+
+    def text(_d: Any) -> str:
+        lines = []
+        for r in records:
+            e = r.entry
+            flags = (" error" if e.error else "") + (" revalidate" if e.revalidate else "")
+            flags += f" (memo of #{e.replay_of})" if e.replay_of else ""
+            flags += "" if r.memo_matches else " (memo since replaced)"
+            lines.append(
+                f"#{e.seq:<4} {e.tool:<13} memo {e.memo_key[:12]}  result {e.result_sha256[:12]}"
+                f"  {r.commit[:12]} by {r.signer}{flags}"
+            )
+            if e.produced:
+                lines.append("      wrote " + ", ".join(i[:12] for i in e.produced))
+        return "\n".join(lines)
+
+    emit(fmt, {"run": run_id, "calls": [r.to_dict() for r in records]}, text)
+
+
+@cli.command("mcp")
+@_run_options
+@_tool_switches
+@pass_ctx
+@handled
+def mcp_cmd(
+    obj: Ctx,
+    run_id: str | None,
+    durable: bool,
+    run_context: str | None,
+    store_path: str | None,
+    memory_tools: bool,
+    memory_tool: bool,
+) -> None:
+    """Serve this store's agent tools over MCP on stdio (needs the [mcp] extra).
+
+    The served tools follow truss.toml [tools] and [policy] allow_tools, like `tool`. The
+    session is one run: its own unverified writes are visible to it. Without --run a fresh
+    run id is made (printed on stderr).
+
+    \b
+    Examples:
+      truss-files mcp --store /abs/path/to/store
+      claude mcp add truss-files -- truss-files mcp --store /abs/path/to/store
+    """
+    from .mcp import new_run_id, serve
+
+    run = run_id or new_run_id()
+    session = _session(
+        obj,
+        store_path,
+        memory_tools=memory_tools,
+        memory_tool=memory_tool,
+        run_id=run,
+        durable=durable,
+        run_context=run_context,
+    )
+    click.echo(f"truss-files mcp: store {obj.store_path or '.'}, run {run}", err=True)
+    serve(session)
+
 
 __all__ = ["cli"]

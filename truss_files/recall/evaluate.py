@@ -2,7 +2,9 @@
 
 A *rank function* takes a query string and a depth and returns note ids, best first; it closes
 over whatever index it needs, built from the same corpus passed to ``evaluate``. ``bm25_rank_fn``
-is the exact-BM25 baseline (``tokenize`` + ``BM25`` over every note body).
+is the exact-BM25 baseline (``tokenize`` + ``BM25`` over every note body); ``semantic_rank_fn``
+and ``hybrid_rank_fn`` rank with an ``Embedder`` (cosine; reciprocal-rank fusion with BM25), as
+the ``semantic`` and ``hybrid`` recall modes do.
 
 Metrics, averaged over queries:
 
@@ -16,10 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from truss_files.recall.bm25 import BM25
 from truss_files.recall.tokenize import tokenize
+
+if TYPE_CHECKING:
+    from truss_files.recall.embed import Embedder
 
 __all__ = [
     "MRR_DEPTH",
@@ -28,6 +33,8 @@ __all__ = [
     "RankFn",
     "bm25_rank_fn",
     "evaluate",
+    "hybrid_rank_fn",
+    "semantic_rank_fn",
     "load_corpus",
     "load_queries",
 ]
@@ -81,6 +88,35 @@ def bm25_rank_fn(corpus: Iterable[Note]) -> RankFn:
 
     def rank_fn(query: str, depth: int) -> list[str]:
         return [hit.doc_id for hit in index.top(tokenize(query), depth)]
+
+    return rank_fn
+
+
+def semantic_rank_fn(corpus: Sequence[Note], embedder: Embedder) -> RankFn:
+    """Cosine similarity between the query's embedding and each note body's."""
+    import numpy as np
+
+    ids = [note.id for note in corpus]
+    matrix = embedder.embed_documents([note.body for note in corpus])
+
+    def rank_fn(query: str, depth: int) -> list[str]:
+        sims = matrix @ embedder.embed_query(query)
+        order = sorted(range(len(ids)), key=lambda i: (-float(sims[i]), ids[i]))
+        return [ids[i] for i in order[:depth] if float(np.float32(sims[i])) > 0]
+
+    return rank_fn
+
+
+def hybrid_rank_fn(corpus: Sequence[Note], embedder: Embedder, depth: int = 100) -> RankFn:
+    """Reciprocal-rank fusion of the BM25 and the semantic rankings (as ``hybrid`` mode)."""
+    from .fusion import fuse_ids
+
+    lexical = bm25_rank_fn(corpus)
+    semantic = semantic_rank_fn(corpus, embedder)
+
+    def rank_fn(query: str, limit: int) -> list[str]:
+        deep = max(limit, depth)
+        return fuse_ids([lexical(query, deep), semantic(query, deep)], limit)
 
     return rank_fn
 

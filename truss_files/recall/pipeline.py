@@ -2,6 +2,14 @@
 
 BM25 statistics come from the filtered candidates alone, so text below the trust floor can
 never move a returned entry's score or rank.
+
+Two ways in:
+
+* ``recall(entries, query, flt, limit)`` -- over entries you already hold (parsed files, a
+  test's fixtures). Tokenizes every candidate on each call.
+* ``truss_files.recall.engine.search(store, query, flt, limit, mode=...)`` -- over a store,
+  through the index cache under ``.git/truss/`` (``index.py``): same filter, same scores, no
+  parsing or tokenizing at query time, and the ``semantic`` and ``hybrid`` modes.
 """
 
 from __future__ import annotations
@@ -10,12 +18,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..model import Entry, Kind, Layer, Trust
-from .bm25 import rank
+from .docs import MARKER_PREFIX, document_tokens
 from .tokenize import tokenize
+
+__all__ = ["Filter", "Hit", "document_tokens", "recall"]
 
 
 @dataclass(frozen=True)
 class Filter:
+    """Which entries may be candidates. Rejected entries never are, whatever the fields say.
+
+    ``include_superseded``: None keeps superseded entries out at the verified floor and in below
+    it (a stale entry is usually stale because it was superseded). ``visible_ids`` and
+    ``visible_run`` let named entries, or a run's own unverified writes (``produced_by``
+    ``run:<visible_run>/...``), through the trust floor -- every other condition still applies.
+    ``skip_marked`` leaves out machine markers: entries whose body starts with
+    ``<!-- truss:`` (the memory tool's tombstones).
+    """
+
     min_trust: Trust = Trust.VERIFIED
     kind: Kind | None = None
     key: str | None = None
@@ -23,11 +43,19 @@ class Filter:
     scope: Mapping[str, str] = field(default_factory=dict)
     include_superseded: bool | None = None  # None: only below the verified floor
     visible_ids: frozenset[str] = frozenset()  # e.g. a run's own unverified writes
+    visible_run: str | None = None
+    skip_marked: bool = False
+
+    @property
+    def superseded_ok(self) -> bool:
+        if self.include_superseded is None:
+            return self.min_trust is not Trust.VERIFIED
+        return self.include_superseded
 
     def admits(self, entry: Entry) -> bool:
         if entry.trust is Trust.REJECTED:
             return False
-        if not entry.trust.passes(self.min_trust) and entry.id not in self.visible_ids:
+        if not entry.trust.passes(self.min_trust) and not self._visible(entry):
             return False
         if self.kind is not None and entry.kind is not self.kind:
             return False
@@ -37,12 +65,20 @@ class Filter:
             return False
         if any(entry.scope.get(k) != v for k, v in self.scope.items()):
             return False
-        superseded_ok = (
-            self.min_trust is not Trust.VERIFIED
-            if self.include_superseded is None
-            else self.include_superseded
+        if self.skip_marked and entry.body.startswith(MARKER_PREFIX):
+            return False
+        return self.superseded_ok or entry.superseded_by is None
+
+    def _visible(self, entry: Entry) -> bool:
+        if entry.id in self.visible_ids:
+            return True
+        produced = entry.provenance.produced_by
+        return (
+            self.visible_run is not None
+            and entry.trust is Trust.UNVERIFIED
+            and produced is not None
+            and produced.startswith(f"run:{self.visible_run}/")
         )
-        return superseded_ok or entry.superseded_by is None
 
 
 @dataclass(frozen=True)
@@ -51,12 +87,10 @@ class Hit:
     score: float
 
 
-def document_tokens(entry: Entry) -> list[str]:
-    """What BM25 sees of an entry: its key and its body."""
-    return tokenize(entry.key) + tokenize(entry.body)
-
-
 def recall(entries: Iterable[Entry], query: str, flt: Filter, limit: int = 32) -> list[Hit]:
+    """Exact BM25 over the entries ``flt`` admits, statistics from those entries alone."""
+    from .bm25 import rank
+
     candidates = {e.id: e for e in entries if flt.admits(e)}
     query_tokens = tokenize(query)
     if not query_tokens:

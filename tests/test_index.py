@@ -1,0 +1,300 @@
+"""The recall index cache: where it lives, how it follows writes, how it recovers."""
+
+from __future__ import annotations
+
+import json
+import marshal
+import multiprocessing
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_recall_support import (
+    check_against_pipeline,
+    commit_entries,
+    mixed_store,
+    promote,
+    reject,
+)
+
+from truss_files.errors import StoreError
+from truss_files.model import Trust
+from truss_files.recall import index as index_module
+from truss_files.recall.engine import Searcher, search
+from truss_files.recall.gitread import GitDir
+from truss_files.recall.index import Index
+from truss_files.recall.pipeline import Filter
+from truss_files.recall.segment import Segment
+from truss_files.store import MemoryStore
+
+QUERY = "flaky CI network tests retry postgres borrow deploy"
+
+
+def recall_dir(store: MemoryStore) -> Path:
+    return store.git.git_dir / "truss" / "recall"
+
+
+def everything(store: MemoryStore) -> None:
+    for floor in (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED):
+        check_against_pipeline(store, QUERY, Filter(min_trust=floor), limit=50)
+
+
+def test_cache_lives_under_git_and_is_keyed_by_the_memories_tree(
+    store: MemoryStore, git: Callable[..., str]
+) -> None:
+    mixed_store(store)
+    found = search(store.git.workdir, "flaky", Filter())
+    assert found.hits and found.mode == "exact"
+    folder = recall_dir(store)
+    assert (folder / "head").is_file() and list(folder.glob("*.seg"))
+    assert found.tree == store.snapshot().tree_id("memories")
+    head = marshal.loads((folder / "head").read_bytes())
+    assert head["tree"] == found.tree and head["tip"][1] == str(store.git.tip().id)
+    # Nothing in the work tree, nothing to commit.
+    assert git(store.git.workdir, "status", "--porcelain") == ""
+    assert folder.is_relative_to(store.git.git_dir)
+    assert "recall" not in git(store.git.workdir, "ls-files")
+
+
+def test_writes_update_the_index_incrementally(store: MemoryStore) -> None:
+    made = mixed_store(store)
+    searcher = Searcher(store.git.workdir)
+    searcher.query(QUERY, Filter())
+    index = searcher.index
+    steps: list[Callable[[], object]] = [
+        lambda: store.write("lesson", "new-flaky", "Retry flaky network tests in CI twice."),
+        lambda: promote(store, store.list_entries(key="new-flaky")[0]),
+        lambda: reject(store, made["u2"]),
+        lambda: store.demote(made["v1"].id, "superseded by practice"),
+        lambda: store.write_many(
+            [store.new_entry("fact", f"bulk-{i}", f"deploy note {i} postgres") for i in range(9)]
+        ),
+    ]
+    for step in steps:
+        step()
+        searcher.query(QUERY, Filter())
+        assert index.stats["op"] == "update", index.stats
+        everything(store)
+    store.revert("HEAD~1")  # the demotion, undone by a signed revert commit
+    searcher.query(QUERY, Filter())
+    everything(store)
+    # Tiered merging keeps the number of segments logarithmic.
+    assert len(list(recall_dir(store).glob("*.seg"))) <= 8
+
+
+def test_incremental_equals_rebuild(store: MemoryStore) -> None:
+    mixed_store(store)
+    searcher = Searcher(store.git.workdir)
+    searcher.query("x", Filter())
+    for i in range(20):
+        store.write("lesson", f"extra-{i % 7}", f"extra flaky note {i} about postgres retries")
+    incremental = searcher.query(QUERY, Filter(min_trust=Trust.UNVERIFIED), 50)
+    assert searcher.index.stats["op"] == "update"
+    (recall_dir(store) / "head").unlink()
+    rebuilt = Searcher(store.git.workdir).query(QUERY, Filter(min_trust=Trust.UNVERIFIED), 50)
+    assert [(h.entry.id, h.score) for h in incremental.hits] == [
+        (h.entry.id, h.score) for h in rebuilt.hits
+    ]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["delete head", "garbage head", "old tokenizer", "delete segment", "truncate segment"],
+)
+def test_rebuilt_when_missing_corrupt_or_stale_format(store: MemoryStore, damage: str) -> None:
+    mixed_store(store)
+    search(store.git.workdir, "flaky", Filter())
+    folder = recall_dir(store)
+    segment = next(folder.glob("*.seg"))
+    if damage == "delete head":
+        (folder / "head").unlink()
+    elif damage == "garbage head":
+        (folder / "head").write_bytes(b"\x00not marshal")
+    elif damage == "old tokenizer":
+        head = marshal.loads((folder / "head").read_bytes())
+        head["tokenizer"] -= 1
+        (folder / "head").write_bytes(marshal.dumps(head))
+    elif damage == "delete segment":
+        segment.unlink()
+    else:
+        data = segment.read_bytes()
+        segment.write_bytes(data[: len(data) // 2])
+    searcher = Searcher(store.git.workdir)
+    everything(store)
+    searcher.query("flaky", Filter())
+    head = marshal.loads((folder / "head").read_bytes())
+    for name in head["segments"]:
+        Segment(folder / name).close()  # every referenced segment opens
+
+
+def test_unreadable_entry_files_are_skipped_and_named(store: MemoryStore) -> None:
+    good = promote(store, store.write("lesson", "flaky", "Retry flaky network tests."))
+    bad_path = f"memories/lesson/ab/ab{'0' * 30}.md"
+
+    def plan(_snap: object) -> object:
+        from truss_files.gitstore import Plan
+
+        return Plan({bad_path: b"---\nnot: an entry\n---\nflaky\n"}, "hand edit")
+
+    from truss_files.gitstore import Identity
+
+    store.git.apply(plan, store.signer, Identity("T", "t@example.test"))  # type: ignore[arg-type]
+    found = search(store.git.workdir, "flaky", Filter())
+    assert [h.entry.id for h in found.hits] == [good.id]
+    assert bad_path in found.skipped
+
+
+def test_warm_query_reads_no_git_object_and_imports_no_heavy_module(store: MemoryStore) -> None:
+    mixed_store(store)
+    search(store.git.workdir, "flaky", Filter())  # warm the cache
+    probe = (
+        "import sys, json\n"
+        "from truss_files.faces.cli import main\n"
+        "sys.argv = ['truss-files', '--store', sys.argv[1], 'query', 'flaky network']\n"
+        "try:\n    main()\n"
+        "except SystemExit:\n    pass\n"
+        "heavy = [m for m in ('pygit2', 'yaml', 'numpy', 'cryptography', 'wordllama') "
+        "if m in sys.modules]\n"
+        "print(json.dumps(heavy), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(store.git.workdir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["entries"]
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == []
+
+
+def test_packed_objects_and_refs_after_git_gc(store: MemoryStore, git: Callable[..., str]) -> None:
+    mixed_store(store)
+    search(store.git.workdir, "flaky", Filter())
+    git(store.git.workdir, "gc", "--quiet")
+    assert (store.git.git_dir / "packed-refs").is_file()
+    store.write("lesson", "after-gc", "flaky network retries after the repository was packed")
+    git(store.git.workdir, "gc", "--quiet")  # the new commit and trees are packed too
+    searcher = Searcher(store.git.workdir)
+    found = searcher.query("packed repository", Filter(min_trust=Trust.UNVERIFIED))
+    assert found.hits[0].entry.key == "after-gc"
+    assert searcher.index.stats["op"] == "update"
+    everything(store)
+
+
+def test_bare_repository_and_discovery(bare_store: MemoryStore, tmp_path: Path) -> None:
+    promote(bare_store, bare_store.write("fact", "db", "Postgres 16 in production."))
+    found = search(bare_store.git.git_dir, "postgres", Filter())
+    assert [h.entry.key for h in found.hits] == ["db"]
+    assert (bare_store.git.git_dir / "truss" / "recall" / "head").is_file()
+    with pytest.raises(StoreError, match="truss-files init"):
+        GitDir.discover(tmp_path / "nowhere")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(StoreError, match="not inside a git repository"):
+        GitDir.discover(tmp_path / "plain")
+
+
+def test_linked_worktree_shares_the_cache(store: MemoryStore, git: Callable[..., str]) -> None:
+    promote(store, store.write("fact", "db", "Postgres 16 in production."))
+    other = store.git.workdir.parent / "linked"  # type: ignore[union-attr]
+    git(store.git.workdir, "worktree", "add", "-q", "--detach", str(other))
+    found = search(other, "postgres", Filter())
+    assert [h.entry.key for h in found.hits] == ["db"]
+    assert (store.git.git_dir / "truss" / "recall" / "head").is_file()
+
+
+def test_snapshot_queries_an_older_commit(store: MemoryStore) -> None:
+    from truss_files.recall.engine import search_snapshot
+
+    promote(store, store.write("fact", "db", "Postgres 15 in production."))
+    old = store.snapshot()
+    promote(store, store.write("fact", "db2", "Postgres 16 in production now."))
+    then = search_snapshot(store, old, "postgres production", Filter())
+    now = search(store.git.workdir, "postgres production", Filter())
+    assert [h.entry.key for h in then.hits] == ["db"]
+    assert sorted(h.entry.key for h in now.hits) == ["db", "db2"]
+
+
+def _writer(path: str, n: int, key: str) -> None:
+    store = MemoryStore(path)
+    for i in range(n):
+        store.write("lesson", f"{key}-{i}", f"concurrent flaky note {key} {i}")
+
+
+def _reader(path: str, rounds: int, out: multiprocessing.Queue[object]) -> None:
+    try:
+        for _ in range(rounds):
+            found = search(path, "concurrent flaky note", Filter(min_trust=Trust.UNVERIFIED), 100)
+            if any(h.entry.trust is Trust.REJECTED for h in found.hits):
+                out.put("rejected entry returned")
+                return
+        out.put("ok")
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        out.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_concurrent_readers_and_writers(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mixed_store(store)
+    path = str(store.git.workdir)
+    search(path, "x", Filter())
+    context = multiprocessing.get_context("spawn")
+    results: multiprocessing.Queue[object] = context.Queue()
+    monkeypatch.setenv("TRUSS_KEY", str(Path(path).parent / "operator_key"))
+    procs = [context.Process(target=_writer, args=(path, 6, f"w{n}")) for n in range(2)]
+    procs += [context.Process(target=_reader, args=(path, 15, results)) for _ in range(2)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+    assert [results.get(timeout=5) for _ in range(2)] == ["ok", "ok"]
+    found = check_against_pipeline(
+        store, "concurrent flaky note", Filter(min_trust=Trust.UNVERIFIED), 100
+    )
+    assert sum(h.entry.key.startswith(("w0-", "w1-")) for h in found.hits) == 12
+
+
+def test_big_changes_rebuild_in_parallel_workers(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Thresholds lowered so the worker-process path runs at test size.
+    monkeypatch.setattr(index_module, "PARALLEL_AT", 50)
+    monkeypatch.setattr(index_module, "REBUILD_AT", 50)
+    entries = [
+        store.new_entry("fact", f"n{i}", f"parallel build note {i} flaky") for i in range(120)
+    ]
+    commit_entries(store, entries, "truss: import")
+    searcher = Searcher(store.git.workdir)
+    found = searcher.query("parallel note", Filter(min_trust=Trust.UNVERIFIED), 200)
+    assert searcher.index.stats["op"] == "rebuild"
+    assert len(found.hits) == 120
+    assert len(list(recall_dir(store).glob("*.seg"))) >= 2
+    check_against_pipeline(store, "parallel build flaky", Filter(min_trust=Trust.UNVERIFIED), 200)
+
+
+def test_index_view_counts_live_documents(store: MemoryStore) -> None:
+    mixed_store(store)
+    index = Index(GitDir.discover(store.git.workdir))
+    view = index.view()
+    assert len(view) == sum(1 for _ in store.iter_entries())
+    assert len(list(view.live())) == len(view)
+
+
+def test_bulk_imports_update_through_worker_processes(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index_module, "PARALLEL_AT", 50)
+    mixed_store(store)
+    searcher = Searcher(store.git.workdir)
+    searcher.query("x", Filter())
+    before = set(recall_dir(store).glob("*.seg"))
+    entries = [store.new_entry("fact", f"b{i}", f"bulk imported note {i} flaky") for i in range(90)]
+    store.write_many(entries)
+    searcher.query("x", Filter())
+    assert searcher.index.stats["op"] == "update"
+    assert len(set(recall_dir(store).glob("*.seg")) - before) >= 2  # one per worker
+    check_against_pipeline(store, "bulk imported flaky", Filter(min_trust=Trust.UNVERIFIED), 200)

@@ -1,0 +1,105 @@
+"""The MCP face: the registry's served tools over the MCP SDK's ``MCPServer`` (extra [mcp]).
+
+Each tool keeps its own JSON schema and annotations (read tools: readOnlyHint; the write
+binding: destructiveHint false — nothing is ever destroyed; openWorldHint false throughout).
+A refusal is raised as the SDK's ``ToolError``, so the model reads it as an ``isError``
+result. The SDK is imported only here, so the CLI never pays for it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from ..tools.dispatch import ToolSession
+    from ..tools.registry import Tool
+
+INSTRUCTIONS = (
+    "Durable, reviewed memory in a git repository. Reads return verified entries unless you "
+    "widen min_trust; whatever you write lands unverified until a review panel verifies it, "
+    "and only this session sees it until then. Cite entries by id."
+)
+
+
+def new_run_id() -> str:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S")
+    return f"mcp-{now}-{secrets.token_hex(3)}"
+
+
+def _import_mcp() -> Any:
+    try:
+        import mcp.server.mcpserver as server
+    except ImportError as exc:
+        raise ConfigError(
+            "the MCP server needs the mcp package: pip install 'truss-files[mcp]'"
+        ) from exc
+    return server
+
+
+def build_server(session: ToolSession, name: str = "truss-files") -> MCPServer:
+    """An ``MCPServer`` serving the session's tools (in process: ``mcp.Client(server)``)."""
+    server_mod = _import_mcp()
+    tools = [_mcp_tool(session, tool) for tool in session.served()]
+    server: MCPServer = server_mod.MCPServer(name=name, instructions=INSTRUCTIONS, tools=tools)
+    return server
+
+
+def _mcp_tool(session: ToolSession, tool: Tool) -> Any:
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.tools import Tool as MCPTool
+    from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+    from mcp_types import CallToolResult, TextContent, ToolAnnotations
+    from pydantic import ConfigDict
+
+    class Arguments(ArgModelBase):
+        # The registry's schema is the contract: take the arguments as given and let the
+        # tool check them, so MCP reports the same messages as every other face.
+        model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+        def model_dump_one_level(self) -> dict[str, Any]:
+            return dict(self.model_extra or {})
+
+    def run(**arguments: Any) -> Any:
+        outcome = session.call(tool.name, arguments)
+        if not outcome.ok:
+            raise ToolError(outcome.text)
+        if tool.text_result:
+            return outcome.text
+        return CallToolResult(
+            content=[TextContent(type="text", text=outcome.text)],
+            structured_content=dict(outcome.payload),
+        )
+
+    run.__name__ = tool.provider_name
+    hints = tool.annotations
+    return MCPTool(
+        fn=run,
+        name=tool.provider_name,
+        title=hints.title,
+        description=tool.description,
+        parameters=dict(tool.input_schema),
+        fn_metadata=FuncMetadata(arg_model=Arguments),
+        is_async=False,
+        context_kwarg=None,
+        annotations=ToolAnnotations(
+            title=hints.title,
+            read_only_hint=hints.read_only,
+            destructive_hint=hints.destructive,
+            idempotent_hint=hints.idempotent,
+            open_world_hint=hints.open_world,
+        ),
+    )
+
+
+def serve(session: ToolSession) -> None:
+    """Serve over stdio until the client hangs up."""
+    build_server(session).run("stdio")
+
+
+__all__ = ["INSTRUCTIONS", "build_server", "new_run_id", "serve"]

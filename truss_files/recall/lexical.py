@@ -1,0 +1,226 @@
+"""The filter and exact BM25 over an index view -- the same numbers as ``bm25.Candidates``.
+
+Filtering is per segment: the class byte of every document goes through a 256-entry table
+(``bytes.translate``), giving a 0/1 mask in C; the rarer conditions (layer, key, scope, ids a
+run may see, deleted documents) adjust that mask. The candidate statistics follow from the
+masks alone -- ``N`` is their count, the total length ``sum(compress(lengths, mask))`` -- and a
+query term's postings are filtered with ``compress(docnos, map(mask.__getitem__, docnos))``,
+so no Python code runs per non-matching document.
+
+Scores repeat ``bm25.Candidates.scores`` operation for operation (which repeats
+``rank_bm25.BM25Okapi``), so they are bit-identical to ranking the admitted entries' tokens
+with either; the epsilon floor's mean idf is summed the same way, in df order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Sequence
+from itertools import chain, compress
+from typing import Final, NamedTuple
+
+from ..model import Kind, Trust
+from .docs import KIND_CODE, LAYER_CODE, MARKED, SUPERSEDED, TRUST_CODE
+from .index import IndexView
+from .pipeline import Filter
+
+__all__ = ["Candidates", "Match", "candidates", "lexical"]
+
+# bm25.DEFAULT_* (a test checks they agree); not imported, to keep bm25 off the query path.
+DEFAULT_K1: Final = 1.5
+DEFAULT_B: Final = 0.75
+DEFAULT_EPSILON: Final = 0.25
+_REJECTED: Final = TRUST_CODE[Trust.REJECTED]
+_Postings = tuple[int, list[int], list[int]]  # (segment number, docnos, term frequencies)
+_RANK_OF_CODE: Final = {code: trust.rank for trust, code in TRUST_CODE.items()}
+
+
+class Match(NamedTuple):
+    """One ranked document of a view: its segment, docno, id and score."""
+
+    seg: int
+    docno: int
+    id: str
+    score: float
+
+
+class Candidates:
+    """The admitted documents of a view: a 0/1 mask per segment, their count and length."""
+
+    def __init__(self, view: IndexView, masks: list[bytearray]) -> None:
+        self.view = view
+        self.masks = masks
+        self.n = sum(m.count(1) for m in masks)
+        total = sum(
+            sum(compress(seg.lengths, mask)) for seg, mask in zip(view.segments, masks, strict=True)
+        )
+        # int / int, exactly as BM25Okapi computes it.
+        self.avgdl = total / self.n if self.n and total else 0.0
+        self._avg_idf: float | None = None
+
+    def docnos(self, seg: int) -> list[int]:
+        return [d for d, keep in enumerate(self.masks[seg]) if keep]
+
+    def average_idf(self) -> float:
+        """Mean idf over the candidates' vocabulary (what BM25Okapi floors negative idf with)."""
+        if self._avg_idf is None:
+            df: Counter[str] = Counter()
+            for seg, mask in zip(self.view.segments, self.masks, strict=True):
+                ids = compress(range(seg.n), mask)
+                counts = Counter(chain.from_iterable(map(seg.term_ids, ids)))
+                vocab = seg.vocab()
+                for tid, count in counts.items():
+                    df[vocab[tid]] += count
+            hist = Counter(df.values())
+            vocab_size = sum(hist.values())
+            total = 0.0
+            for df_value, count in sorted(hist.items()):
+                total += count * (math.log(self.n - df_value + 0.5) - math.log(df_value + 0.5))
+            self._avg_idf = total / vocab_size if vocab_size else 0.0
+        return self._avg_idf
+
+
+def candidates(view: IndexView, flt: Filter) -> Candidates:
+    """Apply ``flt`` to every document of ``view``, before anything is scored."""
+    floor = flt.min_trust.rank
+    superseded_ok = flt.superseded_ok
+    kind_code = None if flt.kind is None else KIND_CODE[flt.kind]
+    main = bytearray(256)
+    bypass = bytearray(256)  # every condition but the trust floor
+    for code in range(256):
+        trust = code & 3
+        ok = trust != _REJECTED
+        ok = ok and (superseded_ok or not code & SUPERSEDED)
+        ok = ok and not (flt.skip_marked and code & MARKED)
+        ok = ok and (kind_code is None or code >> 4 == kind_code)
+        bypass[code] = ok
+        main[code] = ok and _RANK_OF_CODE[trust] >= floor
+    main_table = bytes(main)
+    layer_table = None
+    if flt.layers is not None:
+        layer_table = bytes(int(any(LAYER_CODE[x] == n for x in flt.layers)) for n in range(256))
+    unverified = TRUST_CODE[Trust.UNVERIFIED]
+    masks: list[bytearray] = []
+    for seg, gone in zip(view.segments, view.deleted, strict=True):
+        cls = seg.cls
+        mask = bytearray(cls.translate(main_table))
+        visible: set[int] = set()
+        for entry_id in flt.visible_ids:
+            docno = seg.find(entry_id)
+            if docno is not None:
+                visible.add(docno)
+        if flt.visible_run is not None:
+            members = seg.runs().get(flt.visible_run, ())
+            visible.update(d for d in members if cls[d] & 3 == unverified)
+        for docno in visible:
+            mask[docno] = bypass[cls[docno]]
+        if layer_table is not None:
+            _and(mask, seg.layer.translate(layer_table))
+        if flt.key is not None:
+            kinds = [flt.kind] if flt.kind is not None else list(Kind)
+            in_key = bytearray(seg.n)
+            for kind in kinds:
+                for docno in seg.group(kind.value, flt.key):
+                    in_key[docno] = 1
+            _and(mask, in_key)
+        for docno in gone:
+            mask[docno] = 0
+        if flt.scope:
+            wanted = tuple(flt.scope.items())
+            for docno in [d for d, keep in enumerate(mask) if keep]:
+                scope = dict(seg.record(docno)[5])
+                if any(scope.get(k) != v for k, v in wanted):
+                    mask[docno] = 0
+        masks.append(mask)
+    return Candidates(view, masks)
+
+
+def _and(mask: bytearray, other: bytes | bytearray) -> None:
+    both = int.from_bytes(mask, "little") & int.from_bytes(other, "little")
+    mask[:] = both.to_bytes(len(mask), "little")
+
+
+def scores(
+    cands: Candidates,
+    query_tokens: Sequence[str],
+    *,
+    k1: float = DEFAULT_K1,
+    b: float = DEFAULT_B,
+    epsilon: float = DEFAULT_EPSILON,
+) -> dict[int, float]:
+    """``{(segment << 32) | docno: score}`` of the candidates holding a query token."""
+    if cands.n == 0 or cands.avgdl == 0.0:
+        return {}
+    view = cands.view
+    n_docs = cands.n
+    avgdl = cands.avgdl
+    k1p1 = k1 + 1
+    one_minus_b = 1 - b
+    term_info: dict[str, tuple[list[_Postings], float] | None] = {}
+    acc: dict[int, float] = {}
+    for term in query_tokens:
+        if term in term_info:
+            info = term_info[term]
+        else:
+            info = term_info[term] = _term_info(cands, term, n_docs, epsilon)
+        if info is None:
+            continue
+        matches, idf = info
+        for number, docnos, tfs in matches:
+            lengths = view.segments[number].lengths
+            base = number << 32
+            # Same operation order as BM25Okapi.get_scores, so the floats come out identical.
+            for docno, tf in zip(docnos, tfs, strict=True):
+                key = base | docno
+                acc[key] = acc.get(key, 0.0) + idf * (
+                    tf * k1p1 / (tf + k1 * (one_minus_b + b * lengths[docno] / avgdl))
+                )
+    return acc
+
+
+def _term_info(
+    cands: Candidates, term: str, n_docs: int, epsilon: float
+) -> tuple[list[_Postings], float] | None:
+    matches: list[_Postings] = []
+    df = 0
+    for number, (seg, mask) in enumerate(zip(cands.view.segments, cands.masks, strict=True)):
+        found = seg.postings(term)
+        if found is None:
+            continue
+        docnos, tfs = found
+        keep = list(map(mask.__getitem__, docnos))
+        kept = list(compress(docnos, keep))
+        if kept:
+            matches.append((number, kept, list(compress(tfs, keep))))
+            df += len(kept)
+    if not df:
+        return None
+    idf = math.log(n_docs - df + 0.5) - math.log(df + 0.5)
+    if idf < 0:
+        idf = epsilon * cands.average_idf()
+    return matches, idf
+
+
+def lexical(cands: Candidates, query_tokens: Sequence[str], limit: int) -> list[Match]:
+    """The best ``limit`` candidates holding a query token: score desc, then entry id asc."""
+    if limit <= 0 or not query_tokens:
+        return []
+    acc = scores(cands, query_tokens)
+    return top(cands.view, acc, limit)
+
+
+def top(view: IndexView, acc: dict[int, float], limit: int) -> list[Match]:
+    """Sort by score, ties by entry id; ids are read only for the scores that can place."""
+    if not acc:
+        return []
+    if len(acc) > limit:
+        cut = heapq.nlargest(limit, acc.values())[-1]
+        acc = {k: s for k, s in acc.items() if s >= cut}
+    ranked = []
+    for key, score in acc.items():
+        number, docno = key >> 32, key & 0xFFFFFFFF
+        ranked.append((-score, view.segments[number].doc_id(docno), number, docno))
+    ranked.sort()
+    return [Match(number, docno, doc_id, -neg) for neg, doc_id, number, docno in ranked[:limit]]

@@ -1,0 +1,275 @@
+"""Read entry files fast for the recall index, with ``entryfile.parse`` as the judge.
+
+Building the index at 100k entries cannot afford ``entryfile.parse`` (~0.3-0.4 ms per
+unverified file and ~0.6-0.85 ms per verified one, nearly all of it YAML: ~60 s). Files written
+by truss-files are canonical (``entryfile.serialize``), so ``scan`` matches that one layout
+with a single strict pattern plus per-field checks (~30-45 µs a file, content address
+included: ~10x faster) and hands anything else to ``entryfile.parse`` -- which also raises the
+error for a file that is not an entry at all. Either way the result is the same ``Entry``;
+``tests/test_recall_scan.py`` checks that property on generated and on hostile files.
+
+Why the fast path cannot disagree with the strict parser:
+
+* Every front matter line must match its field's pattern, in canonical order, each field once;
+  an unknown, repeated, reordered or unusual line sends the file to the strict parser.
+* A plain scalar is accepted only when YAML could not read it as anything but that string
+  (starts with a letter, no spaces, not ``yes``/``null``/...); a quoted one only when it opens and
+  closes on its line. PyYAML lets a quoted scalar continue on a *less* indented line -- even at
+  column 0 -- so an unclosed quote anywhere is a reason to take the slow path.
+* The content address is recomputed: a misread kind, key, body, layer, scope, author or
+  produced_by cannot produce the id the file claims, so it would fall back (and fail there).
+* ``provenance.verified_by`` (the signed verdict) is not parsed here: the index shows its
+  ``verdict_id``/``outcome``/``signer``, read from the block's own top-level lines, and keeps the
+  block's text; ``VerdictBlock`` parses the whole of it with YAML when anything else is asked.
+  A block with anchors, aliases, tags, flow collections, repeated keys or an unclosed quote
+  takes the slow path.
+
+Recall trusts the ``trust:`` line of the file, as the strict pipeline does; whether a verdict
+really backs it is the audit's question (DESIGN.md §3).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from ..model import (
+    MAX_KEY,
+    Entry,
+    Kind,
+    Layer,
+    Provenance,
+    Trust,
+    content_id,
+    entry_path,
+    normalize_body,
+)
+from .verdict import VerdictBlock
+
+__all__ = ["scan", "verdict_block"]
+
+MAX_ENTRY_BYTES: Final = 256 * 1024  # entryfile.MAX_ENTRY_BYTES; larger files go the slow way
+
+_KINDS: Final = {k.value: k for k in Kind}
+_TRUSTS: Final = {t.value: t for t in Trust}
+_LAYERS: Final = {x.value: x for x in Layer}
+_HEX32: Final = re.compile(r"[0-9a-f]{32}")
+_BINARY: Final = re.compile(r"0b[01_]+")  # YAML 1.1 reads this as an int
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")  # model.check_key refuses these
+# The canonical front matter of entryfile.serialize, field by field (between the '---' lines).
+_CANONICAL: Final = re.compile(
+    r"id: (?P<id>[^\n]+)\n"
+    r"kind: (?P<kind>[a-z_]+)\n"
+    r"key: (?P<key>[^\n]+)\n"
+    r"trust: (?P<trust>[a-z]+)\n"
+    r"layer: (?P<layer>[a-z]+)\n"
+    r"scope: (?P<scope>[^\n]+)\n"
+    r"author: (?P<author>[^\n]+)\n"
+    r"created: (?P<created>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\n"
+    r"salience: (?P<salience>\d\.\d{1,17})\n"
+    r"provenance:\n"
+    r"  produced_by: (?P<produced>[^\n]+)\n"
+    r"  sources: (?P<sources>[^\n]+)\n"
+    r"  verified_by:(?: null|(?P<block>(?:\n    [^\n]*)+))\n"
+    r"supersedes: (?P<supersedes>[^\n]+)\n"
+    r"superseded_by: (?P<superseded_by>[^\n]+)\n"
+    r"(?:checks: (?P<checks>[^\n]+)\n)?"
+)
+# A plain scalar YAML reads back as exactly this string: no spaces, nothing YAML gives a
+# meaning to (a leading digit could be a number or a date, a trailing ':' a mapping).
+_PLAIN: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.:/@#+-]*(?<!:)")
+_PLAIN_FLOW: Final = re.compile(r"[A-Za-z][A-Za-z0-9_./@+-]*")
+# Plain words YAML 1.1 reads as booleans or null.
+_SPECIAL: Final = frozenset(
+    w.lower() for w in ("yes", "no", "true", "false", "on", "off", "null")
+) | frozenset(
+    v for w in ("yes", "no", "true", "false", "on", "off", "null") for v in (w.title(), w.upper())
+)
+_SINGLE: Final = re.compile(r"'((?:[^']|'')*)'")
+# Over the verified_by block (lines indented 4+): where a value opens a quote or a flow
+# collection, a line at indent 4 that is neither a key nor a list item (MULTILINE), and the
+# block's own top-level keys.
+_OPENERS: Final = re.compile(r"['\"\[{]")
+_VALUE_PREFIX: Final = re.compile(r" *(?:- )*(?:[A-Za-z0-9_]+: )?")
+_QUOTED_LINE: Final = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"\\]|\\.)*\"")
+_ODD_TOP: Final = re.compile(r"^    (?! |- |[a-z_]+:(?: |$))", re.M)
+_TOP_KEY: Final = re.compile(r"^    ([a-z_]+):(?: (.*))?$", re.M)
+_SUMMARY: Final = ("verdict_id", "outcome", "signer")
+
+
+class _Slow(Exception):
+    """The file is not in the canonical layout: let entryfile.parse decide."""
+
+
+def scan(data: bytes, path: str) -> Entry:
+    """The ``Entry`` in ``data`` at ``path``; raises ``EntryError`` exactly when parse would."""
+    try:
+        return _fast(data, path)
+    except _Slow:
+        from .. import entryfile  # YAML: only for files off the canonical layout
+
+        return entryfile.parse(data, path)
+
+
+def _fast(data: bytes, path: str) -> Entry:
+    if len(data) > MAX_ENTRY_BYTES or not data.startswith(b"---\n"):
+        raise _Slow
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Slow from None
+    end = text.find("\n---\n", 3)
+    if end < 0:
+        raise _Slow
+    m = _CANONICAL.fullmatch(text, 4, end + 1)
+    if m is None:
+        raise _Slow
+    claimed, kind_s, key_s, trust_s, layer_s, scope_s, author_s, created, salience_s = m.group(
+        "id", "kind", "key", "trust", "layer", "scope", "author", "created", "salience"
+    )
+    claimed = _hex(claimed)
+    kind = _KINDS.get(kind_s) or _slow()
+    key = _str(key_s)
+    if len(key) > MAX_KEY or _CONTROL.search(key):
+        raise _Slow
+    salience = float(salience_s)
+    if not 0.0 <= salience <= 1.0:
+        raise _Slow
+    produced = m.group("produced")
+    block = m.group("block")
+    checks = m.group("checks")
+    body = text[end + 5 :]
+    if body.endswith("\n"):
+        body = body[:-1]
+    entry = Entry(
+        kind=kind,
+        key=key,
+        body=normalize_body(body),
+        trust=_TRUSTS.get(trust_s) or _slow(),
+        layer=_LAYERS.get(layer_s) or _slow(),
+        scope=_flow_map(scope_s),
+        author=_str(author_s),
+        created=created,
+        salience=salience,
+        provenance=Provenance(
+            produced_by=None if produced == "null" else _str(produced),
+            sources=tuple(_flow_list(m.group("sources"))),
+            verified_by=None if block is None else verdict_block(block[1:].split("\n")),
+        ),
+        supersedes=_opt_hex(m.group("supersedes")),
+        superseded_by=_opt_hex(m.group("superseded_by")),
+        checks=() if checks is None else tuple(_flow_list(checks)),
+    )
+    if claimed != content_id(entry) or path != entry_path(kind, claimed):
+        raise _Slow  # the strict parser names the problem
+    return entry
+
+
+def _slow() -> Any:
+    raise _Slow
+
+
+def _str(value: str) -> str:
+    if _PLAIN.fullmatch(value) and value not in _SPECIAL:
+        return value
+    quoted = _SINGLE.fullmatch(value)
+    if quoted is not None:
+        return quoted.group(1).replace("''", "'")
+    raise _Slow
+
+
+def _hex(value: str) -> str:
+    """A 32-hex id; plain only where YAML reads it as a string (not all digits, not 0b...)."""
+    if value.startswith("'"):
+        value = _str(value)
+    elif value.isdigit() or _BINARY.fullmatch(value):
+        raise _Slow
+    if not _HEX32.fullmatch(value):
+        raise _Slow
+    return value
+
+
+def _opt_hex(value: str) -> str | None:
+    return None if value == "null" else _hex(value)
+
+
+def _flow_items(value: str, opener: str, closer: str) -> list[str] | None:
+    if value == opener + closer:
+        return []
+    if not (value.startswith(opener) and value.endswith(closer)):
+        raise _Slow
+    items = value[1:-1].split(", ")
+    return items if all(items) else None
+
+
+def _flow_list(value: str) -> list[str]:
+    items = _flow_items(value, "[", "]")
+    if items is not None and all(_PLAIN_FLOW.fullmatch(i) and i not in _SPECIAL for i in items):
+        return items
+    found = _yaml_value(value)
+    if not isinstance(found, list) or not all(isinstance(i, str) for i in found):
+        raise _Slow
+    return found
+
+
+def _flow_map(value: str) -> dict[str, str]:
+    items = _flow_items(value, "{", "}")
+    if items is not None:
+        pairs = [item.split(": ", 1) for item in items]
+        if all(
+            len(p) == 2 and all(_PLAIN_FLOW.fullmatch(s) and s not in _SPECIAL for s in p)
+            for p in pairs
+        ) and len({p[0] for p in pairs}) == len(pairs):
+            return {p[0]: p[1] for p in pairs}
+    found = _yaml_value(value)
+    if not isinstance(found, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in found.items()
+    ):
+        raise _Slow
+    return found
+
+
+def _yaml_value(value: str) -> Any:
+    """One single-line flow collection, read by YAML (scope and sources beyond plain words).
+
+    A single line that opens and closes its collection cannot be continued by a later line,
+    except through an unclosed quote -- and then YAML fails here, on this line alone.
+    """
+    if any(c in value for c in "&*!\n"):
+        raise _Slow
+    import yaml
+
+    loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(value, Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError:
+        raise _Slow from None
+
+
+def verdict_block(block: list[str]) -> VerdictBlock:
+    """The verified_by block's shown fields and text, or ``_Slow`` when YAML must decide."""
+    text = "\n".join(block)
+    if any(c in text for c in "&*!"):
+        raise _Slow  # anchors, aliases and tags: the strict parser refuses them
+    for opener in _OPENERS.finditer(text):
+        pos = opener.start()
+        line_start = text.rfind("\n", 0, pos) + 1
+        if not _VALUE_PREFIX.fullmatch(text, line_start, pos):
+            continue  # inside a plain scalar: no meaning to YAML
+        line_end = text.find("\n", pos)
+        rest = text[pos : len(text) if line_end < 0 else line_end]
+        if rest not in ("[]", "{}") and not _QUOTED_LINE.fullmatch(rest):
+            raise _Slow  # a flow collection, or a quote that may run on into the next lines
+    if _ODD_TOP.search(text):
+        raise _Slow
+    summary: dict[str, str] = {}
+    seen: set[str] = set()
+    for name, value in _TOP_KEY.findall(text):
+        if name in seen:
+            raise _Slow  # YAML would keep the last; the strict parser refuses both
+        seen.add(name)
+        if name in _SUMMARY:
+            summary[name] = _hex(value) if name == "verdict_id" else _str(value)
+    if len(summary) != len(_SUMMARY):
+        raise _Slow
+    return VerdictBlock(summary, "\n".join(line[4:] for line in block))

@@ -1,0 +1,399 @@
+"""One immutable file of the recall index: documents, postings, records; read through mmap.
+
+Why this format (measured on the development machine, 2 busy cores):
+loading a whole index as Python objects costs more than the query it serves -- ``marshal`` or
+``pickle`` of 10k documents' term frequencies alone take ~45 ms to load (~450 ms at 100k), a
+term dictionary of 100k words ~20 ms. So a segment is laid out to be *read in place*: the file
+is mapped, a query decodes only the buckets of its own terms, their posting lists
+(``array.frombytes``, a memcpy) and the records of the hits it returns. Opening a segment costs
+its header plus two bytes per document (trust/kind class and layer), whatever its size.
+
+Layout: ``MAGIC``, a little-endian u32 header length, the header (``marshal``: format and
+tokenizer versions, counts, byte order, section offsets) and the sections:
+
+=========  =================================================================================
+ids        32 ASCII hex bytes per document, documents sorted by id (docno = rank of the id)
+chash      16 bytes per document: sha256 of the text an embedder sees (``docs.embed_text``)
+cls        one byte per document: trust (2 bits), superseded, marked, kind (4 bits)
+layer      one byte per document
+len        u32 per document: BM25 length (token count of key + body)
+tstart     u32 per term + 1: where each term's postings start (terms sorted, term id = rank)
+tbuckets   u32 per bucket + 1, then ``tmap``: per bucket a marshal ``{term: term id}``
+pdoc/ptf   u32 docno and u16 term frequency of every posting, grouped by term, docno ascending
+roff/rec   u64 offsets and the marshal record of each document (what rebuilds its ``Entry``)
+foff       u32 per document + 1, then ``fterm``/``ftf``: the forward index (term ids, tfs)
+vocab      marshal list of the terms (only merges and the epsilon floor need it)
+kbuckets   like tbuckets, ``kmap``: ``"kind\\0key"`` -> tuple of docnos
+runs       marshal ``{run id: tuple of docnos}`` for entries produced by a run
+=========  =================================================================================
+
+Buckets are ``zlib.crc32(utf-8) & (n_buckets - 1)``. A segment never changes once written
+(``os.replace`` of a temporary file); deletions live in the index head (``index.py``).
+"""
+
+from __future__ import annotations
+
+import marshal
+import mmap
+import os
+import struct
+import sys
+import zlib
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["FORMAT", "Doc", "Segment", "SegmentError", "write_segment"]
+
+MAGIC: Final = b"TRUSSEG\x01"
+FORMAT: Final = 1
+_U32: Final = struct.Struct("<I")
+_PAIR: Final = struct.Struct("=II")
+_SPAN: Final = struct.Struct("=QQ")
+MAX_TF: Final = 0xFFFF
+
+
+class SegmentError(Exception):
+    """A segment file that is missing, truncated or of another format: rebuild."""
+
+
+class Doc:
+    """One document as the index stores it (a plain class: cheap to define at import)."""
+
+    __slots__ = ("id", "cls", "layer", "length", "tf", "record", "group", "run", "chash")
+
+    def __init__(
+        self,
+        *,
+        id: str,  # noqa: A002 - the entry id
+        cls: int,
+        layer: int,
+        length: int,
+        tf: dict[str, int],
+        record: tuple[Any, ...],
+        group: str,  # "kind\0key"
+        run: str | None,  # the run id of a produced_by "run:<id>/<seq>"
+        chash: bytes,  # 16 bytes: sha256 of the text an embedder sees (vector cache key)
+    ) -> None:
+        self.id = id
+        self.cls = cls
+        self.layer = layer
+        self.length = length
+        self.tf = tf
+        self.record = record
+        self.group = group
+        self.run = run
+        self.chash = chash
+
+
+def _bucket_count(n: int) -> int:
+    size = 1
+    while size * 4 < n:
+        size *= 2
+    return size
+
+
+def _hash_map(items: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    n_buckets = _bucket_count(len(items))
+    buckets: list[dict[str, Any]] = [{} for _ in range(n_buckets)]
+    mask = n_buckets - 1
+    for name, value in items.items():
+        buckets[zlib.crc32(name.encode()) & mask][name] = value
+    offsets = array("I", [0])
+    chunks = []
+    total = 0
+    for bucket in buckets:
+        data = marshal.dumps(bucket)
+        chunks.append(data)
+        total += len(data)
+        offsets.append(total)
+    return offsets.tobytes(), b"".join(chunks)
+
+
+def _dump_record(record: tuple[Any, ...]) -> bytes:
+    try:
+        return b"m" + marshal.dumps(record)
+    except ValueError:
+        # A verdict parsed by YAML may hold values marshal cannot write (a datetime).
+        import pickle
+
+        return b"p" + pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _load_record(data: bytes) -> tuple[Any, ...]:
+    if data[:1] == b"m":
+        found: tuple[Any, ...] = marshal.loads(data[1:])
+        return found
+    import pickle
+
+    found = pickle.loads(data[1:])  # noqa: S301 - our own cache, written by write_segment
+    return found
+
+
+def write_segment(path: Path, docs: Sequence[Doc]) -> None:
+    """Write ``docs`` (sorted by id, unique) as a segment at ``path``, atomically."""
+    n = len(docs)
+    ids = b"".join(d.id.encode("ascii") for d in docs)
+    if len(ids) != 32 * n:
+        raise ValueError("every document id must be 32 hex characters")
+    vocab = sorted({t for d in docs for t in d.tf})
+    term_id = {t: i for i, t in enumerate(vocab)}
+    fterm = array("I")
+    ftf = array("H")
+    foff = array("I", [0])
+    # One int per posting, (term id, docno, tf) packed so that a plain sort groups postings by
+    # term with docnos ascending: a C sort instead of a Python append per posting.
+    packed: list[int] = []
+    groups: dict[str, list[int]] = {}
+    runs: dict[str, list[int]] = {}
+    roff = array("Q", [0])
+    rec_chunks: list[bytes] = []
+    rec_total = 0
+    for docno, doc in enumerate(docs):
+        pairs = sorted(doc.tf.items())  # term order is term id order
+        tids = [term_id[t] for t, _ in pairs]
+        tfs = [min(f, MAX_TF) for _, f in pairs]
+        fterm.extend(tids)
+        ftf.extend(tfs)
+        foff.append(len(fterm))
+        base = docno << 16
+        packed += [tid << 48 | base | tf for tid, tf in zip(tids, tfs, strict=True)]
+        groups.setdefault(doc.group, []).append(docno)
+        if doc.run is not None:
+            runs.setdefault(doc.run, []).append(docno)
+        data = _dump_record(doc.record)
+        rec_chunks.append(data)
+        rec_total += len(data)
+        roff.append(rec_total)
+    packed.sort()
+    pdoc = array("I", [(k >> 16) & 0xFFFFFFFF for k in packed]).tobytes()
+    ptf = array("H", [k & 0xFFFF for k in packed]).tobytes()
+    tstart = array("I", [bisect_left(packed, tid << 48) for tid in range(len(vocab))])
+    tstart.append(len(packed))
+    del packed
+    lengths = array("I", [d.length for d in docs])
+    tbuckets, tmap = _hash_map(term_id)
+    kbuckets, kmap = _hash_map({g: tuple(v) for g, v in groups.items()})
+    sections = {
+        "ids": ids,
+        "cls": bytes(d.cls for d in docs),
+        "chash": b"".join(d.chash for d in docs),
+        "layer": bytes(d.layer for d in docs),
+        "len": lengths.tobytes(),
+        "tstart": tstart.tobytes(),
+        "tbuckets": tbuckets,
+        "tmap": tmap,
+        "pdoc": pdoc,
+        "ptf": ptf,
+        "roff": roff.tobytes(),
+        "rec": b"".join(rec_chunks),
+        "foff": foff.tobytes(),
+        "fterm": fterm.tobytes(),
+        "ftf": ftf.tobytes(),
+        "vocab": marshal.dumps(vocab),
+        "kbuckets": kbuckets,
+        "kmap": kmap,
+        "runs": marshal.dumps({r: tuple(v) for r, v in runs.items()}),
+    }
+    _write_sections(path, n, len(vocab), sections)
+
+
+def _write_sections(path: Path, n: int, n_terms: int, sections: Mapping[str, bytes]) -> None:
+    spans: dict[str, tuple[int, int]] = {}
+    offset = 0
+    for name, data in sections.items():
+        spans[name] = (offset, len(data))
+        offset += len(data)
+    header = marshal.dumps(
+        {
+            "format": FORMAT,
+            "byteorder": sys.byteorder,
+            "docs": n,
+            "terms": n_terms,
+            "data": offset,
+            "sections": spans,
+        }
+    )
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(MAGIC + _U32.pack(len(header)) + header)
+        for data in sections.values():
+            handle.write(data)
+    os.replace(tmp, path)
+
+
+class Segment:
+    """A segment file opened for reading (memory-mapped; sections decoded on first use)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            with open(path, "rb") as handle:
+                self._mm = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as exc:  # ValueError: an empty file cannot be mapped
+            raise SegmentError(f"{path.name}: {exc}") from exc
+        mm = self._mm
+        try:
+            if mm[:8] != MAGIC:
+                raise SegmentError(f"{path.name}: not a segment of this format")
+            (size,) = _U32.unpack(mm[8:12])
+            header = marshal.loads(mm[12 : 12 + size])
+            base = 12 + size
+            if (
+                header["format"] != FORMAT
+                or header["byteorder"] != sys.byteorder
+                or len(mm) != base + header["data"]
+            ):
+                raise SegmentError(f"{path.name}: truncated or of another format")
+        except (EOFError, ValueError, TypeError, KeyError, struct.error) as exc:
+            raise SegmentError(f"{path.name}: unreadable header ({exc})") from exc
+        self.n: int = header["docs"]
+        self.n_terms: int = header["terms"]
+        self._spans = {k: (base + a, n) for k, (a, n) in header["sections"].items()}
+        self._cache: dict[str, Any] = {}
+
+    def close(self) -> None:
+        self._mm.close()
+
+    def _raw(self, name: str) -> bytes:
+        start, size = self._spans[name]
+        return self._mm[start : start + size]
+
+    def _array(self, name: str, code: str) -> array[int]:
+        found = self._cache.get(name)
+        if found is None:
+            found = array(code)
+            found.frombytes(self._raw(name))
+            self._cache[name] = found
+        return found
+
+    # -- per-document columns ------------------------------------------------------------
+
+    @property
+    def cls(self) -> bytes:
+        found = self._cache.get("cls")
+        if found is None:
+            found = self._cache["cls"] = self._raw("cls")
+        return found
+
+    @property
+    def layer(self) -> bytes:
+        found = self._cache.get("layer")
+        if found is None:
+            found = self._cache["layer"] = self._raw("layer")
+        return found
+
+    @property
+    def lengths(self) -> array[int]:
+        return self._array("len", "I")
+
+    def doc_id(self, docno: int) -> str:
+        start = self._spans["ids"][0] + 32 * docno
+        return self._mm[start : start + 32].decode("ascii")
+
+    def find(self, doc_id: str) -> int | None:
+        """The docno of ``doc_id``, by binary search over the sorted ids."""
+        start = self._spans["ids"][0]
+        mm = self._mm
+        key = doc_id.encode("ascii")
+        if len(key) != 32:
+            return None
+        docno = bisect_left(
+            range(self.n), key, key=lambda i: mm[start + 32 * i : start + 32 * i + 32]
+        )
+        if docno < self.n and mm[start + 32 * docno : start + 32 * docno + 32] == key:
+            return docno
+        return None
+
+    def content_hash(self, docno: int) -> bytes:
+        start = self._spans["chash"][0] + 16 * docno
+        return self._mm[start : start + 16]
+
+    def record(self, docno: int) -> tuple[Any, ...]:
+        start = self._spans["roff"][0] + 8 * docno
+        a, b = _SPAN.unpack_from(self._mm, start)
+        base = self._spans["rec"][0]
+        return _load_record(self._mm[base + a : base + b])
+
+    # -- terms ---------------------------------------------------------------------------
+
+    def _lookup(self, buckets: str, table: str, name: str) -> Any:
+        start, size = self._spans[buckets]
+        n_buckets = size // 4 - 1
+        if n_buckets <= 0:
+            return None
+        slot = zlib.crc32(name.encode()) & (n_buckets - 1)
+        a, b = _PAIR.unpack_from(self._mm, start + 4 * slot)
+        base = self._spans[table][0]
+        return marshal.loads(self._mm[base + a : base + b]).get(name)
+
+    def postings(self, term: str) -> tuple[array[int], array[int]] | None:
+        """``(docnos ascending, term frequencies)`` of ``term``, or None."""
+        tid = self._lookup("tbuckets", "tmap", term)
+        if tid is None:
+            return None
+        a, b = _PAIR.unpack_from(self._mm, self._spans["tstart"][0] + 4 * tid)
+        docs = array("I")
+        docs.frombytes(self._span_slice("pdoc", 4 * a, 4 * b))
+        tfs = array("H")
+        tfs.frombytes(self._span_slice("ptf", 2 * a, 2 * b))
+        return docs, tfs
+
+    def _span_slice(self, name: str, a: int, b: int) -> bytes:
+        start = self._spans[name][0]
+        return self._mm[start + a : start + b]
+
+    def group(self, kind: str, key: str) -> tuple[int, ...]:
+        """Docnos of every document with this kind and key (any trust)."""
+        found = self._lookup("kbuckets", "kmap", f"{kind}\0{key}")
+        return found if found is not None else ()
+
+    def runs(self) -> dict[str, tuple[int, ...]]:
+        found = self._cache.get("runs")
+        if found is None:
+            found = self._cache["runs"] = marshal.loads(self._raw("runs"))
+        return found
+
+    # -- whole-segment reads (merges, the epsilon floor) ---------------------------------
+
+    def vocab(self) -> list[str]:
+        found = self._cache.get("vocab")
+        if found is None:
+            found = self._cache["vocab"] = marshal.loads(self._raw("vocab"))
+        return found
+
+    def term_ids(self, docno: int) -> array[int]:
+        foff = self._array("foff", "I")
+        return self._array("fterm", "I")[foff[docno] : foff[docno + 1]]
+
+    def forward(self, docno: int) -> dict[str, int]:
+        """The term frequencies of one document (what a merge copies)."""
+        foff = self._array("foff", "I")
+        fterm = self._array("fterm", "I")
+        ftf = self._array("ftf", "H")
+        vocab = self.vocab()
+        a, b = foff[docno], foff[docno + 1]
+        return {vocab[fterm[k]]: ftf[k] for k in range(a, b)}
+
+    def iter_docs(self, docnos: Iterable[int]) -> Iterator[Doc]:
+        """Whole documents back, for merging segments without re-reading git."""
+        cls, layer, lengths = self.cls, self.layer, self.lengths
+        run_of: dict[int, str] = {}
+        for run, members in self.runs().items():
+            for docno in members:
+                run_of[docno] = run
+        for docno in docnos:
+            record = self.record(docno)
+            yield Doc(
+                id=self.doc_id(docno),
+                cls=cls[docno],
+                layer=layer[docno],
+                length=lengths[docno],
+                tf=self.forward(docno),
+                record=record,
+                group=f"{record[0]}\0{record[1]}",
+                run=run_of.get(docno),
+                chash=self.content_hash(docno),
+            )

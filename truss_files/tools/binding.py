@@ -1,0 +1,555 @@
+"""The ``memory`` tool (Anthropic's ``memory_20250818``) over a virtual ``/memories`` tree.
+
+The model sees files; the store keeps entries. ``/memories/<kind>/<key>.md`` names the entry
+of that kind and key (the kind singular or plural: ``lessons`` and ``lesson`` are one folder);
+a path whose first segment names no kind keeps its whole relative path as the key, with the
+configured default kind (``[tools] default_kind``, default ``fact``). Texts and errors follow
+the SDK's reference ``BetaLocalFilesystemMemoryTool`` word for word, so a model trained on it
+feels at home; the listing header is the one CONTRACTS.md gives.
+
+What a run sees: verified entries, plus its own unverified writes (marked ``[unverified]``).
+Among several of one key the newest wins; a tombstone that wins hides the key. Every write
+(create, str_replace, insert) makes a new unverified entry; delete and rename write
+tombstones (and a moved copy) that take effect for everyone once a panel verifies them.
+
+Paths are checked strictly before anything else: only ``/memories`` and below; ``..``,
+percent-encoded dots or slashes (also double-encoded), backslashes, NUL bytes and paths over
+``MAX_PATH`` characters are refused; ``identity/`` and ``principals/`` are not reachable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, UsageError
+from ..model import Entry, Kind, Trust
+from .registry import Annotations, Tool, register
+from .write import commit_entries, is_tombstone, new_entry
+
+if TYPE_CHECKING:
+    from ..gitstore import Snapshot
+    from .dispatch import Call
+
+ROOT = "/memories"
+MAX_PATH = 512
+DEFAULT_KIND = Kind.FACT
+LINE_NUMBER_WIDTH = 6  # the SDK's: len(str(999999))
+UNVERIFIED_MARK = "[unverified]"
+_FORBIDDEN_ROOTS = ("identity", "principals")
+# Percent-encoded '.', '/', '\' or NUL, however often the '%' itself is encoded again.
+_ENCODED = re.compile(r"%(?:25)*(?:2e|2f|5c|00)", re.IGNORECASE)
+_CONTROL = re.compile(r"[\x01-\x1f\x7f]")
+
+
+def _kind_spellings() -> dict[str, Kind]:
+    names: dict[str, Kind] = {}
+    for kind in Kind:
+        for base in {kind.value, kind.value.replace("_", "-")}:
+            names[base] = kind
+            plural = base[:-1] + "ies" if base.endswith("y") else base + "s"
+            names[plural] = kind
+    return names
+
+
+KIND_SEGMENTS = _kind_spellings()
+
+
+class BindingError(UsageError):
+    """An error the memory tool reports, worded as the SDK words it."""
+
+    def __init__(self, message: str, code: str = "invalid_input") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class VPath:
+    """A checked path below /memories: which kind folder, and the rest of the path in it."""
+
+    text: str
+    kind: Kind | None  # None: the /memories root
+    rest: tuple[str, ...] = ()
+
+    @property
+    def is_root(self) -> bool:
+        return self.kind is None
+
+    @property
+    def key(self) -> str | None:
+        """The entry key this path names as a file (None for the root or a kind folder)."""
+        if not self.rest:
+            return None
+        joined = "/".join(self.rest)
+        return joined[:-3] if joined.endswith(".md") and len(joined) > 3 else joined
+
+    @property
+    def prefix(self) -> str:
+        """Keys below this path as a folder start with this."""
+        return "/".join(self.rest) + "/" if self.rest else ""
+
+    @property
+    def canonical(self) -> str:
+        if self.kind is None:
+            return ROOT
+        return "/".join([ROOT, self.kind.value, *self.rest])
+
+
+def parse_path(path: Any, default_kind: Kind = DEFAULT_KIND) -> VPath:
+    """Check a model-given path and map it onto (kind, key); raise BindingError if refused."""
+    if not isinstance(path, str):
+        raise BindingError(f"Path must be a string, got: {path!r}", "invalid_path")
+    if len(path) > MAX_PATH:
+        raise BindingError(
+            f"Path is {len(path)} characters long; the limit is {MAX_PATH}. Use a shorter path.",
+            "invalid_path",
+        )
+    if not path.startswith(ROOT):
+        raise BindingError(f"Path must start with /memories, got: {path}", "invalid_path")
+    tail = path[len(ROOT) :]
+    if (
+        (tail and not tail.startswith("/"))
+        or "\x00" in path
+        or "\\" in path
+        or ".." in path
+        or _ENCODED.search(path)
+    ):
+        raise BindingError(f"Path {path} would escape /memories directory", "invalid_path")
+    if _CONTROL.search(path):
+        raise BindingError(
+            f"Path {path!r} contains control characters; use a plain path such as "
+            "/memories/lessons/name.md",
+            "invalid_path",
+        )
+    segments = [s for s in tail.split("/") if s and s != "."]
+    if not segments:
+        return VPath(path, None)
+    kind = KIND_SEGMENTS.get(segments[0])
+    rest = segments[1:] if kind is not None else segments
+    if rest and rest[0].lower() in _FORBIDDEN_ROOTS or segments[0].lower() in _FORBIDDEN_ROOTS:
+        raise BindingError(
+            f"Path {path} is not reachable through the memory tool: identity and principals "
+            "are kept by the operator, not in /memories",
+            "forbidden_path",
+        )
+    vp = VPath(path, kind or default_kind, tuple(rest))
+    if vp.key is not None:
+        from ..model import check_key
+
+        check_key(vp.key)
+    return vp
+
+
+def entry_path(entry: Entry) -> str:
+    """Where the listing shows an entry: /memories/<kind>/<key>.md."""
+    return f"{ROOT}/{entry.kind.value}/{entry.key}.md"
+
+
+def default_kind(call: Call) -> Kind:
+    value = call.config.get("tools", "default_kind", DEFAULT_KIND.value)
+    try:
+        return Kind.parse(str(value))
+    except UsageError as exc:
+        raise ConfigError(f"truss.toml: tools.default_kind: {exc.message}") from None
+
+
+# -- what a run sees ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Visible:
+    entry: Entry
+    own: bool  # this run's own unverified write
+
+    @property
+    def body(self) -> str:
+        return self.entry.body
+
+
+@dataclass
+class View:
+    """The current visible entry of each (kind, key) for one run, built from one snapshot."""
+
+    call: Call
+    current: dict[tuple[Kind, str], Visible] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, call: Call, entries: Iterable[Entry]) -> View:
+        from .dispatch import seq_of
+
+        best: dict[tuple[Kind, str], tuple[tuple[Any, ...], Entry, bool]] = {}
+        for entry in entries:
+            own = call.own_unverified(entry)
+            if not (own or (entry.trust is Trust.VERIFIED and entry.superseded_by is None)):
+                continue
+            seq = seq_of(entry, call.run_id) if own and call.run_id else 0
+            rank = (entry.created, own, seq, entry.id)
+            slot = (entry.kind, entry.key)
+            if slot not in best or rank > best[slot][0]:
+                best[slot] = (rank, entry, own)
+        view = cls(call)
+        for slot, (_, entry, own) in best.items():
+            if not is_tombstone(entry):
+                view.current[slot] = Visible(entry, own)
+        return view
+
+    def get(self, kind: Kind, key: str) -> Visible | None:
+        return self.current.get((kind, key))
+
+    def under(self, vp: VPath) -> list[Visible]:
+        """Visible entries below a folder path (the root: all of them)."""
+        if vp.is_root:
+            return list(self.current.values())
+        prefix = vp.prefix
+        return [
+            v
+            for (kind, key), v in self.current.items()
+            if kind is vp.kind and key.startswith(prefix)
+        ]
+
+
+def _scan(call: Call, snap: Snapshot, kinds: Iterable[Kind], key: str | None) -> list[Entry]:
+    """Entries that might be visible, read cheaply: a byte test before each full parse."""
+    from .. import entryfile
+
+    run = call.run_prefix.encode() if call.run_prefix else None
+    needle = entryfile.key_line(key) if key is not None else None
+    verified = b"\ntrust: verified\n"
+    out = []
+    for kind in kinds:
+        for path, blob in snap.walk(f"memories/{kind.value}"):
+            data = blob.data
+            if needle is not None and needle not in data:
+                continue
+            if verified in data or (run is not None and run in data):
+                out.append(entryfile.parse(data, path))
+    return out
+
+
+def view_of(call: Call, kind: Kind | None, key: str | None = None) -> View:
+    snap = call.snapshot()
+    kinds = list(Kind) if kind is None else [kind]
+    return View.build(call, _scan(call, snap, kinds, key))
+
+
+# -- the commands ------------------------------------------------------------------------
+
+
+def _require(inp: Mapping[str, Any], command: str, *names: str) -> None:
+    for name in names:
+        if inp.get(name) is None:
+            raise BindingError(f"Parameter `{name}` is required for command: {command}")
+
+
+def _numbered(lines: list[str], start: int) -> str:
+    return "\n".join(
+        f"{str(n + start).rjust(LINE_NUMBER_WIDTH)}\t{line}" for n, line in enumerate(lines)
+    )
+
+
+def _size(n: int) -> str:
+    """The SDK's file size text: 0B, 512B, 1.5K, 2M."""
+    if n == 0:
+        return "0B"
+    units = ["B", "K", "M", "G"]
+    i = min(int(n.bit_length() - 1) // 10, len(units) - 1)
+    size = n / (1024**i)
+    return f"{int(size)}{units[i]}" if size == int(size) else f"{size:.1f}{units[i]}"
+
+
+def _split_lines(content: str) -> list[str]:
+    lines = content.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _listing(vp: VPath, items: list[Visible]) -> str:
+    """Up to two levels below the folder, each entry at its canonical path, with sizes."""
+    base = vp.canonical
+    tree: dict[str, Any] = {}
+    for item in items:
+        rel = entry_path(item.entry)[len(base) + 1 :].split("/")
+        node = tree
+        for part in rel[:-1]:
+            node = node.setdefault(part + "/", {})
+        node[rel[-1]] = item
+    lines = [f"{_size(_total(tree))}\t{vp.text}"]
+    marked = False
+
+    def walk(node: dict[str, Any], prefix: str, depth: int) -> None:
+        nonlocal marked
+        for name in sorted(node, key=lambda n: n.rstrip("/")):
+            if name.startswith(".") or name.rstrip("/") == "node_modules":
+                continue
+            child = node[name]
+            path = f"{prefix}/{name}"
+            if isinstance(child, dict):
+                lines.append(f"{_size(_total(child))}\t{path}")
+                if depth < 2:
+                    walk(child, path.rstrip("/"), depth + 1)
+            else:
+                line = f"{_size(len(child.body.encode()))}\t{path}"
+                if child.own:
+                    line += f"\t{UNVERIFIED_MARK}"
+                    marked = True
+                lines.append(line)
+
+    walk(tree, base, 1)
+    header = (
+        f"Here're the files and directories up to 2 levels deep in {vp.text}, excluding hidden "
+        "items and node_modules:"
+    )
+    text = header + "\n" + "\n".join(lines)
+    if marked:
+        text += (
+            f"\n\n{UNVERIFIED_MARK} marks this run's own writes: not verified yet, and not seen "
+            "by other runs until a panel verifies them."
+        )
+    return text
+
+
+def _total(node: dict[str, Any]) -> int:
+    return sum(
+        _total(child) if isinstance(child, dict) else len(child.body.encode())
+        for child in node.values()
+    )
+
+
+def _own_note(item: Visible) -> str:
+    if not item.own:
+        return ""
+    return (
+        f"\n\n{UNVERIFIED_MARK} This is this run's own write: not verified yet, and not seen by "
+        "other runs until a panel verifies it."
+    )
+
+
+def cmd_view(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
+    _require(inp, "view", "path")
+    vp = parse_path(inp["path"], dk)
+    if vp.key is not None:
+        item = view_of(call, vp.kind, vp.key).get(vp.kind, vp.key)  # type: ignore[arg-type]
+        if item is not None:
+            return _view_file(vp.text, item, inp.get("view_range"))
+    folder = view_of(call, vp.kind).under(vp)
+    if not folder and not (vp.is_root or (vp.kind is not None and not vp.rest)):
+        raise BindingError(
+            f"The path {vp.text} does not exist. Please provide a valid path.", "not_found"
+        )
+    return _listing(vp, folder)
+
+
+def _view_file(path: str, item: Visible, view_range: Any) -> str:
+    lines = item.body.split("\n")
+    start = 1
+    if view_range is not None:
+        if (
+            not isinstance(view_range, list)
+            or len(view_range) != 2
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)
+        ):
+            raise BindingError(
+                "`view_range` must be two line numbers [start, end] (end -1: to the end)"
+            )
+        first = max(1, view_range[0]) - 1
+        end = len(lines) if view_range[1] == -1 else view_range[1]
+        lines = lines[first:end]
+        start = first + 1
+    text = f"Here's the content of {path} with line numbers:\n" + _numbered(lines, start)
+    return text + _own_note(item)
+
+
+def _file(call: Call, vp: VPath) -> Visible | None:
+    if vp.key is None:
+        return None
+    return view_of(call, vp.kind, vp.key).get(vp.kind, vp.key)  # type: ignore[arg-type]
+
+
+def _existing_file(call: Call, vp: VPath) -> Visible:
+    """The file a command edits; the SDK's errors when there is none."""
+    item = _file(call, vp)
+    if item is not None:
+        return item
+    if vp.key is None or view_of(call, vp.kind).under(vp):
+        raise BindingError(f"The path {vp.text} is not a file.", "not_a_file")
+    raise BindingError(
+        f"The path {vp.text} does not exist. Please provide a valid path.", "not_found"
+    )
+
+
+def cmd_create(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
+    _require(inp, "create", "path", "file_text")
+    vp = parse_path(inp["path"], dk)
+    if vp.key is None:
+        raise BindingError(
+            f"The path {vp.text} is a directory; create a file below it, such as "
+            f"{vp.canonical}/notes.md",
+            "not_a_file",
+        )
+    if _file(call, vp) is not None:
+        raise BindingError(f"File {vp.text} already exists", "already_exists")
+    entry = new_entry(call, vp.kind, vp.key, str(inp["file_text"]))  # type: ignore[arg-type]
+    commit_entries(call, [entry], f"memory create {entry_path(entry)}")
+    return f"File created successfully at: {vp.text}"
+
+
+def cmd_str_replace(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
+    _require(inp, "str_replace", "path", "old_str")
+    vp = parse_path(inp["path"], dk)
+    item = _existing_file(call, vp)
+    old, new = str(inp["old_str"]), str(inp.get("new_str") or "")
+    content = item.body
+    count = content.count(old)
+    if count == 0:
+        raise BindingError(
+            f"No replacement was performed, old_str `{old}` did not appear verbatim in {vp.text}.",
+            "no_match",
+        )
+    if count > 1:
+        lines, start = [], 0
+        while (pos := content.find(old, start)) != -1:
+            lines.append(content[:pos].count("\n") + 1)
+            start = pos + 1
+        raise BindingError(
+            f"No replacement was performed. Multiple occurrences of old_str `{old}` in lines: "
+            f"{', '.join(map(str, lines))}. Please ensure it is unique",
+            "ambiguous",
+        )
+    changed_line = content[: content.find(old)].count("\n")
+    entry = new_entry(call, item.entry.kind, item.entry.key, content.replace(old, new))
+    commit_entries(call, [entry], f"memory str_replace {entry_path(entry)}")
+    new_lines = entry.body.split("\n")
+    first = max(0, changed_line - 2)
+    last = min(len(new_lines), changed_line + 3)
+    return (
+        "The memory file has been edited. Here is the snippet showing the change (with line "
+        "numbers):\n" + _numbered(new_lines[first:last], first + 1)
+    )
+
+
+def cmd_insert(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
+    _require(inp, "insert", "path", "insert_line", "insert_text")
+    vp = parse_path(inp["path"], dk)
+    item = _existing_file(call, vp)
+    line = inp["insert_line"]
+    lines = _split_lines(item.body)
+    if not isinstance(line, int) or isinstance(line, bool) or line < 0 or line > len(lines):
+        raise BindingError(
+            f"Invalid `insert_line` parameter: {line}. It should be within the range "
+            f"[0, {len(lines)}].",
+            "invalid_line",
+        )
+    lines.insert(line, str(inp["insert_text"]).rstrip("\n"))
+    entry = new_entry(call, item.entry.kind, item.entry.key, "\n".join(lines))
+    commit_entries(call, [entry], f"memory insert {entry_path(entry)}")
+    return f"The file {vp.text} has been edited."
+
+
+def cmd_delete(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
+    _require(inp, "delete", "path")
+    vp = parse_path(inp["path"], dk)
+    if vp.is_root:
+        raise BindingError("Cannot delete the /memories directory itself", "invalid_path")
+    item = _file(call, vp)
+    targets = [item] if item is not None else view_of(call, vp.kind).under(vp)
+    if not targets:
+        raise BindingError(f"The path {vp.text} does not exist", "not_found")
+    stones = [new_entry(call, t.entry.kind, t.entry.key, "", tombstone=True) for t in targets]
+    commit_entries(call, stones, f"memory delete {vp.canonical}")
+    return f"Successfully deleted {vp.text}"
+
+
+def cmd_rename(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
+    _require(inp, "rename", "old_path", "new_path")
+    old = parse_path(inp["old_path"], dk)
+    new = parse_path(inp["new_path"], dk)
+    if old.is_root:
+        raise BindingError("Cannot rename the /memories directory itself", "invalid_path")
+    if new.is_root or _file(call, new) is not None or view_of(call, new.kind).under(new):
+        raise BindingError(f"The destination {new.text} already exists", "already_exists")
+    item = _file(call, old)
+    moves: list[tuple[Visible, VPath]] = []
+    if item is not None:
+        if new.key is None:
+            raise BindingError(f"The destination {new.text} already exists", "already_exists")
+        moves.append((item, new))
+    else:
+        for visible in view_of(call, old.kind).under(old):
+            rel = visible.entry.key[len(old.prefix) :]
+            moves.append((visible, parse_path(f"{new.canonical}/{rel}.md", dk)))
+    if not moves:
+        raise BindingError(f"The path {old.text} does not exist", "not_found")
+    written: list[Entry] = []
+    for visible, dest in moves:
+        if dest.key is None or _file(call, dest) is not None:
+            raise BindingError(f"The destination {new.text} already exists", "already_exists")
+        written.append(new_entry(call, dest.kind, dest.key, visible.body))  # type: ignore[arg-type]
+        src = visible.entry
+        written.append(new_entry(call, src.kind, src.key, "", tombstone=True))
+    commit_entries(call, written, f"memory rename {old.canonical} -> {new.canonical}")
+    return f"Successfully renamed {old.text} to {new.text}"
+
+
+COMMANDS = {
+    "view": cmd_view,
+    "create": cmd_create,
+    "str_replace": cmd_str_replace,
+    "insert": cmd_insert,
+    "delete": cmd_delete,
+    "rename": cmd_rename,
+}
+
+
+def memory(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
+    command = inp.get("command")
+    handler = COMMANDS.get(command) if isinstance(command, str) else None
+    if handler is None:
+        raise BindingError(f"Unknown command: {command}; use one of: {', '.join(COMMANDS)}")
+    return {"content": handler(call, inp, default_kind(call))}
+
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "enum": list(COMMANDS)},
+        "path": {"type": "string", "description": "A path below /memories."},
+        "view_range": {
+            "type": "array",
+            "items": {"type": "integer"},
+            "minItems": 2,
+            "maxItems": 2,
+            "description": "view: [start, end] lines; end -1 reads to the end.",
+        },
+        "file_text": {"type": "string", "description": "create: the file's text."},
+        "old_str": {"type": "string", "description": "str_replace: text that occurs once."},
+        "new_str": {"type": "string", "description": "str_replace: its replacement."},
+        "insert_line": {"type": "integer", "description": "insert: after this line (0: top)."},
+        "insert_text": {"type": "string", "description": "insert: the text to insert."},
+        "old_path": {"type": "string", "description": "rename: from."},
+        "new_path": {"type": "string", "description": "rename: to."},
+    },
+    "required": ["command"],
+}
+
+register(
+    Tool(
+        name="memory",
+        description=(
+            "A memory directory at /memories that persists between sessions. Folders name "
+            "kinds of memory: /memories/lessons/, /memories/decisions/, /memories/facts/, "
+            "/memories/playbooks/ (any other path is kept as a fact). Commands: view, "
+            "create, str_replace, insert, delete, rename. Everything you write lands "
+            "unverified: you see your own writes (marked [unverified]), others see them once "
+            "a review panel verifies them. Delete and rename are recorded, not destructive."
+        ),
+        input_schema=SCHEMA,
+        handler=memory,
+        annotations=Annotations(title="Memory (/memories)", read_only=False, destructive=False),
+        gate="memory_write",
+        text_result=True,
+        anthropic_definition={"type": "memory_20250818", "name": "memory"},
+    )
+)

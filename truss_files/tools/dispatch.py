@@ -1,0 +1,331 @@
+"""Calling a tool: one session per agent run, shared by every face (CLI, MCP, SDK adapter).
+
+``ToolSession.call(name, input)`` refuses tools the store does not serve, checks the input
+against the tool's schema, runs the handler, and — in a durable run — records the call as
+one signed commit on the run's ledger (``runs.py``), or answers it from a signed memo.
+Library errors become the ``{"error": {"code", "message"}}`` object a model reads; bugs
+propagate so each face can report them as bugs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import TrussError, UsageError
+from ..model import Entry, Trust
+from .context import RunContext
+from .registry import Serving, Tool
+from .schema import check_input
+from .tipconfig import ConfigLike, tip_config
+
+if TYPE_CHECKING:
+    from ..gitstore import Snapshot
+    from ..store import MemoryStore
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one call produced: a result object, or an error object for the model to read."""
+
+    tool: str
+    result: Mapping[str, Any] | None = None
+    error: Mapping[str, str] | None = None
+    replayed: bool = False
+    ledger_ref: str | None = None
+    text_result: bool = False
+    note: str | None = None  # for people (stderr): why a replay was refused, say
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The JSON object of CONTRACTS.md: the result, or ``{"error": {...}}``."""
+        if self.error is not None:
+            return {"error": dict(self.error)}
+        return dict(self.result or {})
+
+    @property
+    def text(self) -> str:
+        """The text a model reads: the memory tool's content, a JSON result, or the message."""
+        if self.error is not None:
+            return str(self.error.get("message", ""))
+        result = self.result or {}
+        if self.text_result:
+            return str(result.get("content", ""))
+        return json.dumps(result, ensure_ascii=False, indent=2)
+
+    @classmethod
+    def failed(cls, tool: str, exc: TrussError, *, text_result: bool = False) -> Outcome:
+        return cls(
+            tool,
+            error={"code": exc.code, "message": exc.message},
+            text_result=text_result,
+            note=getattr(exc, "detail", None),
+        )
+
+
+@dataclass
+class Call:
+    """What a handler sees: the store, its configuration, the run and its context.
+
+    The store opens on first use: a read that the recall index answers never needs pygit2.
+    """
+
+    session: ToolSession
+    config: ConfigLike
+    run_id: str | None = None
+    seq: int | None = None
+    context: RunContext | None = None
+    produced: list[str] = field(default_factory=list)
+    _snap: Snapshot | None = None
+
+    @property
+    def store(self) -> MemoryStore:
+        return self.session.store
+
+    @property
+    def path(self) -> str:
+        return self.session.path
+
+    @property
+    def store_open(self) -> bool:
+        return self.session.store_open
+
+    def snapshot(self) -> Snapshot:
+        if self._snap is None:
+            self._snap = self.store.snapshot()
+        return self._snap
+
+    def refresh(self) -> Snapshot:
+        """A snapshot of the new tip, after this call wrote something."""
+        self._snap = None
+        return self.snapshot()
+
+    @property
+    def run_prefix(self) -> str | None:
+        return f"run:{self.run_id}/" if self.run_id else None
+
+    def is_own(self, entry: Entry) -> bool:
+        """Written by this run (its produced_by names a call of this run)."""
+        prefix = self.run_prefix
+        produced = entry.provenance.produced_by
+        return prefix is not None and produced is not None and produced.startswith(prefix)
+
+    def own_unverified(self, entry: Entry) -> bool:
+        return entry.trust is Trust.UNVERIFIED and self.is_own(entry)
+
+    def ledger_ref(self) -> str | None:
+        """``run:<id>/<seq>`` for what this call writes; None outside a run.
+
+        A durable run numbers calls by its ledger. A run without a ledger numbers its writes:
+        one past the highest sequence number among the entries it has written.
+        """
+        if self.run_id is None:
+            return None
+        if self.seq is None:
+            self.seq = 1 + max(
+                (seq_of(e, self.run_id) for e in own_entries(self.snapshot(), self.run_id)),
+                default=0,
+            )
+        return f"run:{self.run_id}/{self.seq}"
+
+
+def seq_of(entry: Entry, run_id: str) -> int:
+    produced = entry.provenance.produced_by or ""
+    prefix = f"run:{run_id}/"
+    if produced.startswith(prefix) and produced[len(prefix) :].isdigit():
+        return int(produced[len(prefix) :])
+    return 0
+
+
+def own_entries(snap: Snapshot, run_id: str) -> list[Entry]:
+    """Entries this run produced: a byte scan for its ledger prefix, then a full parse."""
+    from .. import entryfile
+
+    needle = f"run:{run_id}/".encode()
+    out = []
+    for path, blob in snap.walk("memories"):
+        data = blob.data
+        if needle in data and path.endswith(".md"):
+            entry = entryfile.parse(data, path)
+            if (entry.provenance.produced_by or "").startswith(f"run:{run_id}/"):
+                out.append(entry)
+    return out
+
+
+class ToolSession:
+    """The tools one agent run may call, against one store, optionally as a durable run.
+
+    ``flags`` names the gates opened on the command line (``memory`` for --memory-tools,
+    ``memory_write`` for --memory-tool). ``durable`` records every call on
+    ``refs/truss/runs/<run_id>``; ``replay`` answers every call from that ledger.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore | str | os.PathLike[str] | Callable[[], MemoryStore] = ".",
+        *,
+        path: str | os.PathLike[str] | None = None,
+        flags: Iterable[str] = (),
+        run_id: str | None = None,
+        durable: bool = False,
+        replay: bool = False,
+        context: RunContext | None = None,
+    ) -> None:
+        from .runs import check_run_id
+
+        if (durable or replay) and not run_id:
+            raise UsageError("a durable run needs a run id: pass --run RUN_ID with --durable")
+        # ``store``: an open MemoryStore, a path, or a function that opens one (the CLI's,
+        # which knows the signer). ``path`` is where cheap reads look when it is a function.
+        self._store: MemoryStore | None = None
+        self._open: Callable[[], MemoryStore] | None = None
+        if isinstance(store, str | os.PathLike):
+            where = store
+            self._open = lambda: _open_store(where)
+            self.path = os.fspath(store)
+        elif callable(store) and not hasattr(store, "git"):
+            self._open = store
+            self.path = os.fspath(path or ".")
+        else:
+            opened: MemoryStore = store  # type: ignore[assignment]
+            self._store = opened
+            self.path = str(opened.git.workdir or opened.git.git_dir)
+        self.flags = frozenset(flags)
+        self.run_id = check_run_id(run_id) if run_id else None
+        self.durable = durable or replay
+        self.replay = replay
+        self.context = context
+        self._serving: Serving | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def store(self) -> MemoryStore:
+        if self._store is None:
+            assert self._open is not None
+            self._store = self._open()
+        return self._store
+
+    @property
+    def store_open(self) -> bool:
+        return self._store is not None
+
+    def config(self) -> ConfigLike:
+        """truss.toml at the branch tip, without opening the store when it is not open yet."""
+        if self._store is None:
+            found = tip_config(self.path)
+            if found is not None:
+                return found
+        return self.store.config()
+
+    @property
+    def serving(self) -> Serving:
+        if self._serving is None:
+            self._serving = Serving.resolve(self.config(), self.flags)
+        return self._serving
+
+    def served(self) -> list[Tool]:
+        return self.serving.served()
+
+    def call(self, name: str, tool_input: Any, *, call_id: str | None = None) -> Outcome:
+        """Run one tool call. ``call_id`` is the provider's id for it (a tool_use id): a
+        durable run records it, and a replay answers that very call from the ledger."""
+        # One call at a time: a run's calls are ordered, and a pygit2 repository is not
+        # meant to be driven from several threads at once (MCP runs tools on worker threads).
+        with self._lock:
+            try:
+                tool = self.serving.require(name)
+            except TrussError as exc:
+                return Outcome.failed(name, exc)
+            try:
+                return self._call(tool, tool_input, call_id)
+            except TrussError as exc:
+                return Outcome.failed(tool.name, exc, text_result=tool.text_result)
+
+    def _call(self, tool: Tool, tool_input: Any, call_id: str | None) -> Outcome:
+        from .runs import CALL_ID, RunLedger, memo_key
+
+        ledger = RunLedger(self.store, self.run_id) if self.durable and self.run_id else None
+        if ledger is None:
+            return self._live(tool, tool_input)
+        if not isinstance(tool_input, Mapping):
+            raise UsageError("the tool input must be a JSON object")
+        if call_id is not None and not CALL_ID.match(call_id):
+            call_id = None  # not an id we can put in a trailer: replay by memo key alone
+        key = memo_key(tool.name, tool_input)
+        revalidate = tool_input.get("revalidate") is True
+        found = None
+        if self.replay and call_id is not None:
+            found = ledger.replay(key, tool.name, required=False, call_id=call_id)
+        if found is None and not revalidate and (self.replay or tool.memoized):
+            found = ledger.replay(key, tool.name, required=self.replay)
+        if found is not None:
+            ledger_ref = found.entry.ledger_ref
+            if not self.replay:
+                # A live run records every call, a memo hit too, so the ledger is the journal.
+                ledger_ref = ledger.record(
+                    seq=ledger.next_seq(),
+                    tool=tool.name,
+                    key=key,
+                    tool_input=tool_input,
+                    payload=found.payload,
+                    error=found.entry.error,
+                    call_id=call_id,
+                    replay_of=found.entry.replay_of or found.entry.seq,
+                ).ledger_ref
+            error = found.payload.get("error") if found.entry.error else None
+            return Outcome(
+                tool.name,
+                result=None if error else found.payload,
+                error=error,
+                replayed=True,
+                ledger_ref=ledger_ref,
+                text_result=tool.text_result,
+            )
+        seq = ledger.next_seq()
+        outcome, call = self._run(tool, tool_input, seq)
+        # If recording fails the error says so, rather than hand back an observation a
+        # replay could never reproduce.
+        entry = ledger.record(
+            seq=seq,
+            tool=tool.name,
+            key=key,
+            tool_input=tool_input,
+            payload=outcome.payload,
+            error=not outcome.ok,
+            produced=call.produced,
+            context=self.context,
+            call_id=call_id,
+        )
+        return Outcome(
+            tool.name,
+            result=outcome.result,
+            error=outcome.error,
+            ledger_ref=entry.ledger_ref,
+            text_result=tool.text_result,
+        )
+
+    def _live(self, tool: Tool, tool_input: Any) -> Outcome:
+        return self._run(tool, tool_input, None)[0]
+
+    def _run(self, tool: Tool, tool_input: Any, seq: int | None) -> tuple[Outcome, Call]:
+        call = Call(self, self.config(), self.run_id, seq, self.context)
+        try:
+            check_input(tool.input_schema, tool_input)
+            result = tool.handler(call, tool_input)
+        except TrussError as exc:
+            return Outcome.failed(tool.name, exc, text_result=tool.text_result), call
+        return Outcome(tool.name, result=result, text_result=tool.text_result), call
+
+
+def _open_store(path: str | os.PathLike[str]) -> MemoryStore:
+    from ..store import MemoryStore
+
+    return MemoryStore(path)

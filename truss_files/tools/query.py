@@ -1,0 +1,220 @@
+"""The read tools: memory_query, memory_view and read_memory (CONTRACTS.md).
+
+Read-only: they never create, edit, promote, reject or stale an entry. Both default to
+``min_trust: verified``; a caller may widen to stale or unverified, never to rejected. Inside
+a run, the run's own unverified writes are visible too (DESIGN.md §2). Ranking is the recall
+pipeline's (filter first, then BM25 over the candidates only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, NotFound, UsageError
+from ..model import Kind, Trust
+from ..recall.pipeline import Filter, Hit
+from ..views import entry_view
+from .registry import Annotations, Tool, register
+
+if TYPE_CHECKING:
+    from .dispatch import Call
+    from .tipconfig import ConfigLike
+
+RECALL_MODES = ("exact", "semantic", "hybrid")
+KINDS = [k.value for k in Kind]
+FLOORS = ["verified", "stale", "unverified"]
+DEFAULT_LIMIT = 32
+MAX_IDS = 100
+
+_FLOOR = {
+    "type": "string",
+    "enum": FLOORS,
+    "default": "verified",
+    "description": "Lowest trust to return (verified > stale > unverified). Rejected entries "
+    "are never returned.",
+}
+_REVALIDATE = {
+    "type": "boolean",
+    "default": False,
+    "description": "In a durable run, skip the recorded answer and read the store again.",
+}
+_QUERY_PROPS: dict[str, Any] = {
+    "query": {"type": "string", "description": "What to look for, in plain words."},
+    "contains": {"type": "string", "description": "Same as query."},
+    "kind": {"type": "string", "enum": KINDS, "description": "Only entries of this kind."},
+    "key": {"type": "string", "description": "Only entries with exactly this key."},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": DEFAULT_LIMIT},
+    "min_trust": _FLOOR,
+    "revalidate": _REVALIDATE,
+}
+_VIEW_PROPS: dict[str, Any] = {
+    "id": {"type": "string", "description": "An entry id, or a unique prefix of 8+ hex."},
+    "ids": {
+        "type": "array",
+        "items": {"type": "string"},
+        "maxItems": MAX_IDS,
+        "description": "More entry ids.",
+    },
+    "min_trust": _FLOOR,
+    "revalidate": _REVALIDATE,
+}
+
+
+def recall_mode(config: ConfigLike) -> str:
+    mode = config.get("recall", "mode", "exact")
+    if mode not in RECALL_MODES:
+        raise ConfigError(
+            f"truss.toml: recall.mode '{mode}' is unknown; use one of: {', '.join(RECALL_MODES)}"
+        )
+    return str(mode)
+
+
+def _recall(call: Call, text: str, flt: Filter, limit: int) -> tuple[str, list[Hit]]:
+    """The recall engine over this call's snapshot (through the index cache under .git/truss/):
+    the filter first — trust floor, kind, key, the run's own unverified writes let through,
+    tombstones left out — then ranking in the store's recall mode."""
+    from ..recall.engine import search, search_snapshot
+
+    flt = dataclasses.replace(flt, visible_run=call.run_id, skip_marked=True)
+    mode = recall_mode(call.config)
+    if call.store_open:
+        result = search_snapshot(call.store, call.snapshot(), text, flt, limit, mode=mode)
+    else:
+        # A cold read: the index at the branch tip, without opening the store (no pygit2).
+        result = search(call.path, text, flt, limit, mode=mode)
+    return result.mode, list(result.hits)
+
+
+def _query_text(inp: Mapping[str, Any]) -> str:
+    query, contains = inp.get("query"), inp.get("contains")
+    if query is not None and contains is not None and query != contains:
+        raise UsageError("`query` and `contains` are the same field; give one of them")
+    text = query if query is not None else contains
+    if not isinstance(text, str) or not text.strip():
+        raise UsageError(
+            'give `query` (words to look for), e.g. {"query": "flaky ci retries"}; '
+            "to fetch entries by id use memory_view"
+        )
+    return text
+
+
+def memory_query(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
+    text = _query_text(inp)
+    floor = Trust.floor(inp.get("min_trust", "verified"))
+    kind = Kind.parse(inp["kind"]) if inp.get("kind") else None
+    flt = Filter(min_trust=floor, kind=kind, key=inp.get("key"))
+    mode, hits = _recall(call, text, flt, int(inp.get("limit", DEFAULT_LIMIT)))
+    return {
+        "recall_mode": mode,
+        "min_trust": floor.value,
+        "entries": [entry_view(h.entry, h.score) for h in hits],
+    }
+
+
+def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
+    refs: list[str] = []
+    if inp.get("id") is not None:
+        refs.append(inp["id"])
+    refs.extend(inp.get("ids") or [])
+    if not refs:
+        raise UsageError(
+            "give `id` or `ids` (entry ids, or unique prefixes of 8+ hex); to search by words "
+            "use memory_query"
+        )
+    floor = Trust.floor(inp.get("min_trust", "verified"))
+    flt = Filter(min_trust=floor)
+    snap = call.snapshot()
+    entries: list[dict[str, Any]] = []
+    filtered: list[str] = []
+    missing: list[str] = []
+    seen: set[str] = set()
+    from .. import entryfile
+
+    for ref in refs:
+        try:
+            path = call.store.resolve(ref, snap)
+        except NotFound:
+            if ref not in missing:
+                missing.append(ref)
+            continue
+        entry = entryfile.parse(snap.read(path) or b"", path)
+        if entry.id in seen:
+            continue
+        seen.add(entry.id)
+        if flt.admits(entry) or call.own_unverified(entry):
+            entries.append(entry_view(entry))
+        else:
+            filtered.append(entry.id)
+    return {"min_trust": floor.value, "entries": entries, "filtered": filtered, "missing": missing}
+
+
+def read_memory(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
+    by_id = inp.get("id") is not None or bool(inp.get("ids"))
+    by_text = inp.get("query") is not None or inp.get("contains") is not None
+    if by_id and by_text:
+        raise UsageError("give either `query` (to search) or `id` (to fetch), not both")
+    if by_id:
+        return memory_view(call, {k: v for k, v in inp.items() if k in _VIEW_PROPS})
+    return memory_query(call, {k: v for k, v in inp.items() if k in _QUERY_PROPS})
+
+
+register(
+    Tool(
+        name="memory_query",
+        description=(
+            "Search durable memory (lessons, decisions, facts, playbooks, ...) by words. "
+            "Returns the best-matching entries at or above a trust floor, verified only by "
+            "default, each with its id, kind, key, body, trust, score and provenance "
+            "(ledger_ref names the event that produced it). Read-only. Use it when earlier "
+            "experience may help with the task at hand; cite entries by id."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": _QUERY_PROPS,
+            "additionalProperties": False,
+        },
+        handler=memory_query,
+        annotations=Annotations(title="Search memory", read_only=True, idempotent=True),
+        gate="memory",
+        memoized=True,
+    )
+)
+
+register(
+    Tool(
+        name="memory_view",
+        description=(
+            "Fetch memory entries by id (or a unique prefix of 8+ hex characters). Returns "
+            "the entries at or above the trust floor (verified by default); `filtered` lists "
+            "ids that exist but are below the floor or rejected, `missing` ids not found. "
+            "Read-only."
+        ),
+        input_schema={"type": "object", "properties": _VIEW_PROPS, "additionalProperties": False},
+        handler=memory_view,
+        annotations=Annotations(title="View memory entries", read_only=True, idempotent=True),
+        gate="memory",
+        memoized=True,
+    )
+)
+
+register(
+    Tool(
+        name="read_memory",
+        description=(
+            "Read durable memory: give `query` to search (as memory_query) or `id`/`ids` to "
+            "fetch entries (as memory_view). Verified entries only unless min_trust widens "
+            "it. Read-only."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {**_QUERY_PROPS, **_VIEW_PROPS},
+            "additionalProperties": False,
+        },
+        handler=read_memory,
+        annotations=Annotations(title="Read memory", read_only=True, idempotent=True),
+        gate="memory",
+        memoized=True,
+    )
+)

@@ -1,0 +1,432 @@
+"""The durable run ledger: every memory tool call of a run as one signed commit.
+
+``refs/truss/runs/<run-id>`` is a chain of commits outside the store's branch. Call number
+``n`` adds ``calls/<n>.json`` — the ledger entry: tool, memo key, input and result sha256,
+error flag, the producing LedgerRef ``run:<id>/<n>`` and the entries the call wrote — and
+``memo/<memo key>.json``, the full result, in the same commit: journal entry and memo land in
+one transaction, signed by the agent's key and checked against the store's policy before the
+ref moves (compare-and-swap on the previous ledger commit).
+
+A replay trusts a memo only when the newest ledger commit that claims its memo key is signed
+by a key holding the agent role under the store's policy and the memo's sha256 equals that
+entry's result sha256. Anything else fails with exactly ``memory memo missing matching signed
+provenance``, so a replayed verdict never consumes unsigned memory output.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConflictError, NotFound, SignatureError, TrussError, UsageError
+
+if TYPE_CHECKING:
+    import pygit2
+
+    from ..store import MemoryStore
+    from .context import RunContext
+
+RUN_REF_PREFIX = "refs/truss/runs/"
+CALL_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+PROVENANCE_MESSAGE = "memory memo missing matching signed provenance"
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class ProvenanceError(SignatureError):
+    """A memo without a matching signed ledger entry; ``detail`` says which check failed."""
+
+    code = "memo_provenance"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(PROVENANCE_MESSAGE)
+        self.detail = detail
+
+
+def check_run_id(run_id: str) -> str:
+    # The id is part of a ref name and of run:<id>/<seq> LedgerRefs (model.check_ledger_ref).
+    if not _RUN_ID.match(run_id) or ".." in run_id or run_id.endswith((".lock", ".")):
+        raise UsageError(
+            f"run id '{run_id}' is not usable; use 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (e.g. R-7f3a)"
+        )
+    return run_id
+
+
+def canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def memo_key(tool: str, tool_input: Mapping[str, Any]) -> str:
+    """Deterministic: the tool's name and its canonical input, without ``revalidate``."""
+    logical = {k: v for k, v in tool_input.items() if k != "revalidate"}
+    return sha256(b"truss-memo-v1\0" + canonical([tool, logical]))[:32]
+
+
+def calls_path(seq: int) -> str:
+    return f"calls/{seq:08d}.json"
+
+
+def memo_path(key: str) -> str:
+    return f"memo/{key}.json"
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One memory_tool_call: what was asked, what came back (by hash), what it wrote."""
+
+    run: str
+    seq: int
+    tool: str
+    memo_key: str
+    input_sha256: str
+    result_sha256: str
+    error: bool
+    produced: tuple[str, ...] = ()
+    revalidate: bool = False
+    time: str = ""
+    call_id: str | None = None  # the provider's tool_use id, when the harness gave one
+    replay_of: int | None = None  # answered from the memo recorded by this earlier call
+
+    @property
+    def ledger_ref(self) -> str:
+        return f"run:{self.run}/{self.seq}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "memory_tool_call",
+            "run": self.run,
+            "seq": self.seq,
+            "ledger_ref": self.ledger_ref,
+            "tool": self.tool,
+            "memo_key": self.memo_key,
+            "input_sha256": self.input_sha256,
+            "result_sha256": self.result_sha256,
+            "error": self.error,
+            "produced": list(self.produced),
+            "revalidate": self.revalidate,
+            "time": self.time,
+            "call_id": self.call_id,
+            "replay_of": self.replay_of,
+        }
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> LedgerEntry:
+        raw = json.loads(data)
+        return cls(
+            run=str(raw["run"]),
+            seq=int(raw["seq"]),
+            tool=str(raw["tool"]),
+            memo_key=str(raw["memo_key"]),
+            input_sha256=str(raw["input_sha256"]),
+            result_sha256=str(raw["result_sha256"]),
+            error=bool(raw["error"]),
+            produced=tuple(raw.get("produced") or ()),
+            revalidate=bool(raw.get("revalidate", False)),
+            time=str(raw.get("time", "")),
+            call_id=raw.get("call_id"),
+            replay_of=raw.get("replay_of"),
+        )
+
+
+@dataclass(frozen=True)
+class Replayed:
+    payload: dict[str, Any]
+    entry: LedgerEntry
+    commit: str
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One ledger commit as ``runs show`` reports it."""
+
+    entry: LedgerEntry
+    commit: str
+    signer: str
+    memo_matches: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.entry.to_dict()
+        data.update(commit=self.commit, signer=self.signer, memo_matches=self.memo_matches)
+        return data
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run: str
+    calls: int
+    tip: str
+    updated: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "calls": self.calls, "tip": self.tip, "updated": self.updated}
+
+
+class RunLedger:
+    """The ledger of one run in one store."""
+
+    def __init__(self, store: MemoryStore, run_id: str) -> None:
+        self.store = store
+        self.run_id = check_run_id(run_id)
+        self.ref = RUN_REF_PREFIX + run_id
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        return self.store.git.repo
+
+    def tip(self) -> pygit2.Commit | None:
+        return self.store.git.tip(self.ref)
+
+    def chain(self) -> Iterator[pygit2.Commit]:
+        """The ledger's commits, newest first (first parents only)."""
+        commit = self.tip()
+        while commit is not None:
+            yield commit
+            commit = commit.parents[0] if commit.parents else None
+
+    def next_seq(self) -> int:
+        tip = self.tip()
+        if tip is None:
+            return 1
+        self._check_signed(tip)
+        return _seq_of(tip) + 1
+
+    # -- recording -----------------------------------------------------------------------
+
+    def record(
+        self,
+        *,
+        seq: int,
+        tool: str,
+        key: str,
+        tool_input: Mapping[str, Any],
+        payload: Mapping[str, Any],
+        error: bool,
+        produced: Iterable[str] = (),
+        context: RunContext | None = None,
+        call_id: str | None = None,
+        replay_of: int | None = None,
+    ) -> LedgerEntry:
+        from ..store import stamp, trailers
+
+        # Key order is kept (not sorted): a replay hands back the very object the model saw.
+        memo = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        entry = LedgerEntry(
+            run=self.run_id,
+            seq=seq,
+            tool=tool,
+            memo_key=key,
+            input_sha256=sha256(canonical(tool_input)),
+            result_sha256=sha256(memo),
+            error=error,
+            produced=tuple(produced),
+            revalidate=tool_input.get("revalidate") is True,
+            time=stamp(self.store.clock()),
+            call_id=call_id,
+            replay_of=replay_of,
+        )
+        files: dict[str, bytes | None] = {
+            calls_path(seq): json.dumps(entry.to_dict(), indent=2, sort_keys=True).encode() + b"\n",
+            memo_path(key): memo,
+        }
+        base = self.tip()
+        if base is None:
+            run_info: dict[str, Any] = {"run": self.run_id, "started": entry.time}
+            if context is not None:
+                run_info["context"] = context.to_dict()
+            files["run.json"] = json.dumps(run_info, indent=2, sort_keys=True).encode() + b"\n"
+        elif _seq_of(base) != seq - 1:
+            raise ConflictError(
+                f"run {self.run_id}'s ledger moved while call {seq} ran (another process is "
+                "recording in this run); give each concurrent agent its own run id"
+            )
+        subject = f"truss: run {self.run_id} #{seq} {tool}" + (" (error)" if error else "")
+        extra: dict[str, str] = {}
+        if call_id is not None:
+            extra["call_id"] = call_id
+        if replay_of is not None:
+            extra["replay_of"] = str(replay_of)
+        message = (
+            subject
+            + "\n\n"
+            + trailers(
+                op="tool-call",
+                run=self.run_id,
+                seq=str(seq),
+                tool=tool,
+                memo_key=key,
+                result=entry.result_sha256,
+                error="true" if error else "false",
+                **extra,
+            )
+        )
+        git = self.store.git
+        tree = git.write_tree(base.tree if base is not None else None, files)
+        assert tree is not None
+        signer = self.store.signer
+        identity = self.store.identity(self.store.principal())
+        parents = [base.id] if base is not None else []
+        oid = git.make_commit(tree, parents, message, signer, identity)
+        commit = self.repo[oid]
+        # libgit2 runs no hooks: check our own signature and role before the ref moves.
+        self._check_signed(commit)  # type: ignore[arg-type]
+        if not git.update_ref(self.ref, base.id if base is not None else None, oid, subject):
+            raise ConflictError(
+                f"run {self.run_id}'s ledger moved while call {seq} was being recorded; give "
+                "each concurrent agent its own run id"
+            )
+        return entry
+
+    # -- replaying -----------------------------------------------------------------------
+
+    def replay(
+        self, key: str, tool: str, *, required: bool, call_id: str | None = None
+    ) -> Replayed | None:
+        """The recorded result of a call, verified; None when there is none to replay (and
+        not ``required``). Raises ProvenanceError when a memo lacks matching signed provenance.
+
+        With ``call_id`` (a tool_use id) the call recorded under that id is replayed, so a
+        resumed transcript sees each observation in its place; without one, the newest call
+        with this memo key. The newest call's memo is the memo table's (the ledger tip); an
+        older call's memo is the one its own commit recorded before a replacement.
+        """
+        newest = target = None
+        for commit in self.chain():
+            fields = _trailers(commit)
+            claims = key in fields.get("Truss-Memo-Key", [])
+            if claims and newest is None:
+                newest = commit
+            if call_id is not None:
+                if call_id in fields.get("Truss-Call-Id", []):
+                    target = commit
+                    if not claims:
+                        raise ProvenanceError(
+                            f"call {call_id} of run {self.run_id} was recorded with another "
+                            "input; the transcript diverged from the ledger"
+                        )
+                    break
+            elif claims:
+                target = commit
+                break
+        if target is None:
+            if required and call_id is None:
+                raise ProvenanceError(f"run {self.run_id} has no recorded call with memo {key}")
+            return None
+        try:
+            self._check_signed(target)
+        except SignatureError as exc:
+            raise ProvenanceError(f"ledger commit {str(target.id)[:12]}: {exc.message}") from exc
+        try:
+            entry = LedgerEntry.from_bytes(_blob(self.repo, target, calls_path(_seq_of(target))))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ProvenanceError(
+                f"ledger commit {str(target.id)[:12]} holds no readable ledger entry"
+            ) from exc
+        if entry.memo_key != key or entry.tool != tool or entry.run != self.run_id:
+            raise ProvenanceError(f"ledger entry {entry.ledger_ref} is for another call")
+        source = self.tip() if newest is not None and target.id == newest.id else target
+        try:
+            assert source is not None
+            memo = _blob(self.repo, source, memo_path(key))
+        except KeyError as exc:
+            raise ProvenanceError(f"the memo for {entry.ledger_ref} is missing") from exc
+        if sha256(memo) != entry.result_sha256:
+            raise ProvenanceError(
+                f"the memo for {entry.ledger_ref} hashes to {sha256(memo)[:12]}, but its signed "
+                f"ledger entry says {entry.result_sha256[:12]}"
+            )
+        try:
+            payload = json.loads(memo)
+        except ValueError as exc:
+            raise ProvenanceError(f"the memo for {entry.ledger_ref} is not JSON") from exc
+        return Replayed(payload, entry, str(target.id))
+
+    def _check_signed(self, commit: pygit2.Commit) -> str:
+        """The principal of an agent key that signed ``commit``; raises SignatureError."""
+        signature, payload = commit.gpg_signature
+        if signature is None:
+            raise SignatureError(
+                f"ledger commit {str(commit.id)[:12]} of run {self.run_id} is unsigned"
+            )
+        policy = self.store.policy()
+        principal, _ = policy.check_signature(
+            signature.decode("ascii", "replace"), payload, "git", {"agent"}
+        )
+        return principal
+
+    # -- reading for people --------------------------------------------------------------
+
+    def records(self) -> list[CallRecord]:
+        tip = self.tip()
+        if tip is None:
+            raise NotFound(f"no run '{self.run_id}' in this store; list runs with `runs list`")
+        out = []
+        for commit in self.chain():
+            try:
+                entry = LedgerEntry.from_bytes(
+                    _blob(self.repo, commit, calls_path(_seq_of(commit)))
+                )
+            except (KeyError, ValueError, TypeError):
+                continue
+            try:
+                signer = self._check_signed(commit)
+            except TrussError as exc:
+                signer = f"INVALID ({exc.message})"
+            try:
+                memo = _blob(self.repo, tip, memo_path(entry.memo_key))
+                latest = sha256(memo) == entry.result_sha256
+            except KeyError:
+                latest = False
+            out.append(CallRecord(entry, str(commit.id), signer, latest))
+        return list(reversed(out))
+
+
+def list_runs(store: MemoryStore) -> list[RunSummary]:
+    repo = store.git.repo
+    out = []
+    for name in repo.references:
+        if not name.startswith(RUN_REF_PREFIX):
+            continue
+        tip = store.git.tip(name)
+        if tip is None:
+            continue
+        when = datetime.datetime.fromtimestamp(tip.commit_time, datetime.UTC)
+        out.append(
+            RunSummary(
+                run=name[len(RUN_REF_PREFIX) :],
+                calls=_seq_of(tip),
+                tip=str(tip.id),
+                updated=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )
+        )
+    return sorted(out, key=lambda r: (r.updated, r.run))
+
+
+def _trailers(commit: pygit2.Commit) -> dict[str, list[str]]:
+    from ..store import parse_trailers
+
+    return parse_trailers(commit.message)
+
+
+def _seq_of(commit: pygit2.Commit) -> int:
+    values = _trailers(commit).get("Truss-Seq", [])
+    if not values or not values[0].isdigit():
+        return 0
+    return int(values[0])
+
+
+def _blob(repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> bytes:
+    """The blob at ``path`` in ``commit``'s tree; KeyError when absent."""
+    obj = repo[commit.tree[path].id]
+    data = getattr(obj, "data", None)
+    if data is None:
+        raise KeyError(path)
+    return bytes(data)

@@ -1,0 +1,121 @@
+"""Tool input checking against the registry's JSON schemas, and schema export per provider.
+
+The checker covers the subset of JSON Schema the registry uses (object, string, integer,
+boolean, array, enum, bounds) and words its errors for a model to read and correct. Export
+gives every served tool as Anthropic, OpenAI (function calling) or MCP definitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import UsageError
+from .registry import Tool
+
+FORMATS = ("anthropic", "openai", "mcp")
+
+
+def check_input(schema: Mapping[str, Any], value: Any) -> None:
+    """Raise UsageError naming the field, what it must be and what was given."""
+    if not isinstance(value, Mapping):
+        raise UsageError(f"the tool input must be a JSON object, got {_kind(value)}")
+    props: Mapping[str, Any] = schema.get("properties", {})
+    if schema.get("additionalProperties") is False:
+        unknown = sorted(set(value) - set(props))
+        if unknown:
+            raise UsageError(
+                f"unknown field(s) {', '.join(repr(u) for u in unknown)}; this tool takes: "
+                + ", ".join(props)
+            )
+    for name in schema.get("required", ()):
+        if name not in value:
+            raise UsageError(f"`{name}` is required")
+    for name, sub in props.items():
+        if name in value:
+            _check(sub, value[name], name)
+
+
+def _check(schema: Mapping[str, Any], value: Any, where: str) -> None:
+    kind = schema.get("type")
+    if value is None and schema.get("nullable"):
+        return
+    if kind == "string":
+        if not isinstance(value, str):
+            raise UsageError(f"`{where}` must be a string, got {_kind(value)}")
+        limit = schema.get("maxLength")
+        if limit is not None and len(value) > limit:
+            raise UsageError(f"`{where}` is {len(value)} characters; the limit is {limit}")
+    elif kind == "integer":
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise UsageError(f"`{where}` must be an integer, got {_kind(value)}")
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise UsageError(f"`{where}` must be between {low} and {high}, got {value}")
+    elif kind == "boolean":
+        if not isinstance(value, bool):
+            raise UsageError(f"`{where}` must be true or false, got {_kind(value)}")
+    elif kind == "array":
+        if not isinstance(value, list):
+            raise UsageError(f"`{where}` must be a list, got {_kind(value)}")
+        low, high = schema.get("minItems"), schema.get("maxItems")
+        if (low is not None and len(value) < low) or (high is not None and len(value) > high):
+            size = f"exactly {low}" if low == high else f"between {low} and {high}"
+            raise UsageError(f"`{where}` must hold {size} items, got {len(value)}")
+        items = schema.get("items")
+        if items:
+            for i, item in enumerate(value):
+                _check(items, item, f"{where}[{i}]")
+    enum = schema.get("enum")
+    if enum is not None and value not in enum:
+        raise UsageError(f"`{where}` must be one of: {', '.join(map(str, enum))}; got {value!r}")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def export(tools: Iterable[Tool], fmt: str) -> list[dict[str, Any]]:
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown schema format '{fmt}'; use one of: {', '.join(FORMATS)}")
+    return [_one(tool, fmt) for tool in tools]
+
+
+def _one(tool: Tool, fmt: str) -> dict[str, Any]:
+    schema = dict(tool.input_schema)
+    if fmt == "anthropic":
+        if tool.anthropic_definition is not None:
+            return dict(tool.anthropic_definition)
+        return {
+            "name": tool.provider_name,
+            "description": tool.description,
+            "input_schema": schema,
+        }
+    if fmt == "openai":
+        return {
+            "type": "function",
+            "function": {
+                "name": tool.provider_name,
+                "description": tool.description,
+                "parameters": schema,
+            },
+        }
+    return {
+        "name": tool.provider_name,
+        "title": tool.annotations.title,
+        "description": tool.description,
+        "inputSchema": schema,
+        "annotations": tool.annotations.to_mcp(),
+    }
