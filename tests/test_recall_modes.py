@@ -97,17 +97,6 @@ def test_sentence_transformers_adapter_error_paths(tmp_path: Path) -> None:
         load_embedder("nope")
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("sentence_transformers") is None
-    or not (Path.home() / "models" / "all-MiniLM-L6-v2").is_dir(),
-    reason="needs sentence-transformers and a model saved under ~/models",
-)
-def test_sentence_transformers_adapter_embeds() -> None:  # pragma: no cover
-    embedder = SentenceTransformerEmbedder(Path.home() / "models" / "all-MiniLM-L6-v2")
-    vectors = embedder.embed_documents(["flaky tests", "postgres pooling"])
-    assert vectors.shape == (2, embedder.dim)
-
-
 @needs_wordllama
 def test_query_path_matches_wordllama(tmp_path: Path) -> None:
     """The fast query path (our BPE + mapped weights) equals WordLlama's own tokenizer/embed."""

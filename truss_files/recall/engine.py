@@ -42,7 +42,14 @@ if TYPE_CHECKING:
     from ..store import MemoryStore
     from .embed import Embedder
 
-__all__ = ["RECALL_MODES", "RecallResult", "Searcher", "search", "search_snapshot"]
+__all__ = [
+    "RECALL_MODES",
+    "RecallResult",
+    "Searcher",
+    "related_snapshot",
+    "search",
+    "search_snapshot",
+]
 
 RECALL_MODES: Final = ("exact", "semantic", "hybrid")
 FUSION_DEPTH: Final = 100  # each ranking contributes its top 100 to a hybrid fusion
@@ -232,3 +239,12 @@ def search_snapshot(
     )
     tree = snap.tree_id("memories")
     return searcher.query(text, flt, limit, mode=mode, tree=tree, at_tip=False)
+
+
+def related_snapshot(store: MemoryStore, snap: Snapshot, entries: Sequence[Entry]) -> list[Entry]:
+    """``RecallResult.related`` for entries fetched some other way (by id): every live verified
+    entry at the commit of ``snap`` sharing its kind and key with a live verified one of
+    ``entries``, where two or more exist -- from the index's (kind, key) groups, not a scan."""
+    searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
+    view = searcher.view(snap.tree_id("memories"), at_tip=False)
+    return searcher._related(view, [Hit(e, 0.0) for e in entries])

@@ -21,10 +21,11 @@ from ..model import Entry, Trust
 from .context import RunContext
 from .registry import Serving, Tool
 from .schema import check_input
-from .tipconfig import ConfigLike, tip_config
+from .tipconfig import ConfigLike, has_layers_above_store, tip_config, user_config_file
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
+    from ..settings import Settings
     from ..store import MemoryStore
 
 
@@ -38,7 +39,9 @@ class Outcome:
     replayed: bool = False
     ledger_ref: str | None = None
     text_result: bool = False
-    note: str | None = None  # for people (stderr): why a replay was refused, say
+    # For people (stderr), never for the model: why a replay was refused, what an eager
+    # panel did with a write, why it could not run.
+    note: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -84,6 +87,7 @@ class Call:
     seq: int | None = None
     context: RunContext | None = None
     produced: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # -> Outcome.note
     _snap: Snapshot | None = None
 
     @property
@@ -97,6 +101,27 @@ class Call:
     @property
     def store_open(self) -> bool:
         return self.session.store_open
+
+    def settings(self) -> Settings:
+        """The layered settings this call runs under (DESIGN.md §8): truss.toml → user config
+        → ``[agents.NAME]`` → contract. With the store open, truss.toml is read at this call's
+        snapshot through ``settings_for``, as the CLI's commands read it; before, at the branch
+        tip through the cheap reader, so a cold read stays off pygit2."""
+        from ..settings import load_settings, settings_for
+
+        session = self.session
+        if self.store_open:
+            return settings_for(
+                self.store, agent=session.agent, contract=session.contract, snap=self.snapshot()
+            )
+        env = session.environ
+        return load_settings(
+            self.config.raw,
+            agent=session.agent,
+            contract=session.contract,
+            environ=env,
+            global_path=user_config_file(env),
+        )
 
     def snapshot(self) -> Snapshot:
         if self._snap is None:
@@ -165,7 +190,10 @@ class ToolSession:
 
     ``flags`` names the gates opened on the command line (``memory`` for --memory-tools,
     ``memory_write`` for --memory-tool). ``durable`` records every call on
-    ``refs/truss/runs/<run_id>``; ``replay`` answers every call from that ledger.
+    ``refs/truss/runs/<run_id>``; ``replay`` answers every call from that ledger. ``agent``
+    and ``contract`` pick the settings layers (as ``--agent`` / ``--contract`` do for
+    ``verify``; unset, ``TRUSS_AGENT`` / ``TRUSS_CONTRACT``): they decide the recall mode of
+    the read tools and the verification policy of the writes.
     """
 
     def __init__(
@@ -178,6 +206,8 @@ class ToolSession:
         durable: bool = False,
         replay: bool = False,
         context: RunContext | None = None,
+        agent: str | None = None,
+        contract: str | os.PathLike[str] | None = None,
     ) -> None:
         from .runs import check_run_id
 
@@ -203,6 +233,8 @@ class ToolSession:
         self.durable = durable or replay
         self.replay = replay
         self.context = context
+        self.agent = agent
+        self.contract = contract
         self._serving: Serving | None = None
         self._lock = threading.Lock()
 
@@ -216,6 +248,15 @@ class ToolSession:
     @property
     def store_open(self) -> bool:
         return self._store is not None
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        """The store's environment once it is open (what ``settings_for`` reads), else ours."""
+        return self._store.environ if self._store is not None else os.environ
+
+    def has_settings_layers(self) -> bool:
+        """Whether a layer above truss.toml (user config, agent, contract) may set anything."""
+        return has_layers_above_store(self.environ, agent=self.agent, contract=self.contract)
 
     def config(self) -> ConfigLike:
         """truss.toml at the branch tip, without opening the store when it is not open yet."""
@@ -310,6 +351,7 @@ class ToolSession:
             error=outcome.error,
             ledger_ref=entry.ledger_ref,
             text_result=tool.text_result,
+            note=outcome.note,
         )
 
     def _live(self, tool: Tool, tool_input: Any) -> Outcome:
@@ -322,7 +364,8 @@ class ToolSession:
             result = tool.handler(call, tool_input)
         except TrussError as exc:
             return Outcome.failed(tool.name, exc, text_result=tool.text_result), call
-        return Outcome(tool.name, result=result, text_result=tool.text_result), call
+        note = "\n".join(call.notes) or None
+        return Outcome(tool.name, result=result, text_result=tool.text_result, note=note), call
 
 
 def _open_store(path: str | os.PathLike[str]) -> MemoryStore:

@@ -3,7 +3,13 @@
 Read-only: they never create, edit, promote, reject or stale an entry. Both default to
 ``min_trust: verified``; a caller may widen to stale or unverified, never to rejected. Inside
 a run, the run's own unverified writes are visible too (DESIGN.md §2). Ranking is the recall
-pipeline's (filter first, then BM25 over the candidates only).
+pipeline's (filter first, then BM25 over the candidates only), in the recall mode of the
+layered settings (``recall_mode``).
+
+Neither picks a winner silently: when two or more live verified entries share the kind and key
+of an entry returned (``keep-both-flagged`` leaves them so), the output gains the optional
+``conflicts`` field — ``[{"kind", "key", "ids": [oldest first]}]``, as the CLI's ``query``
+reports it — naming every side, also those not returned. No conflict, no field.
 """
 
 from __future__ import annotations
@@ -13,12 +19,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, NotFound, UsageError
-from ..model import Kind, Trust
-from ..recall.pipeline import Filter, Hit
+from ..model import Entry, Kind, Trust
+from ..recall.pipeline import Filter
 from ..views import entry_view
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
+    from ..recall.engine import RecallResult
     from .dispatch import Call
     from .tipconfig import ConfigLike
 
@@ -62,7 +69,8 @@ _VIEW_PROPS: dict[str, Any] = {
 }
 
 
-def recall_mode(config: ConfigLike) -> str:
+def store_recall_mode(config: ConfigLike) -> str:
+    """``[recall] mode`` of truss.toml alone (default exact)."""
     mode = config.get("recall", "mode", "exact")
     if mode not in RECALL_MODES:
         raise ConfigError(
@@ -71,20 +79,37 @@ def recall_mode(config: ConfigLike) -> str:
     return str(mode)
 
 
-def _recall(call: Call, text: str, flt: Filter, limit: int) -> tuple[str, list[Hit]]:
+def recall_mode(call: Call) -> str:
+    """``recall.mode`` from the layered settings: truss.toml → user config → ``[agents.NAME]``
+    → contract. When no layer above truss.toml is in play (no user config file, agent or
+    contract: one stat and two environment lookups), truss.toml decides alone and the
+    settings module is not even imported — the cold read path stays as it was."""
+    if call.session.has_settings_layers():
+        return call.settings().recall_mode
+    return store_recall_mode(call.config)
+
+
+def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     """The recall engine over this call's snapshot (through the index cache under .git/truss/):
     the filter first — trust floor, kind, key, the run's own unverified writes let through,
-    tombstones left out — then ranking in the store's recall mode."""
+    tombstones left out — then ranking in the recall mode of the settings."""
     from ..recall.engine import search, search_snapshot
 
     flt = dataclasses.replace(flt, visible_run=call.run_id, skip_marked=True)
-    mode = recall_mode(call.config)
+    mode = recall_mode(call)
     if call.store_open:
-        result = search_snapshot(call.store, call.snapshot(), text, flt, limit, mode=mode)
-    else:
-        # A cold read: the index at the branch tip, without opening the store (no pygit2).
-        result = search(call.path, text, flt, limit, mode=mode)
-    return result.mode, list(result.hits)
+        return search_snapshot(call.store, call.snapshot(), text, flt, limit, mode=mode)
+    # A cold read: the index at the branch tip, without opening the store (no pygit2).
+    return search(call.path, text, flt, limit, mode=mode)
+
+
+def _conflicts(returned: list[Entry], related: list[Entry]) -> list[dict[str, Any]]:
+    """The optional ``conflicts`` field, as the CLI's ``query`` builds it."""
+    if not related:
+        return []
+    from ..panel.conflicts import find_conflicts
+
+    return [c.to_dict() for c in find_conflicts(returned, related)]
 
 
 def _query_text(inp: Mapping[str, Any]) -> str:
@@ -105,12 +130,16 @@ def memory_query(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     floor = Trust.floor(inp.get("min_trust", "verified"))
     kind = Kind.parse(inp["kind"]) if inp.get("kind") else None
     flt = Filter(min_trust=floor, kind=kind, key=inp.get("key"))
-    mode, hits = _recall(call, text, flt, int(inp.get("limit", DEFAULT_LIMIT)))
-    return {
-        "recall_mode": mode,
+    result = _recall(call, text, flt, int(inp.get("limit", DEFAULT_LIMIT)))
+    out: dict[str, Any] = {
+        "recall_mode": result.mode,
         "min_trust": floor.value,
-        "entries": [entry_view(h.entry, h.score) for h in hits],
+        "entries": [entry_view(h.entry, h.score) for h in result.hits],
     }
+    conflicts = _conflicts([h.entry for h in result.hits], result.related)
+    if conflicts:
+        out["conflicts"] = conflicts
+    return out
 
 
 def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
@@ -127,6 +156,7 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     flt = Filter(min_trust=floor)
     snap = call.snapshot()
     entries: list[dict[str, Any]] = []
+    shown: list[Entry] = []
     filtered: list[str] = []
     missing: list[str] = []
     seen: set[str] = set()
@@ -145,9 +175,22 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
         seen.add(entry.id)
         if flt.admits(entry) or call.own_unverified(entry):
             entries.append(entry_view(entry))
+            shown.append(entry)
         else:
             filtered.append(entry.id)
-    return {"min_trust": floor.value, "entries": entries, "filtered": filtered, "missing": missing}
+    out: dict[str, Any] = {
+        "min_trust": floor.value,
+        "entries": entries,
+        "filtered": filtered,
+        "missing": missing,
+    }
+    if any(e.trust is Trust.VERIFIED and e.superseded_by is None for e in shown):
+        from ..recall.engine import related_snapshot
+
+        conflicts = _conflicts(shown, related_snapshot(call.store, snap, shown))
+        if conflicts:
+            out["conflicts"] = conflicts
+    return out
 
 
 def read_memory(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""truss.toml at the branch tip, read without pygit2 (for the cold read-tool path).
+"""truss.toml at the branch tip, read without pygit2 (for the cold read-tool path), and
+whether any settings layer above it (user config, agent, contract) is in play.
 
 A read tool call must know which tools the store serves and its recall mode before it can
 answer. pygit2 and the store module cost ~170 ms to import on this machine class — more than
@@ -10,16 +11,26 @@ refs it cannot read (reftable) make ``tip_config`` return None and the caller op
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import ConfigError
 
+# Kept equal to settings.GLOBAL_FILE and the platformdirs app name keys.config_dir uses (a
+# test checks the resulting path); importing either module would cost the cold read path.
+GLOBAL_FILE = "config.toml"
+APP_NAME = "truss-files"
+
 
 class ConfigLike(Protocol):
     """What tools read of a store's configuration (``config.StoreConfig`` is one)."""
+
+    @property
+    def raw(self) -> Mapping[str, Any]: ...
 
     def section(self, name: str) -> Mapping[str, Any]: ...
 
@@ -59,3 +70,39 @@ def tip_config(path: str | os.PathLike[str]) -> TipConfig | None:
         return TipConfig(tomllib.loads(objects.blob(entry.sha).decode("utf-8")))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"truss.toml: not valid TOML ({exc}); fix the file") from exc
+
+
+def user_config_file(environ: Mapping[str, str]) -> Path:
+    """``settings.global_config_path`` without its imports: ``keys`` pulls in the signing
+    stack (~20 ms) and platformdirs alone costs ~5 ms, on a path whose whole recall budget is
+    ~13 ms. On Linux the answer is platformdirs' own rule (an absolute ``$XDG_CONFIG_HOME``,
+    else ``~/.config``, read from ``os.environ`` as platformdirs reads it); anywhere else, and
+    whenever the environment is unusual, it asks platformdirs. A test holds the two equal."""
+    override = environ.get("TRUSS_CONFIG_DIR")
+    if override:
+        return Path(override) / GLOBAL_FILE
+    home = os.environ.get("HOME", "")
+    android = hasattr(sys, "getandroidapilevel") or (
+        os.environ.get("ANDROID_DATA") == "/data" and os.environ.get("ANDROID_ROOT") == "/system"
+    )
+    if sys.platform != "linux" or android or not os.path.isabs(home):
+        from ..settings import global_config_path
+
+        return global_config_path(environ)
+    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    base = xdg if os.path.isabs(xdg) else os.path.expanduser("~/.config")
+    return Path(base) / APP_NAME / GLOBAL_FILE
+
+
+def has_layers_above_store(
+    environ: Mapping[str, str],
+    *,
+    agent: str | None = None,
+    contract: str | os.PathLike[str] | None = None,
+) -> bool:
+    """Whether any settings layer above truss.toml is in play (an agent, a contract, or the
+    user config file): when none is, truss.toml alone decides, and a cold read can skip the
+    settings module."""
+    if agent or contract or environ.get("TRUSS_AGENT") or environ.get("TRUSS_CONTRACT"):
+        return True
+    return user_config_file(environ).is_file()

@@ -5,11 +5,27 @@ one. Nothing here deletes: a deletion is a *tombstone*, an ordinary unverified e
 same kind and key whose body starts with ``TOMBSTONE_MARK``. Once a panel verifies it, the
 conflict policy supersedes the older verified entries of that key, and the memory tool's view
 hides the key. Until then the tombstone is visible only to the run that wrote it.
+
+**The verification policy applies here as on the CLI's ``write``** (``panel.policy``): after
+the commit, the entries whose kind is eager under the call's layered settings go to the panel
+at once (``verify_written``), each PASS or FAIL a second, panel-signed commit. Where the
+outcome is reported is the face's choice, because the ``memory`` binding's texts must stay
+the SDK's word for word:
+
+- ``write_memory`` (JSON) returns the entry's trust *after* the panel, plus the optional
+  ``verification`` (the panel's outcome for it) and ``note`` (why the panel could not run —
+  say, the writing key lacks the panel role and no ``TRUSS_PANEL_KEY`` is set; the entry then
+  stays unverified for ``truss-files verify``).
+- the ``memory`` binding returns its usual text; the outcome and the note go to
+  ``Outcome.note``, which faces show to people (``truss-files tool`` on stderr), never to
+  the model. The model learns the result the way it would learn a later ``verify``: its next
+  ``view`` shows the entry verified (no ``[unverified]`` mark) or, if rejected, not at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
@@ -17,6 +33,7 @@ from ..model import Entry, Kind, Provenance, check_key, normalize_body
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
+    from ..panel.report import Outcome as PanelOutcome
     from .dispatch import Call
 
 TOMBSTONE_MARK = "<!-- truss:tombstone -->"
@@ -53,16 +70,35 @@ def new_entry(call: Call, kind: Kind, key: str, body: str, *, tombstone: bool = 
     )
 
 
-def commit_entries(call: Call, entries: Sequence[Entry], summary: str) -> list[Entry]:
-    """One signed commit adding ``entries`` (all unverified); present ones are left alone."""
+@dataclass(frozen=True)
+class Committed:
+    """What a tool write left: the panel's outcome for each entry it ran on (eager kinds
+    only), and why it could not run, when it could not."""
+
+    outcomes: tuple[PanelOutcome, ...] = ()
+    note: str | None = None
+
+    def outcome_for(self, entry_id: str) -> PanelOutcome | None:
+        return next((o for o in self.outcomes if o.id == entry_id), None)
+
+
+def commit_entries(call: Call, entries: Sequence[Entry], summary: str) -> Committed:
+    """One signed commit adding ``entries`` (all unverified; present ones are left alone),
+    then the panel on the new ones whose kind the verification policy makes eager."""
     from .. import entryfile
     from ..gitstore import Plan, Snapshot
+    from ..panel.policy import verify_written
     from ..store import trailers
 
+    # Read before the commit, as the CLI's write_entry does: a broken settings file fails the
+    # write whole instead of leaving it half done.
+    settings = call.settings()
+    added: list[Entry] = []
+
     def plan(snap: Snapshot) -> Plan:
-        changes: dict[str, bytes | None] = {
-            e.path: entryfile.serialize(e).encode() for e in entries if snap.read(e.path) is None
-        }
+        # Runs again on every retry of the CAS commit: ``added`` ends as the last attempt's.
+        added[:] = [e for e in entries if snap.read(e.path) is None]
+        changes: dict[str, bytes | None] = {e.path: entryfile.serialize(e).encode() for e in added}
         if not changes:
             return Plan({}, "")
         message = f"truss: {summary}\n\n" + trailers(
@@ -73,14 +109,33 @@ def commit_entries(call: Call, entries: Sequence[Entry], summary: str) -> list[E
     call.store._apply(plan, {"agent", "operator"})
     call.produced.extend(e.id for e in entries)
     call.refresh()
-    return list(entries)
+    # Only what this commit added: an entry that was already there keeps its own history.
+    outcomes, note = verify_written(call.store, added, settings=settings)
+    if outcomes:
+        call.refresh()
+    call.notes.extend(f"eager verification: {o.line()}" for o in outcomes)
+    if note:
+        call.notes.append(note)
+    return Committed(tuple(outcomes), note)
 
 
 def write_memory(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"id", "trust"}``, plus ``verification`` and ``note`` when the policy is eager for
+    this kind (CONTRACTS.md: extended by optional fields only). ``trust`` is the entry's
+    trust once the write is done: unverified, unless an eager panel already decided."""
     kind = Kind.parse(inp["kind"])
     entry = new_entry(call, kind, inp["key"], inp["body"])
-    commit_entries(call, [entry], f"write {kind.value} {inp['key']}")
-    return {"id": entry.id, "trust": entry.trust.value}
+    done = commit_entries(call, [entry], f"write {kind.value} {inp['key']}")
+    outcome = done.outcome_for(entry.id)
+    result: dict[str, Any] = {
+        "id": entry.id,
+        "trust": outcome.trust if outcome is not None else entry.trust.value,
+    }
+    if outcome is not None:
+        result["verification"] = outcome.to_dict()
+    if done.note:
+        result["note"] = done.note
+    return result
 
 
 register(
