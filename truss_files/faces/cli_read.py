@@ -1,0 +1,215 @@
+"""Commands that read: show, list, log, query, audit."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from .cli import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
+from .output import FORMAT_OPTION, emit
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("entry_id")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def show(obj: Ctx, entry_id: str, fmt: str | None) -> None:
+    """Show one entry (any trust, for people; agents use the tools).
+
+    \b
+    Example:
+      truss-files show 5b0c8f3e
+    """
+    from ..entryfile import serialize
+    from ..views import entry_view
+
+    entry = obj.store().get(entry_id)
+    emit(fmt, entry_view(entry, full=True), lambda _d: serialize(entry).rstrip("\n"))
+
+
+@cli.command("list")
+@click.option("--kind", type=click.Choice(KINDS))
+@click.option("--key", "key_")
+@click.option("--trust", type=click.Choice(TRUSTS))
+@click.option("--layer", type=click.Choice(LAYERS))
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def list_(
+    obj: Ctx,
+    kind: str | None,
+    key_: str | None,
+    trust: str | None,
+    layer: str | None,
+    fmt: str | None,
+) -> None:
+    """List entries, oldest first, with filters.
+
+    \b
+    Example:
+      truss-files list --kind decision --trust verified
+    """
+    from ..model import Kind, Layer, Trust
+    from ..views import entry_view
+
+    entries = obj.store().list_entries(
+        kind=Kind(kind) if kind else None,
+        key=key_,
+        trust=Trust(trust) if trust else None,
+        layer=Layer(layer) if layer else None,
+    )
+    emit(
+        fmt,
+        [entry_view(e, full=True) for e in entries],
+        lambda _d: (
+            "\n".join(f"{e.id[:12]}  {e.trust.value:<10}  {e.kind.value}/{e.key}" for e in entries)
+            or "no entries match"
+        ),
+    )
+
+
+@cli.command()
+@click.argument("entry_id")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def log(obj: Ctx, entry_id: str, fmt: str | None) -> None:
+    """Every commit that touched an entry, with its signer and verdict.
+
+    \b
+    Example:
+      truss-files log 5b0c8f3e
+    """
+    items = obj.store().log(entry_id)
+    emit(
+        fmt,
+        [i.__dict__ for i in items],
+        lambda _d: "\n".join(
+            f"{i.commit[:12]}  {i.time}  {i.op:<9} {i.trust or '-':<10}  by {i.signer}"
+            + (f"  verdict {i.verdict[:12]}" if i.verdict else "")
+            for i in items
+        ),
+    )
+
+
+@cli.command()
+@click.argument("text")
+@click.option("--kind", type=click.Choice(KINDS))
+@click.option("--key", "key_")
+@click.option(
+    "--min-trust",
+    type=click.Choice(["verified", "stale", "unverified"]),
+    default="verified",
+    show_default=True,
+)
+@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(["exact", "semantic", "hybrid"]),
+    help="exact: BM25; semantic: embeddings; hybrid: both, fused by rank "
+    "(default: [recall] mode in truss.toml, else exact).",
+)
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def query(
+    obj: Ctx,
+    text: str,
+    kind: str | None,
+    key_: str | None,
+    min_trust: str,
+    limit: int,
+    mode: str | None,
+    fmt: str | None,
+) -> None:
+    """Rank entries at or above a trust floor (BM25 statistics from those entries only).
+
+    Runs on the recall index cached under .git/truss/ (updated from the tree diff after
+    every write). semantic and hybrid need `pip install 'truss-files[semantic]'`.
+
+    \b
+    Example:
+      truss-files query "borrow checker await" --kind lesson
+      truss-files query "why are builds slow" --mode hybrid
+    """
+    from ..model import Kind, Trust
+    from ..recall.engine import search
+    from ..recall.pipeline import Filter
+    from ..views import entry_text, entry_view
+
+    floor = Trust.floor(min_trust)
+    flt = Filter(min_trust=floor, kind=Kind(kind) if kind else None, key=key_)
+    result = search(obj.store_path or ".", text, flt, limit, mode=mode)
+    hits = result.hits
+    data: dict[str, Any] = {
+        "recall_mode": result.mode,
+        "min_trust": floor.value,
+        "entries": [entry_view(h.entry, h.score) for h in hits],
+    }
+    # keep-both-flagged leaves two verified entries on one key: reads must say so.
+    conflicts = []
+    if result.related:
+        from ..panel.conflicts import find_conflicts
+
+        conflicts = find_conflicts([h.entry for h in hits], result.related)
+    if conflicts:
+        data["conflicts"] = [c.to_dict() for c in conflicts]
+    flags = "".join(
+        f"\n\nconflict: {c.kind}/{c.key} is held by verified {', '.join(i[:12] for i in c.ids)}"
+        for c in conflicts
+    )
+    emit(
+        fmt,
+        data,
+        lambda _d: (
+            (
+                "\n\n".join(entry_text(h.entry, h.score) for h in hits)
+                or f"nothing at or above {floor.value} matches"
+            )
+            + flags
+        ),
+    )
+
+
+@cli.command("audit")
+@click.argument("rev_range", required=False)
+@click.option("--root", metavar="COMMIT", help="Trust root (default: git config truss.root).")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def audit_cmd(obj: Ctx, rev_range: str | None, root: str | None, fmt: str | None) -> None:
+    """Re-check history from the trust root: signatures, roles, entries, verdicts.
+
+    Exit 0 when clean; otherwise one line per violation naming commit, file and rule, exit 1.
+
+    \b
+    Example:
+      truss-files audit              # everything since the root
+      truss-files audit main~5..main
+    """
+    from ..audit import audit
+    from ..gitstore import GitStore
+
+    report = audit(GitStore(obj.store_path or "."), rev_range, root=root)
+    for note in report.notes:
+        click.echo(f"note: {note}", err=True)
+    emit(
+        fmt,
+        {
+            "root": report.root,
+            "checked": report.checked,
+            "ok": report.ok,
+            "violations": [v.__dict__ for v in report.violations],
+        },
+        lambda _d: (
+            "\n".join(str(v) for v in report.violations)
+            or f"ok: {report.checked} commits audited from root {report.root[:12]}"
+        ),
+    )
+    if not report.ok:
+        sys.exit(1)

@@ -1,0 +1,304 @@
+"""Commands that change belief: write, import, verdicts, promote, reject, demote, supersede,
+revert."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import TrussError, UsageError
+from .cli import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
+from .output import FORMAT_OPTION, emit
+
+
+def _read_body(body: str) -> str:
+    if body == "-":
+        return sys.stdin.read()
+    return body
+
+
+# -- writing and trust -----------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--kind", required=True, type=click.Choice(KINDS), help="What sort of memory.")
+@click.option("--key", "key_", required=True, help="A stable name; newer entries supersede.")
+@click.option("--layer", type=click.Choice(LAYERS), default="task", show_default=True)
+@click.option(
+    "--source", metavar="LEDGERREF", help="What produced it: git:<sha>, run:<id>/<n>, event:<id>."
+)
+@click.option("--author", help="Who wrote it (default: agent:<your principal>).")
+@click.option(
+    "--check",
+    "checks",
+    multiple=True,
+    metavar="CMD",
+    help="A command whose exit status the panel takes as a vote (repeatable).",
+)
+@click.argument("body")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def write(
+    obj: Ctx,
+    kind: str,
+    key_: str,
+    layer: str,
+    source: str | None,
+    author: str | None,
+    checks: tuple[str, ...],
+    body: str,
+    fmt: str | None,
+) -> None:
+    """Write an entry; it lands unverified. BODY is the text, or - to read stdin.
+
+    \b
+    Example:
+      truss-files write --kind lesson --key rust-borrow-checker \\
+          --source run:R-7f3a/12 "Scope the index guard before any await."
+    """
+    from ..panel.policy import write_entry
+
+    # Through the verification policy: when it is eager for this kind, the panel runs now.
+    result = write_entry(
+        obj.store(),
+        kind,
+        key_,
+        _read_body(body),
+        layer=layer,
+        produced_by=source,
+        author=author,
+        checks=checks,
+    )
+    extra = [f"verification: {result.outcome.line()}"] if result.outcome else []
+    extra += [f"note: {result.note}"] if result.note else []
+    emit(fmt, result.to_dict(), "\n".join([result.entry.id, *extra]))
+
+
+@cli.command("import")
+@click.argument("source", type=click.File("r", encoding="utf-8"))
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
+    """Bulk-import entries from JSON lines (one commit); SOURCE is a file or -.
+
+    Each line is an object with kind, key and body, and optionally layer, scope, author,
+    source (a ledger ref), sources, salience and checks. Everything lands unverified.
+
+    \b
+    Example:
+      echo '{"kind": "fact", "key": "db", "body": "Postgres 16 in prod."}' > notes.jsonl
+      truss-files import notes.jsonl
+    """
+    import json
+
+    store = obj.store()
+    allowed = {
+        "kind",
+        "key",
+        "body",
+        "layer",
+        "scope",
+        "author",
+        "source",
+        "sources",
+        "salience",
+        "checks",
+    }
+    entries = []
+    lines = source.readlines()
+    with click.progressbar(
+        lines, label="Reading", file=sys.stderr, hidden=not sys.stderr.isatty()
+    ) as bar:
+        for number, line in enumerate(bar, 1):
+            if not line.strip():
+                continue
+            where = f"{source.name}:{number}"
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{where}: not JSON ({exc.msg})") from exc
+            if not isinstance(item, dict):
+                raise UsageError(f"{where}: each line must be a JSON object")
+            unknown = sorted(set(item) - allowed)
+            if unknown:
+                raise UsageError(f"{where}: unknown field(s) {', '.join(unknown)}")
+            missing = [f for f in ("kind", "key", "body") if not isinstance(item.get(f), str)]
+            if missing:
+                raise UsageError(f"{where}: needs string field(s) {', '.join(missing)}")
+            try:
+                entries.append(
+                    store.new_entry(
+                        item["kind"],
+                        item["key"],
+                        item["body"],
+                        layer=item.get("layer", "task"),
+                        scope=item.get("scope"),
+                        author=item.get("author"),
+                        produced_by=item.get("source"),
+                        sources=item.get("sources", ()),
+                        salience=item.get("salience", 0.5),
+                        checks=item.get("checks", ()),
+                    )
+                )
+            except TrussError as exc:
+                raise UsageError(f"{where}: {exc.message}") from exc
+    stored = store.write_many(entries)
+    emit(
+        fmt,
+        {"imported": len(stored), "ids": [e.id for e in stored]},
+        f"imported {len(stored)} entries (unverified until a panel verifies them)",
+    )
+
+
+@cli.group()
+def verdict() -> None:
+    """Panel verdicts: signed PASS/FAIL records for exactly one entry."""
+
+
+@verdict.command("sign")
+@click.argument("entry_id")
+@click.option("--pass", "outcome", flag_value="PASS", help="The entry holds.")
+@click.option("--fail", "outcome", flag_value="FAIL", help="The entry does not hold.")
+@click.option("--note", default="", help="Your evidence, recorded in the vote.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to a file.")
+@pass_ctx
+@handled
+def verdict_sign(
+    obj: Ctx, entry_id: str, outcome: str | None, note: str, output: str | None
+) -> None:
+    """Sign a verdict on an entry with your panel key; prints the verdict JSON.
+
+    \b
+    Example:
+      truss-files verdict sign 5b0c8f3e --pass --note "reproduced" -o v.json
+      truss-files promote 5b0c8f3e --verdict v.json
+    """
+    if outcome is None:
+        raise UsageError("say --pass or --fail")
+    signed = obj.store().sign_verdict(entry_id, outcome, note=note)
+    if output:
+        Path(output).write_text(signed.to_json())
+        click.echo(f"verdict {signed.id} ({outcome}) written to {output}", err=True)
+    else:
+        click.echo(signed.to_json(), nl=False)
+
+
+def _load_verdict(path: str) -> Any:
+    from ..panel.verdict import Verdict
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read verdict file {path}: {exc.strerror}") from exc
+    return Verdict.from_json(text, path)
+
+
+def _trust_result(fmt: str | None, entry: Any, verb: str) -> None:
+    emit(
+        fmt,
+        {
+            "id": entry.id,
+            "trust": entry.trust.value,
+            "supersedes": entry.supersedes,
+            "superseded_by": entry.superseded_by,
+        },
+        f"{entry.id} is now {entry.trust.value}"
+        + (
+            f" (supersedes {entry.supersedes[:12]})"
+            if entry.supersedes and verb == "promote"
+            else ""
+        ),
+    )
+
+
+@cli.command()
+@click.argument("entry_id")
+@click.option("--verdict", "verdict_file", required=True, help="A PASS verdict file (or -).")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def promote(obj: Ctx, entry_id: str, verdict_file: str, fmt: str | None) -> None:
+    """Mark an entry verified, on a PASS verdict signed by a panel key for exactly this id.
+
+    \b
+    Example:
+      truss-files promote 5b0c8f3e --verdict v.json
+    """
+    entry = obj.store().promote(entry_id, _load_verdict(verdict_file))
+    _trust_result(fmt, entry, "promote")
+
+
+@cli.command()
+@click.argument("entry_id")
+@click.option("--verdict", "verdict_file", required=True, help="A FAIL verdict file (or -).")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def reject(obj: Ctx, entry_id: str, verdict_file: str, fmt: str | None) -> None:
+    """Mark an entry rejected on a FAIL verdict; it is kept for audit, never returned.
+
+    \b
+    Example:
+      truss-files reject 5b0c8f3e --verdict fail.json
+    """
+    entry = obj.store().reject(entry_id, _load_verdict(verdict_file))
+    _trust_result(fmt, entry, "reject")
+
+
+@cli.command()
+@click.argument("entry_id")
+@click.option("--reason", required=True, help="Why it is no longer believed.")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def demote(obj: Ctx, entry_id: str, reason: str, fmt: str | None) -> None:
+    """Turn a verified entry stale (demoted, never deleted).
+
+    \b
+    Example:
+      truss-files demote 5b0c8f3e --reason "the API changed in v2"
+    """
+    entry = obj.store().demote(entry_id, reason)
+    _trust_result(fmt, entry, "demote")
+
+
+@cli.command()
+@click.argument("old")
+@click.argument("new")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def supersede(obj: Ctx, old: str, new: str, fmt: str | None) -> None:
+    """Record that verified entry NEW replaces OLD (OLD turns stale).
+
+    \b
+    Example:
+      truss-files supersede 5b0c8f3e 9d7a41c2
+    """
+    old_e, new_e = obj.store().supersede(old, new)
+    emit(
+        fmt,
+        {"old": old_e.id, "old_trust": old_e.trust.value, "new": new_e.id},
+        f"{new_e.id[:12]} supersedes {old_e.id[:12]} (now {old_e.trust.value})",
+    )
+
+
+@cli.command()
+@click.argument("commit")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def revert(obj: Ctx, commit: str, fmt: str | None) -> None:
+    """Undo a trust transition or identity amendment with a signed revert commit.
+
+    \b
+    Example:
+      truss-files revert HEAD
+    """
+    made = obj.store().revert(commit)
+    emit(fmt, {"commit": str(made.id), "reverts": commit}, f"reverted in {str(made.id)[:12]}")
