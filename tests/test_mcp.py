@@ -148,3 +148,35 @@ def test_stdio_subprocess(store: MemoryStore, tmp_path: Path) -> None:
 
     records = RunLedger(store, "S1").records()
     assert [r.entry.tool for r in records] == ["memory_query", "write_memory"]
+
+
+def test_eager_write_over_mcp_keeps_the_result_and_tells_stderr(
+    store: MemoryStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure(store, memory_write=True)
+    contract = tmp_path / "contract.toml"
+    contract.write_text(
+        '[policy]\nverification = "eager"\n'
+        '[panel.reviewers]\nfact = [{type = "check", command = "true"}]\n'
+    )
+    session = ToolSession(store, flags=["memory_write"], run_id="M-eager", contract=contract)
+
+    async def main() -> None:
+        async with Client(build_server(session)) as client:
+            done = await client.call_tool(
+                "write_memory", {"kind": "fact", "key": "db", "body": "Postgres 16."}
+            )
+            assert not done.is_error
+            assert done.structured_content is not None
+            assert done.structured_content["trust"] == "verified"
+            made = await client.call_tool(
+                "memory",
+                {"command": "create", "path": "/memories/facts/os.md", "file_text": "Linux."},
+            )
+            assert [c.text for c in made.content] == [  # type: ignore[union-attr]
+                "File created successfully at: /memories/facts/os.md"
+            ]
+
+    run(main)
+    assert capsys.readouterr().err.count("eager verification") == 2
+    assert {e.trust.value for e in store.list_entries()} == {"verified"}

@@ -147,3 +147,21 @@ def test_adapter_respects_allow_tools(store: MemoryStore) -> None:
     tool = TrussMemoryTool(store)
     with pytest.raises(anthropic.lib.tools.ToolError, match="allow_tools"):
         tool.call({"command": "view", "path": "/memories"})
+
+
+def test_adapter_applies_an_eager_policy_from_its_contract(
+    store: MemoryStore, tmp_path: Any
+) -> None:
+    from test_tools_support import configure
+
+    configure(store, memory_write=True)  # lazy in the store itself
+    contract = tmp_path / "contract.toml"
+    contract.write_text(
+        '[policy]\nverification = "eager"\n'
+        '[panel.reviewers]\nlesson = [{type = "check", command = "true"}]\n'
+    )
+    tool = TrussMemoryTool(store, run_id="sdk-eager", contract=contract)
+    text = tool.call({"command": "create", "path": "/memories/lessons/ci.md", "file_text": "x"})
+    assert text == "File created successfully at: /memories/lessons/ci.md"  # the SDK's words
+    [entry] = store.list_entries(key="ci")
+    assert entry.trust is Trust.VERIFIED

@@ -13,7 +13,10 @@ registry's ``memory`` tool — so the model gets the same texts, the same govern
 A refusal is raised as the SDK's ``ToolError``; the runner turns it into ``is_error``.
 
 The tool is one run: its own unverified writes are visible to it. Pass ``run_id`` (and
-``durable=True``) to record every call on ``refs/truss/runs/<run_id>``.
+``durable=True``) to record every call on ``refs/truss/runs/<run_id>``. ``agent`` and
+``contract`` pick the settings layers (else ``TRUSS_AGENT`` / ``TRUSS_CONTRACT``), so an
+``eager`` verification policy runs the panel on each write, as the CLI's ``write`` does;
+the texts the model reads stay the SDK's either way.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class TrussMemoryTool(BetaAbstractMemoryTool):
         run_id: str | None = None,
         durable: bool = False,
         context: RunContext | None = None,
+        agent: str | None = None,
+        contract: str | os.PathLike[str] | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
     ) -> None:
         super().__init__(cache_control=cache_control)
@@ -69,6 +74,8 @@ class TrussMemoryTool(BetaAbstractMemoryTool):
             run_id=run_id or f"sdk-{secrets.token_hex(4)}",
             durable=durable,
             context=context,
+            agent=agent,
+            contract=contract,
         )
 
     @property

@@ -3,13 +3,16 @@
 Each tool keeps its own JSON schema and annotations (read tools: readOnlyHint; the write
 binding: destructiveHint false — nothing is ever destroyed; openWorldHint false throughout).
 A refusal is raised as the SDK's ``ToolError``, so the model reads it as an ``isError``
-result. The SDK is imported only here, so the CLI never pays for it.
+result. A call's note for people (an eager panel's outcome, why it could not run) goes to
+stderr, as ``truss-files tool`` prints it: stdout carries the protocol, and the model reads
+only the tool's own result. The SDK is imported only here, so the CLI never pays for it.
 """
 
 from __future__ import annotations
 
 import datetime
 import secrets
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
@@ -67,6 +70,8 @@ def _mcp_tool(session: ToolSession, tool: Tool) -> Any:
 
     def run(**arguments: Any) -> Any:
         outcome = session.call(tool.name, arguments)
+        if outcome.note:
+            print(f"note: {outcome.note}", file=sys.stderr, flush=True)
         if not outcome.ok:
             raise ToolError(outcome.text)
         if tool.text_result:

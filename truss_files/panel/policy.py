@@ -155,7 +155,15 @@ def verify_written(
     due = [e.id for e in entries if policy.runs_on_write(e.kind) and e.trust is Trust.UNVERIFIED]
     if not due:
         return [], None
-    verifier = panel_store or panel_store_for(store)
+    try:
+        verifier = panel_store or panel_store_for(store)
+    except TrussError as exc:
+        # The entries are already committed: a bad TRUSS_PANEL_KEY must not read as a failed
+        # write (an agent would write again), only as a panel that did not run.
+        return [], (
+            f"eager verification did not run: {exc.message}; the entry stays unverified until "
+            "`truss-files verify` runs"
+        )
     if verifier is None:
         return [], (
             f"the verification policy is eager but {store.principal()} does not hold the panel "

@@ -210,7 +210,8 @@ register(
             "Search durable memory (lessons, decisions, facts, playbooks, ...) by words. "
             "Returns the best-matching entries at or above a trust floor, verified only by "
             "default, each with its id, kind, key, body, trust, score and provenance "
-            "(ledger_ref names the event that produced it). Read-only. Use it when earlier "
+            "(ledger_ref names the event that produced it). If verified entries disagree on "
+            "one kind and key, `conflicts` names them all. Read-only. Use it when earlier "
             "experience may help with the task at hand; cite entries by id."
         ),
         input_schema={
@@ -231,7 +232,8 @@ register(
         description=(
             "Fetch memory entries by id (or a unique prefix of 8+ hex characters). Returns "
             "the entries at or above the trust floor (verified by default); `filtered` lists "
-            "ids that exist but are below the floor or rejected, `missing` ids not found. "
+            "ids that exist but are below the floor or rejected, `missing` ids not found; "
+            "`conflicts`, if present, names verified entries that disagree on one kind and key. "
             "Read-only."
         ),
         input_schema={"type": "object", "properties": _VIEW_PROPS, "additionalProperties": False},
