@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import truss_files
 
 EXPECTED = [
@@ -58,12 +60,8 @@ def test_star_import_gives_exactly_all() -> None:
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:
-    try:
+    with pytest.raises(AttributeError, match="NoSuchThing"):
         truss_files.NoSuchThing  # noqa: B018
-    except AttributeError as exc:
-        assert "NoSuchThing" in str(exc)
-    else:  # pragma: no cover
-        raise AssertionError("expected AttributeError")
 
 
 def test_importing_the_package_does_not_load_pygit2() -> None:
