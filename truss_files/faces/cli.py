@@ -1,250 +1,232 @@
-"""The ``truss-files`` command line: each command parses options, calls one library function
-and prints through one helper. Heavy imports stay inside the commands that need them.
+"""The ``truss-files`` console script: a plain ``query`` without click, everything else with it.
+
+Importing click costs ~21 ms on the development machine (2 busy cores), a third of a cold
+``truss-files query`` that must fit in 60 ms. So ``main`` first tries to read argv as nothing
+but global ``--store``/``--key``/``--signer`` options, ``query``, its text and its own options,
+each given at most once and each value one that click would accept unchanged. Such a command
+runs here, through the same ``faces.query.run_query`` as the click command, and prints what
+the click command would print. Anything else -- help, ``--version``, another command, a typo,
+a repeated option, a value click would convert or refuse -- goes to the click group in
+``cli_app.py``, which reports every usage error. ``tests/test_cli_startup.py`` runs both ways
+over the same arguments and compares what they print and how they exit.
+
+The click side (``cli``, ``Ctx``, ``handled``, ``pass_ctx``, ``KINDS``, ...) can still be
+imported from here; it is loaded on first use.
 
 Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-import traceback
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import click
-
-from ..errors import TrussError
-from ..model import Kind, Layer, Trust
-from .output import FORMAT_OPTION, emit, fail
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from ..store import MemoryStore
+    from .cli_app import KINDS, LAYERS, TRUSTS, Ctx, LazyGroup, cli, handled, pass_ctx
 
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = [
+    "KINDS",
+    "LAYERS",
+    "TRUSTS",
+    "Ctx",
+    "LazyGroup",
+    "cli",
+    "handled",
+    "main",
+    "pass_ctx",
+    "parse_plain_query",
+]
 
-# Choices for click, from the model's enums (the model is on every path anyway).
-KINDS = [k.value for k in Kind]
-TRUSTS = [t.value for t in Trust]
-LAYERS = [layer.value for layer in Layer]
-
-
-class Ctx:
-    def __init__(self, store: str | None, key: str | None, signer: str | None) -> None:
-        self.store_path = store
-        self.key = key
-        self.signer_kind = signer
-        self._store: MemoryStore | None = None
-
-    def store(self) -> MemoryStore:
-        if self._store is None:
-            from ..keys import load_signer
-            from ..store import MemoryStore
-
-            path = self.store_path or "."
-            store = MemoryStore(path)
-            if self.key or self.signer_kind:
-                store._signer = load_signer(
-                    self.key, signer=self.signer_kind, repo_dir=store.git.workdir
-                )
-            self._store = store
-        return self._store
-
-
-pass_ctx = click.make_pass_decorator(Ctx)
+# What the fast path accepts; a value None means any string. tests/test_cli_startup.py checks
+# these against the click group and its `query` command.
+GLOBAL_OPTIONS: Final[Mapping[str, tuple[str, ...] | None]] = {
+    "--store": None,
+    "--key": None,
+    "--signer": ("builtin", "ssh-keygen"),
+}
+QUERY_OPTIONS: Final[Mapping[str, tuple[str, ...] | str | None]] = {
+    "--kind": "kind",  # a Kind value
+    "--key": None,
+    "--min-trust": ("verified", "stale", "unverified"),
+    "--limit": "limit",  # an integer 1..1000, digits only
+    "--mode": ("exact", "semantic", "hybrid"),
+    "--format": ("json", "text"),
+}
+ENVIRONMENT: Final = {"--store": "TRUSS_STORE", "--key": "TRUSS_KEY", "--signer": "TRUSS_SIGNER"}
 
 
-def handled(func: F) -> F:
-    """Turn library errors into exit 1 with the message (JSON when asked), bugs into 3."""
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from . import cli_app
 
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        fmt = kwargs.get("fmt")
-        try:
-            return func(*args, **kwargs)
-        except TrussError as exc:
-            fail(exc, fmt)
-            sys.exit(1)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
-        except Exception:  # noqa: BLE001 - the last line of defence
-            traceback.print_exc()
-            click.echo("error: an unexpected bug; please report the trace above", err=True)
-            sys.exit(3)
-
-    wrapper.__name__ = func.__name__
-    wrapper.__doc__ = func.__doc__
-    wrapper.__click_params__ = getattr(func, "__click_params__", [])  # type: ignore[attr-defined]
-    return wrapper  # type: ignore[return-value]
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option(
-    "--store",
-    metavar="PATH",
-    envvar="TRUSS_STORE",
-    help="The store's git repository (default: the repository around the current directory).",
-)
-@click.option("--key", metavar="PATH", envvar="TRUSS_KEY", help="Private key to sign with.")
-@click.option(
-    "--signer",
-    type=click.Choice(["builtin", "ssh-keygen"]),
-    envvar="TRUSS_SIGNER",
-    help="builtin: in-process Ed25519 (default); ssh-keygen: your git user.signingkey.",
-)
-@click.version_option(package_name="truss-files")
-@click.pass_context
-def cli(ctx: click.Context, store: str | None, key: str | None, signer: str | None) -> None:
-    """Signed, reviewable, revertible memory for LLM agents.
-
-    Memory is markdown files with YAML front matter under memories/<kind>/ in a git
-    repository. Every write lands unverified; only a signed panel verdict makes it verified;
-    every trust change is a signed commit you can revert.
-
-    \b
-    Start here:
-      truss-files init                       # make this repository a store
-      truss-files write --kind lesson --key ci-flakes "Retry the network tests once."
-      truss-files query "flaky ci"           # verified entries only, by default
-    """
-    ctx.obj = Ctx(store, key, signer)
-
-
-# -- set-up ----------------------------------------------------------------------------------
-
-
-@cli.command()
-@click.argument("directory", required=False, type=click.Path(file_okay=False))
-@click.option("--principal", help="Your name in allowed_signers (default: your git email).")
-@FORMAT_OPTION
-@pass_ctx
-@handled
-def init(obj: Ctx, directory: str | None, principal: str | None, fmt: str | None) -> None:
-    """Create or adopt a git repository as a store.
-
-    Writes truss.toml, .truss/allowed_signers (your key as operator, panel and agent) and an
-    identity/core.md template in one signed commit, and pins that commit as the trust root
-    in the repository's local config. Creates a key if you have none. Harmless to re-run.
-
-    \b
-    Example:
-      truss-files init ~/agent-memory
-    """
-    from ..initstore import init_store
-    from ..keys import default_principal, default_signer_or_new, load_signer
-
-    target = Path(directory or obj.store_path or ".")
-    if obj.key or obj.signer_kind:
-        signer, made = load_signer(obj.key, signer=obj.signer_kind), False
-    else:
-        signer, made = default_signer_or_new()
-    who = principal or _git_email(target) or default_principal()
-    result = init_store(target, signer, who)
-    data = {
-        "path": str(result.path),
-        "root": result.root,
-        "created": result.created,
-        "principal": result.principal,
-        "public_key": result.public_line,
-        "new_key": made,
-    }
-
-    def text(d: dict[str, Any]) -> str:
-        verb = "Initialized store" if d["created"] else "Already a store"
-        lines = [f"{verb} at {d['path']} (trust root {d['root'][:12]}, pinned as truss.root)"]
-        lines.append(f"Signing as {d['principal']}: {d['public_key']}")
-        if d["new_key"]:
-            lines.append("Created a new signing key (see `truss-files keys list`).")
-        return "\n".join(lines)
-
-    emit(fmt, data, text)
-
-
-def _git_email(path: Path) -> str | None:
-    import subprocess
-
-    try:
-        out = subprocess.run(
-            ["git", "config", "user.email"],
-            cwd=path if path.is_dir() else None,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except OSError:
-        return None
-    return out.stdout.strip() or None
-
-
-@cli.group()
-def keys() -> None:
-    """Manage your signing keys (kept under your user config dir, mode 0600)."""
-
-
-@keys.command("new")
-@click.option("--name", default="id_ed25519", show_default=True, help="File name of the key.")
-@click.option("--comment", default="", help="Comment on the public key line.")
-@FORMAT_OPTION
-@handled
-def keys_new(name: str, comment: str, fmt: str | None) -> None:
-    """Create an Ed25519 signing key and print its public line.
-
-    \b
-    Example:
-      truss-files keys new --name panel-bot
-    """
-    from ..keys import default_principal, new_key
-
-    info = new_key(name, comment or default_principal())
-    emit(
-        fmt,
-        {
-            "name": info.name,
-            "path": str(info.path),
-            "public_key": info.public_line,
-            "fingerprint": info.fingerprint,
-        },
-        lambda d: f"{d['public_key']}\n(private key at {d['path']}, {d['fingerprint']})",
-    )
-
-
-@keys.command("list")
-@FORMAT_OPTION
-@handled
-def keys_list(fmt: str | None) -> None:
-    """List your signing keys.
-
-    \b
-    Example:
-      truss-files keys list --format json
-    """
-    from ..keys import list_keys
-
-    found = [
-        {
-            "name": k.name,
-            "path": str(k.path),
-            "public_key": k.public_line,
-            "fingerprint": k.fingerprint,
-        }
-        for k in list_keys()
-    ]
-    emit(
-        fmt,
-        found,
-        lambda d: (
-            "\n".join(f"{k['name']}\t{k['fingerprint']}\t{k['path']}" for k in d)
-            or "no keys yet; create one with `truss-files keys new`"
-        ),
-    )
-
-
-# The commands of the other issues' faces live beside this file and attach themselves to `cli`.
-from . import cli_panel, cli_read, cli_review, cli_store, cli_tools  # noqa: E402,F401
+    return getattr(cli_app, name)
 
 
 def main() -> None:
-    cli(prog_name="truss-files")
+    plain = parse_plain_query(sys.argv[1:], os.environ)
+    if plain is None:
+        from .cli_app import cli
+
+        cli(prog_name="truss-files")
+        return
+    code = run_plain_query(*plain)
+    if code:
+        sys.exit(code)
 
 
-if __name__ == "__main__":
-    main()
+def parse_plain_query(
+    argv: Sequence[str], environ: Mapping[str, str]
+) -> tuple[dict[str, str], str, dict[str, str]] | None:
+    """``(global options, text, query options)`` of a plain query command, else None."""
+    given: dict[str, str] = {}
+    i, n = 0, len(argv)
+    while i < n and argv[i] != "query":
+        i = _option(argv, i, GLOBAL_OPTIONS, given)
+        if i < 0:
+            return None
+    if i >= n:
+        return None
+    i += 1
+    options: dict[str, str] = {}
+    text: str | None = None
+    while i < n:
+        arg = argv[i]
+        if arg == "--":
+            if text is not None or n - i != 2:
+                return None
+            text = argv[i + 1]
+            break
+        if arg.startswith("-"):
+            i = _option(argv, i, QUERY_OPTIONS, options)
+            if i < 0:
+                return None
+        elif text is None:
+            text = arg
+            i += 1
+        else:
+            return None  # a second argument: click's error message
+    if text is None:
+        return None
+    for name, variable in ENVIRONMENT.items():
+        # click reads these from the environment (an empty value counts as unset), and
+        # checks the value even for a command that does not use it.
+        value = environ.get(variable)
+        if name not in given and value:
+            if not _valid(GLOBAL_OPTIONS[name], value):
+                return None
+            given[name] = value
+    return given, text, options
+
+
+def _option(
+    argv: Sequence[str],
+    i: int,
+    table: Mapping[str, tuple[str, ...] | str | None],
+    into: dict[str, str],
+) -> int:
+    """Read the option at ``argv[i]`` into ``into``; the next index, or -1 to leave it to click."""
+    name, eq, value = argv[i].partition("=")
+    if name not in table or name in into:
+        return -1
+    if eq:
+        nxt = i + 1
+    elif i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+        value, nxt = argv[i + 1], i + 2
+    else:
+        return -1
+    if not _valid(table[name], value):
+        return -1
+    into[name] = value
+    return nxt
+
+
+def _valid(rule: tuple[str, ...] | str | None, value: str) -> bool:
+    if rule is None:
+        return True
+    if rule == "limit":
+        return value.isascii() and value.isdigit() and 1 <= int(value) <= 1000
+    if rule == "kind":
+        from ..model import Kind
+
+        return value in Kind._value2member_map_
+    return value in rule
+
+
+def run_plain_query(given: dict[str, str], text: str, options: dict[str, str]) -> int:
+    """Run a parsed plain query as the click command would: its output, its exit code."""
+    fmt = options.get("--format")
+    try:
+        from ..errors import TrussError
+
+        try:
+            from .query import run_query
+
+            data, render = run_query(
+                given.get("--store") or ".",
+                text,
+                kind=options.get("--kind"),
+                key=options.get("--key"),
+                min_trust=options.get("--min-trust", "verified"),
+                limit=int(options.get("--limit", "10")),
+                mode=options.get("--mode"),
+            )
+            _emit(fmt, data, render)
+        except TrussError as exc:
+            _fail(exc, fmt)
+            return 1
+        except Exception:  # noqa: BLE001 - the last line of defence, as cli_app.handled
+            import traceback
+
+            traceback.print_exc()
+            _echo("error: an unexpected bug; please report the trace above", err=True)
+            return 3
+    except KeyboardInterrupt:
+        _echo("", err=True)  # click's way: a newline, then "Aborted!"
+        _echo("Aborted!", err=True)
+        return 1
+    return 0
+
+
+# -- output exactly as faces/output.py prints it through click.echo ------------------------
+
+
+def _want_json(fmt: str | None) -> bool:
+    if fmt is not None:
+        return fmt == "json"
+    return not sys.stdout.isatty()
+
+
+def _emit(fmt: str | None, data: Any, render: Callable[[Any], str]) -> None:
+    if _want_json(fmt):
+        import json
+
+        _echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    else:
+        _echo(render(data))
+
+
+def _fail(exc: Any, fmt: str | None) -> None:
+    if _want_json(fmt):
+        import json
+
+        payload = {"error": {"code": exc.code, "message": exc.message}}
+        _echo(json.dumps(payload, ensure_ascii=False))
+    else:
+        _echo(f"error: {exc.message}", err=True)
+
+
+def _echo(message: str, *, err: bool = False) -> None:
+    """``click.echo(message, err=err)``: click itself only where it would change the text
+    (escape sequences it strips when not on a terminal) or the stream (not UTF-8)."""
+    stream = sys.stderr if err else sys.stdout
+    encoding = getattr(stream, "encoding", None) or ""
+    if stream is None or "\x1b" in message or encoding.lower().replace("_", "-") != "utf-8":
+        import click
+
+        click.echo(message, err=err)
+        return
+    stream.write(message + "\n")
+    stream.flush()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import click
 
@@ -137,43 +136,18 @@ def query(
       truss-files query "borrow checker await" --kind lesson
       truss-files query "why are builds slow" --mode hybrid
     """
-    from ..model import Kind, Trust
-    from ..recall.engine import search
-    from ..recall.pipeline import Filter
-    from ..views import entry_text, entry_view
+    from .query import run_query
 
-    floor = Trust.floor(min_trust)
-    flt = Filter(min_trust=floor, kind=Kind(kind) if kind else None, key=key_)
-    result = search(obj.store_path or ".", text, flt, limit, mode=mode)
-    hits = result.hits
-    data: dict[str, Any] = {
-        "recall_mode": result.mode,
-        "min_trust": floor.value,
-        "entries": [entry_view(h.entry, h.score) for h in hits],
-    }
-    # keep-both-flagged leaves two verified entries on one key: reads must say so.
-    conflicts = []
-    if result.related:
-        from ..panel.conflicts import find_conflicts
-
-        conflicts = find_conflicts([h.entry for h in hits], result.related)
-    if conflicts:
-        data["conflicts"] = [c.to_dict() for c in conflicts]
-    flags = "".join(
-        f"\n\nconflict: {c.kind}/{c.key} is held by verified {', '.join(i[:12] for i in c.ids)}"
-        for c in conflicts
+    data, text_of = run_query(
+        obj.store_path or ".",
+        text,
+        kind=kind,
+        key=key_,
+        min_trust=min_trust,
+        limit=limit,
+        mode=mode,
     )
-    emit(
-        fmt,
-        data,
-        lambda _d: (
-            (
-                "\n\n".join(entry_text(h.entry, h.score) for h in hits)
-                or f"nothing at or above {floor.value} matches"
-            )
-            + flags
-        ),
-    )
+    emit(fmt, data, text_of)
 
 
 @cli.command("audit")

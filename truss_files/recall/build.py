@@ -1,55 +1,117 @@
 """Building the recall index from scratch: read, parse and tokenize every entry file.
 
-Per file this is a blob read (~5 µs with pygit2), ``scan`` (~20-40 µs for canonical files) and
-``tokenize`` (~40 µs for 100 words); at 100k files that is ten seconds and more of one core. Above
-``PARALLEL_AT`` files the work is split by entry id across worker processes (fresh
+Per file, on one core of the development machine (2 busy cores): the blob ~15 µs (a loose
+object read with ``os.read`` and inflated with ``zlib``; pygit2 only for objects in packs),
+``scan`` ~20 µs, the words and terms ~17 µs, the rest of the document ~10 µs. Writing the
+segment is the other large part: ``segment.write_segment`` takes ~80 µs a document in pure
+Python (a sort of every posting by term), so a build of ``BULK_AT`` files or more hands that
+work to numpy when it is importable (the ``semantic`` extra installs it): the documents'
+term ids go into one array, one stable sort of ``document * V + term`` gives the forward
+index and its term frequencies, one stable sort by term the postings (~10 µs a document).
+Both writers produce the same segment (``tests/test_index.py`` compares them).
+
+Above ``index.PARALLEL_AT`` files the work is split by entry id across worker processes (fresh
 interpreters, ``python -m truss_files.recall.build``: safe beside threads and pygit2, and
 unlike ``multiprocessing`` they never re-import the caller's ``__main__``), each writing its
 own segment of a disjoint id range, so the result needs no merge and the parent never holds
-the whole corpus.
+the whole corpus. Nothing built here makes reference cycles, so the cyclic garbage collector
+is paused while it runs (at 50k documents its passes over the live objects cost seconds).
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
+import marshal
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from array import array
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from itertools import count
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import EntryError
-from .docs import to_doc
-from .scan import scan
-from .segment import Doc, write_segment
+from ..errors import EntryError, StoreError
+from .docs import Meta, to_doc
+from .gitread import GitDir, Objects, walk_tree
+from .scan import scan, scan_meta
+from .segment import MAX_TF, Doc, dump_records, finish_segment, write_segment
+from .tokenize import split_words, word_tokens
 
 if TYPE_CHECKING:
     from .index import Index
 
-__all__ = ["build_segments"]
+__all__ = [
+    "BULK_AT",
+    "Blobs",
+    "build_part",
+    "build_segments",
+    "build_tree",
+    "write_bulk_segment",
+]
 
-LOOSE_MAX = 2_000  # files; above this pygit2's reads beat zlib by hand despite its import
+BULK_AT: Final = 2_000  # files; below this importing numpy (~0.1 s) costs more than it saves
+_BLOB: Final = 3  # pygit2's object type of a blob
+_BATCH: Final = 256  # files read and parsed before their words are looked up
+
+
+def build_tree(index: Index, tree: str) -> tuple[list[str], dict[str, str]]:
+    """``build_segments`` of every entry file under ``tree`` (``memories/``). When the tree
+    looks large, the worker processes start first: their start-up (an interpreter, our
+    modules, numpy: ~0.2 s) runs while this process lists the tree."""
+    from .index import PARALLEL_AT
+
+    workers = min(os.cpu_count() or 1, 8)
+    procs = None
+    if workers >= 2 and _estimate(index.objects, tree) >= PARALLEL_AT:
+        index.dir.mkdir(parents=True, exist_ok=True)
+        procs = [_start_worker(index, number) for number in range(workers)]
+    try:
+        files = [(p, b) for p, b in walk_tree(index.objects, tree, "memories") if p.endswith(".md")]
+        return build_segments(index, files, procs)
+    finally:
+        for proc in procs or ():
+            if proc.poll() is None and proc.stdin is not None:  # never given any work
+                proc.kill()
+                proc.wait()
+
+
+def _estimate(objects: Objects, tree: str) -> int:
+    """Roughly how many files are under ``tree``: per kind, its fan-out folders times the
+    files in the first one (ids are uniform; a few tree reads)."""
+    total = 0
+    for kind in objects.tree(tree):
+        if kind.is_tree:
+            folders = [e for e in objects.tree(kind.sha) if e.is_tree]
+            if folders:
+                total += len(folders) * len(objects.tree(folders[0].sha))
+    return total
 
 
 def build_segments(
-    index: Index, files: Sequence[tuple[str, str]]
+    index: Index, files: Sequence[tuple[str, str]], procs: Sequence[Any] | None = None
 ) -> tuple[list[str], dict[str, str]]:
-    """Segments holding every file of ``files`` (``(path, blob id)``), and the unreadable ones."""
+    """Segments holding every file of ``files`` (``(path, blob id)``), and the unreadable ones.
+    ``procs``: worker processes already started (``_start_worker``), used when the files are
+    many enough for workers."""
     from .index import PARALLEL_AT
 
     ordered = sorted(files, key=lambda f: f[0].rsplit("/", 1)[-1])
-    workers = min(os.cpu_count() or 1, 8)
+    workers = len(procs) if procs else min(os.cpu_count() or 1, 8)
+    repo = index.objects._repo
     if len(ordered) < PARALLEL_AT or workers < 2:
-        reader: Any = index.objects.repo if len(ordered) > LOOSE_MAX else index.objects
-        docs, invalid = _read_docs(reader, ordered)
-        return ([index._write(docs)] if docs else []), invalid
+        name, invalid = build_part(index.git, index.dir, ordered, repo=repo)
+        return ([name] if name else []), invalid
     chunk = -(-len(ordered) // workers)
     parts = [ordered[i : i + chunk] for i in range(0, len(ordered), chunk)]
     index.dir.mkdir(parents=True, exist_ok=True)
-    procs = [_start_worker(index, n) for n in range(len(parts))]
-    for proc, part in zip(procs, parts, strict=True):
+    started = list(procs or ())
+    started += [_start_worker(index, n) for n in range(len(started), len(parts))]
+    for proc, part in zip(started, parts, strict=False):
         # Every worker is already starting up (importing) while the others' input is written.
         assert proc.stdin is not None
         with contextlib.suppress(BrokenPipeError):
@@ -58,15 +120,14 @@ def build_segments(
         proc.stdin = None  # communicate() must not write again
     names = []
     invalid = {}
-    for proc, part in zip(procs, parts, strict=True):
+    for number, (proc, part) in enumerate(zip(started, parts, strict=False)):
         out, err = proc.communicate()
         try:
             result = json.loads(out)
             name, bad = result["segment"], result["invalid"]
         except (ValueError, KeyError, TypeError):
             # A worker that failed (killed, no memory): do its part here instead.
-            docs, bad = _read_docs(index.objects.repo, part)
-            name = index._write(docs) if docs else None
+            name, bad = build_part(index.git, index.dir, part, repo=repo, suffix=f"-{number}")
         if name is not None:
             names.append(name)
         invalid.update(bad)
@@ -78,28 +139,107 @@ def _start_worker(index: Index, number: int) -> Any:
     multiprocessing's re-import of the caller's ``__main__``."""
     argv = [sys.executable, "-m", "truss_files.recall.build", str(index.git.path)]
     argv += [str(index.dir), str(number)]
+    # numpy's BLAS would start threads that only spin (~3% of a build): nothing here
+    # multiplies matrices.
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        env=env,
     )
     return proc
 
 
-def _read_docs(reader: Any, files: Sequence[tuple[str, str]]) -> tuple[list[Doc], dict[str, str]]:
+def build_part(
+    git: GitDir,
+    out_dir: Path,
+    files: Sequence[tuple[str, str]],
+    *,
+    repo: Any = None,
+    suffix: str = "",
+) -> tuple[str | None, dict[str, str]]:
+    """One segment of ``files`` (sorted by entry id) in ``out_dir``: its name (None when no
+    file was readable) and the unreadable files."""
+    name = f"seg-{os.getpid()}-{time.time_ns():x}{suffix}.seg"
+    path = Path(out_dir) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    blobs = Blobs(git, repo)
+    with _collector_paused():
+        np = _numpy() if len(files) >= BULK_AT else None
+        if np is not None:
+            wrote, invalid = write_bulk_segment(path, files, blobs.read, np)
+        else:
+            docs, invalid = read_docs(blobs.read, files)
+            wrote = bool(docs)
+            if wrote:
+                write_segment(path, docs)
+    return (name if wrote else None), invalid
+
+
+def _numpy() -> Any:
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class Blobs:
+    """Reads blobs for a build: loose objects by hand, objects in packs through pygit2."""
+
+    def __init__(self, git: GitDir, repo: Any = None) -> None:
+        self.git = git
+        self._repo = repo
+        self._odb: Any = None
+
+    def read(self, sha: str) -> bytes:
+        raw = self.git.loose_raw(sha)
+        if raw is None:
+            return self._packed(sha)
+        if not raw.startswith(b"blob "):
+            raise StoreError(f"object {sha} is a {raw[: raw.find(b' ')].decode()}, not a blob")
+        return raw[raw.index(b"\0") + 1 :]
+
+    def _packed(self, sha: str) -> bytes:
+        import pygit2
+
+        if self._odb is None:
+            repo = self._repo or pygit2.Repository(str(self.git.path))
+            self._odb = repo.odb
+        try:
+            # An Oid, not a str: pygit2 treats a str as a prefix to search for (~10x slower).
+            kind, data = self._odb.read(pygit2.Oid(hex=sha))
+        except KeyError:
+            raise StoreError(f"object {sha} is missing; run `git fsck`") from None
+        if kind != _BLOB:
+            raise StoreError(f"object {sha} is not a blob")
+        found: bytes = data
+        return found
+
+
+def read_docs(
+    read: Callable[[str], bytes], files: Sequence[tuple[str, str]]
+) -> tuple[list[Doc], dict[str, str]]:
     """Docs sorted by id (``files`` come sorted by file name, which is the id)."""
     docs: list[Doc] = []
     invalid: dict[str, str] = {}
-    pygit2_repo = not hasattr(reader, "blob")
-    if pygit2_repo:
-        from pygit2 import Oid
     for path, blob in files:
-        # An Oid, not a str: pygit2 treats a str as a prefix to search for (~10x slower).
-        data = reader[Oid(hex=blob)].data if pygit2_repo else reader.blob(blob)
         try:
-            entry = scan(data, path)
+            entry = scan(read(blob), path)
         except EntryError as exc:
             invalid[path] = exc.message
             continue
@@ -107,19 +247,216 @@ def _read_docs(reader: Any, files: Sequence[tuple[str, str]]) -> tuple[list[Doc]
     return docs, invalid
 
 
+def write_bulk_segment(
+    path: Path, files: Sequence[tuple[str, str]], read: Callable[[str], bytes], np: Any
+) -> tuple[bool, dict[str, str]]:
+    """``write_segment(path, read_docs(read, files)[0])`` with the postings built by numpy:
+    the same file. Returns whether a segment was written (some file was readable) and the
+    unreadable files."""
+    term_pid: defaultdict[str, int] = defaultdict(count().__next__)  # in order of first sight
+    word_ids = _Words(term_pid.__getitem__)  # raw word -> word id, and each word's term ids
+    wids = array("I")  # every document's words (ids), one after the other
+    n_words = array("I")  # per document
+    ids: list[str] = []
+    classes = bytearray()
+    layers = bytearray()
+    hashes: list[bytes] = []
+    records: list[bytes] = []
+    groups: dict[str, list[int]] = {}
+    runs: dict[str, list[int]] = {}
+    invalid: dict[str, str] = {}
+    get_word = word_ids.__getitem__
+    # In batches, one step at a time over each batch: the word memo's lookups run while it is
+    # in the CPU's caches (reading and parsing between them evict it: ~2x slower per word).
+    for at in range(0, len(files), _BATCH):
+        texts: list[Any] = []  # per readable file: its words' text(s)
+        metas: list[Meta] = []
+        for file_path, blob in files[at : at + _BATCH]:
+            try:
+                key, body, meta = scan_meta(read(blob), file_path)
+            except EntryError as exc:
+                invalid[file_path] = exc.message
+                continue
+            ids.append(file_path.rsplit("/", 1)[-1][:-3])
+            # document_tokens' words: tokenize(key) + tokenize(body); ASCII text in one call
+            # (a newline separates words).
+            ascii_text = key.isascii() and body.isascii()
+            texts.append(f"{key}\n{body}" if ascii_text else (key, body))
+            metas.append(meta)
+        for text in texts:
+            words = text if isinstance(text, str) else None
+            if words is None:
+                found_words = split_words(text[0]) + split_words(text[1])
+            else:
+                found_words = split_words(words)
+            start = len(wids)
+            wids.extend(map(get_word, found_words))
+            n_words.append(len(wids) - start)
+        # Dumped once nothing else holds the records' strings, as write_segment finds them:
+        # marshal marks a string with other references, and the bytes would differ.
+        texts = key = body = words = found_words = None  # type: ignore[assignment]
+        for cls, layer, record, group, run, chash in metas:
+            try:
+                records.append(b"m" + marshal.dumps(record))
+            except ValueError:
+                records += dump_records([record])
+            docno = len(classes)
+            classes.append(cls)
+            layers.append(layer)
+            hashes.append(chash)
+            found = groups.get(group)
+            if found is None:
+                groups[group] = [docno]
+            else:
+                found.append(docno)
+            if run is not None:
+                runs.setdefault(run, []).append(docno)
+        del metas
+    n = len(ids)
+    if not n:
+        return False, invalid
+    joined = "".join(ids).encode("ascii")
+    if len(joined) != 32 * n:
+        raise ValueError("every document id must be 32 hex characters")
+    terms = list(term_pid)
+    vocab = sorted(terms)
+    n_terms = len(vocab)
+    term_id = dict(zip(vocab, range(n_terms), strict=True))
+    keys, lengths = word_ids.token_keys(np, wids, n_words, n_terms, terms, term_id)
+    del word_ids, wids
+    columns = _postings(np, n, n_terms, keys)
+    columns.update(
+        ids=joined,
+        cls=bytes(classes),
+        chash=b"".join(hashes),
+        layer=bytes(layers),
+        len=lengths.tobytes(),
+    )
+    finish_segment(path, n, vocab, term_id, records, groups, runs, columns)
+    return True, invalid
+
+
+class _Words(dict[str, int]):
+    """Raw word -> word id, each word analysed on first sight (``__missing__``; a word seen
+    before costs one lookup in C), with every word's term ids in ``term_ids`` from
+    ``starts[word id]`` (CSR): the documents' words become their terms in numpy."""
+
+    def __init__(self, term_id: Callable[[str], int]) -> None:
+        super().__init__()
+        self._term_id = term_id
+        self.term_ids = array("I")
+        self.starts = array("I", [0])
+
+    def __missing__(self, word: str) -> int:
+        self.term_ids.extend(map(self._term_id, word_tokens(word)))
+        self.starts.append(len(self.term_ids))
+        found = self[word] = len(self.starts) - 2
+        return found
+
+    def token_keys(
+        self,
+        np: Any,
+        wids: array[int],
+        n_words: array[int],
+        n_terms: int,
+        terms: list[str],
+        term_id: dict[str, int],
+    ) -> tuple[Any, Any]:
+        """``(document * V + term id for every token, tokens per document)`` of documents
+        whose words are ``wids``, ``n_words[d]`` of them for document ``d``; term ids are
+        ranks in the sorted vocabulary (``term_id`` of ``terms``, which are in first-seen
+        order). The keys come in document order (not term order within a document)."""
+        n = len(n_words)
+        dtype = np.int64 if n * n_terms >= 2**32 else np.uint32
+        rank = np.fromiter(map(term_id.__getitem__, terms), dtype=dtype, count=n_terms)
+        starts = np.frombuffer(self.starts, dtype=np.uint32)
+        flat = rank[np.frombuffer(self.term_ids, dtype=np.uint32)]  # ranked, word by word
+        del rank
+        words = np.frombuffer(wids, dtype=np.uint32)
+        size = np.diff(starts)[words]  # tokens of each word (0: a stopword; 1: most)
+        doc = np.repeat(np.arange(n, dtype=dtype), np.frombuffer(n_words, dtype=np.uint32))
+        ends = np.cumsum(size, dtype=np.int64)
+        bounds = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.frombuffer(n_words, dtype=np.uint32), out=bounds[1:])
+        cumulative = np.concatenate(([0], ends))
+        lengths = (cumulative[bounds[1:]] - cumulative[bounds[:-1]]).astype(np.uint32)
+        del ends, bounds, cumulative
+        # A word of one term (nearly all): its key directly, no expansion.
+        one = size == 1
+        keys = doc[one]
+        keys *= n_terms
+        keys += flat[starts[:-1][words[one]]]
+        many = size > 1
+        if many.any():
+            # Identifiers ("max_retries": max, retry, maxretry): each of their terms.
+            counts = size[many]
+            first = np.repeat(starts[:-1][words[many]].astype(np.int64), counts)
+            within = np.arange(len(first), dtype=np.int64)
+            within -= np.repeat(np.cumsum(counts, dtype=np.int64) - counts, counts)
+            extra = np.repeat(doc[many], counts)
+            extra *= n_terms
+            extra += flat[first + within]
+            keys = np.concatenate((keys, extra))
+        return keys, lengths
+
+
+def _postings(np: Any, n: int, n_terms: int, keys: Any) -> dict[str, bytes]:
+    """The forward index and the postings of ``n`` documents whose tokens are ``keys``
+    (``document * n_terms + term id``, in document order; modified here)."""
+    if not len(keys):
+        empty = b""
+        return {
+            "tstart": bytes(4),
+            "pdoc": empty,
+            "ptf": empty,
+            "foff": bytes(4 * (n + 1)),
+            "fterm": empty,
+            "ftf": empty,
+        }
+    # Small integer types and in-place operations: each new array of a few million elements
+    # costs page faults, which on this kind of machine cost more than the arithmetic.
+    # Keys come mostly in document order: a stable sort (timsort) keeps to sorting within
+    # documents (and merging in the few identifiers' terms).
+    keys.sort(kind="stable")
+    first = np.empty(len(keys), dtype=bool)
+    first[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    del first
+    tf = np.diff(starts, append=len(keys))
+    np.minimum(tf, MAX_TF, out=tf)
+    ftf = tf.astype(np.uint16)
+    del tf
+    fdoc, fterm = np.divmod(keys[starts], n_terms)
+    del keys, starts
+    fterm = fterm.astype(np.uint32, copy=False)
+    foff = np.zeros(n + 1, dtype=np.uint32)
+    np.cumsum(np.bincount(fdoc, minlength=n), out=foff[1:], dtype=np.uint32)
+    tstart = np.zeros(n_terms + 1, dtype=np.uint32)
+    np.cumsum(np.bincount(fterm, minlength=n_terms), out=tstart[1:], dtype=np.uint32)
+    # Postings: the forward index stably sorted by term (docnos stay ascending), as an LSD
+    # radix sort on 16-bit halves (numpy radix-sorts 16-bit keys; 32-bit ones it timsorts).
+    order = np.argsort(fterm.astype(np.uint16), kind="stable")  # the low half
+    if n_terms > 0x10000:
+        high = (fterm[order] >> 16).astype(np.uint16)
+        order = order[np.argsort(high, kind="stable")]
+        del high
+    return {
+        "tstart": tstart.tobytes(),
+        "pdoc": fdoc[order].astype(np.uint32, copy=False).tobytes(),
+        "ptf": ftf[order].tobytes(),
+        "foff": foff.tobytes(),
+        "fterm": fterm.tobytes(),
+        "ftf": ftf.tobytes(),
+    }
+
+
 def main(argv: Sequence[str]) -> int:
     """Worker: ``python -m truss_files.recall.build GIT_DIR OUT_DIR N`` < JSON [[path, blob]]."""
-    import time
-
-    import pygit2
-
     git_dir, out_dir, number = argv
+    _numpy()  # imported while the parent is still listing the tree
     files = [(str(p), str(b)) for p, b in json.loads(sys.stdin.read())]
-    docs, invalid = _read_docs(pygit2.Repository(git_dir), files)
-    name = None
-    if docs:
-        name = f"seg-{os.getpid()}-{time.time_ns():x}-{number}.seg"
-        write_segment(Path(out_dir) / name, docs)
+    name, invalid = build_part(GitDir.discover(git_dir), Path(out_dir), files, suffix=f"-{number}")
     print(json.dumps({"segment": name, "invalid": invalid}))
     return 0
 

@@ -14,8 +14,8 @@ of the ``Entry``, the verdict as its three shown fields plus its text (see ``sca
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from ..model import Entry, Kind, Layer, Provenance, Trust
@@ -32,6 +32,8 @@ __all__ = [
     "TRUST_CODE",
     "content_hash",
     "embed_text",
+    "doc_meta",
+    "fields_meta",
     "document_tokens",
     "entry_of",
     "to_doc",
@@ -55,6 +57,8 @@ def embed_text(key: str, body: str) -> str:
 
 
 def content_hash(text: str) -> bytes:
+    import hashlib  # not at the top: a query never hashes (~3 ms of start-up with OpenSSL)
+
     return hashlib.sha256(text.encode("utf-8")).digest()[:16]
 
 
@@ -63,8 +67,15 @@ def document_tokens(entry: Entry) -> list[str]:
     return tokenize(entry.key) + tokenize(entry.body)
 
 
+# By value: an enum member's hash and ``.value`` run Python code (~0.3 µs each), and an index
+# rebuild computes these for every entry.
+_TRUST_CODE_OF: Final = {t._value_: c for t, c in TRUST_CODE.items()}
+_KIND_CODE_OF: Final = {k._value_: c for k, c in KIND_CODE.items()}
+_LAYER_CODE_OF: Final = {x._value_: c for x, c in LAYER_CODE.items()}
+
+
 def class_byte(entry: Entry) -> int:
-    code = TRUST_CODE[entry.trust] | KIND_CODE[entry.kind] << 4
+    code = _TRUST_CODE_OF[entry.trust._value_] | _KIND_CODE_OF[entry.kind._value_] << 4
     if entry.superseded_by is not None:
         code |= SUPERSEDED
     if entry.body.startswith(MARKER_PREFIX):
@@ -74,43 +85,103 @@ def class_byte(entry: Entry) -> int:
 
 def to_doc(entry: Entry, entry_id: str | None = None) -> Doc:
     tokens = document_tokens(entry)
+    cls, layer, record, group, run, chash = doc_meta(entry)
+    return Doc(
+        id=entry_id or entry.id,
+        cls=cls,
+        layer=layer,
+        length=len(tokens),
+        tf=dict(Counter(tokens)),
+        record=record,
+        group=group,
+        run=run,
+        chash=chash,
+    )
+
+
+Meta = tuple[int, int, tuple[Any, ...], str, str | None, bytes]
+
+
+def doc_meta(entry: Entry) -> Meta:
+    """Everything a segment keeps of an entry but its terms: ``(class byte, layer code,
+    record, "kind\\0key" group, run id or None, content hash)``."""
     prov = entry.provenance
-    verdict: Any = None
-    if isinstance(prov.verified_by, VerdictBlock):
-        summary = prov.verified_by.summary
-        verdict = (0, (summary["verdict_id"], summary["outcome"], summary["signer"]))
-        verdict += (prov.verified_by.text,)
-    elif prov.verified_by is not None:
-        verdict = (1, dict(prov.verified_by))
-    record = (
-        entry.kind.value,
+    return fields_meta(
+        entry.kind._value_,
         entry.key,
         entry.body,
-        entry.trust.value,
-        entry.layer.value,
-        tuple(sorted(entry.scope.items())),
+        entry.trust._value_,
+        entry.layer._value_,
+        entry.scope,
         entry.author,
         entry.created,
         entry.salience,
         prov.produced_by,
-        tuple(prov.sources),
-        verdict,
+        prov.sources,
+        prov.verified_by,
         entry.supersedes,
         entry.superseded_by,
-        tuple(entry.checks),
+        entry.checks,
     )
-    produced = prov.produced_by or ""
+
+
+def fields_meta(
+    kind: str,
+    key: str,
+    body: str,
+    trust: str,
+    layer: str,
+    scope: Mapping[str, str],
+    author: str,
+    created: str,
+    salience: float,
+    produced_by: str | None,
+    sources: Iterable[str],
+    verified_by: Mapping[str, Any] | None,
+    supersedes: str | None,
+    superseded_by: str | None,
+    checks: Iterable[str],
+) -> Meta:
+    """``doc_meta`` of the entry with these fields (kind, trust and layer by value): what
+    ``scan.scan_meta`` gives the index builder without making the ``Entry``."""
+    verdict: Any = None
+    if isinstance(verified_by, VerdictBlock):
+        summary = verified_by.summary
+        verdict = (0, (summary["verdict_id"], summary["outcome"], summary["signer"]))
+        verdict += (verified_by.text,)
+    elif verified_by is not None:
+        verdict = (1, dict(verified_by))
+    record = (
+        kind,
+        key,
+        body,
+        trust,
+        layer,
+        tuple(sorted(scope.items())),
+        author,
+        created,
+        salience,
+        produced_by,
+        tuple(sources),
+        verdict,
+        supersedes,
+        superseded_by,
+        tuple(checks),
+    )
+    code = _TRUST_CODE_OF[trust] | _KIND_CODE_OF[kind] << 4
+    if superseded_by is not None:
+        code |= SUPERSEDED
+    if body.startswith(MARKER_PREFIX):
+        code |= MARKED
+    produced = produced_by or ""
     run = produced[4 : produced.rfind("/")] if produced.startswith("run:") else None
-    return Doc(
-        id=entry_id or entry.id,
-        cls=class_byte(entry),
-        layer=LAYER_CODE[entry.layer],
-        length=len(tokens),
-        tf=dict(Counter(tokens)),
-        record=record,
-        group=f"{entry.kind.value}\0{entry.key}",
-        run=run or None,
-        chash=content_hash(embed_text(entry.key, entry.body)),
+    return (
+        code,
+        _LAYER_CODE_OF[layer],
+        record,
+        f"{kind}\0{key}",
+        run or None,
+        content_hash(embed_text(key, body)),
     )
 
 

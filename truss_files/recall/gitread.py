@@ -14,14 +14,18 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import StoreError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["Change", "GitDir", "Objects", "TreeEntry", "diff_trees", "walk_tree"]
 
 _TREE_MODE = b"40000"
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+_CHUNK = 1 << 16
 
 
 # NamedTuples rather than dataclasses here and on the rest of the query path: defining a
@@ -45,27 +49,45 @@ class Change(NamedTuple):
 
 
 class GitDir:
-    """A repository's git directory (``.git`` of a work tree, or a bare repository)."""
+    """A repository's git directory (``.git`` of a work tree, or a bare repository).
 
-    def __init__(self, path: Path, common: Path | None = None) -> None:
-        self.path = path
-        self.common = common or path  # linked work trees keep refs and objects here
+    Paths are kept as strings and handled with ``os.path``: ``pathlib`` costs ~3 ms to import
+    where nothing else on the query path needs it (``path``, ``common`` and ``cache_dir`` make
+    ``Path`` objects when asked).
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], common: str | os.PathLike[str] | None = None
+    ) -> None:
+        self.path_str = os.fspath(path)
+        # Linked work trees keep refs and objects in the common directory.
+        self.common_str = self.path_str if common is None else os.fspath(common)
+        self._objects = os.path.join(self.common_str, "objects", "")
 
     @classmethod
     def discover(cls, start: str | os.PathLike[str]) -> GitDir:
         """The git directory at or above ``start``, as ``pygit2.discover_repository`` finds it."""
-        here = Path(start).absolute()
-        for folder in (here, *here.parents):
-            dot = folder / ".git"
-            if dot.is_dir():
+        here = os.path.abspath(start)
+        folder = here
+        while True:
+            dot = os.path.join(folder, ".git")
+            if os.path.isdir(dot):
                 return cls._at(dot)
-            if dot.is_file():
-                text = dot.read_text(encoding="utf-8", errors="replace").strip()
+            if os.path.isfile(dot):
+                with open(dot, encoding="utf-8", errors="replace") as handle:
+                    text = handle.read().strip()
                 if text.startswith("gitdir:"):
-                    return cls._at((folder / text[len("gitdir:") :].strip()).resolve())
-            if (folder / "HEAD").is_file() and (folder / "objects").is_dir():
+                    where = os.path.join(folder, text[len("gitdir:") :].strip())
+                    return cls._at(os.path.realpath(where))
+            if os.path.isfile(os.path.join(folder, "HEAD")) and os.path.isdir(
+                os.path.join(folder, "objects")
+            ):
                 return cls._at(folder)
-        if not here.exists():
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+        if not os.path.exists(here):
             raise StoreError(
                 f"{start}: no such directory; run `truss-files init {start}` to make a store "
                 "there, or pass --store PATH"
@@ -76,17 +98,35 @@ class GitDir:
         )
 
     @classmethod
-    def _at(cls, path: Path) -> GitDir:
-        common_file = path / "commondir"
-        if common_file.is_file():
-            common = (path / common_file.read_text().strip()).resolve()
+    def _at(cls, path: str) -> GitDir:
+        common_file = os.path.join(path, "commondir")
+        if os.path.isfile(common_file):
+            with open(common_file, encoding="utf-8") as handle:
+                common = os.path.realpath(os.path.join(path, handle.read().strip()))
             return cls(path, common)
         return cls(path)
+
+    @property
+    def path(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.path_str)
+
+    @property
+    def common(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.common_str)
 
     @property
     def cache_dir(self) -> Path:
         """Where truss-files keeps caches: ``.git/truss`` (never in the work tree)."""
         return self.common / "truss"
+
+    @property
+    def cache_str(self) -> str:
+        """``cache_dir`` as a string."""
+        return os.path.join(self.common_str, "truss")
 
     # -- refs ----------------------------------------------------------------------------
 
@@ -96,7 +136,7 @@ class GitDir:
         Raises ``LookupError`` when the refs are stored in a way this reader does not know
         (reftable), so the caller can ask pygit2.
         """
-        text = _read_text(self.path / "HEAD")
+        text = _read_text(os.path.join(self.path_str, "HEAD"))
         if text is None:
             raise LookupError("no HEAD")
         if not text.startswith("ref: "):
@@ -109,13 +149,13 @@ class GitDir:
     def resolve(self, ref: str, depth: int = 0) -> str | None:
         if depth > 5:
             raise LookupError(f"symbolic ref loop at {ref}")
-        base = self.path if ref == "HEAD" or ref.startswith("refs/bisect") else self.common
-        text = _read_text(base / ref)
+        base = self.path_str if ref == "HEAD" or ref.startswith("refs/bisect") else self.common_str
+        text = _read_text(os.path.join(base, ref))
         if text is not None:
             if text.startswith("ref: "):
                 return self.resolve(text[5:], depth + 1)
             return _sha(text)
-        packed = _read_text(self.common / "packed-refs")
+        packed = _read_text(os.path.join(self.common_str, "packed-refs"))
         if packed is None:
             return None
         suffix = " " + ref
@@ -128,16 +168,37 @@ class GitDir:
 
     def loose(self, sha: str) -> tuple[bytes, bytes]:
         """``(type, content)`` of a loose object; ``KeyError`` when it is not stored loose."""
-        try:
-            with open(self.common / "objects" / sha[:2] / sha[2:], "rb") as handle:
-                raw = zlib.decompress(handle.read())
-        except (FileNotFoundError, NotADirectoryError):
-            raise KeyError(sha) from None
-        except zlib.error as exc:
-            raise StoreError(f"object {sha} is corrupt ({exc}); run `git fsck`") from exc
+        raw = self.loose_raw(sha)
+        if raw is None:
+            raise KeyError(sha)
         header, _, content = raw.partition(b"\0")
         kind, _, _size = header.partition(b" ")
         return kind, content
+
+    def loose_raw(self, sha: str) -> bytes | None:
+        """The inflated loose object (header and content), or None when it is not loose.
+
+        ``os.open``/``os.read`` on a string path: ~14 µs a blob here where ``open()`` on a
+        ``Path`` took ~25 µs (an index rebuild reads every entry file this way).
+        """
+        try:
+            fd = os.open(f"{self._objects}{sha[:2]}/{sha[2:]}", _READ_FLAGS)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            data = os.read(fd, _CHUNK)
+            if len(data) == _CHUNK:  # a short read of a regular file is its end
+                parts = [data]
+                while data:
+                    data = os.read(fd, _CHUNK)
+                    parts.append(data)
+                data = b"".join(parts)
+        finally:
+            os.close(fd)
+        try:
+            return zlib.decompress(data)
+        except zlib.error as exc:
+            raise StoreError(f"object {sha} is corrupt ({exc}); run `git fsck`") from exc
 
 
 class Objects:
@@ -153,7 +214,7 @@ class Objects:
         if self._repo is None:
             import pygit2
 
-            self._repo = pygit2.Repository(str(self.git.path))
+            self._repo = pygit2.Repository(self.git.path_str)
             self.used_pygit2 = True
         return self._repo
 
@@ -171,7 +232,7 @@ class Objects:
 
         obj = self.repo.get(pygit2.Oid(hex=sha))  # a str would be looked up as a prefix
         if obj is None:
-            raise StoreError(f"object {sha} is missing from {self.git.common}; run `git fsck`")
+            raise StoreError(f"object {sha} is missing from {self.git.common_str}; run `git fsck`")
         data: bytes = obj.read_raw()
         return data
 
@@ -253,7 +314,7 @@ def diff_trees(objs: Objects, old: str | None, new: str | None, prefix: str) -> 
     return out
 
 
-def _read_text(path: Path) -> str | None:
+def _read_text(path: str) -> str | None:
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read().strip()

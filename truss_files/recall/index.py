@@ -35,13 +35,15 @@ import marshal
 import os
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..errors import ConfigError, EntryError, StoreError
-from .gitread import Change, GitDir, Objects, diff_trees, walk_tree
+from .gitread import Change, GitDir, Objects, diff_trees
 from .segment import FORMAT, Doc, Segment, SegmentError, write_segment
 from .tokenize import TOKENIZER_VERSION
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["HEAD_FORMAT", "Index", "IndexView", "TipInfo"]
 
@@ -160,11 +162,17 @@ class Index:
 
     def __init__(self, git: GitDir, repo: Any = None) -> None:
         self.git = git
-        self.dir = git.cache_dir / "recall"
+        self.dir_str = os.path.join(git.cache_str, "recall")  # a query needs no pathlib
         self.objects = Objects(git, repo)
         self.stats: dict[str, Any] = {}
         self._segments: dict[str, Segment] = {}
         self._head_cache: tuple[bytes, _Head] | None = None
+
+    @property
+    def dir(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.dir_str)
 
     # -- the branch tip ------------------------------------------------------------------
 
@@ -226,7 +234,7 @@ class Index:
                 if seg is None:
                     # Names are never reused and files never change: an open segment stays good
                     # (its mapping survives the file's deletion), decoded columns and all.
-                    seg = self._segments[name] = Segment(self.dir / name)
+                    seg = self._segments[name] = Segment(os.path.join(self.dir_str, name))
                 segments.append(seg)
         except SegmentError:
             return None
@@ -238,7 +246,8 @@ class Index:
 
     def _load_head(self) -> _Head | None:
         try:
-            data = (self.dir / "head").read_bytes()
+            with open(os.path.join(self.dir_str, "head"), "rb") as handle:
+                data = handle.read()
         except OSError:
             return None
         cached = self._head_cache
@@ -412,14 +421,12 @@ class Index:
         return self._write(docs)
 
     def _rebuild(self, target: str | None, tip: TipInfo | None) -> _Head:
-        from .build import build_segments
+        from .build import build_tree
 
         names: list[str] = []
         invalid: dict[str, str] = {}
         if target is not None:
-            files = [(p, b) for p, b in walk_tree(self.objects, target, "memories")]
-            files = [(p, b) for p, b in files if p.endswith(".md")]
-            names, invalid = build_segments(self, files)
+            names, invalid = build_tree(self, target)
         head = _Head(target, tip, names, {n: set() for n in names}, invalid)
         self._save_head(head)
         self._collect(set(names))

@@ -30,7 +30,9 @@ really backs it is the audit's question (DESIGN.md §3).
 
 from __future__ import annotations
 
+import hashlib
 import re
+from json.encoder import encode_basestring as _json_string
 from typing import Any, Final
 
 from ..model import (
@@ -40,13 +42,13 @@ from ..model import (
     Layer,
     Provenance,
     Trust,
-    content_id,
     entry_path,
     normalize_body,
 )
+from .docs import Meta, doc_meta, fields_meta
 from .verdict import VerdictBlock
 
-__all__ = ["scan", "verdict_block"]
+__all__ = ["scan", "scan_meta", "verdict_block"]
 
 MAX_ENTRY_BYTES: Final = 256 * 1024  # entryfile.MAX_ENTRY_BYTES; larger files go the slow way
 
@@ -86,14 +88,14 @@ _SPECIAL: Final = frozenset(
     v for w in ("yes", "no", "true", "false", "on", "off", "null") for v in (w.title(), w.upper())
 )
 _SINGLE: Final = re.compile(r"'((?:[^']|'')*)'")
-# Over the verified_by block (lines indented 4+): where a value opens a quote or a flow
-# collection, a line at indent 4 that is neither a key nor a list item (MULTILINE), and the
-# block's own top-level keys.
-_OPENERS: Final = re.compile(r"['\"\[{]")
+# Over the verified_by block (lines indented 4+, each after a newline): what may stand before
+# a quote or a flow collection that opens a value, a line at indent 4 that is neither a key nor
+# a list item, and the block's own top-level keys. The last two start with a newline, so the
+# regex engine skips from line to line instead of trying every character.
 _VALUE_PREFIX: Final = re.compile(r" *(?:- )*(?:[A-Za-z0-9_]+: )?")
 _QUOTED_LINE: Final = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"\\]|\\.)*\"")
-_ODD_TOP: Final = re.compile(r"^    (?! |- |[a-z_]+:(?: |$))", re.M)
-_TOP_KEY: Final = re.compile(r"^    ([a-z_]+):(?: (.*))?$", re.M)
+_ODD_TOP: Final = re.compile(r"\n    (?! |- |[a-z_]+:(?: |\n|\Z))")
+_TOP_KEY: Final = re.compile(r"\n    ([a-z_]+):(?: ([^\n]*))?(?=\n|\Z)")
 _SUMMARY: Final = ("verdict_id", "outcome", "signer")
 
 
@@ -111,7 +113,57 @@ def scan(data: bytes, path: str) -> Entry:
         return entryfile.parse(data, path)
 
 
+def scan_meta(data: bytes, path: str) -> tuple[str, str, Meta]:
+    """``(key, body, docs.doc_meta(entry))`` of the entry ``scan`` reads, without making the
+    ``Entry`` on the fast path (an index rebuild needs nothing else of it)."""
+    try:
+        fields = _fields(data, path)
+    except _Slow:
+        entry = scan(data, path)
+        return entry.key, entry.body, doc_meta(entry)
+    kind, key, body, trust, layer, *rest = fields
+    return key, body, fields_meta(kind._value_, key, body, trust._value_, layer._value_, *rest)
+
+
 def _fast(data: bytes, path: str) -> Entry:
+    (
+        kind,
+        key,
+        body,
+        trust,
+        layer,
+        scope,
+        author,
+        created,
+        salience,
+        produced_by,
+        sources,
+        verified_by,
+        supersedes,
+        superseded_by,
+        checks,
+    ) = _fields(data, path)
+    return Entry(
+        kind=kind,
+        key=key,
+        body=body,
+        trust=trust,
+        layer=layer,
+        scope=scope,
+        author=author,
+        created=created,
+        salience=salience,
+        provenance=Provenance(produced_by=produced_by, sources=sources, verified_by=verified_by),
+        supersedes=supersedes,
+        superseded_by=superseded_by,
+        checks=checks,
+    )
+
+
+def _fields(data: bytes, path: str) -> tuple[Any, ...]:
+    """The entry's fields in ``Entry`` order, the provenance's three in line (kind, key, body,
+    trust, layer, scope, author, created, salience, produced_by, sources, verified_by,
+    supersedes, superseded_by, checks), or ``_Slow``."""
     if len(data) > MAX_ENTRY_BYTES or not data.startswith(b"---\n"):
         raise _Slow
     try:
@@ -141,28 +193,56 @@ def _fast(data: bytes, path: str) -> Entry:
     body = text[end + 5 :]
     if body.endswith("\n"):
         body = body[:-1]
-    entry = Entry(
-        kind=kind,
-        key=key,
-        body=normalize_body(body),
-        trust=_TRUSTS.get(trust_s) or _slow(),
-        layer=_LAYERS.get(layer_s) or _slow(),
-        scope=_flow_map(scope_s),
-        author=_str(author_s),
-        created=created,
-        salience=salience,
-        provenance=Provenance(
-            produced_by=None if produced == "null" else _str(produced),
-            sources=tuple(_flow_list(m.group("sources"))),
-            verified_by=None if block is None else verdict_block(block[1:].split("\n")),
-        ),
-        supersedes=_opt_hex(m.group("supersedes")),
-        superseded_by=_opt_hex(m.group("superseded_by")),
-        checks=() if checks is None else tuple(_flow_list(checks)),
+    body = normalize_body(body)
+    layer = _LAYERS.get(layer_s) or _slow()
+    scope = _flow_map(scope_s)
+    author = _str(author_s)
+    produced_by = None if produced == "null" else _str(produced)
+    fields = (
+        kind,
+        key,
+        body,
+        _TRUSTS.get(trust_s) or _slow(),
+        layer,
+        scope,
+        author,
+        created,
+        salience,
+        produced_by,
+        tuple(_flow_list(m.group("sources"))),
+        None if block is None else _verdict_block(block),
+        _opt_hex(m.group("supersedes")),
+        _opt_hex(m.group("superseded_by")),
+        () if checks is None else tuple(_flow_list(checks)),
     )
-    if claimed != content_id(entry) or path != entry_path(kind, claimed):
+    if claimed != _content_id(kind, key, body, layer, scope, author, produced_by):
         raise _Slow  # the strict parser names the problem
-    return entry
+    if path != entry_path(kind, claimed):
+        raise _Slow
+    return fields
+
+
+def _content_id(
+    kind: Kind,
+    key: str,
+    body: str,
+    layer: Layer,
+    scope: dict[str, str],
+    author: str,
+    produced_by: str | None,
+) -> str:
+    """``model.content_id`` of an entry the fast path read (string fields only), with the JSON
+    written here: the same bytes as ``json.dumps(entry.immutable(), sort_keys=True, ...)`` in a
+    quarter of the time. Were it ever to differ, the file would merely take the slow path."""
+    js = _json_string
+    items = ",".join([f"{js(k)}:{js(v)}" for k, v in sorted(scope.items())])
+    produced = "null" if produced_by is None else js(produced_by)
+    canonical = (
+        f'{{"author":{js(author)},"body":{js(body)},"key":{js(key)},'
+        f'"kind":{js(kind._value_)},"layer":{js(layer._value_)},'
+        f'"produced_by":{produced},"scope":{{{items}}}}}'
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
 
 
 def _slow() -> Any:
@@ -248,23 +328,31 @@ def _yaml_value(value: str) -> Any:
 
 def verdict_block(block: list[str]) -> VerdictBlock:
     """The verified_by block's shown fields and text, or ``_Slow`` when YAML must decide."""
-    text = "\n".join(block)
-    if any(c in text for c in "&*!"):
+    return _verdict_block("\n" + "\n".join(block))
+
+
+def _verdict_block(block: str) -> VerdictBlock:
+    """``verdict_block`` of the block's lines, each after a newline (as the front matter has
+    them: every line indented four spaces or more)."""
+    if "&" in block or "*" in block or "!" in block:
         raise _Slow  # anchors, aliases and tags: the strict parser refuses them
-    for opener in _OPENERS.finditer(text):
-        pos = opener.start()
-        line_start = text.rfind("\n", 0, pos) + 1
-        if not _VALUE_PREFIX.fullmatch(text, line_start, pos):
-            continue  # inside a plain scalar: no meaning to YAML
-        line_end = text.find("\n", pos)
-        rest = text[pos : len(text) if line_end < 0 else line_end]
-        if rest not in ("[]", "{}") and not _QUOTED_LINE.fullmatch(rest):
-            raise _Slow  # a flow collection, or a quote that may run on into the next lines
-    if _ODD_TOP.search(text):
+    for opener in "'\"[{":
+        pos = block.find(opener)
+        while pos >= 0:
+            # Where a value starts with a quote or a bracket (inside a plain scalar neither has
+            # a meaning to YAML): one closed quoted scalar or an empty collection, nothing more.
+            line_start = block.rfind("\n", 0, pos) + 1
+            if _VALUE_PREFIX.fullmatch(block, line_start, pos):
+                line_end = block.find("\n", pos)
+                rest = block[pos : len(block) if line_end < 0 else line_end]
+                if rest not in ("[]", "{}") and not _QUOTED_LINE.fullmatch(rest):
+                    raise _Slow  # a flow collection, or a quote that may run on
+            pos = block.find(opener, pos + 1)
+    if _ODD_TOP.search(block):
         raise _Slow
     summary: dict[str, str] = {}
     seen: set[str] = set()
-    for name, value in _TOP_KEY.findall(text):
+    for name, value in _TOP_KEY.findall(block):
         if name in seen:
             raise _Slow  # YAML would keep the last; the strict parser refuses both
         seen.add(name)
@@ -272,4 +360,5 @@ def verdict_block(block: list[str]) -> VerdictBlock:
             summary[name] = _hex(value) if name == "verdict_id" else _str(value)
     if len(summary) != len(_SUMMARY):
         raise _Slow
-    return VerdictBlock(summary, "\n".join(line[4:] for line in block))
+    # Every line starts with four spaces: dropping them after each newline unindents it.
+    return VerdictBlock(summary, block.replace("\n    ", "\n")[1:])

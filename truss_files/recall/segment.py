@@ -41,11 +41,25 @@ import sys
 import zlib
 from array import array
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
-from typing import Any, Final
+from itertools import accumulate, chain, repeat
+from typing import TYPE_CHECKING, Any, Final
 
-__all__ = ["FORMAT", "Doc", "Segment", "SegmentError", "write_segment"]
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    StrPath = str | os.PathLike[str]
+
+__all__ = [
+    "FORMAT",
+    "Doc",
+    "Segment",
+    "SegmentError",
+    "dump_records",
+    "finish_segment",
+    "write_segment",
+]
 
 MAGIC: Final = b"TRUSSEG\x01"
 FORMAT: Final = 1
@@ -132,66 +146,104 @@ def _load_record(data: bytes) -> tuple[Any, ...]:
     return found
 
 
-def write_segment(path: Path, docs: Sequence[Doc]) -> None:
-    """Write ``docs`` (sorted by id, unique) as a segment at ``path``, atomically."""
+def write_segment(path: StrPath, docs: Sequence[Doc]) -> None:
+    """Write ``docs`` (sorted by id, unique) as a segment at ``path``, atomically.
+
+    Per posting this runs no Python bytecode: a document's term ids are looked up and sorted
+    by ``map``/``sorted``, and its postings are appended to their terms' lists by
+    ``map(list.append, ...)`` drained by a zero-length ``deque`` -- a bucket sort by term, in
+    docno order, in C (~85 µs a document of ~90 distinct terms where a packed-int sort took
+    ~130 µs). ``tests/test_index.py`` checks the bytes against a plain reference writer.
+    """
     n = len(docs)
-    ids = b"".join(d.id.encode("ascii") for d in docs)
+    ids = "".join([d.id for d in docs]).encode("ascii")
     if len(ids) != 32 * n:
         raise ValueError("every document id must be 32 hex characters")
-    vocab = sorted({t for d in docs for t in d.tf})
-    term_id = {t: i for i, t in enumerate(vocab)}
+    terms: set[str] = set()
+    for doc in docs:
+        terms.update(doc.tf)
+    vocab = sorted(terms)
+    del terms
+    term_id = dict(zip(vocab, range(len(vocab)), strict=True))
+    tid_of = term_id.__getitem__
+    term_of = vocab.__getitem__
+    post_docs: list[list[int]] = [[] for _ in vocab]
+    post_tfs: list[list[int]] = [[] for _ in vocab]
+    docs_of = post_docs.__getitem__
+    tfs_of = post_tfs.__getitem__
+    append = list.append
+    drain = deque[Any](maxlen=0).extend
     fterm = array("I")
     ftf = array("H")
     foff = array("I", [0])
-    # One int per posting, (term id, docno, tf) packed so that a plain sort groups postings by
-    # term with docnos ascending: a C sort instead of a Python append per posting.
-    packed: list[int] = []
     groups: dict[str, list[int]] = {}
     runs: dict[str, list[int]] = {}
-    roff = array("Q", [0])
-    rec_chunks: list[bytes] = []
-    rec_total = 0
     for docno, doc in enumerate(docs):
-        pairs = sorted(doc.tf.items())  # term order is term id order
-        tids = [term_id[t] for t, _ in pairs]
-        tfs = [min(f, MAX_TF) for _, f in pairs]
+        tf = doc.tf
+        tids = sorted(map(tid_of, tf))  # term order is term id order
+        tfs = list(map(tf.__getitem__, map(term_of, tids)))
+        if tfs and max(tfs) > MAX_TF:
+            tfs = [min(f, MAX_TF) for f in tfs]
         fterm.extend(tids)
         ftf.extend(tfs)
         foff.append(len(fterm))
-        base = docno << 16
-        packed += [tid << 48 | base | tf for tid, tf in zip(tids, tfs, strict=True)]
-        groups.setdefault(doc.group, []).append(docno)
+        drain(map(append, map(docs_of, tids), repeat(docno)))
+        drain(map(append, map(tfs_of, tids), tfs))
+        group = groups.get(doc.group)
+        if group is None:
+            groups[doc.group] = [docno]
+        else:
+            group.append(docno)
         if doc.run is not None:
             runs.setdefault(doc.run, []).append(docno)
-        data = _dump_record(doc.record)
-        rec_chunks.append(data)
-        rec_total += len(data)
-        roff.append(rec_total)
-    packed.sort()
-    pdoc = array("I", [(k >> 16) & 0xFFFFFFFF for k in packed]).tobytes()
-    ptf = array("H", [k & 0xFFFF for k in packed]).tobytes()
-    tstart = array("I", [bisect_left(packed, tid << 48) for tid in range(len(vocab))])
-    tstart.append(len(packed))
-    del packed
-    lengths = array("I", [d.length for d in docs])
-    tbuckets, tmap = _hash_map(term_id)
-    kbuckets, kmap = _hash_map({g: tuple(v) for g, v in groups.items()})
     sections = {
         "ids": ids,
-        "cls": bytes(d.cls for d in docs),
-        "chash": b"".join(d.chash for d in docs),
-        "layer": bytes(d.layer for d in docs),
-        "len": lengths.tobytes(),
-        "tstart": tstart.tobytes(),
-        "tbuckets": tbuckets,
-        "tmap": tmap,
-        "pdoc": pdoc,
-        "ptf": ptf,
-        "roff": roff.tobytes(),
-        "rec": b"".join(rec_chunks),
+        "cls": bytes([d.cls for d in docs]),
+        "chash": b"".join([d.chash for d in docs]),
+        "layer": bytes([d.layer for d in docs]),
+        "len": array("I", [d.length for d in docs]).tobytes(),
+        "tstart": array("I", accumulate(map(len, post_docs), initial=0)).tobytes(),
+        "pdoc": array("I", chain.from_iterable(post_docs)).tobytes(),
+        "ptf": array("H", chain.from_iterable(post_tfs)).tobytes(),
         "foff": foff.tobytes(),
         "fterm": fterm.tobytes(),
         "ftf": ftf.tobytes(),
+    }
+    del post_docs, post_tfs
+    records = dump_records([d.record for d in docs])
+    finish_segment(path, n, vocab, term_id, records, groups, runs, sections)
+
+
+def finish_segment(
+    path: StrPath,
+    n: int,
+    vocab: list[str],
+    term_id: Mapping[str, int],
+    records: Sequence[bytes],
+    groups: Mapping[str, Sequence[int]],
+    runs: Mapping[str, Sequence[int]],
+    columns: Mapping[str, bytes],
+) -> None:
+    """Write a segment from its columns and the parts every writer encodes the same way:
+    the dumped records (``dump_records``), the term and group maps, the runs."""
+    tbuckets, tmap = _hash_map(term_id)
+    kbuckets, kmap = _hash_map({g: tuple(v) for g, v in groups.items()})
+    sections: dict[str, bytes | Sequence[bytes]] = {
+        "ids": columns["ids"],
+        "cls": columns["cls"],
+        "chash": columns["chash"],
+        "layer": columns["layer"],
+        "len": columns["len"],
+        "tstart": columns["tstart"],
+        "tbuckets": tbuckets,
+        "tmap": tmap,
+        "pdoc": columns["pdoc"],
+        "ptf": columns["ptf"],
+        "roff": array("Q", accumulate(map(len, records), initial=0)).tobytes(),
+        "rec": records,  # written piece by piece: no copy of the largest section
+        "foff": columns["foff"],
+        "fterm": columns["fterm"],
+        "ftf": columns["ftf"],
         "vocab": marshal.dumps(vocab),
         "kbuckets": kbuckets,
         "kmap": kmap,
@@ -200,12 +252,23 @@ def write_segment(path: Path, docs: Sequence[Doc]) -> None:
     _write_sections(path, n, len(vocab), sections)
 
 
-def _write_sections(path: Path, n: int, n_terms: int, sections: Mapping[str, bytes]) -> None:
+def dump_records(records: Sequence[tuple[Any, ...]]) -> list[bytes]:
+    """Each record as a segment stores it (marshal; pickle for values marshal refuses)."""
+    try:
+        return [b"m" + marshal.dumps(record) for record in records]
+    except ValueError:
+        return [_dump_record(record) for record in records]
+
+
+def _write_sections(
+    path: StrPath, n: int, n_terms: int, sections: Mapping[str, bytes | Sequence[bytes]]
+) -> None:
     spans: dict[str, tuple[int, int]] = {}
     offset = 0
     for name, data in sections.items():
-        spans[name] = (offset, len(data))
-        offset += len(data)
+        size = len(data) if isinstance(data, bytes) else sum(map(len, data))
+        spans[name] = (offset, size)
+        offset += size
     header = marshal.dumps(
         {
             "format": FORMAT,
@@ -216,28 +279,34 @@ def _write_sections(path: Path, n: int, n_terms: int, sections: Mapping[str, byt
             "sections": spans,
         }
     )
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    folder, name = os.path.split(os.fspath(path))
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as handle:
         handle.write(MAGIC + _U32.pack(len(header)) + header)
         for data in sections.values():
-            handle.write(data)
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:  # pieces: joined a thousand at a time (one system call each, not one each)
+                for at in range(0, len(data), 1024):
+                    handle.write(b"".join(data[at : at + 1024]))
     os.replace(tmp, path)
 
 
 class Segment:
     """A segment file opened for reading (memory-mapped; sections decoded on first use)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: StrPath) -> None:
+        self._path = os.fspath(path)
+        name = os.path.basename(self._path)
         try:
             with open(path, "rb") as handle:
                 self._mm = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as exc:  # ValueError: an empty file cannot be mapped
-            raise SegmentError(f"{path.name}: {exc}") from exc
+            raise SegmentError(f"{name}: {exc}") from exc
         mm = self._mm
         try:
             if mm[:8] != MAGIC:
-                raise SegmentError(f"{path.name}: not a segment of this format")
+                raise SegmentError(f"{name}: not a segment of this format")
             (size,) = _U32.unpack(mm[8:12])
             header = marshal.loads(mm[12 : 12 + size])
             base = 12 + size
@@ -246,13 +315,19 @@ class Segment:
                 or header["byteorder"] != sys.byteorder
                 or len(mm) != base + header["data"]
             ):
-                raise SegmentError(f"{path.name}: truncated or of another format")
+                raise SegmentError(f"{name}: truncated or of another format")
         except (EOFError, ValueError, TypeError, KeyError, struct.error) as exc:
-            raise SegmentError(f"{path.name}: unreadable header ({exc})") from exc
+            raise SegmentError(f"{name}: unreadable header ({exc})") from exc
         self.n: int = header["docs"]
         self.n_terms: int = header["terms"]
         self._spans = {k: (base + a, n) for k, (a, n) in header["sections"].items()}
         self._cache: dict[str, Any] = {}
+
+    @property
+    def path(self) -> Path:
+        from pathlib import Path
+
+        return Path(self._path)
 
     def close(self) -> None:
         self._mm.close()

@@ -1,0 +1,316 @@
+"""The click side of ``truss-files``: the group, its shared helpers and the set-up commands.
+
+Each command parses options, calls one library function and prints through one helper; heavy
+imports stay inside the commands that need them. The other commands live in ``cli_store``,
+``cli_read``, ``cli_review``, ``cli_panel`` and ``cli_tools``, imported only when one of their
+commands runs (or when every command must be listed: ``--help``, completion, ``.commands``):
+each of those modules costs ~1 ms to import, and ``cli.py`` keeps a plain ``query`` off click
+altogether.
+
+Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+from collections.abc import Callable, MutableMapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import click
+
+from ..errors import TrussError
+from ..model import Kind, Layer, Trust
+from .output import FORMAT_OPTION, emit, fail
+
+if TYPE_CHECKING:
+    from ..store import MemoryStore
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Choices for click, from the model's enums (the model is on every path anyway).
+KINDS = [k.value for k in Kind]
+TRUSTS = [t.value for t in Trust]
+LAYERS = [layer.value for layer in Layer]
+
+
+class Ctx:
+    def __init__(self, store: str | None, key: str | None, signer: str | None) -> None:
+        self.store_path = store
+        self.key = key
+        self.signer_kind = signer
+        self._store: MemoryStore | None = None
+
+    def store(self) -> MemoryStore:
+        if self._store is None:
+            from ..keys import load_signer
+            from ..store import MemoryStore
+
+            path = self.store_path or "."
+            store = MemoryStore(path)
+            if self.key or self.signer_kind:
+                store._signer = load_signer(
+                    self.key, signer=self.signer_kind, repo_dir=store.git.workdir
+                )
+            self._store = store
+        return self._store
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+# Which module defines each top-level command (imported on first use). A command missing here
+# still works -- an unknown name loads every module before click says "No such command" -- and
+# tests/test_cli_startup.py checks that this table names every command.
+LAZY_COMMANDS: Final = {
+    **dict.fromkeys(
+        ("write", "import", "verdict", "promote", "reject", "demote", "supersede", "revert"),
+        "cli_store",
+    ),
+    **dict.fromkeys(("show", "list", "log", "query", "audit"), "cli_read"),
+    **dict.fromkeys(
+        ("diff", "textconv", "install-drivers", "merge-driver", "hooks", "hook", "sync"),
+        "cli_review",
+    ),
+    **dict.fromkeys(("verify", "recheck", "config"), "cli_panel"),
+    **dict.fromkeys(("tool", "tools", "runs", "mcp"), "cli_tools"),
+}
+COMMAND_MODULES: Final = ("cli_panel", "cli_read", "cli_review", "cli_store", "cli_tools")
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported from their module when first asked for.
+
+    ``commands`` (what code walking the tree reads) holds every command: reading it imports
+    every module. ``get_command`` imports only the module of the command being run.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._registered: MutableMapping[str, click.Command] = {}
+        self._all_loaded = False
+        super().__init__(*args, **kwargs)
+
+    @property
+    def commands(self) -> MutableMapping[str, click.Command]:
+        self._load_all()
+        return self._registered
+
+    @commands.setter
+    def commands(self, value: MutableMapping[str, click.Command]) -> None:
+        self._registered = value
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        name = name or cmd.name
+        if name is None:
+            raise TypeError("Command has no name.")
+        self._registered[name] = cmd  # not through .commands: that would import everything
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = self._registered.get(cmd_name)
+        if found is None:
+            module = LAZY_COMMANDS.get(cmd_name)
+            if module is not None:
+                importlib.import_module(f"{__package__}.{module}")
+            else:
+                self._load_all()
+            found = self._registered.get(cmd_name)
+        return found
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_all()
+        return sorted(self._registered)
+
+    def _load_all(self) -> None:
+        if not self._all_loaded:
+            self._all_loaded = True
+            for module in COMMAND_MODULES:
+                importlib.import_module(f"{__package__}.{module}")
+
+
+def handled(func: F) -> F:
+    """Turn library errors into exit 1 with the message (JSON when asked), bugs into 3."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        fmt = kwargs.get("fmt")
+        try:
+            return func(*args, **kwargs)
+        except TrussError as exc:
+            fail(exc, fmt)
+            sys.exit(1)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception:  # noqa: BLE001 - the last line of defence
+            traceback.print_exc()
+            click.echo("error: an unexpected bug; please report the trace above", err=True)
+            sys.exit(3)
+
+    wrapper.__name__ = func.__name__
+    wrapper.__doc__ = func.__doc__
+    wrapper.__click_params__ = getattr(func, "__click_params__", [])  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option(
+    "--store",
+    metavar="PATH",
+    envvar="TRUSS_STORE",
+    help="The store's git repository (default: the repository around the current directory).",
+)
+@click.option("--key", metavar="PATH", envvar="TRUSS_KEY", help="Private key to sign with.")
+@click.option(
+    "--signer",
+    type=click.Choice(["builtin", "ssh-keygen"]),
+    envvar="TRUSS_SIGNER",
+    help="builtin: in-process Ed25519 (default); ssh-keygen: your git user.signingkey.",
+)
+@click.version_option(package_name="truss-files")
+@click.pass_context
+def cli(ctx: click.Context, store: str | None, key: str | None, signer: str | None) -> None:
+    """Signed, reviewable, revertible memory for LLM agents.
+
+    Memory is markdown files with YAML front matter under memories/<kind>/ in a git
+    repository. Every write lands unverified; only a signed panel verdict makes it verified;
+    every trust change is a signed commit you can revert.
+
+    \b
+    Start here:
+      truss-files init                       # make this repository a store
+      truss-files write --kind lesson --key ci-flakes "Retry the network tests once."
+      truss-files query "flaky ci"           # verified entries only, by default
+    """
+    ctx.obj = Ctx(store, key, signer)
+
+
+# -- set-up ----------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@click.option("--principal", help="Your name in allowed_signers (default: your git email).")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def init(obj: Ctx, directory: str | None, principal: str | None, fmt: str | None) -> None:
+    """Create or adopt a git repository as a store.
+
+    Writes truss.toml, .truss/allowed_signers (your key as operator, panel and agent) and an
+    identity/core.md template in one signed commit, and pins that commit as the trust root
+    in the repository's local config. Creates a key if you have none. Harmless to re-run.
+
+    \b
+    Example:
+      truss-files init ~/agent-memory
+    """
+    from ..initstore import init_store
+    from ..keys import default_principal, default_signer_or_new, load_signer
+
+    target = Path(directory or obj.store_path or ".")
+    if obj.key or obj.signer_kind:
+        signer, made = load_signer(obj.key, signer=obj.signer_kind), False
+    else:
+        signer, made = default_signer_or_new()
+    who = principal or _git_email(target) or default_principal()
+    result = init_store(target, signer, who)
+    data = {
+        "path": str(result.path),
+        "root": result.root,
+        "created": result.created,
+        "principal": result.principal,
+        "public_key": result.public_line,
+        "new_key": made,
+    }
+
+    def text(d: dict[str, Any]) -> str:
+        verb = "Initialized store" if d["created"] else "Already a store"
+        lines = [f"{verb} at {d['path']} (trust root {d['root'][:12]}, pinned as truss.root)"]
+        lines.append(f"Signing as {d['principal']}: {d['public_key']}")
+        if d["new_key"]:
+            lines.append("Created a new signing key (see `truss-files keys list`).")
+        return "\n".join(lines)
+
+    emit(fmt, data, text)
+
+
+def _git_email(path: Path) -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "config", "user.email"],
+            cwd=path if path.is_dir() else None,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() or None
+
+
+@cli.group()
+def keys() -> None:
+    """Manage your signing keys (kept under your user config dir, mode 0600)."""
+
+
+@keys.command("new")
+@click.option("--name", default="id_ed25519", show_default=True, help="File name of the key.")
+@click.option("--comment", default="", help="Comment on the public key line.")
+@FORMAT_OPTION
+@handled
+def keys_new(name: str, comment: str, fmt: str | None) -> None:
+    """Create an Ed25519 signing key and print its public line.
+
+    \b
+    Example:
+      truss-files keys new --name panel-bot
+    """
+    from ..keys import default_principal, new_key
+
+    info = new_key(name, comment or default_principal())
+    emit(
+        fmt,
+        {
+            "name": info.name,
+            "path": str(info.path),
+            "public_key": info.public_line,
+            "fingerprint": info.fingerprint,
+        },
+        lambda d: f"{d['public_key']}\n(private key at {d['path']}, {d['fingerprint']})",
+    )
+
+
+@keys.command("list")
+@FORMAT_OPTION
+@handled
+def keys_list(fmt: str | None) -> None:
+    """List your signing keys.
+
+    \b
+    Example:
+      truss-files keys list --format json
+    """
+    from ..keys import list_keys
+
+    found = [
+        {
+            "name": k.name,
+            "path": str(k.path),
+            "public_key": k.public_line,
+            "fingerprint": k.fingerprint,
+        }
+        for k in list_keys()
+    ]
+    emit(
+        fmt,
+        found,
+        lambda d: (
+            "\n".join(f"{k['name']}\t{k['fingerprint']}\t{k['path']}" for k in d)
+            or "no keys yet; create one with `truss-files keys new`"
+        ),
+    )

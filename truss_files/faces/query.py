@@ -1,0 +1,59 @@
+"""What ``truss-files query`` does between parsing and printing, shared by both ways in: the
+click command (``cli_read.query``) and the click-free path of a plain query (``cli.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["FLOORS", "MODES", "run_query"]
+
+# The choices of `query --min-trust` and `--mode` (tests/test_cli_startup.py checks them
+# against recall.engine.RECALL_MODES and the click command).
+FLOORS = ("verified", "stale", "unverified")
+MODES = ("exact", "semantic", "hybrid")
+
+
+def run_query(
+    store: str,
+    text: str,
+    *,
+    kind: str | None,
+    key: str | None,
+    min_trust: str,
+    limit: int,
+    mode: str | None,
+) -> tuple[dict[str, Any], Callable[[Any], str]]:
+    """Run the query; return the JSON document and the function that renders it as text."""
+    from ..model import Kind, Trust
+    from ..recall.engine import search
+    from ..recall.pipeline import Filter
+    from ..views import entry_text, entry_view
+
+    floor = Trust.floor(min_trust)
+    flt = Filter(min_trust=floor, kind=Kind(kind) if kind else None, key=key)
+    result = search(store, text, flt, limit, mode=mode)
+    hits = result.hits
+    data: dict[str, Any] = {
+        "recall_mode": result.mode,
+        "min_trust": floor.value,
+        "entries": [entry_view(h.entry, h.score) for h in hits],
+    }
+    # keep-both-flagged leaves two verified entries on one key: reads must say so.
+    conflicts = []
+    if result.related:
+        from ..panel.conflicts import find_conflicts
+
+        conflicts = find_conflicts([h.entry for h in hits], result.related)
+    if conflicts:
+        data["conflicts"] = [c.to_dict() for c in conflicts]
+    flags = "".join(
+        f"\n\nconflict: {c.kind}/{c.key} is held by verified {', '.join(i[:12] for i in c.ids)}"
+        for c in conflicts
+    )
+
+    def render(_data: Any) -> str:
+        found = "\n\n".join(entry_text(h.entry, h.score) for h in hits)
+        return (found or f"nothing at or above {floor.value} matches") + flags
+
+    return data, render
