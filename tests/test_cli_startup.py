@@ -86,9 +86,30 @@ def test_an_unknown_command_is_still_a_usage_error() -> None:
 # --------------------------------------------------------------------------- the plain query
 
 
-def test_the_console_module_imports_no_click() -> None:
-    done = probe("import sys, truss_files.faces.cli\nprint('click' in sys.modules)")
-    assert done.returncode == 0 and done.stdout.strip() == "False"
+def test_the_console_module_imports_nothing_heavy() -> None:
+    """Not click, not the model (dataclasses), not even typing: `main` pauses the garbage
+    collector before any of that loads."""
+    done = probe(
+        "import sys, json, truss_files.faces.cli\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('truss_files')\n"
+        "                        or m in ('click', 'typing', 'dataclasses'))))\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["truss_files", "truss_files.faces", "truss_files.faces.cli"]
+
+
+def test_the_package_names_load_on_first_use() -> None:
+    done = probe(
+        "import sys, truss_files\n"
+        "assert 'truss_files.model' not in sys.modules\n"
+        "from truss_files import Entry, UsageError\n"
+        "import truss_files.model as model\n"
+        "assert Entry is model.Entry and truss_files.Entry is Entry\n"
+        "assert 'truss_files.store' not in sys.modules\n"
+        "print(truss_files.MemoryStore.__module__)\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "truss_files.store"
 
 
 def test_a_plain_query_imports_neither_click_nor_the_command_modules(

@@ -5,38 +5,61 @@ The names below are the public surface; everything else may change.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from .errors import (
-    ConfigError,
-    ConflictError,
-    EntryError,
-    NotFound,
-    SignatureError,
-    StoreError,
-    TransitionError,
-    TrussError,
-    UsageError,
-    VerdictError,
-)
-from .model import Entry, Kind, Layer, Provenance, Trust
-
+# Every public name is imported on first use: importing the package imports nothing else
+# (not even typing), so the console script decides what a command pays for -- pygit2 and
+# cryptography cost ~100 ms, the model's dataclasses ~10 ms -- and a plain query can pause
+# the garbage collector before any of it loads (faces/cli.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
+    from .errors import (
+        ConfigError,
+        ConflictError,
+        EntryError,
+        NotFound,
+        SignatureError,
+        StoreError,
+        TransitionError,
+        TrussError,
+        UsageError,
+        VerdictError,
+    )
+    from .model import Entry, Kind, Layer, Provenance, Trust
     from .panel.verdict import Verdict
     from .store import MemoryStore
 
+_EXPORTS = {
+    **dict.fromkeys(
+        (
+            "ConfigError",
+            "ConflictError",
+            "EntryError",
+            "NotFound",
+            "SignatureError",
+            "StoreError",
+            "TransitionError",
+            "TrussError",
+            "UsageError",
+            "VerdictError",
+        ),
+        "errors",
+    ),
+    **dict.fromkeys(("Entry", "Kind", "Layer", "Provenance", "Trust"), "model"),
+    "MemoryStore": "store",
+    "Verdict": "panel.verdict",
+}
+
 
 def __getattr__(name: str) -> Any:
-    # pygit2 and cryptography cost ~100 ms to import; the query path must not pay for them.
-    if name == "MemoryStore":
-        from .store import MemoryStore
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'truss_files' has no attribute {name!r}")
+    import importlib
 
-        return MemoryStore
-    if name == "Verdict":
-        from .panel.verdict import Verdict
-
-        return Verdict
-    raise AttributeError(f"module 'truss_files' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # once: later lookups find it without this function
+    return value
 
 
 __version__ = "0.1.0"

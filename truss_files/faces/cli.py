@@ -18,12 +18,16 @@ Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
 
+# Not even typing at import (see main): the names below are for the type checker only.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any, Final
+
     from .cli_app import KINDS, LAYERS, TRUSTS, Ctx, LazyGroup, cli, handled, pass_ctx
 
 __all__ = [
@@ -66,13 +70,20 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
+    # A process that answers one query and exits: the cyclic collector has nothing worth its
+    # passes over every imported module's objects, during the imports or -- the larger part
+    # -- at exit, where freezing them spares the final collection (~10 ms of a ~60 ms query;
+    # hence nothing heavy is imported before this line, not even by the package).
+    gc.disable()
     plain = parse_plain_query(sys.argv[1:], os.environ)
     if plain is None:
+        gc.enable()  # other commands may run long (mcp, verify)
         from .cli_app import cli
 
         cli(prog_name="truss-files")
         return
     code = run_plain_query(*plain)
+    gc.freeze()
     if code:
         sys.exit(code)
 

@@ -16,9 +16,9 @@ the caller, else from ``[recall] mode`` in the truss.toml of the branch tip, els
 
 Measured (``python -m benchmarks recall``; 2 shared cores; 30% of notes verified): warm exact
 query p50 0.60 ms at 10k and 7.1 ms at 100k (rank-bm25 over the same candidates: 2.4 / 44 ms);
-index update after one write 2.8 / 3.4 ms; a cold ``truss-files query`` process 88 / 97 ms, of
-which ~13 ms is recall (imports ~7 ms, the query ~5 ms) -- ``truss-files --help`` alone takes
-75 ms there and ``python -c pass`` 26-29 ms. Semantic: 2.9 ms warm at 10k, 177 ms cold.
+index update after one write 2.8 / 3.4 ms; a cold ``truss-files query`` process 55 / 73 ms
+beside ``python -c pass`` at 25-27 ms (it runs without click: ``faces/cli.py``); a full index
+rebuild 0.7 s / 5-6 s (``build.py``). Semantic: 2.9 ms warm at 10k, 150 ms cold.
 """
 
 from __future__ import annotations
