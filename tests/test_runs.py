@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -75,7 +74,6 @@ def test_each_call_is_one_signed_commit_with_its_memo(store: MemoryStore) -> Non
     assert run_info["run"] == "R1"
 
 
-@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")
 def test_git_itself_verifies_the_ledger_commits(store: MemoryStore) -> None:
     durable(store, "memory_query", QUERY)
     workdir = store.git.workdir
