@@ -222,7 +222,8 @@ def test_two_processes_writing_at_once_both_land_and_audit_clean(
     assert written <= set(on_server)
     assert sum(e.trust is Trust.VERIFIED for e in on_server.values()) == 6
     checked = _audit_clean(server)
-    assert checked > 20  # init, 10 writes, 6 promotes, plus the merges
+    # init, 10 writes and 6 promotes at least; how many merges depends on how the races fall.
+    assert checked >= 17
     for store in (a, b):
         sync(store)
         assert _tip(store) == str(GitStore(server).tip().id)  # type: ignore[union-attr]
