@@ -10,6 +10,7 @@ import shlex
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,12 +44,13 @@ SIGNER = Ed25519Signer.generate("prop@test")
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Workspace:
+def workspace(tmp_path: Path) -> Iterator[Workspace]:
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, TRUSS_KEY="/secret/key", SSH_AUTH_SOCK="/tmp/agent.sock")
     env["GIT_DIR"] = "/elsewhere/.git"
-    return Workspace(workdir=work, environ=env)
+    with Workspace(workdir=work, environ=env) as ws:
+        yield ws
 
 
 def subject(ws: Workspace, entry: Entry = ENTRY) -> Subject:
