@@ -198,5 +198,5 @@ def entry_path(kind: Kind, entry_id: str) -> str:
 
 def normalize_body(body: str) -> str:
     """Line endings become LF and trailing blank lines go: the body is stored canonically."""
-    text = body.replace("\r\n", "\n").replace("\r", "\n")
-    return "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
+    text = body.replace("\r\n", "\n").replace("\r", "\n") if "\r" in body else body
+    return "\n".join(map(str.rstrip, text.split("\n"))).strip("\n")

@@ -1,16 +1,18 @@
 """Building the recall index from scratch: read, parse and tokenize every entry file.
 
 Where the time goes, per file, measured inside a build on the development machine (2 busy
-cores, ~90 µs a file in all): reading the blob ~15 µs (a loose object opened, read and
-inflated by hand; pygit2 only for objects in packs), ``scan_meta`` ~20 µs (the fast parser
-of canonical files, content address checked), the words and their memo lookups ~25 µs, the
-record and the rest ~10 µs, the postings ~10 µs. The postings are the part pure Python does
-worst: ``segment.write_segment`` sorts every posting by term at ~80 µs a document, so a
-build of ``BULK_AT`` files or more hands that to numpy when it is importable (the
-``semantic`` extra installs it): every document's words become word ids in one array, numpy
-turns them into ``document * V + term`` keys, and one stable sort gives the forward index and
-its term frequencies, one radix sort by term the postings. Both writers write the same bytes
-(``tests/test_recall_build.py``); 100k notes rebuild in ~5 s with numpy, ~10 s without.
+cores, ~75 µs a file in all): reading the blob ~17 µs (a loose object opened, read and
+inflated by hand; pygit2 only for objects in packs), ``scan_meta`` ~28 µs (the fast parser
+of canonical files, content address checked), the words ~10 µs, the record and the rest
+~8 µs, the postings ~12 µs. Words and postings are the parts pure Python does worst:
+``split_words`` and a memo lookup cost ~0.3 µs a word, and ``segment.write_segment`` sorts
+every posting by term at ~80 µs a document. So a build of ``BULK_AT`` files or more hands
+both to numpy when it is importable (the ``semantic`` extra installs it):
+``bulkwords.ascii_word_ids`` finds the words of a batch of texts and their word ids in array
+operations, numpy turns them into ``document * V + term`` keys, and one stable sort gives the
+forward index and its term frequencies, one radix sort by term the postings. Both writers
+write the same bytes (``tests/test_recall_build.py``); 100k notes rebuild in ~4.5 s with
+numpy, ~10 s without.
 
 Above ``index.PARALLEL_AT`` files the work is split by entry id across worker processes (fresh
 interpreters, ``python -m truss_files.recall.build``: safe beside threads and pygit2, and
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import EntryError, StoreError
+from .bulkwords import WordIds, ascii_word_ids
 from .docs import Meta, to_doc
 from .gitread import GitDir, Objects, walk_tree
 from .scan import scan, scan_meta
@@ -60,7 +63,7 @@ __all__ = [
 
 BULK_AT: Final = 2_000  # files; below this importing numpy (~0.1 s) costs more than it saves
 _BLOB: Final = 3  # pygit2's object type of a blob
-_BATCH: Final = 256  # files read and parsed before their words are looked up
+_BATCH: Final = 1024  # files read and parsed before their words are found (numpy per call)
 
 
 def build_tree(index: Index, tree: str) -> tuple[list[str], dict[str, str]]:
@@ -259,8 +262,10 @@ def write_bulk_segment(
     unreadable files."""
     term_pid: defaultdict[str, int] = defaultdict(count().__next__)  # in order of first sight
     word_ids = _Words(term_pid.__getitem__)  # raw word -> word id, and each word's term ids
-    wids = array("I")  # every document's words (ids), one after the other
-    n_words = array("I")  # per document
+    get_word = word_ids.__getitem__
+    table = WordIds(np, get_word)
+    wids: list[Any] = []  # every document's words (ids), one after the other, in pieces
+    n_words: list[Any] = []  # per document, in pieces
     ids: list[str] = []
     classes = bytearray()
     layers = bytearray()
@@ -269,11 +274,8 @@ def write_bulk_segment(
     groups: dict[str, list[int]] = {}
     runs: dict[str, list[int]] = {}
     invalid: dict[str, str] = {}
-    get_word = word_ids.__getitem__
-    # In batches, one step at a time over each batch: the word memo's lookups run while it is
-    # in the CPU's caches (reading and parsing between them evict it: ~2x slower per word).
     for at in range(0, len(files), _BATCH):
-        texts: list[Any] = []  # per readable file: its words' text(s)
+        texts: list[Any] = []  # per readable file: its text's bytes (ASCII), or (key, body)
         metas: list[Meta] = []
         for file_path, blob in files[at : at + _BATCH]:
             try:
@@ -282,23 +284,18 @@ def write_bulk_segment(
                 invalid[file_path] = exc.message
                 continue
             ids.append(file_path.rsplit("/", 1)[-1][:-3])
-            # document_tokens' words: tokenize(key) + tokenize(body); ASCII text in one call
-            # (a newline separates words).
-            ascii_text = key.isascii() and body.isascii()
-            texts.append(f"{key}\n{body}" if ascii_text else (key, body))
-            metas.append(meta)
-        for text in texts:
-            words = text if isinstance(text, str) else None
-            if words is None:
-                found_words = split_words(text[0]) + split_words(text[1])
+            # document_tokens' words: split_words(key) + split_words(body); for ASCII text,
+            # those of one text (a newline separates words), apostrophes dropped first.
+            if key.isascii() and body.isascii():
+                text = f"{key}\n{body}"
+                texts.append((text.replace("'", "") if "'" in text else text).encode())
             else:
-                found_words = split_words(words)
-            start = len(wids)
-            wids.extend(map(get_word, found_words))
-            n_words.append(len(wids) - start)
+                texts.append((key, body))
+            metas.append(meta)
+        _word_ids(np, texts, table, get_word, wids, n_words)
         # Dumped once nothing else holds the records' strings, as write_segment finds them:
         # marshal marks a string with other references, and the bytes would differ.
-        texts = key = body = words = found_words = None  # type: ignore[assignment]
+        texts = key = body = text = None  # type: ignore[assignment]
         for cls, layer, record, group, run, chash in metas:
             try:
                 records.append(b"m" + marshal.dumps(record))
@@ -326,8 +323,11 @@ def write_bulk_segment(
     vocab = sorted(terms)
     n_terms = len(vocab)
     term_id = dict(zip(vocab, range(n_terms), strict=True))
-    keys, lengths = word_ids.token_keys(np, wids, n_words, n_terms, terms, term_id)
-    del word_ids, wids
+    all_wids = np.concatenate(wids) if wids else np.zeros(0, dtype=np.uint32)
+    counts = np.concatenate(n_words) if n_words else np.zeros(0, dtype=np.int64)
+    del wids, n_words
+    keys, lengths = word_ids.token_keys(np, all_wids, counts, n_terms, terms, term_id)
+    del word_ids, table, all_wids
     columns = _postings(np, n, n_terms, keys)
     columns.update(
         ids=joined,
@@ -338,6 +338,37 @@ def write_bulk_segment(
     )
     finish_segment(path, n, vocab, term_id, records, groups, runs, columns)
     return True, invalid
+
+
+def _word_ids(
+    np: Any,
+    texts: Sequence[Any],
+    table: WordIds,
+    get_word: Callable[[str], int],
+    wids: list[Any],
+    n_words: list[Any],
+) -> None:
+    """Append the word ids and word counts of ``texts`` (ASCII bytes: ``ascii_word_ids``; a
+    ``(key, body)`` of other text: ``split_words`` here) to ``wids`` and ``n_words``."""
+    start = 0
+    while start < len(texts):
+        end = start
+        if isinstance(texts[start], bytes):
+            while end < len(texts) and isinstance(texts[end], bytes):
+                end += 1
+            found, counts = ascii_word_ids(np, texts[start:end], table, get_word)
+        else:
+            while end < len(texts) and not isinstance(texts[end], bytes):
+                end += 1
+            found = array("I")
+            counts = array("q")
+            for key, body in texts[start:end]:
+                before = len(found)
+                found.extend(map(get_word, split_words(key) + split_words(body)))
+                counts.append(len(found) - before)
+        wids.append(np.asarray(found, dtype=np.uint32))
+        n_words.append(np.asarray(counts, dtype=np.int64))
+        start = end
 
 
 class _Words(dict[str, int]):
@@ -360,8 +391,8 @@ class _Words(dict[str, int]):
     def token_keys(
         self,
         np: Any,
-        wids: array[int],
-        n_words: array[int],
+        wids: Any,
+        n_words: Any,
         n_terms: int,
         terms: list[str],
         term_id: dict[str, int],
@@ -376,12 +407,12 @@ class _Words(dict[str, int]):
         starts = np.frombuffer(self.starts, dtype=np.uint32)
         flat = rank[np.frombuffer(self.term_ids, dtype=np.uint32)]  # ranked, word by word
         del rank
-        words = np.frombuffer(wids, dtype=np.uint32)
+        words = wids
         size = np.diff(starts)[words]  # tokens of each word (0: a stopword; 1: most)
-        doc = np.repeat(np.arange(n, dtype=dtype), np.frombuffer(n_words, dtype=np.uint32))
+        doc = np.repeat(np.arange(n, dtype=dtype), n_words)
         ends = np.cumsum(size, dtype=np.int64)
         bounds = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.frombuffer(n_words, dtype=np.uint32), out=bounds[1:])
+        np.cumsum(n_words, out=bounds[1:])
         cumulative = np.concatenate(([0], ends))
         lengths = (cumulative[bounds[1:]] - cumulative[bounds[:-1]]).astype(np.uint32)
         del ends, bounds, cumulative

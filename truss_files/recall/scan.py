@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import re
 from json.encoder import encode_basestring as _json_string
+from json.encoder import encode_basestring_ascii as _json_ascii
 from typing import Any, Final
 
 from ..model import (
@@ -233,12 +234,15 @@ def _content_id(
 ) -> str:
     """``model.content_id`` of an entry the fast path read (string fields only), with the JSON
     written here: the same bytes as ``json.dumps(entry.immutable(), sort_keys=True, ...)`` in a
-    quarter of the time. Were it ever to differ, the file would merely take the slow path."""
+    quarter of the time. Were it ever to differ, the file would merely take the slow path.
+    An ASCII body goes through the ASCII encoder (~30% faster): the same text, except that it
+    escapes DEL, which sends such a body to the slow path."""
     js = _json_string
+    body_js = _json_ascii(body) if body.isascii() else js(body)
     items = ",".join([f"{js(k)}:{js(v)}" for k, v in sorted(scope.items())])
     produced = "null" if produced_by is None else js(produced_by)
     canonical = (
-        f'{{"author":{js(author)},"body":{js(body)},"key":{js(key)},'
+        f'{{"author":{js(author)},"body":{body_js},"key":{js(key)},'
         f'"kind":{js(kind._value_)},"layer":{js(layer._value_)},'
         f'"produced_by":{produced},"scope":{{{items}}}}}'
     )

@@ -266,6 +266,12 @@ def _tokenize_new(words: list[str]) -> list[str]:
 
 def word_tokens(raw: str) -> tuple[str, ...]:
     """Tokens of one raw word of ``split_words`` (which may start or end with '_' or '-')."""
+    if raw.isalnum() and raw.islower() and raw.isascii():
+        # The common word (no joiner, no capital): _analyze's result without its steps.
+        if raw in STOPWORDS:
+            return ()
+        stem = _stem(raw)
+        return () if stem in STOPWORDS else (stem,)
     word = raw.strip("_-")
     return _analyze(word) if word else ()
 
