@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pygit2
 import pytest
 from hypothesis import given, settings
@@ -100,7 +101,6 @@ def segment_bytes(path: Path) -> bytes:
 def test_bulk_writer_writes_what_the_plain_writer_writes(
     store: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    np = pytest.importorskip("numpy")
     variety(store)
     git, files = files_of(store)
     monkeypatch.setattr(build, "BULK_AT", 1)
@@ -121,11 +121,9 @@ def test_bulk_writer_writes_what_the_plain_writer_writes(
     del entry  # marshal flags a string that something else still holds: the bytes differ
     write_segment(tmp_path / "reference.seg", docs)
     assert segment_bytes(tmp_path / "reference.seg") == segment_bytes(tmp_path / plain)
-    assert np is not None
 
 
 def test_bulk_writer_with_only_termless_documents(tmp_path: Path) -> None:
-    np = pytest.importorskip("numpy")
     made = [
         Entry(kind=Kind.FACT, key="of", body=" ".join(["the", "an"] * i) or "to", created=CREATED)
         for i in range(3)

@@ -7,7 +7,7 @@ of canonical files, content address checked), the words ~10 µs, the record and 
 ~8 µs, the postings ~12 µs. Words and postings are the parts pure Python does worst:
 ``split_words`` and a memo lookup cost ~0.3 µs a word, and ``segment.write_segment`` sorts
 every posting by term at ~80 µs a document. So a build of ``BULK_AT`` files or more hands
-both to numpy when it is importable (the ``semantic`` extra installs it):
+both to numpy (a core dependency; where it cannot be imported, the plain writer runs):
 ``bulkwords.ascii_word_ids`` finds the words of a batch of texts and their word ids in array
 operations, numpy turns them into ``document * V + term`` keys, and one stable sort gives the
 forward index and its term frequencies, one radix sort by term the postings. Both writers
