@@ -7,6 +7,7 @@ import dataclasses
 import marshal
 import re
 import subprocess
+import sys
 import zlib
 from array import array
 from bisect import bisect_left
@@ -90,6 +91,10 @@ def files_of(store: MemoryStore) -> tuple[GitDir, list[tuple[str, str]]]:
     assert tree is not None
     found = [(p, b) for p, b in walk_tree(Objects(git), tree, "memories") if p.endswith(".md")]
     return git, sorted(found, key=lambda f: f[0].rsplit("/", 1)[-1])
+
+
+def _file_name(file: tuple[str, str]) -> str:
+    return file[0].rsplit("/", 1)[-1]
 
 
 def segment_bytes(path: Path) -> bytes:
@@ -312,10 +317,10 @@ def test_tokens_are_the_tokens_of_each_word(text: str) -> None:
 # --------------------------------------------------------------------------- workers
 
 
-def test_early_workers_are_stopped_when_the_tree_is_small(
+def test_workers_list_their_own_shares_of_the_tree(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store.write("fact", "k", "a small store")
+    variety(store)
     started: list[subprocess.Popen[str]] = []
     real = build._start_worker
 
@@ -326,11 +331,69 @@ def test_early_workers_are_stopped_when_the_tree_is_small(
 
     monkeypatch.setattr(build, "_start_worker", spy)
     monkeypatch.setattr(build, "_estimate", lambda _objects, _tree: 10**9)
+    monkeypatch.setattr(build.os, "cpu_count", lambda: 3)
+    index = Index(GitDir.discover(store.git.workdir))
+    view = index.view()
+    assert index.stats["op"] == "rebuild"
+    assert len(started) == 3 and all(p.poll() == 0 for p in started)
+    git, files = files_of(store)
+    assert len(view) == len(files) - 1  # the one unreadable file
+    assert list(view.invalid) == [f"memories/fact/00/{'0' * 32}.md"]
+    assert len(view.segments) == 3
+
+
+def test_a_failed_worker_s_share_is_built_here(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    variety(store)
+    real = build._start_worker
+
+    def broken(index: Index, number: int) -> Any:
+        if number == 1:  # dies before answering
+            return subprocess.Popen(
+                [sys.executable, "-c", "import os; os._exit(9)"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        return real(index, number)
+
+    monkeypatch.setattr(build, "_start_worker", broken)
+    monkeypatch.setattr(build, "_estimate", lambda _objects, _tree: 10**9)
     monkeypatch.setattr(build.os, "cpu_count", lambda: 2)
     index = Index(GitDir.discover(store.git.workdir))
     view = index.view()
-    assert index.stats["op"] == "rebuild" and len(view) == 1
-    assert len(started) == 2 and all(p.poll() is not None for p in started)
+    _, files = files_of(store)
+    assert len(view) == len(files) - 1
+    found = {view.segments[n].doc_id(d) for n, d in view.live()}
+    assert found == {_file_name(f)[:-3] for f in files} - {"0" * 32}
+
+
+def test_shares_cover_every_file_once(store: MemoryStore) -> None:
+    variety(store)
+    # Files no valid entry can be: outside a fan-out folder, in a folder that is not one.
+    odd = {
+        "memories/stray.md": b"not an entry",
+        "memories/fact/zz/stray.md": b"not an entry",
+        "memories/fact/notes.md": b"not an entry",
+    }
+
+    def plan(_snap: Any) -> Plan:
+        return Plan(odd, "truss: stray files\n\n" + trailers(op="write", entries="3"))
+
+    assert store.git.apply(plan, store.signer, Identity("T", "t@example.test")) is not None
+    git, files = files_of(store)
+    objects = Objects(git)
+    tree = Index(git).tip_info().tree
+    assert tree is not None
+    for bounds in ([0, 256], [0, 85, 170, 256], [0, 1, 2, 255, 256]):
+        shares = [
+            build._share_files(objects, tree, lo, hi)
+            for lo, hi in zip(bounds, bounds[1:], strict=False)
+        ]
+        every = [f for share in shares for f in share]
+        assert sorted(every) == sorted(files)
+        assert set(odd) <= {p for p, _ in shares[0]}
 
 
 def test_the_estimate_is_close(store: MemoryStore) -> None:

@@ -18,8 +18,9 @@ Above ``index.PARALLEL_AT`` files the work is split by entry id across worker pr
 interpreters, ``python -m truss_files.recall.build``: safe beside threads and pygit2, and
 unlike ``multiprocessing`` they never re-import the caller's ``__main__``), each writing its
 own segment of a disjoint id range, so the result needs no merge and the parent never holds
-the whole corpus. They are started before the tree is listed when it looks large, and import
-numpy while the parent lists it. Nothing built here makes reference cycles, so the cyclic
+the whole corpus. A full rebuild gives each worker a share of the fan-out folders (the id's
+first byte) to list itself, so the parent lists nothing and the workers start at once.
+Nothing built here makes reference cycles, so the cyclic
 garbage collector is paused while it runs (its passes over 50k documents' live objects cost
 about a second, for nothing).
 """
@@ -64,27 +65,21 @@ __all__ = [
 BULK_AT: Final = 2_000  # files; below this importing numpy (~0.1 s) costs more than it saves
 _BLOB: Final = 3  # pygit2's object type of a blob
 _BATCH: Final = 1024  # files read and parsed before their words are found (numpy per call)
+_HEX_DIGITS: Final = frozenset("0123456789abcdef")
 
 
 def build_tree(index: Index, tree: str) -> tuple[list[str], dict[str, str]]:
     """``build_segments`` of every entry file under ``tree`` (``memories/``). When the tree
-    looks large, the worker processes start first: their start-up (an interpreter, our
-    modules, numpy: ~0.2 s) runs while this process lists the tree."""
+    looks large, each worker lists its own share of it: this process lists nothing, and the
+    workers' start-up (an interpreter, our modules, numpy: ~0.2 s) is all they wait for."""
     from .index import PARALLEL_AT
 
     workers = min(os.cpu_count() or 1, 8)
-    procs = None
     if workers >= 2 and _estimate(index.objects, tree) >= PARALLEL_AT:
-        index.dir.mkdir(parents=True, exist_ok=True)
-        procs = [_start_worker(index, number) for number in range(workers)]
-    try:
-        files = [(p, b) for p, b in walk_tree(index.objects, tree, "memories") if p.endswith(".md")]
-        return build_segments(index, files, procs)
-    finally:
-        for proc in procs or ():
-            if proc.poll() is None and proc.stdin is not None:  # never given any work
-                proc.kill()
-                proc.wait()
+        shares = [[256 * n // workers, 256 * (n + 1) // workers] for n in range(workers)]
+        return _run_workers(index, [{"tree": tree, "share": share} for share in shares])
+    files = [(p, b) for p, b in walk_tree(index.objects, tree, "memories") if p.endswith(".md")]
+    return build_segments(index, files)
 
 
 def _estimate(objects: Objects, tree: str) -> int:
@@ -100,45 +95,93 @@ def _estimate(objects: Objects, tree: str) -> int:
 
 
 def build_segments(
-    index: Index, files: Sequence[tuple[str, str]], procs: Sequence[Any] | None = None
+    index: Index, files: Sequence[tuple[str, str]]
 ) -> tuple[list[str], dict[str, str]]:
-    """Segments holding every file of ``files`` (``(path, blob id)``), and the unreadable ones.
-    ``procs``: worker processes already started (``_start_worker``), used when the files are
-    many enough for workers."""
+    """Segments holding every file of ``files`` (``(path, blob id)``), and the unreadable
+    ones: in this process, or split by id across worker processes when they are many."""
     from .index import PARALLEL_AT
 
-    ordered = sorted(files, key=lambda f: f[0].rsplit("/", 1)[-1])
-    workers = len(procs) if procs else min(os.cpu_count() or 1, 8)
-    repo = index.objects._repo
+    ordered = sorted(files, key=_file_name)
+    workers = min(os.cpu_count() or 1, 8)
     if len(ordered) < PARALLEL_AT or workers < 2:
-        name, invalid = build_part(index.git, index.dir, ordered, repo=repo)
+        name, invalid = build_part(index.git, index.dir, ordered, repo=index.objects._repo)
         return ([name] if name else []), invalid
     chunk = -(-len(ordered) // workers)
-    parts = [ordered[i : i + chunk] for i in range(0, len(ordered), chunk)]
+    return _run_workers(index, [ordered[i : i + chunk] for i in range(0, len(ordered), chunk)])
+
+
+def _file_name(file: tuple[str, str]) -> str:
+    return file[0].rsplit("/", 1)[-1]
+
+
+Job = list[tuple[str, str]] | dict[str, Any]  # files sorted by id, or a share of a tree
+
+
+def _run_workers(index: Index, jobs: Sequence[Job]) -> tuple[list[str], dict[str, str]]:
+    """One worker process per job, each writing the segment of a disjoint id range."""
     index.dir.mkdir(parents=True, exist_ok=True)
-    started = list(procs or ())
-    started += [_start_worker(index, n) for n in range(len(started), len(parts))]
-    for proc, part in zip(started, parts, strict=False):
-        # Every worker is already starting up (importing) while the others' input is written.
-        assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError):
-            proc.stdin.write(json.dumps(list(part)))
-            proc.stdin.close()
-        proc.stdin = None  # communicate() must not write again
-    names = []
-    invalid = {}
-    for number, (proc, part) in enumerate(zip(started, parts, strict=False)):
-        out, err = proc.communicate()
-        try:
-            result = json.loads(out)
-            name, bad = result["segment"], result["invalid"]
-        except (ValueError, KeyError, TypeError):
-            # A worker that failed (killed, no memory): do its part here instead.
-            name, bad = build_part(index.git, index.dir, part, repo=repo, suffix=f"-{number}")
-        if name is not None:
-            names.append(name)
-        invalid.update(bad)
-    return names, invalid
+    procs = [_start_worker(index, number) for number in range(len(jobs))]
+    try:
+        for proc, job in zip(procs, jobs, strict=True):
+            # Every worker is already starting up (importing) while the others' job is written.
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(json.dumps(job))
+                proc.stdin.close()
+            proc.stdin = None  # communicate() must not write again
+        names = []
+        invalid = {}
+        for number, (proc, job) in enumerate(zip(procs, jobs, strict=True)):
+            out, _ = proc.communicate()
+            try:
+                result = json.loads(out)
+                name, bad = result["segment"], result["invalid"]
+            except (ValueError, KeyError, TypeError):
+                # A worker that failed (killed, no memory): do its job here instead.
+                files = _job_files(index.objects, job)
+                repo = index.objects._repo
+                name, bad = build_part(index.git, index.dir, files, repo=repo, suffix=f"-{number}")
+            if name is not None:
+                names.append(name)
+            invalid.update(bad)
+        return names, invalid
+    finally:
+        for proc in procs:
+            if proc.poll() is None:  # interrupted: no worker outlives the build
+                proc.kill()
+                proc.wait()
+
+
+def _job_files(objects: Objects, job: Job) -> list[tuple[str, str]]:
+    if isinstance(job, dict):
+        lo, hi = job["share"]
+        return sorted(_share_files(objects, str(job["tree"]), lo, hi), key=_file_name)
+    return [(str(p), str(b)) for p, b in job]
+
+
+def _share_files(objects: Objects, tree: str, lo: int, hi: int) -> list[tuple[str, str]]:
+    """The entry files under ``tree`` (``memories/``) whose fan-out folder -- the first byte of
+    the id, two hex digits -- is in ``[lo, hi)``. A file anywhere else is never a valid entry
+    (it is reported as unreadable); it goes to the share that starts at 0."""
+    files: list[tuple[str, str]] = []
+    for kind in objects.tree(tree):
+        path = f"memories/{kind.name}"
+        if not kind.is_tree:
+            if lo == 0 and path.endswith(".md"):
+                files.append((path, kind.sha))
+            continue
+        for folder in objects.tree(kind.sha):
+            at = f"{path}/{folder.name}"
+            name = folder.name
+            byte = int(name, 16) if len(name) == 2 and _HEX_DIGITS.issuperset(name) else 0
+            if not lo <= byte < hi:
+                continue
+            if folder.is_tree:
+                found = walk_tree(objects, folder.sha, at)
+                files += [(p, b) for p, b in found if p.endswith(".md")]
+            elif at.endswith(".md"):
+                files.append((at, folder.sha))
+    return files
 
 
 def _start_worker(index: Index, number: int) -> Any:
@@ -489,11 +532,13 @@ def _postings(np: Any, n: int, n_terms: int, keys: Any) -> dict[str, bytes]:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Worker: ``python -m truss_files.recall.build GIT_DIR OUT_DIR N`` < JSON [[path, blob]]."""
+    """Worker: ``python -m truss_files.recall.build GIT_DIR OUT_DIR N`` < JSON job: the files
+    (``[[path, blob], ...]``, sorted by id) or a share of a tree (``{"tree", "share"}``)."""
     git_dir, out_dir, number = argv
-    _numpy()  # imported while the parent is still listing the tree
-    files = [(str(p), str(b)) for p, b in json.loads(sys.stdin.read())]
-    name, invalid = build_part(GitDir.discover(git_dir), Path(out_dir), files, suffix=f"-{number}")
+    _numpy()  # imported while the parent is still writing the job
+    git = GitDir.discover(git_dir)
+    files = _job_files(Objects(git), json.loads(sys.stdin.read()))
+    name, invalid = build_part(git, Path(out_dir), files, suffix=f"-{number}")
     print(json.dumps({"segment": name, "invalid": invalid}))
     return 0
 
