@@ -19,10 +19,11 @@ interpreters, ``python -m truss_files.recall.build``: safe beside threads and py
 unlike ``multiprocessing`` they never re-import the caller's ``__main__``), each writing its
 own segment of a disjoint id range, so the result needs no merge and the parent never holds
 the whole corpus. A full rebuild gives each worker a share of the fan-out folders (the id's
-first byte) to list itself, so the parent lists nothing and the workers start at once.
-Nothing built here makes reference cycles, so the cyclic
-garbage collector is paused while it runs (its passes over 50k documents' live objects cost
-about a second, for nothing).
+first byte) to list itself, so the parent lists nothing and the workers start at once (~0.3
+s less than listing 100k files here first). A worker that fails has its job done in this
+process instead. Nothing built here makes reference cycles, so the cyclic garbage collector
+is paused while it runs (its passes over 50k documents' live objects cost about a second,
+for nothing).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import time
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from itertools import count
+from itertools import count, groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -393,25 +394,19 @@ def _word_ids(
 ) -> None:
     """Append the word ids and word counts of ``texts`` (ASCII bytes: ``ascii_word_ids``; a
     ``(key, body)`` of other text: ``split_words`` here) to ``wids`` and ``n_words``."""
-    start = 0
-    while start < len(texts):
-        end = start
-        if isinstance(texts[start], bytes):
-            while end < len(texts) and isinstance(texts[end], bytes):
-                end += 1
-            found, counts = ascii_word_ids(np, texts[start:end], table, get_word)
+    for ascii_run, run in groupby(texts, key=lambda text: isinstance(text, bytes)):
+        group = list(run)
+        if ascii_run:
+            found, counts = ascii_word_ids(np, group, table, get_word)
         else:
-            while end < len(texts) and not isinstance(texts[end], bytes):
-                end += 1
             found = array("I")
             counts = array("q")
-            for key, body in texts[start:end]:
+            for key, body in group:
                 before = len(found)
                 found.extend(map(get_word, split_words(key) + split_words(body)))
                 counts.append(len(found) - before)
         wids.append(np.asarray(found, dtype=np.uint32))
         n_words.append(np.asarray(counts, dtype=np.int64))
-        start = end
 
 
 class _Words(dict[str, int]):
