@@ -103,12 +103,14 @@ def segment_bytes(path: Path) -> bytes:
     return data
 
 
+@pytest.mark.parametrize("chunk", [build._CHUNK_BYTES, 64])  # 64: about a text per chunk
 def test_bulk_writer_writes_what_the_plain_writer_writes(
-    store: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
 ) -> None:
     variety(store)
     git, files = files_of(store)
     monkeypatch.setattr(build, "BULK_AT", 1)
+    monkeypatch.setattr(build, "_CHUNK_BYTES", chunk)
     bulk, bulk_bad = build.build_part(git, tmp_path, files, suffix="-bulk")
     monkeypatch.setattr(build, "_numpy", lambda: None)
     plain, plain_bad = build.build_part(git, tmp_path, files, suffix="-plain")

@@ -66,6 +66,7 @@ __all__ = [
 BULK_AT: Final = 2_000  # files; below this importing numpy (~0.1 s) costs more than it saves
 _BLOB: Final = 3  # pygit2's object type of a blob
 _BATCH: Final = 1024  # files read and parsed before their words are found (numpy per call)
+_CHUNK_BYTES: Final = 4 << 20  # text handed to numpy at once (a batch is ~1.2 MB typically)
 _HEX_DIGITS: Final = frozenset("0123456789abcdef")
 
 
@@ -395,18 +396,33 @@ def _word_ids(
     """Append the word ids and word counts of ``texts`` (ASCII bytes: ``ascii_word_ids``; a
     ``(key, body)`` of other text: ``split_words`` here) to ``wids`` and ``n_words``."""
     for ascii_run, run in groupby(texts, key=lambda text: isinstance(text, bytes)):
-        group = list(run)
         if ascii_run:
-            found, counts = ascii_word_ids(np, group, table, get_word)
-        else:
-            found = array("I")
-            counts = array("q")
-            for key, body in group:
-                before = len(found)
-                found.extend(map(get_word, split_words(key) + split_words(body)))
-                counts.append(len(found) - before)
+            for chunk in _chunks(list(run)):
+                found, counts = ascii_word_ids(np, chunk, table, get_word)
+                wids.append(found)
+                n_words.append(counts)
+            continue
+        found = array("I")
+        counts = array("q")
+        for key, body in run:
+            before = len(found)
+            found.extend(map(get_word, split_words(key) + split_words(body)))
+            counts.append(len(found) - before)
         wids.append(np.asarray(found, dtype=np.uint32))
         n_words.append(np.asarray(counts, dtype=np.int64))
+
+
+def _chunks(texts: list[bytes]) -> Iterator[list[bytes]]:
+    """``texts`` in runs of up to ``_CHUNK_BYTES`` (or one text): a run's arrays take up to a
+    few tens of bytes per byte of text, so a batch of large files is taken a part at a time."""
+    start = size = 0
+    for end, text in enumerate(texts):
+        if size and size + len(text) > _CHUNK_BYTES:
+            yield texts[start:end]
+            start, size = end, 0
+        size += len(text)
+    if start < len(texts):
+        yield texts[start:]
 
 
 class _Words(dict[str, int]):
