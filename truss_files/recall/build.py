@@ -194,6 +194,11 @@ def _start_worker(index: Index, number: int) -> Any:
     # numpy's BLAS would start threads that only spin (~3% of a build): nothing here
     # multiplies matrices.
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    # glibc's malloc: serve blocks up to 32 MiB from the heap and keep freed memory, instead of
+    # returning it to the kernel and taking it back zeroed for the next batch's arrays (a build
+    # of 100k notes ~8% faster here). Other C libraries ignore these.
+    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 << 20))
+    env.setdefault("MALLOC_TRIM_THRESHOLD_", str(1 << 31))
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.PIPE,
