@@ -406,3 +406,25 @@ def test_the_estimate_is_close(store: MemoryStore) -> None:
     tree = Index(gitdir).tip_info().tree
     assert tree is not None
     assert 30 <= build._estimate(Objects(gitdir), tree) <= 30_000
+
+
+@pytest.mark.parametrize("n_terms", [7, 0x10000, 0x10001, 200_003])
+def test_postings_are_the_forward_index_sorted_by_term(n_terms: int) -> None:
+    # Above 65,536 terms the postings sort runs on both 16-bit halves of a term id.
+    rng = np.random.default_rng(n_terms)
+    n = 300
+    doc = np.sort(rng.integers(0, n, 20_000)).astype(np.int64)
+    term = rng.integers(0, n_terms, 20_000).astype(np.int64)
+    term[:50] = n_terms - 1  # the last term id, and a term frequency above one
+    keys = doc * n_terms + term
+    got = build._postings(np, n, n_terms, keys.copy())
+    pairs, tf = np.unique(keys, return_counts=True)
+    fdoc, fterm = pairs // n_terms, pairs % n_terms
+    assert got["fterm"] == fterm.astype(np.uint32).tobytes()
+    assert got["ftf"] == np.minimum(tf, 0xFFFF).astype(np.uint16).tobytes()
+    assert got["foff"] == np.searchsorted(fdoc, np.arange(n + 1)).astype(np.uint32).tobytes()
+    order = np.lexsort((fdoc, fterm))  # by term, then docno
+    assert got["pdoc"] == fdoc[order].astype(np.uint32).tobytes()
+    assert got["ptf"] == np.minimum(tf, 0xFFFF)[order].astype(np.uint16).tobytes()
+    starts = np.searchsorted(fterm[order], np.arange(n_terms + 1))
+    assert got["tstart"] == starts.astype(np.uint32).tobytes()
