@@ -29,7 +29,7 @@ class Memo(dict[str, int]):
 
 def words_of(texts: list[bytes], memo: Memo, table: WordIds) -> list[list[str]]:
     ids, counts = ascii_word_ids(np, texts, table, memo.__getitem__)
-    assert ids.dtype == np.uint32
+    assert ids.dtype == np.intp
     assert counts.tolist() == [len(split_words(t.decode())) for t in texts]
     names = {v: k for k, v in memo.items()}
     flat = [names[i] for i in ids.tolist()]

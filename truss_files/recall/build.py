@@ -373,7 +373,7 @@ def write_bulk_segment(
     vocab = sorted(terms)
     n_terms = len(vocab)
     term_id = dict(zip(vocab, range(n_terms), strict=True))
-    all_wids = np.concatenate(wids) if wids else np.zeros(0, dtype=np.uint32)
+    all_wids = np.concatenate(wids) if wids else np.zeros(0, dtype=np.intp)
     counts = np.concatenate(n_words) if n_words else np.zeros(0, dtype=np.int64)
     del wids, n_words
     keys, lengths = word_ids.token_keys(np, all_wids, counts, n_terms, terms, term_id)
@@ -413,7 +413,7 @@ def _word_ids(
             before = len(found)
             found.extend(map(get_word, split_words(key) + split_words(body)))
             counts.append(len(found) - before)
-        wids.append(np.asarray(found, dtype=np.uint32))
+        wids.append(np.asarray(found, dtype=np.intp))
         n_words.append(np.asarray(counts, dtype=np.int64))
 
 
@@ -466,29 +466,35 @@ class _Words(dict[str, int]):
         starts = np.frombuffer(self.starts, dtype=np.uint32)
         flat = rank[np.frombuffer(self.term_ids, dtype=np.uint32)]  # ranked, word by word
         del rank
-        words = wids
-        size = np.diff(starts)[words]  # tokens of each word (0: a stopword; 1: most)
-        doc = np.repeat(np.arange(n, dtype=dtype), n_words)
-        ends = np.cumsum(size, dtype=np.int64)
-        bounds = np.zeros(n + 1, dtype=np.int64)
+        # Per word id (small tables): how many terms it gives (0: a stopword; 1: most), its first.
+        word_size = np.diff(starts)
+        if len(flat):  # clamped: a stopword's start may be the end
+            word_first = flat[np.minimum(starts[:-1], len(flat) - 1)]
+        else:
+            word_first = np.zeros(len(word_size), dtype=dtype)
+        # Small integer types where they suffice: each new array of a few million elements costs
+        # page faults, which on this kind of machine cost more than the arithmetic.
+        size = word_size[wids]  # tokens of each word
+        total = int(size.sum(dtype=np.uint64))
+        cumulative = np.zeros(len(size) + 1, dtype=np.uint32 if total < 2**32 else np.uint64)
+        np.cumsum(size, out=cumulative[1:])
+        bounds = np.zeros(n + 1, dtype=np.intp)
         np.cumsum(n_words, out=bounds[1:])
-        cumulative = np.concatenate(([0], ends))
         lengths = (cumulative[bounds[1:]] - cumulative[bounds[:-1]]).astype(np.uint32)
-        del ends, bounds, cumulative
+        del cumulative, bounds
+        doc = np.repeat(np.arange(n, dtype=dtype), n_words)
         # A word of one term (nearly all): its key directly, no expansion.
         one = size == 1
         keys = doc[one]
         keys *= n_terms
-        if len(flat):
-            # Each word's first term, by word id (clamped: a stopword's start may be the end).
-            keys += flat[np.minimum(starts[:-1], len(flat) - 1)][words[one]]
+        keys += word_first[wids[one]]
         many = size > 1
         if many.any():
             # Identifiers ("max_retries": max, retry, maxretry): each of their terms.
-            counts = size[many]
-            first = np.repeat(starts[:-1][words[many]].astype(np.int64), counts)
+            counts = size[many].astype(np.intp)
+            first = np.repeat(starts[:-1][wids[many]].astype(np.int64), counts)
             within = np.arange(len(first), dtype=np.int64)
-            within -= np.repeat(np.cumsum(counts, dtype=np.int64) - counts, counts)
+            within -= np.repeat(np.cumsum(counts) - counts, counts)
             extra = np.repeat(doc[many], counts)
             extra *= n_terms
             extra += flat[first + within]
@@ -523,20 +529,15 @@ def _postings(np: Any, n: int, n_terms: int, keys: Any) -> dict[str, bytes]:
     np.minimum(tf, MAX_TF, out=tf)
     ftf = tf.astype(np.uint16)
     del tf
-    fdoc, fterm = np.divmod(keys[starts], n_terms)
+    unique = keys[starts]
     del keys, starts
-    fterm = fterm.astype(np.uint32, copy=False)
-    foff = np.zeros(n + 1, dtype=np.uint32)
-    np.cumsum(np.bincount(fdoc, minlength=n), out=foff[1:], dtype=np.uint32)
+    fdoc = unique // n_terms
+    unique -= fdoc * n_terms
+    fterm = unique.astype(np.uint32, copy=False)
+    foff = np.searchsorted(fdoc, np.arange(n + 1)).astype(np.uint32)  # fdoc is sorted
     tstart = np.zeros(n_terms + 1, dtype=np.uint32)
     np.cumsum(np.bincount(fterm, minlength=n_terms), out=tstart[1:], dtype=np.uint32)
-    # Postings: the forward index stably sorted by term (docnos stay ascending), as an LSD
-    # radix sort on 16-bit halves (numpy radix-sorts 16-bit keys; 32-bit ones it timsorts).
-    order = np.argsort(fterm.astype(np.uint16), kind="stable")  # the low half
-    if n_terms > 0x10000:
-        high = (fterm[order] >> 16).astype(np.uint16)
-        order = order[np.argsort(high, kind="stable")]
-        del high
+    order = _by_term(np, fterm)
     return {
         "tstart": tstart.tobytes(),
         "pdoc": fdoc[order].astype(np.uint32, copy=False).tobytes(),
@@ -545,6 +546,24 @@ def _postings(np: Any, n: int, n_terms: int, keys: Any) -> dict[str, bytes]:
         "fterm": fterm.tobytes(),
         "ftf": ftf.tobytes(),
     }
+
+
+def _by_term(np: Any, fterm: Any) -> Any:
+    """The order that sorts the forward index by term, stably (docnos stay ascending): a radix
+    sort of the low 16 bits of the term ids (numpy radix-sorts 16-bit keys; 32-bit ones it
+    timsorts), per value of the high bits -- one pass each while they are few."""
+    high = fterm >> 16
+    top = int(high.max())
+    if top == 0:
+        return np.argsort(fterm.astype(np.uint16), kind="stable")
+    if top < 16:
+        parts = []
+        for value in range(top + 1):
+            chosen = np.flatnonzero(high == value)
+            parts.append(chosen[np.argsort(fterm[chosen].astype(np.uint16), kind="stable")])
+        return np.concatenate(parts)
+    order = np.argsort(fterm.astype(np.uint16), kind="stable")
+    return order[np.argsort(high[order].astype(np.uint16), kind="stable")]
 
 
 def main(argv: Sequence[str]) -> int:

@@ -180,4 +180,4 @@ def ascii_word_ids(
             word_id(joined[a:b].decode("ascii"))
             for a, b in zip(starts[long_words].tolist(), ends[long_words].tolist(), strict=True)
         ]
-    return ids.astype(np.uint32), counts
+    return ids, counts
