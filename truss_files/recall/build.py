@@ -2,16 +2,17 @@
 
 Where the time goes, per file, measured inside a build on the development machine (2 busy
 cores, ~75 µs a file in all): reading the blob ~17 µs (a loose object opened, read and
-inflated by hand; pygit2 only for objects in packs), ``scan_meta`` ~28 µs (the fast parser
-of canonical files, content address checked), the words ~10 µs, the record and the rest
-~8 µs, the postings ~12 µs. Words and postings are the parts pure Python does worst:
+inflated by hand; pygit2 only for objects in packs), ``scan_meta`` ~23 µs (the fast parser
+of canonical files, content address checked), the words ~15 µs (a third of it analysing
+words seen for the first time), the record and the rest ~4 µs, the postings ~13 µs, writing
+the segment ~4 µs. Words and postings are the parts pure Python does worst:
 ``split_words`` and a memo lookup cost ~0.3 µs a word, and ``segment.write_segment`` sorts
 every posting by term at ~80 µs a document. So a build of ``BULK_AT`` files or more hands
 both to numpy (a core dependency; where it cannot be imported, the plain writer runs):
 ``bulkwords.ascii_word_ids`` finds the words of a batch of texts and their word ids in array
 operations, numpy turns them into ``document * V + term`` keys, and one stable sort gives the
 forward index and its term frequencies, one radix sort by term the postings. Both writers
-write the same bytes (``tests/test_recall_build.py``); 100k notes rebuild in ~4.5 s with
+write the same bytes (``tests/test_recall_build.py``); 100k notes rebuild in ~4.3 s with
 numpy, ~10 s without.
 
 Above ``index.PARALLEL_AT`` files the work is split by entry id across worker processes (fresh
