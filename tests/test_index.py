@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import marshal
 import multiprocessing
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -272,7 +273,8 @@ def test_big_changes_rebuild_in_parallel_workers(
     found = searcher.query("parallel note", Filter(min_trust=Trust.UNVERIFIED), 200)
     assert searcher.index.stats["op"] == "rebuild"
     assert len(found.hits) == 120
-    assert len(list(recall_dir(store).glob("*.seg"))) >= 2
+    made = list(recall_dir(store).glob("*.seg"))
+    assert made and not any(p.name.startswith(f"seg-{os.getpid()}-") for p in made)  # workers'
     check_against_pipeline(store, "parallel build flaky", Filter(min_trust=Trust.UNVERIFIED), 200)
 
 
@@ -296,5 +298,6 @@ def test_bulk_imports_update_through_worker_processes(
     store.write_many(entries)
     searcher.query("x", Filter())
     assert searcher.index.stats["op"] == "update"
-    assert len(set(recall_dir(store).glob("*.seg")) - before) >= 2  # one per worker
+    made = set(recall_dir(store).glob("*.seg")) - before
+    assert made and not any(p.name.startswith(f"seg-{os.getpid()}-") for p in made)  # workers'
     check_against_pipeline(store, "bulk imported flaky", Filter(min_trust=Trust.UNVERIFIED), 200)

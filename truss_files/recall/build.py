@@ -17,14 +17,15 @@ numpy, ~10 s without.
 
 Above ``index.PARALLEL_AT`` files the work is split by entry id across worker processes (fresh
 interpreters, ``python -m truss_files.recall.build``: safe beside threads and pygit2, and
-unlike ``multiprocessing`` they never re-import the caller's ``__main__``), each writing its
-own segment of a disjoint id range, so the result needs no merge and the parent never holds
-the whole corpus. A full rebuild gives each worker a share of the fan-out folders (the id's
-first byte) to list itself, so the parent lists nothing and the workers start at once (~0.3
-s less than listing 100k files here first). A worker that fails has its job done in this
-process instead. Nothing built here makes reference cycles, so the cyclic garbage collector
-is paused while it runs (its passes over 50k documents' live objects cost about a second,
-for nothing).
+unlike ``multiprocessing`` they never re-import the caller's ``__main__``). The files come in
+parts, in id order, each handed to the first worker that asks; a worker writes one segment of
+all it took, so segments hold disjoint ids, the result needs no merge, the parent never holds
+the whole corpus, and a worker on a core that other work slows down takes fewer parts instead
+of holding up the build. A full rebuild's parts are shares of the fan-out folders (the id's
+first byte) that the workers list themselves, so the parent lists nothing (~0.3 s less than
+listing 100k files first). What a failed worker took is built in this process. Nothing built
+here makes reference cycles, so the cyclic garbage collector is paused while it runs (its
+passes over 50k documents' live objects cost about a second, for nothing).
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ import gc
 import json
 import marshal
 import os
+import selectors
 import subprocess
 import sys
 import time
 from array import array
-from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from itertools import count, groupby
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import count, groupby, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -67,20 +69,23 @@ __all__ = [
 BULK_AT: Final = 2_000  # files; below this importing numpy (~0.1 s) costs more than it saves
 _BLOB: Final = 3  # pygit2's object type of a blob
 _BATCH: Final = 1024  # files read and parsed before their words are found (numpy per call)
+_PARTS_PER_WORKER: Final = 8  # parts of a parallel build per worker, handed out on demand
 _CHUNK_BYTES: Final = 4 << 20  # text handed to numpy at once (a batch is ~1.2 MB typically)
 _HEX_DIGITS: Final = frozenset("0123456789abcdef")
 
 
 def build_tree(index: Index, tree: str) -> tuple[list[str], dict[str, str]]:
     """``build_segments`` of every entry file under ``tree`` (``memories/``). When the tree
-    looks large, each worker lists its own share of it: this process lists nothing, and the
-    workers' start-up (an interpreter, our modules, numpy: ~0.2 s) is all they wait for."""
+    looks large, the workers list it too, a share of the fan-out folders at a time: this
+    process lists nothing, and the workers' start-up (an interpreter, our modules, numpy:
+    ~0.2 s) is all they wait for."""
     from .index import PARALLEL_AT
 
     workers = min(os.cpu_count() or 1, 8)
     if workers >= 2 and _estimate(index.objects, tree) >= PARALLEL_AT:
-        shares = [[256 * n // workers, 256 * (n + 1) // workers] for n in range(workers)]
-        return _run_workers(index, [{"tree": tree, "share": share} for share in shares])
+        count = workers * _PARTS_PER_WORKER
+        shares = [[256 * n // count, 256 * (n + 1) // count] for n in range(count)]
+        return _run_workers(index, workers, [{"tree": tree, "share": s} for s in shares])
     files = [(p, b) for p, b in walk_tree(index.objects, tree, "memories") if p.endswith(".md")]
     return build_segments(index, files)
 
@@ -109,43 +114,64 @@ def build_segments(
     if len(ordered) < PARALLEL_AT or workers < 2:
         name, invalid = build_part(index.git, index.dir, ordered, repo=index.objects._repo)
         return ([name] if name else []), invalid
-    chunk = -(-len(ordered) // workers)
-    return _run_workers(index, [ordered[i : i + chunk] for i in range(0, len(ordered), chunk)])
+    chunk = -(-len(ordered) // (workers * _PARTS_PER_WORKER))
+    parts = [ordered[i : i + chunk] for i in range(0, len(ordered), chunk)]
+    return _run_workers(index, workers, parts)
 
 
 def _file_name(file: tuple[str, str]) -> str:
     return file[0].rsplit("/", 1)[-1]
 
 
-Job = list[tuple[str, str]] | dict[str, Any]  # files sorted by id, or a share of a tree
+Part = list[tuple[str, str]] | dict[str, Any]  # files sorted by id, or a share of a tree
 
 
-def _run_workers(index: Index, jobs: Sequence[Job]) -> tuple[list[str], dict[str, str]]:
-    """One worker process per job, each writing the segment of a disjoint id range."""
+def _run_workers(
+    index: Index, workers: int, parts: Sequence[Part]
+) -> tuple[list[str], dict[str, str]]:
+    """Worker processes that take ``parts`` (in id order) one at a time, each when done with
+    the last, and write one segment of all they took: their segments hold disjoint ids, and a
+    worker on a core that other work slows down takes fewer parts instead of holding up the
+    build. What a worker that fails took is built here."""
     index.dir.mkdir(parents=True, exist_ok=True)
-    procs = [_start_worker(index, number) for number in range(len(jobs))]
+    procs = [_start_worker(index, number) for number in range(workers)]
+    queue = deque(parts)
+    taken: list[list[Part]] = [[] for _ in procs]
+    answers: list[bytes] = [b"" for _ in procs]  # what each worker wrote, up to its result
     try:
-        for proc, job in zip(procs, jobs, strict=True):
-            # Every worker is already starting up (importing) while the others' job is written.
-            assert proc.stdin is not None
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.write(json.dumps(job))
-                proc.stdin.close()
-            proc.stdin = None  # communicate() must not write again
+        with selectors.DefaultSelector() as selector:
+            for number, proc in enumerate(procs):
+                selector.register(proc.stdout, selectors.EVENT_READ, number)
+            while selector.get_map():
+                for key, _ in selector.select():
+                    number = key.data
+                    data = os.read(key.fd, 1 << 16)
+                    if not data:  # the worker has exited
+                        selector.unregister(key.fileobj)
+                        continue
+                    answers[number] += data
+                    while answers[number].startswith(b"next\n"):  # it asks for a part
+                        answers[number] = answers[number][5:]
+                        part = queue.popleft() if queue else None
+                        if part is not None:
+                            taken[number].append(part)
+                        _send(procs[number], part)
         names = []
         invalid = {}
-        for number, (proc, job) in enumerate(zip(procs, jobs, strict=True)):
-            out, _ = proc.communicate()
+        for number, proc in enumerate(procs):
+            proc.wait()
             try:
-                result = json.loads(out)
+                result = json.loads(answers[number])
                 name, bad = result["segment"], result["invalid"]
             except (ValueError, KeyError, TypeError):
-                # A worker that failed (killed, no memory): do its job here instead.
-                files = _job_files(index.objects, job)
-                repo = index.objects._repo
-                name, bad = build_part(index.git, index.dir, files, repo=repo, suffix=f"-{number}")
+                # A worker that failed (killed, out of memory): what it took is built here.
+                name, bad = _build_here(index, taken[number], f"-{number}")
             if name is not None:
                 names.append(name)
+            invalid.update(bad)
+        if queue:  # every worker failed before the parts ran out
+            name, bad = _build_here(index, list(queue), "-rest")
+            names += [name] if name is not None else []
             invalid.update(bad)
         return names, invalid
     finally:
@@ -153,13 +179,29 @@ def _run_workers(index: Index, jobs: Sequence[Job]) -> tuple[list[str], dict[str
             if proc.poll() is None:  # interrupted: no worker outlives the build
                 proc.kill()
                 proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
 
 
-def _job_files(objects: Objects, job: Job) -> list[tuple[str, str]]:
-    if isinstance(job, dict):
-        lo, hi = job["share"]
-        return sorted(_share_files(objects, str(job["tree"]), lo, hi), key=_file_name)
-    return [(str(p), str(b)) for p, b in job]
+def _send(proc: Any, part: Part | None) -> None:
+    """A part for the worker, or None: there are no more."""
+    with contextlib.suppress(OSError):  # a worker that has exited: its parts are redone
+        proc.stdin.write(json.dumps(part).encode() + b"\n")
+        proc.stdin.flush()
+
+
+def _build_here(index: Index, parts: Sequence[Part], suffix: str) -> tuple[str | None, Any]:
+    files = [f for part in parts for f in _part_files(index.objects, part)]
+    return build_part(index.git, index.dir, files, repo=index.objects._repo, suffix=suffix)
+
+
+def _part_files(objects: Objects, part: Part) -> list[tuple[str, str]]:
+    if isinstance(part, dict):
+        lo, hi = part["share"]
+        return sorted(_share_files(objects, str(part["tree"]), lo, hi), key=_file_name)
+    return [(str(p), str(b)) for p, b in part]
 
 
 def _share_files(objects: Objects, tree: str, lo: int, hi: int) -> list[tuple[str, str]]:
@@ -205,7 +247,6 @@ def _start_worker(index: Index, number: int) -> Any:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        text=True,
         env=env,
     )
     return proc
@@ -214,19 +255,24 @@ def _start_worker(index: Index, number: int) -> Any:
 def build_part(
     git: GitDir,
     out_dir: Path,
-    files: Sequence[tuple[str, str]],
+    files: Iterable[tuple[str, str]],
     *,
     repo: Any = None,
     suffix: str = "",
+    bulk: bool | None = None,
 ) -> tuple[str | None, dict[str, str]]:
     """One segment of ``files`` (sorted by entry id) in ``out_dir``: its name (None when no
-    file was readable) and the unreadable files."""
+    file was readable) and the unreadable files. ``bulk``: write it with numpy (by default
+    when the files are ``BULK_AT`` or more)."""
     name = f"seg-{os.getpid()}-{time.time_ns():x}{suffix}.seg"
     path = Path(out_dir) / name
     path.parent.mkdir(parents=True, exist_ok=True)
     blobs = Blobs(git, repo)
     with _collector_paused():
-        np = _numpy() if len(files) >= BULK_AT else None
+        if bulk is None:
+            files = files if isinstance(files, Sequence) else list(files)
+            bulk = len(files) >= BULK_AT
+        np = _numpy() if bulk else None
         if np is not None:
             wrote, invalid = write_bulk_segment(path, files, blobs.read, np)
         else:
@@ -290,7 +336,7 @@ class Blobs:
 
 
 def read_docs(
-    read: Callable[[str], bytes], files: Sequence[tuple[str, str]]
+    read: Callable[[str], bytes], files: Iterable[tuple[str, str]]
 ) -> tuple[list[Doc], dict[str, str]]:
     """Docs sorted by id (``files`` come sorted by file name, which is the id)."""
     docs: list[Doc] = []
@@ -306,7 +352,7 @@ def read_docs(
 
 
 def write_bulk_segment(
-    path: Path, files: Sequence[tuple[str, str]], read: Callable[[str], bytes], np: Any
+    path: Path, files: Iterable[tuple[str, str]], read: Callable[[str], bytes], np: Any
 ) -> tuple[bool, dict[str, str]]:
     """``write_segment(path, read_docs(read, files)[0])`` with the postings built by numpy:
     the same file. Returns whether a segment was written (some file was readable) and the
@@ -325,10 +371,11 @@ def write_bulk_segment(
     groups: dict[str, list[int]] = {}
     runs: dict[str, list[int]] = {}
     invalid: dict[str, str] = {}
-    for at in range(0, len(files), _BATCH):
+    remaining = iter(files)
+    while batch := list(islice(remaining, _BATCH)):
         texts: list[Any] = []  # per readable file: its text's bytes (ASCII), or (key, body)
         metas: list[Meta] = []
-        for file_path, blob in files[at : at + _BATCH]:
+        for file_path, blob in batch:
             try:
                 key, body, meta = scan_meta(read(blob), file_path)
             except EntryError as exc:
@@ -568,14 +615,27 @@ def _by_term(np: Any, fterm: Any) -> Any:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Worker: ``python -m truss_files.recall.build GIT_DIR OUT_DIR N`` < JSON job: the files
-    (``[[path, blob], ...]``, sorted by id) or a share of a tree (``{"tree", "share"}``)."""
+    """Worker: ``python -m truss_files.recall.build GIT_DIR OUT_DIR N``. It writes ``next`` and
+    reads a part (a JSON line: files ``[[path, blob], ...]`` sorted by id, or a share of a tree
+    ``{"tree", "share"}``) until the part is ``null``, then writes its result."""
     git_dir, out_dir, number = argv
-    _numpy()  # imported while the parent is still writing the job
+    _numpy()  # while the parent is starting the other workers
     git = GitDir.discover(git_dir)
-    files = _job_files(Objects(git), json.loads(sys.stdin.read()))
-    name, invalid = build_part(git, Path(out_dir), files, suffix=f"-{number}")
-    print(json.dumps({"segment": name, "invalid": invalid}))
+    objects = Objects(git)
+
+    def files() -> Iterator[tuple[str, str]]:
+        while True:
+            sys.stdout.write("next\n")
+            sys.stdout.flush()
+            line = sys.stdin.readline()
+            part = json.loads(line) if line.strip() else None
+            if part is None:
+                return
+            yield from _part_files(objects, part)
+
+    name, invalid = build_part(git, Path(out_dir), files(), suffix=f"-{number}", bulk=True)
+    sys.stdout.write(json.dumps({"segment": name, "invalid": invalid}))
+    sys.stdout.flush()
     return 0
 
 
