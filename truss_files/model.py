@@ -6,8 +6,6 @@ All values are frozen; a change of trust makes a new ``Entry`` with ``dataclasse
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -184,6 +182,10 @@ class Entry:
 
 
 def content_id(entry: Entry) -> str:
+    # Imported here: a query makes no ids, and these cost a few ms of its start-up.
+    import hashlib
+    import json
+
     canonical = json.dumps(
         entry.immutable(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
