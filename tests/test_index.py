@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import marshal
 import multiprocessing
@@ -21,7 +22,7 @@ from test_recall_support import (
 )
 
 from truss_files.errors import StoreError
-from truss_files.model import Trust
+from truss_files.model import Trust, content_id
 from truss_files.recall import index as index_module
 from truss_files.recall.engine import Searcher, search
 from truss_files.recall.gitread import GitDir
@@ -156,7 +157,7 @@ def test_warm_query_reads_no_git_object_and_imports_no_heavy_module(store: Memor
         "sys.argv = ['truss-files', '--store', sys.argv[1], 'query', 'flaky network']\n"
         "try:\n    main()\n"
         "except SystemExit:\n    pass\n"
-        "heavy = [m for m in ('pygit2', 'yaml', 'numpy', 'cryptography', 'wordllama') "
+        "heavy = [m for m in ('pygit2', 'yaml', 'numpy', 'cryptography', 'wordllama', 'hashlib') "
         "if m in sys.modules]\n"
         "print(json.dumps(heavy), file=sys.stderr)\n"
     )
@@ -169,6 +170,15 @@ def test_warm_query_reads_no_git_object_and_imports_no_heavy_module(store: Memor
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["entries"]
     assert json.loads(done.stderr.strip().splitlines()[-1]) == []
+
+
+def test_returned_entries_carry_the_id_the_index_checked(store: MemoryStore) -> None:
+    mixed_store(store)
+    found = search(store.git.workdir, "flaky", Filter(min_trust=Trust.UNVERIFIED))
+    assert found.hits
+    for hit in found.hits:
+        seeded = hit.entry.__dict__["_id"]  # set from the segment, not hashed
+        assert seeded == content_id(dataclasses.replace(hit.entry))
 
 
 def test_packed_objects_and_refs_after_git_gc(store: MemoryStore, git: Callable[..., str]) -> None:

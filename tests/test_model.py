@@ -222,3 +222,12 @@ def test_entries_are_frozen_and_ledger_ref_is_produced_by() -> None:
     assert entry.ledger_ref == "run:R-7f3a/12"
     with pytest.raises(dataclasses.FrozenInstanceError):
         entry.trust = Trust.VERIFIED  # type: ignore[misc]
+
+
+def test_an_entry_keeps_its_id_and_changes_make_a_new_one() -> None:
+    entry = Entry(kind=Kind.FACT, key="k", body="b")
+    fresh = Entry(kind=Kind.FACT, key="k", body="b")
+    assert entry.id == content_id(fresh) and entry.__dict__["_id"] == entry.id
+    assert entry == fresh  # the kept id is not a field
+    changed = dataclasses.replace(entry, body="c")
+    assert changed.id == content_id(Entry(kind=Kind.FACT, key="k", body="c")) != entry.id

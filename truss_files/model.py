@@ -158,7 +158,13 @@ class Entry:
 
     @property
     def id(self) -> str:
-        return content_id(self)
+        # Kept once made: the fields it is the address of are frozen. The recall index seeds it
+        # for the entries it returns (it checked each file's id against its content).
+        found: str | None = self.__dict__.get("_id")
+        if found is None:
+            found = content_id(self)
+            object.__setattr__(self, "_id", found)
+        return found
 
     @property
     def path(self) -> str:

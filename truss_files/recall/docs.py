@@ -185,7 +185,10 @@ def fields_meta(
     )
 
 
-def entry_of(record: tuple[Any, ...]) -> Entry:
+def entry_of(record: tuple[Any, ...], entry_id: str | None = None) -> Entry:
+    """The ``Entry`` of an index record. ``entry_id``: its document id, which the index
+    checked is the content address of the file (``scan``, ``entryfile.parse``) -- given, the
+    entry need not hash its fields again (nor a query import hashlib) to know it."""
     (
         kind,
         key,
@@ -212,7 +215,7 @@ def entry_of(record: tuple[Any, ...]) -> Entry:
             )
         else:
             verified_by = verdict[1]
-    return Entry(
+    entry = Entry(
         kind=Kind(kind),
         key=key,
         body=body,
@@ -229,3 +232,6 @@ def entry_of(record: tuple[Any, ...]) -> Entry:
         superseded_by=superseded_by,
         checks=tuple(checks),
     )
+    if entry_id is not None:
+        object.__setattr__(entry, "_id", entry_id)
+    return entry

@@ -178,7 +178,8 @@ class Searcher:
 
     @staticmethod
     def _entry(view: IndexView, match: Match) -> Entry:
-        return entry_of(view.segments[match.seg].record(match.docno))
+        seg = view.segments[match.seg]
+        return entry_of(seg.record(match.docno), seg.doc_id(match.docno))
 
     @staticmethod
     def _related(view: IndexView, hits: Sequence[Hit]) -> list[Entry]:
@@ -200,7 +201,8 @@ class Searcher:
                         live.append((number, docno))
             if len(live) > 1:  # records are read only for an actual conflict
                 for number, docno in live:
-                    out[(number, docno)] = entry_of(view.segments[number].record(docno))
+                    held = view.segments[number]
+                    out[(number, docno)] = entry_of(held.record(docno), held.doc_id(docno))
         return list(out.values())
 
 
