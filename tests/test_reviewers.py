@@ -3,6 +3,7 @@ environment that cannot reach the signing keys."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -277,12 +278,10 @@ def test_cleaned_evidence_round_trips_through_the_entry_file(text: str) -> None:
         policy="lazy",
         now="2026-11-29T11:00:00Z",
     )
-    stored = Entry(
-        **{
-            **ENTRY.__dict__,
-            "trust": Trust.VERIFIED,
-            "provenance": Provenance("run:R-1/3", ("event:evt_1#1",), verdict.to_dict()),
-        }
+    stored = dataclasses.replace(
+        ENTRY,
+        trust=Trust.VERIFIED,
+        provenance=Provenance("run:R-1/3", ("event:evt_1#1",), verdict.to_dict()),
     )
     parsed = entryfile.parse(entryfile.serialize(stored), stored.path)
     assert parsed.provenance.verified_by is not None
