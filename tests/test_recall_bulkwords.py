@@ -28,7 +28,7 @@ class Memo(dict[str, int]):
 
 
 def words_of(texts: list[bytes], memo: Memo, table: WordIds) -> list[list[str]]:
-    ids, counts = ascii_word_ids(np, texts, table, memo.__getitem__)
+    ids, counts = ascii_word_ids(np, texts, table)
     assert ids.dtype == np.intp
     assert counts.tolist() == [len(split_words(t.decode())) for t in texts]
     names = {v: k for k, v in memo.items()}
@@ -59,8 +59,8 @@ def test_a_word_found_again_keeps_its_id_and_is_analysed_once() -> None:
     memo = Memo()
     table = WordIds(np, memo.__getitem__, bits=2)
     words = [f"w{i}" for i in range(100)] + ["a" * 20, "abcdefghijklmnop"]
-    first, _ = ascii_word_ids(np, [" ".join(words).encode()], table, memo.__getitem__)
-    again, _ = ascii_word_ids(np, [" ".join(reversed(words)).encode()], table, memo.__getitem__)
+    first, _ = ascii_word_ids(np, [" ".join(words).encode()], table)
+    again, _ = ascii_word_ids(np, [" ".join(reversed(words)).encode()], table)
     assert again.tolist() == first.tolist()[::-1]
     assert len(memo) == len(words)
 
@@ -68,9 +68,9 @@ def test_a_word_found_again_keeps_its_id_and_is_analysed_once() -> None:
 def test_no_texts_and_empty_texts() -> None:
     memo = Memo()
     table = WordIds(np, memo.__getitem__)
-    ids, counts = ascii_word_ids(np, [], table, memo.__getitem__)
+    ids, counts = ascii_word_ids(np, [], table)
     assert (len(ids), len(counts)) == (0, 0)
-    ids, counts = ascii_word_ids(np, [b"", b"  ", b""], table, memo.__getitem__)
+    ids, counts = ascii_word_ids(np, [b"", b"  ", b""], table)
     assert len(ids) == 0 and counts.tolist() == [0, 0, 0]
 
 

@@ -359,8 +359,7 @@ def write_bulk_segment(
     unreadable files."""
     term_pid: defaultdict[str, int] = defaultdict(count().__next__)  # in order of first sight
     word_ids = _Words(term_pid.__getitem__)  # raw word -> word id, and each word's term ids
-    get_word = word_ids.__getitem__
-    table = WordIds(np, get_word)
+    table = WordIds(np, word_ids.__getitem__)
     wids: list[Any] = []  # every document's words (ids), one after the other, in pieces
     n_words: list[Any] = []  # per document, in pieces
     ids: list[str] = []
@@ -390,7 +389,7 @@ def write_bulk_segment(
             else:
                 texts.append((key, body))
             metas.append(meta)
-        _word_ids(np, texts, table, get_word, wids, n_words)
+        _word_ids(np, texts, table, wids, n_words)
         # Dumped once nothing else holds the records' strings, as write_segment finds them:
         # marshal marks a string with other references, and the bytes would differ.
         texts = key = body = text = None  # type: ignore[assignment]
@@ -439,19 +438,14 @@ def write_bulk_segment(
 
 
 def _word_ids(
-    np: Any,
-    texts: Sequence[Any],
-    table: WordIds,
-    get_word: Callable[[str], int],
-    wids: list[Any],
-    n_words: list[Any],
+    np: Any, texts: Sequence[Any], table: WordIds, wids: list[Any], n_words: list[Any]
 ) -> None:
     """Append the word ids and word counts of ``texts`` (ASCII bytes: ``ascii_word_ids``; a
     ``(key, body)`` of other text: ``split_words`` here) to ``wids`` and ``n_words``."""
     for ascii_run, run in groupby(texts, key=lambda text: isinstance(text, bytes)):
         if ascii_run:
             for chunk in _chunks(list(run)):
-                found, counts = ascii_word_ids(np, chunk, table, get_word)
+                found, counts = ascii_word_ids(np, chunk, table)
                 wids.append(found)
                 n_words.append(counts)
             continue
@@ -459,7 +453,7 @@ def _word_ids(
         counts = array("q")
         for key, body in run:
             before = len(found)
-            found.extend(map(get_word, split_words(key) + split_words(body)))
+            found.extend(map(table.word_id, split_words(key) + split_words(body)))
             counts.append(len(found) - before)
         wids.append(np.asarray(found, dtype=np.intp))
         n_words.append(np.asarray(counts, dtype=np.int64))

@@ -45,7 +45,7 @@ class WordIds:
 
     def __init__(self, np: Any, word_id: Callable[[str], int], bits: int = 16) -> None:
         self._np = np
-        self._word_id = word_id
+        self.word_id = word_id  # a new word's id (it analyses the word)
         self._count = 0
         self._allocate(bits)
         self.masks = np.array([(1 << (8 * n)) - 1 for n in range(9)], dtype=np.uint64)
@@ -108,7 +108,7 @@ class WordIds:
         words[:, 0] = m1[new]
         words[:, 1] = m2[new]
         raw = words.tobytes()
-        word_id = self._word_id
+        word_id = self.word_id
         values = np.fromiter(
             (
                 word_id(raw[at : at + _KEY_BYTES].rstrip(b"\0").decode("ascii"))
@@ -146,12 +146,10 @@ class WordIds:
             slot[stuck] = (slot[stuck] + 1) & self._mask
 
 
-def ascii_word_ids(
-    np: Any, texts: Sequence[bytes], table: WordIds, word_id: Callable[[str], int]
-) -> tuple[Any, Any]:
+def ascii_word_ids(np: Any, texts: Sequence[bytes], table: WordIds) -> tuple[Any, Any]:
     """``(word ids of every text's words, one text after the other; words per text)``: for
-    each text, ``[word_id(w) for w in split_words(text)]``. Texts are ASCII without
-    apostrophes (``split_words`` drops those first); ``word_id`` is the table's."""
+    each text, ``[table.word_id(w) for w in split_words(text)]``. Texts are ASCII without
+    apostrophes (``split_words`` drops those first)."""
     # A separator before the first text and after the last: every word starts and ends
     # inside, so the places where "kept" flips alternate between a start and an end.
     joined = b"\n" + b"\n".join(texts) + b"\n" + bytes(_KEY_BYTES)
@@ -177,7 +175,7 @@ def ascii_word_ids(
         ids[short] = table.add(k1[short], k2[short])
         long_words = np.flatnonzero(~short)
         ids[long_words] = [
-            word_id(joined[a:b].decode("ascii"))
+            table.word_id(joined[a:b].decode("ascii"))
             for a, b in zip(starts[long_words].tolist(), ends[long_words].tolist(), strict=True)
         ]
     return ids, counts
