@@ -21,7 +21,7 @@ from test_recall_support import (
     reject,
 )
 
-from truss_files.errors import StoreError
+from truss_files.errors import StoreError, UntrustedHistory
 from truss_files.model import Trust, content_id
 from truss_files.recall import index as index_module
 from truss_files.recall.engine import Searcher, search
@@ -143,9 +143,14 @@ def test_unreadable_entry_files_are_skipped_and_named(store: MemoryStore) -> Non
     from truss_files.gitstore import Identity
 
     store.git.apply(plan, store.signer, Identity("T", "t@example.test"))  # type: ignore[arg-type]
-    found = search(store.git.workdir, "flaky", Filter())
-    assert [h.entry.id for h in found.hits] == [good.id]
+    # The audit rejects a commit of an unreadable entry file, so the read gate serves nothing
+    # above unverified from this history; below, the index still skips and names the file.
+    with pytest.raises(UntrustedHistory, match=r"\[entry\]"):
+        search(store.git.workdir, "flaky", Filter())
+    found = search(store.git.workdir, "flaky", Filter(min_trust=Trust.UNVERIFIED))
+    assert found.hits == [] and found.withheld is not None
     assert bad_path in found.skipped
+    assert good.trust is Trust.VERIFIED
 
 
 def test_warm_query_reads_no_git_object_and_imports_no_heavy_module(store: MemoryStore) -> None:

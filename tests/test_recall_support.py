@@ -8,11 +8,13 @@ commits of entry files through ``GitStore.apply``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from truss_files import entryfile
 from truss_files.gitstore import Identity, Plan, Snapshot
 from truss_files.model import Entry, Kind, Trust
+from truss_files.panel.verdict import sign_verdict
 from truss_files.recall.engine import RecallResult, Searcher
 from truss_files.recall.pipeline import Filter, Hit, recall
 from truss_files.store import MemoryStore, trailers
@@ -27,17 +29,66 @@ def reject(store: MemoryStore, entry: Entry) -> Entry:
 
 
 def commit_entries(store: MemoryStore, entries: Iterable[Entry], message: str) -> str:
-    """One signed commit adding entry files as they are (any trust): a bulk hand edit."""
-    files = {e.path: entryfile.serialize(e).encode() for e in entries}
+    """Entry files as they are (any trust), committed as the audit demands -- the reads refuse
+    a history it rejects: all land unverified in one signed commit, the next gives each its
+    trust with a verdict signed for its id, a third demotes the stale ones. A bulk import."""
+    wanted = list(entries)
+    principal = store.principal()
 
-    def plan(_snap: Snapshot) -> Plan:
-        body = trailers(op="write", entries=str(len(files)))
-        return Plan(files, f"{message}\n\n{body}")
+    def apply(changed: Iterable[Entry], text: str, **fields: str) -> str:
+        files = {e.path: entryfile.serialize(e).encode() for e in changed}
 
-    who = Identity("Test Operator", "operator@example.test")
-    done = store.git.apply(plan, store.signer, who)
-    assert done is not None
-    return str(done[0].id)
+        def plan(_snap: Snapshot) -> Plan:
+            return Plan(files, f"{text}\n\n{trailers(**fields)}")
+
+        who = Identity("Test Operator", "operator@example.test")
+        done = store.git.apply(plan, store.signer, who)
+        assert done is not None
+        return str(done[0].id)
+
+    tip = apply(
+        [_with(e, Trust.UNVERIFIED, None) for e in wanted],
+        message,
+        op="write",
+        entries=str(len(wanted)),
+    )
+    decided: list[Entry] = []
+    for entry in wanted:
+        if entry.trust is Trust.UNVERIFIED:
+            continue
+        outcome = "FAIL" if entry.trust is Trust.REJECTED else "PASS"
+        vote = {"reviewer": principal, "kind": "human", "vote": outcome, "evidence": {}}
+        verdict = sign_verdict(
+            entry.id,
+            outcome,
+            [vote],
+            signer=store.signer,
+            principal=principal,
+            quorum="1-of-1",
+            policy="manual",
+            now="2026-11-29T11:00:00Z",
+        )
+        trust = Trust.REJECTED if outcome == "FAIL" else Trust.VERIFIED
+        decided.append(_with(entry, trust, verdict.to_dict()))
+    if decided:
+        tip = apply(decided, f"{message}: verdicts", op="promote")
+    stale = [
+        _with(e, Trust.STALE, e.provenance.verified_by)
+        for e in decided
+        if e.id in _ids(wanted, Trust.STALE)
+    ]
+    if stale:
+        tip = apply(stale, f"{message}: stale", op="demote")
+    return tip
+
+
+def _with(entry: Entry, trust: Trust, verdict: Mapping[str, Any] | None) -> Entry:
+    prov = dataclasses.replace(entry.provenance, verified_by=verdict)
+    return dataclasses.replace(entry, trust=trust, provenance=prov)
+
+
+def _ids(entries: Iterable[Entry], trust: Trust) -> set[str]:
+    return {e.id for e in entries if e.trust is trust}
 
 
 def as_rejected(entry: Entry) -> Entry:

@@ -13,6 +13,7 @@ with ``raise ... from exc``.
     ├── TransitionError       a trust change the state machine does not allow
     ├── ConflictError         the store moved under us, or a work tree path has local edits
     ├── ConfigError           truss.toml / allowed_signers / user config problems
+    ├── UntrustedHistory      a read above unverified from a history the audit rejects
     └── StoreError            anything else about the repository (not a store, corrupt object)
 """
 
@@ -67,6 +68,13 @@ class ConflictError(TrussError):
 
 class ConfigError(TrussError):
     code = "config"
+
+
+class UntrustedHistory(TrussError):
+    """The branch's history breaks an audit rule, so its trust labels cannot be believed:
+    nothing above unverified is served until the offending commit is off the branch."""
+
+    code = "untrusted_history"
 
 
 class StoreError(TrussError):

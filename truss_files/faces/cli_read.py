@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from .cli import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
+
+if TYPE_CHECKING:
+    from ..gitstore import Snapshot
+    from ..model import Trust
+    from ..store import MemoryStore
 
 # -- reading ---------------------------------------------------------------------------------
 
@@ -20,6 +26,8 @@ from .output import FORMAT_OPTION, emit
 def show(obj: Ctx, entry_id: str, fmt: str | None) -> None:
     """Show one entry (any trust, for people; agents use the tools).
 
+    Refused for an entry above unverified while the branch's history fails the audit.
+
     \b
     Example:
       truss-files show 5b0c8f3e
@@ -27,8 +35,20 @@ def show(obj: Ctx, entry_id: str, fmt: str | None) -> None:
     from ..entryfile import serialize
     from ..views import entry_view
 
-    entry = obj.store().get(entry_id)
+    store = obj.store()
+    snap = store.snapshot()
+    entry = store.get(entry_id, snap)
+    _gate(store, snap, entry.trust)
     emit(fmt, entry_view(entry, full=True), lambda _d: serialize(entry).rstrip("\n"))
+
+
+def _gate(store: MemoryStore, snap: Snapshot, trust: Trust) -> str | None:
+    """The read gate for a command that shows entries of ``trust``: refused above unverified
+    when the history fails the audit; otherwise why entries above unverified are held back."""
+    from ..model import Trust
+    from ..readgate import gate_snapshot
+
+    return gate_snapshot(store, snap, trust if trust.rank > 0 else Trust.UNVERIFIED)
 
 
 @cli.command("list")
@@ -56,12 +76,21 @@ def list_(
     from ..model import Kind, Layer, Trust
     from ..views import entry_view
 
-    entries = obj.store().list_entries(
+    store = obj.store()
+    snap = store.snapshot()
+    wanted = Trust(trust) if trust else None
+    withheld = _gate(store, snap, wanted or Trust.UNVERIFIED)
+    entries = store.list_entries(
         kind=Kind(kind) if kind else None,
         key=key_,
-        trust=Trust(trust) if trust else None,
+        trust=wanted,
         layer=Layer(layer) if layer else None,
+        snap=snap,
     )
+    if withheld:
+        kept = [e for e in entries if e.trust.rank <= Trust.UNVERIFIED.rank]
+        click.echo(f"note: {len(entries) - len(kept)} entries withheld: {withheld}", err=True)
+        entries = kept
     emit(
         fmt,
         [entry_view(e, full=True) for e in entries],

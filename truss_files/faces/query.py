@@ -39,6 +39,8 @@ def run_query(
         "min_trust": floor.value,
         "entries": [entry_view(h.entry, h.score) for h in hits],
     }
+    if result.withheld:
+        data["withheld"] = result.withheld  # the history fails the audit: unverified only
     # keep-both-flagged leaves two verified entries on one key: reads must say so.
     conflicts = []
     if result.related:
@@ -54,6 +56,7 @@ def run_query(
 
     def render(_data: Any) -> str:
         found = "\n\n".join(entry_text(h.entry, h.score) for h in hits)
-        return (found or f"nothing at or above {floor.value} matches") + flags
+        note = f"\n\nwithheld: {result.withheld}" if result.withheld else ""
+        return (found or f"nothing at or above {floor.value} matches") + flags + note
 
     return data, render

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import ConfigError, UsageError
+from ..errors import ConfigError, UntrustedHistory, UsageError
 from ..model import Entry, Trust
 from .docs import SUPERSEDED, TRUST_CODE, entry_of
 from .gitread import GitDir
@@ -46,6 +46,7 @@ __all__ = [
     "RECALL_MODES",
     "RecallResult",
     "Searcher",
+    "capped",
     "related_snapshot",
     "search",
     "search_snapshot",
@@ -72,6 +73,7 @@ class RecallResult:
     related: list[Entry] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     tree: str | None = None
+    withheld: str | None = None  # why entries above unverified were kept out (read gate)
 
 
 def check_mode(mode: str, source: str = "--mode") -> str:
@@ -99,8 +101,10 @@ class Searcher:
         self._embedder = embedder
         self._candidates: dict[tuple[str, str], Candidates] = {}
 
-    def view(self, tree: str | None = None, *, at_tip: bool = True) -> IndexView:
-        return self.index.view(tree, at_tip=at_tip)
+    def view(
+        self, tree: str | None = None, *, at_tip: bool = True, commit: str | None = None
+    ) -> IndexView:
+        return self.index.view(tree, at_tip=at_tip, commit=commit)
 
     def candidates(self, view: IndexView, flt: Filter) -> Candidates:
         """The filter's candidates, kept while the index holds the same documents: repeated
@@ -137,15 +141,21 @@ class Searcher:
         mode: str | None = None,
         tree: str | None = None,
         at_tip: bool = True,
+        commit: str | None = None,
     ) -> RecallResult:
-        """Rank the entries ``flt`` admits; ``at_tip=False`` queries ``tree`` instead of the
-        branch tip's ``memories/`` (None: a commit without one)."""
+        """Rank the entries ``flt`` admits; ``at_tip=False`` queries ``tree`` (of ``commit``)
+        instead of the branch tip's ``memories/`` (None: a commit without one).
+
+        When the history of the commit read fails the audit, a floor above unverified raises
+        ``UntrustedHistory``; at unverified, nothing above it is a candidate and ``withheld``
+        says why."""
         flt = flt or Filter()
         if limit < 1:
             raise UsageError(f"limit must be at least 1, got {limit}")
         if mode is not None:
             check_mode(mode)
-        view = self.view(tree, at_tip=at_tip)
+        view = self.view(tree, at_tip=at_tip, commit=commit)
+        flt = capped(view, flt)
         mode = self.mode_of(view, mode)
         cands = self.candidates(view, flt)
         if mode == "exact":
@@ -160,6 +170,7 @@ class Searcher:
             related=self._related(view, hits),
             skipped=dict(view.invalid),
             tree=view.tree,
+            withheld=view.refused,
         )
 
     def _semantic_or_hybrid(
@@ -206,6 +217,16 @@ class Searcher:
         return list(out.values())
 
 
+def capped(view: IndexView, flt: Filter) -> Filter:
+    """``flt`` under the read gate: unchanged when the view's history audits clean; else a
+    floor above unverified is refused and an unverified floor serves nothing above it."""
+    if view.refused is None:
+        return flt
+    if flt.min_trust is not Trust.UNVERIFIED:
+        raise UntrustedHistory(view.refused)
+    return replace(flt, ceiling=Trust.UNVERIFIED)
+
+
 def search(
     store: str | os.PathLike[str],
     text: str,
@@ -240,7 +261,7 @@ def search_snapshot(
         repo=store.git.repo,
     )
     tree = snap.tree_id("memories")
-    return searcher.query(text, flt, limit, mode=mode, tree=tree, at_tip=False)
+    return searcher.query(text, flt, limit, mode=mode, tree=tree, at_tip=False, commit=snap.oid)
 
 
 def related_snapshot(store: MemoryStore, snap: Snapshot, entries: Sequence[Entry]) -> list[Entry]:
@@ -248,5 +269,7 @@ def related_snapshot(store: MemoryStore, snap: Snapshot, entries: Sequence[Entry
     entry at the commit of ``snap`` sharing its kind and key with a live verified one of
     ``entries``, where two or more exist -- from the index's (kind, key) groups, not a scan."""
     searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
-    view = searcher.view(snap.tree_id("memories"), at_tip=False)
+    view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
+    if view.refused is not None:
+        return []  # verified entries only: the caller's own gate has refused or capped them
     return searcher._related(view, [Hit(e, 0.0) for e in entries])

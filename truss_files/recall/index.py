@@ -128,7 +128,7 @@ class _Head:
 class IndexView:
     """The index at one tree: segments and, per segment, the docnos no longer in the tree."""
 
-    __slots__ = ("tree", "segments", "deleted", "invalid", "tip", "state")
+    __slots__ = ("tree", "segments", "deleted", "invalid", "tip", "state", "refused")
 
     def __init__(
         self,
@@ -145,6 +145,9 @@ class IndexView:
         self.invalid = invalid
         self.tip = tip
         self.state = state  # equal states hold the same live documents
+        # Why the history of the commit read fails the audit (``readgate``), else None: then
+        # nothing above unverified may leave this view.
+        self.refused: str | None = None
 
     def __len__(self) -> int:
         return sum(s.n - len(d) for s, d in zip(self.segments, self.deleted, strict=True))
@@ -201,10 +204,25 @@ class Index:
 
     # -- opening -------------------------------------------------------------------------
 
-    def view(self, tree: str | None = None, *, at_tip: bool = True) -> IndexView:
+    def view(
+        self, tree: str | None = None, *, at_tip: bool = True, commit: str | None = None
+    ) -> IndexView:
         """The index brought up to date with the branch tip's ``memories/`` tree, or -- with
         ``at_tip=False`` -- with ``tree`` (None: no ``memories/`` at all), for a caller that
-        holds a snapshot of some other commit."""
+        holds a snapshot of ``commit``.
+
+        Every read through the index passes here once, so this is where the read gate runs:
+        ``refused`` says whether the history of the commit read audits clean (warm: one small
+        file; otherwise only the new commits are audited)."""
+        from ..readgate import refusal
+
+        opened = self._view(tree, at_tip)
+        if at_tip:
+            commit = opened.tip.tip if opened.tip is not None else None
+        opened.refused = refusal(self.git, commit)
+        return opened
+
+    def _view(self, tree: str | None, at_tip: bool) -> IndexView:
         for _attempt in range(3):
             head = self._load_head()
             tip = self.tip_info(head) if at_tip else None

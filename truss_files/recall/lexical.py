@@ -85,13 +85,14 @@ class Candidates:
 def candidates(view: IndexView, flt: Filter) -> Candidates:
     """Apply ``flt`` to every document of ``view``, before anything is scored."""
     floor = flt.min_trust.rank
+    ceiling = 3 if flt.ceiling is None else flt.ceiling.rank
     superseded_ok = flt.superseded_ok
     kind_code = None if flt.kind is None else KIND_CODE[flt.kind]
     main = bytearray(256)
     bypass = bytearray(256)  # every condition but the trust floor
     for code in range(256):
         trust = code & 3
-        ok = trust != _REJECTED
+        ok = trust != _REJECTED and _RANK_OF_CODE[trust] <= ceiling
         ok = ok and (superseded_ok or not code & SUPERSEDED)
         ok = ok and not (flt.skip_marked and code & MARKED)
         ok = ok and (kind_code is None or code >> 4 == kind_code)

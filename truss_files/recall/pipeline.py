@@ -33,7 +33,8 @@ class Filter:
     ``visible_run`` let named entries, or a run's own unverified writes (``produced_by``
     ``run:<visible_run>/...``), through the trust floor -- every other condition still applies.
     ``skip_marked`` leaves out machine markers: entries whose body starts with
-    ``<!-- truss:`` (the memory tool's tombstones).
+    ``<!-- truss:`` (the memory tool's tombstones). ``ceiling``, when set, keeps out every
+    entry above it, named or not: the read gate's cap on a history the audit rejects.
     """
 
     min_trust: Trust = Trust.VERIFIED
@@ -45,6 +46,7 @@ class Filter:
     visible_ids: frozenset[str] = frozenset()  # e.g. a run's own unverified writes
     visible_run: str | None = None
     skip_marked: bool = False
+    ceiling: Trust | None = None
 
     @property
     def superseded_ok(self) -> bool:
@@ -54,6 +56,8 @@ class Filter:
 
     def admits(self, entry: Entry) -> bool:
         if entry.trust is Trust.REJECTED:
+            return False
+        if self.ceiling is not None and entry.trust.rank > self.ceiling.rank:
             return False
         if not entry.trust.passes(self.min_trust) and not self._visible(entry):
             return False

@@ -6,6 +6,11 @@ a run, the run's own unverified writes are visible too (DESIGN.md §2). Ranking 
 pipeline's (filter first, then BM25 over the candidates only), in the recall mode of the
 layered settings (``recall_mode``).
 
+When the branch's history fails the audit (a commit that bypassed the hooks), a read above
+unverified is refused (``UntrustedHistory``, code ``untrusted_history``); at ``min_trust:
+unverified`` only unverified entries are served and the optional ``withheld`` field says why
+(``readgate``).
+
 Neither picks a winner silently: when two or more live verified entries share the kind and key
 of an entry returned (``keep-both-flagged`` leaves them so), the output gains the optional
 ``conflicts`` field — ``[{"kind", "key", "ids": [oldest first]}]``, as the CLI's ``query``
@@ -136,6 +141,8 @@ def memory_query(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
         "min_trust": floor.value,
         "entries": [entry_view(h.entry, h.score) for h in result.hits],
     }
+    if result.withheld:
+        out["withheld"] = result.withheld
     conflicts = _conflicts([h.entry for h in result.hits], result.related)
     if conflicts:
         out["conflicts"] = conflicts
@@ -153,8 +160,11 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
             "use memory_query"
         )
     floor = Trust.floor(inp.get("min_trust", "verified"))
-    flt = Filter(min_trust=floor)
     snap = call.snapshot()
+    from ..readgate import gate_snapshot
+
+    withheld = gate_snapshot(call.store, snap, floor)
+    flt = Filter(min_trust=floor, ceiling=Trust.UNVERIFIED if withheld else None)
     entries: list[dict[str, Any]] = []
     shown: list[Entry] = []
     filtered: list[str] = []
@@ -184,6 +194,8 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
         "filtered": filtered,
         "missing": missing,
     }
+    if withheld:
+        out["withheld"] = withheld
     if any(e.trust is Trust.VERIFIED and e.superseded_by is None for e in shown):
         from ..recall.engine import related_snapshot
 

@@ -1,0 +1,211 @@
+"""The read gate: no read serves a trust label from a history the audit rejects.
+
+A trust label is only as good as the commits that set it: a hand-made commit (``git commit
+--no-verify`` with a file edited to ``trust: verified``) never passed a hook, so before a read
+admits anything above unverified, the history up to the commit it reads must audit clean.
+
+Auditing the whole history on every read would cost more than the read, so the result is
+cached in ``.git/truss/audited`` (never in the work tree), keyed by commit id::
+
+    truss-audited 1            format (a new rule in the audit means a new number)
+    root <commit>              the trust root the history was audited from
+    clean <commit>             the newest commit whose history audited clean
+    bad <commit> <message>     the last commit refused, and why (so a refused branch is not
+                               audited again on every read)
+
+* **Warm** -- the commit read is the cached clean one: one small file read, no pygit2.
+* **New commits** -- the cached clean commit is an ancestor: only ``clean..commit`` is audited
+  (``audit.audit`` over the range; a clean prefix carries no held policy, so the range gives
+  the same verdicts as the whole history). An ancestor of the clean commit is clean already.
+* **Rewritten history** (a reset, a force-push, another pinned root) -- audited from the root.
+  ``TRUSS_ROOT`` is compared on every read; a root pinned in git config (``truss.root``) is
+  read when the commit moves (the warm path reads no git config).
+
+The file is replaced atomically (``os.replace`` of a temporary file), so concurrent readers
+see a whole old record or a whole new one, and an unreadable or foreign record is ignored
+and rebuilt. The gate guards against commits that bypassed the hooks; whoever can rewrite
+``.git`` itself can rewrite this record too (as they could the index), which is out of reach
+of any check that runs in the same repository.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from .errors import UntrustedHistory
+from .model import Trust
+
+if TYPE_CHECKING:
+    from .audit import Violation
+    from .gitstore import GitStore, Snapshot
+    from .recall.gitread import GitDir
+    from .store import MemoryStore
+
+__all__ = ["CACHE_NAME", "FORMAT", "gate", "gate_snapshot", "refusal"]
+
+CACHE_NAME: Final = "audited"
+FORMAT: Final = "truss-audited 1"
+
+
+class _Record(NamedTuple):
+    root: str
+    clean: str | None
+    bad: str | None
+    why: str
+
+
+def gate(
+    git: GitDir,
+    commit: str | None,
+    floor: Trust,
+    *,
+    store: GitStore | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str | None:
+    """Check a read at ``floor`` from ``commit``. None: the history audits clean. Otherwise a
+    read above unverified raises ``UntrustedHistory``; a read at unverified gets the message
+    back and must serve nothing above unverified (and say so)."""
+    why = refusal(git, commit, store=store, environ=environ)
+    if why is not None and floor is not Trust.UNVERIFIED:
+        raise UntrustedHistory(why)
+    return why
+
+
+def gate_snapshot(store: MemoryStore, snap: Snapshot, floor: Trust) -> str | None:
+    """``gate`` for a read from a snapshot of an open store (memory_view, the memory tool,
+    ``show`` and ``list``): the same record the index path keeps."""
+    from .recall.gitread import GitDir
+
+    return gate(
+        GitDir.discover(store.git.git_dir),
+        snap.oid,
+        floor,
+        store=store.git,
+        environ=store.environ,
+    )
+
+
+def refusal(
+    git: GitDir,
+    commit: str | None,
+    *,
+    store: GitStore | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str | None:
+    """Why the history up to ``commit`` cannot be trusted, or None when it audits clean."""
+    if commit is None:
+        return None  # an unborn branch holds no entry
+    env = os.environ if environ is None else environ
+    record = _load(git)
+    pinned = env.get("TRUSS_ROOT")
+    if record is not None and (not pinned or pinned == record.root):
+        if record.clean == commit:
+            return None
+        if record.bad == commit:
+            return record.why
+    return _audit(git, commit, record, store, env)
+
+
+def _audit(
+    git: GitDir,
+    commit: str,
+    record: _Record | None,
+    store: GitStore | None,
+    env: Mapping[str, str],
+) -> str | None:
+    from .audit import audit
+    from .errors import TrussError
+    from .gitstore import GitStore
+    from .initstore import pinned_root
+
+    store = store or GitStore(git.path_str)
+    repo = store.repo
+    root = pinned_root(repo, env)
+    start = None
+    if record is not None and root in (None, record.root) and record.clean is not None:
+        root = record.root
+        with contextlib.suppress(KeyError, ValueError, TrussError):
+            tip = store.commit(commit)
+            last = store.commit(record.clean)
+            if repo.descendant_of(last.id, tip.id):
+                # A prefix of a clean history is clean: each commit is judged by its parent.
+                _save(git, _Record(root, commit, record.bad, record.why))
+                return None
+            if repo.descendant_of(tip.id, last.id):
+                start = record.clean
+    rev = f"{start}..{commit}" if start else commit
+    report = audit(store, rev, root=root, environ=env)
+    if report.ok:
+        _save(git, _Record(report.root, commit, None, ""))
+        return None
+    why = _message(commit, report.violations, record.clean if start and record else None)
+    clean = record.clean if record is not None and record.root == report.root else None
+    _save(git, _Record(report.root, clean, commit, why))
+    return why
+
+
+def _message(commit: str, violations: tuple[Violation, ...], last_clean: str | None) -> str:
+    first = violations[0]
+    more = len(violations) - 1
+    bad_commit = first.commit
+    where = f" {first.path}" if first.path else ""
+    text = (
+        f"refusing to serve entries above unverified: the history of {commit[:12]} fails the "
+        f"audit -- commit {bad_commit[:12]}{where}: [{first.rule}] {first.message}"
+    )
+    if more:
+        text += f" (and {more} more violation{'s' if more > 1 else ''})"
+    back = last_clean[:12] if last_clean else f"{bad_commit[:12]}^"
+    text += (
+        ". Run `truss-files audit` for the full report, then take the commit off the branch "
+        f"(e.g. `git reset --keep {back}`; a revert leaves it in the history). "
+        "Reads at min_trust unverified still return unverified entries."
+    )
+    return " ".join(text.split())  # one line: the record keeps it on one
+
+
+def _path(git: GitDir) -> str:
+    return os.path.join(git.cache_str, CACHE_NAME)
+
+
+def _load(git: GitDir) -> _Record | None:
+    try:
+        with open(_path(git), encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(lines) < 4 or lines[0] != FORMAT or lines[-1] != "":
+        return None  # unknown format, or cut short: audit again and rewrite it
+    fields: dict[str, str] = {}
+    for line in lines[1:-1]:
+        name, _, value = line.partition(" ")
+        fields[name] = value
+    root = fields.get("root", "")
+    clean = fields.get("clean") or None
+    bad, _, why = (fields.get("bad") or "").partition(" ")
+    if not _is_id(root) or (clean is not None and not _is_id(clean)) or (bad and not _is_id(bad)):
+        return None
+    return _Record(root, clean, bad or None, why)
+
+
+def _is_id(text: str) -> bool:
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
+
+
+def _save(git: GitDir, record: _Record) -> None:
+    text = f"{FORMAT}\nroot {record.root}\nclean {record.clean or ''}\n"
+    if record.bad:
+        text += f"bad {record.bad} {record.why}\n"
+    folder = git.cache_str
+    import threading
+
+    tmp = os.path.join(folder, f".{CACHE_NAME}.{os.getpid()}.{threading.get_ident()}.tmp")
+    # A cache that cannot be written costs the next read an audit, never a wrong answer.
+    with contextlib.suppress(OSError):
+        os.makedirs(folder, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, _path(git))
