@@ -148,13 +148,14 @@ def _audit(
 
 
 def _message(commit: str, violations: tuple[Violation, ...], last_clean: str | None) -> str:
-    first = violations[0]
-    more = len(violations) - 1
-    bad_commit = first.commit
-    where = f" {first.path}" if first.path else ""
+    bad_commit = violations[0].commit
+    # The first offending commit's violations (up to three), then how many more there are.
+    own = [v for v in violations if v.commit == bad_commit][:3]
+    more = len(violations) - len(own)
+    said = "; ".join(f"[{v.rule}] {v.path + ': ' if v.path else ''}{v.message}" for v in own)
     text = (
         f"refusing to serve entries above unverified: the history of {commit[:12]} fails the "
-        f"audit -- commit {bad_commit[:12]}{where}: [{first.rule}] {first.message}"
+        f"audit -- commit {bad_commit[:12]}: {said}"
     )
     if more:
         text += f" (and {more} more violation{'s' if more > 1 else ''})"
