@@ -137,7 +137,16 @@ def _audit(
             if repo.descendant_of(tip.id, last.id):
                 start = record.clean
     rev = f"{start}..{commit}" if start else commit
-    report = audit(store, rev, root=root, environ=env)
+    try:
+        report = audit(store, rev, root=root, environ=env)
+    except TrussError as exc:
+        # No trust root to audit from (no .truss/allowed_signers), or an unreadable commit:
+        # nothing in this history can back a label above unverified. Not recorded: fixing it
+        # (init, a pinned root) must take effect on the next read.
+        return (
+            f"refusing to serve entries above unverified: the history of {commit[:12]} cannot "
+            f"be audited ({exc.message}). Run `truss-files audit` to see why."
+        )
     if report.ok:
         _save(git, _Record(report.root, commit, None, ""))
         return None
