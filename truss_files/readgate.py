@@ -39,6 +39,8 @@ from .errors import UntrustedHistory
 from .model import Trust
 
 if TYPE_CHECKING:
+    import pygit2
+
     from .audit import Violation
     from .gitstore import GitStore, Snapshot
     from .recall.gitread import GitDir
@@ -130,12 +132,12 @@ def _audit(
         with contextlib.suppress(KeyError, ValueError, TrussError):
             tip = store.commit(commit)
             last = store.commit(record.clean)
-            if repo.descendant_of(last.id, tip.id):
+            if _reaches(repo, tip.id, last.id):
+                start = record.clean
+            elif _reaches(repo, last.id, tip.id):
                 # A prefix of a clean history is clean: each commit is judged by its parent.
                 _save(git, _Record(root, commit, record.bad, record.why))
                 return None
-            if repo.descendant_of(tip.id, last.id):
-                start = record.clean
     rev = f"{start}..{commit}" if start else commit
     try:
         report = audit(store, rev, root=root, environ=env)
@@ -154,6 +156,15 @@ def _audit(
     clean = record.clean if record is not None and record.root == report.root else None
     _save(git, _Record(report.root, clean, commit, why))
     return why
+
+
+def _reaches(repo: pygit2.Repository, tip: pygit2.Oid, ancestor: pygit2.Oid) -> bool:
+    """``ancestor`` is in the history of ``tip``: some commit of ``ancestor..tip`` has it as
+    a parent. Walks only that range, where ``descendant_of`` walks the whole history (~10 ms
+    per thousand loose commits) to the merge base."""
+    walker = repo.walk(tip)
+    walker.hide(ancestor)
+    return any(ancestor in c.parent_ids for c in walker)
 
 
 def _message(commit: str, violations: tuple[Violation, ...], last_clean: str | None) -> str:
