@@ -268,3 +268,48 @@ def test_concurrent_readers_in_processes_keep_the_record_whole(
         check=False,
     )
     assert done.returncode == 1 and forged[:12] in done.stdout + done.stderr
+
+
+def test_a_refused_branch_keeps_refusing_without_auditing_again(
+    store: MemoryStore, git: GitRunner, honest: tuple[Entry, Entry]
+) -> None:
+    """The refusal is recorded by commit: the next reader process refuses from the record,
+    importing no pygit2, as a warm query does."""
+    _good, draft = honest
+    forged = forge_verified(store, git, draft)
+    with pytest.raises(UntrustedHistory):
+        search(store.git.workdir, "flaky", Filter())
+    probe = (
+        "import sys, json\n"
+        "from truss_files.faces.cli import main\n"
+        "sys.argv = ['truss-files', '--store', sys.argv[1], 'query', 'flaky network']\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print(json.dumps([code, 'pygit2' in sys.modules]), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(store.git.workdir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == [1, False]
+    assert forged[:12] in done.stdout
+
+
+def test_a_runs_own_notes_stay_readable_at_unverified(
+    store: MemoryStore, git: GitRunner, honest: tuple[Entry, Entry]
+) -> None:
+    """Writes still land (unverified, signed); at min_trust unverified the run reads its own
+    notes back, and nothing above unverified comes with them."""
+    good, draft = honest
+    forge_verified(store, git, draft)
+    wrote = tool(store, "write_memory", {"kind": "lesson", "key": "own", "body": "flaky own note"})
+    assert wrote.ok and wrote.payload["trust"] == "unverified"
+    found = tool(store, "memory_query", {"query": "flaky", "min_trust": "unverified"})
+    assert found.ok and "withheld" in found.payload
+    assert [e["id"] for e in found.payload["entries"]] == [wrote.payload["id"]]
+    assert {e["trust"] for e in found.payload["entries"]} == {"unverified"}
+    refused = tool(store, "memory_query", {"query": "flaky"})
+    assert refused.payload["error"]["code"] == "untrusted_history"
+    assert good.id not in json.dumps(found.payload)
