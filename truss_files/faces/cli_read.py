@@ -38,7 +38,9 @@ def show(obj: Ctx, entry_id: str, fmt: str | None) -> None:
     store = obj.store()
     snap = store.snapshot()
     entry = store.get(entry_id, snap)
-    _gate(store, snap, entry.trust)
+    withheld = _gate(store, snap, entry.trust)
+    if withheld:
+        click.echo(f"note: {withheld}", err=True)
     emit(fmt, entry_view(entry, full=True), lambda _d: serialize(entry).rstrip("\n"))
 
 

@@ -11,7 +11,8 @@ Files::
 Life cycle:
 
 * **Warm query** -- read ``HEAD`` and the ref (two small files, ``gitread``); when the tip is
-  the one the head names, the index is current: no git object, no YAML, no pygit2.
+  the one the head names, the index is current: no git object, no YAML, no pygit2. The read
+  gate (``readgate``) then finds the tip in ``.git/truss/audited``: one more small file.
 * **After a write** -- the tip moved: read the new tip's ``memories/`` tree id, diff it
   against the head's tree (only subtrees whose ids differ are read), re-read just the changed
   files, and write them as one new small segment; the files they replace are marked deleted
