@@ -31,11 +31,13 @@ from .errors import (
 )
 from .gitstore import GitStore, Identity, Plan, Snapshot
 from .model import (
+    MAX_BODY,
     Entry,
     Kind,
     Layer,
     Provenance,
     Trust,
+    body_size,
     check_key,
     check_ledger_ref,
     entry_path,
@@ -46,7 +48,6 @@ from .signing import Signer
 
 Clock = Callable[[], datetime.datetime]
 CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")
-MAX_BODY = 64 * 1024
 _HEX_PREFIX = re.compile(r"^[0-9a-f]{8,32}$")
 
 
@@ -255,8 +256,8 @@ class MemoryStore:
         body = normalize_body(body)
         if not body:
             raise UsageError("body is empty; an entry needs text")
-        if len(body.encode()) > MAX_BODY:
-            raise UsageError(f"body is {len(body.encode())} bytes; the limit is {MAX_BODY}")
+        if body_size(body) > MAX_BODY:
+            raise UsageError(f"body is {body_size(body)} bytes; the limit is {MAX_BODY}")
         if produced_by is not None:
             check_ledger_ref(produced_by)
         sources = tuple(check_ledger_ref(s) for s in sources)
