@@ -7,7 +7,7 @@ import sys
 import click
 
 from .cli import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
-from .output import FORMAT_OPTION, emit
+from .output import FORMAT_OPTION, emit, want_json
 
 # -- reading ---------------------------------------------------------------------------------
 
@@ -49,19 +49,37 @@ def list_(
 ) -> None:
     """List entries, oldest first, with filters.
 
+    A file under memories/ that cannot be read (it does not parse, or it is a gitlink) is
+    skipped and named on stderr (JSON: {"skipped": [{"path", "error"}]}); the exit status is
+    1 only when such files leave nothing to list.
+
     \b
     Example:
       truss-files list --kind decision --trust verified
     """
+    from ..errors import EntryError
     from ..model import Kind, Layer, Trust
-    from ..views import entry_view
+    from ..store import Skipped
+    from ..views import entry_view, skipped_report
 
-    entries = obj.store().list_entries(
-        kind=Kind(kind) if kind else None,
+    store = obj.store()
+    folder = Kind(kind) if kind else None
+    skipped: list[Skipped] = []
+    entries = store.list_entries(
+        kind=folder,
         key=key_,
         trust=Trust(trust) if trust else None,
         layer=Layer(layer) if layer else None,
+        skipped=skipped,
     )
+    if skipped:
+        click.echo(skipped_report(skipped, as_json=want_json(fmt)), err=True)
+        # A filter that matches nothing is no error; a folder where nothing reads is.
+        if not entries and next(store.iter_entries(kind=folder, skipped=[]), None) is None:
+            raise EntryError(
+                f"nothing to list: {len(skipped)} file(s) under memories/ could not be read; "
+                "`truss-files audit` names the commit that brought each in"
+            )
     emit(
         fmt,
         [entry_view(e, full=True) for e in entries],
