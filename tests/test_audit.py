@@ -486,3 +486,16 @@ def test_a_signed_merge_that_keeps_the_newer_belief_passes_and_an_older_one_does
     rolled = _merge(world, merged, theirs, tree, signed=False)
     assert s.get(entry.id).trust is Trust.VERIFIED
     assert _found(audit(s.git, f"{merged}..{rolled}")) == [(rolled, "", "signed")]
+
+
+def test_a_symlink_under_memories(world: World, git: Callable[..., str]) -> None:
+    repo = world.store.git.workdir
+    assert repo is not None
+    link = repo / "memories" / "fact" / "ab" / f"{'ab' * 16}.md"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(repo / world.verified.path)
+    git(repo, "add", str(link))
+    git(repo, "-c", "commit.gpgsign=false", "commit", "-q", "-m", "a link\n\nTruss-Op: write")
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    path = str(link.relative_to(repo))
+    assert _found(audit(world.store.git)) == [(sha, path, "symlink"), (sha, "", "signed")]
