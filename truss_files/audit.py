@@ -5,7 +5,10 @@ its own): it is signed by an allowed key whose principal holds the role its chan
 every entry file parses, sits at its path and matches its id; new entries land unverified;
 trust moves only along the arrows of §2 (a revert only back along one); every move to
 verified or rejected carries a panel-signed verdict for exactly that id; identity core,
-roles and signers change only under an operator; no store file is deleted.
+roles and signers change only under an operator; no store file is deleted; store files are
+plain files (no gitlink, no symlink); a body stays within the one limit writes keep. A merge
+is judged against each of its parents (see ``check_commit``): what it does not take cleanly
+from one parent is its own change of belief.
 """
 
 from __future__ import annotations
