@@ -406,7 +406,9 @@ def _check_entry(
             report(
                 path,
                 "transition",
-                f"trust moved {old.trust.value} -> {new.trust.value}, which §2 does not allow",
+                f"trust moved {old.trust.value} -> {new.trust.value}; trust only moves "
+                "unverified -> verified or rejected, verified -> stale, stale -> verified "
+                "(a signed revert goes one step back)",
             )
     verdict_changed = old.provenance.verified_by != new.provenance.verified_by
     if (new.trust in (Trust.VERIFIED, Trust.REJECTED) or passed_stale) and (
