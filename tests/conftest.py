@@ -174,6 +174,30 @@ def add_signer(signed_commit: Callable[..., str]) -> Callable[..., str]:
 
 
 @pytest.fixture
+def server(bare_store: MemoryStore) -> Path:
+    """A bare repository holding a store, guarded by the installed pre-receive gate."""
+    from truss_files.hooks import install_hooks
+
+    path = bare_store.git.git_dir
+    report = install_hooks(path, server=True, protect=["release"])
+    assert [h.name for h in report.hooks] == ["pre-receive"]
+    return path
+
+
+@pytest.fixture
+def clone(
+    server: Path, tmp_path: Path, operator_key: Ed25519Signer, git: GitRunner
+) -> Callable[[str], MemoryStore]:
+    """``make(name)``: a clone of ``server`` under tmp_path, writing with the operator's key."""
+
+    def make(name: str) -> MemoryStore:
+        git(tmp_path, "clone", "-q", str(server), name)
+        return MemoryStore(tmp_path / name, signer=operator_key)
+
+    return make
+
+
+@pytest.fixture
 def store_as(store: MemoryStore) -> Callable[[Ed25519Signer], MemoryStore]:
     """The same repository as ``store``, signing with another key."""
 

@@ -7,14 +7,15 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pygit2
 import pytest
 
 from truss_files import entryfile
 from truss_files.audit import AuditReport, audit, check_commit, is_store_path
 from truss_files.errors import UsageError
-from truss_files.gitstore import GitStore, Snapshot
+from truss_files.gitstore import GitStore, Identity, Snapshot
 from truss_files.initstore import CORE_PATH
-from truss_files.model import Entry, Trust
+from truss_files.model import Entry, Kind, Trust
 from truss_files.panel.verdict import sign_verdict
 from truss_files.signing import Ed25519Signer
 from truss_files.store import MemoryStore
@@ -378,3 +379,123 @@ def test_check_commit_judges_one_commit(world: World) -> None:
     assert check_commit(repo, tip, False) == []
     snap = Snapshot(repo, tip)
     assert snap.read(world.unverified.path) is not None
+
+
+# --------------------------------------------------------------------------- merges
+
+
+def _side_branch(world: World, git: Callable[..., str], write: Callable[[], object]) -> str:
+    """A commit on a branch from the world's base, made by ``write`` through the library."""
+    repo = world.store.git.workdir
+    assert repo is not None
+    git(repo, "switch", "-q", "-c", "side", world.base)
+    write()
+    side = world.store.snapshot().oid
+    git(repo, "switch", "-q", "main")
+    assert side is not None
+    return side
+
+
+def _three_way(repo: pygit2.Repository, ours: str, theirs: str) -> pygit2.Oid:
+    base = repo.merge_base(pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs))
+    trees = [repo[x].peel(pygit2.Tree) for x in (base, ours, theirs)]
+    index = repo.merge_trees(*trees)
+    assert not index.conflicts
+    return index.write_tree(repo)
+
+
+def _merge(
+    world: World, ours: str, theirs: str, tree: pygit2.Oid | None = None, *, signed: bool = True
+) -> str:
+    """A merge commit of ``ours`` and ``theirs`` (their three-way merge, or ``tree``),
+    signed by the operator or not signed at all; main moves to it."""
+    s = world.store
+    repo = s.git.repo
+    tree = tree or _three_way(repo, ours, theirs)
+    parents = [pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs)]
+    message = "merge side\n\nTruss-Op: merge"
+    if signed:
+        oid = s.git.make_commit(tree, parents, message, s.signer, Identity("o", "o@example.test"))
+    else:
+        who = pygit2.Signature("Test Operator", "operator@example.test")
+        oid = repo.create_commit(None, who, who, message, tree, parents)
+    repo.references["refs/heads/main"].set_target(oid)
+    return str(oid)
+
+
+def _with_path_from(repo: pygit2.Repository, tree: pygit2.Tree, path: str, rev: str) -> pygit2.Oid:
+    """``tree`` with ``path`` as commit ``rev`` holds it."""
+    index = pygit2.Index()
+    index.read_tree(tree)
+    old = repo[rev].peel(pygit2.Commit).tree[path]
+    index.add(pygit2.IndexEntry(path, old.id, old.filemode))
+    return index.write_tree(repo)
+
+
+@pytest.mark.parametrize("order", ["main-first", "side-first"])
+def test_a_merge_of_two_honest_histories_passes(
+    world: World, git: Callable[..., str], order: str
+) -> None:
+    s = world.store
+    mine = s.write("fact", "main-side", "Written on main.")
+    s.promote(mine.id, s.sign_verdict(mine.id, "PASS"))
+    ours = s.snapshot().oid
+    assert ours is not None
+
+    def side() -> None:
+        e = s.write("fact", "other-side", "Written on the side branch.")
+        s.promote(e.id, s.sign_verdict(e.id, "PASS"))
+        s.demote(world.verified.id, "doubted on the side")
+
+    theirs = _side_branch(world, git, side)
+    first, second = (ours, theirs) if order == "main-first" else (theirs, ours)
+    _merge(world, first, second)
+    report = audit(s.git)
+    assert report.ok, _found(report)
+    # Every path comes cleanly from one side, judged there: like a code merge, it needs no
+    # signature of its own.
+    unsigned = _merge(world, first, second, signed=False)
+    assert check_commit(s.git.repo, s.git.commit(unsigned), False) == []
+
+
+def test_a_merge_that_drops_the_other_sides_entry(world: World, git: Callable[..., str]) -> None:
+    s = world.store
+    s.write("fact", "main-side", "Written on main.")
+    ours = s.snapshot().oid
+    assert ours is not None
+    lost = Entry(Kind.FACT, "lost", "Only on the side.", created="2026-11-29T12:00:00Z")
+    theirs = _side_branch(world, git, lambda: s.write_many([lost]))
+    kept = s.git.commit(ours).tree.id  # `git merge -s ours`: our tree as it is
+    merge = _merge(world, ours, theirs, kept)
+    assert _found(audit(s.git)) == [(merge, lost.path, "no-delete")]
+
+
+def test_a_signed_merge_that_keeps_the_newer_belief_passes_and_an_older_one_does_not(
+    world: World, git: Callable[..., str]
+) -> None:
+    s, entry = world.store, world.verified
+    s.demote(entry.id, "doubt")
+    ours = s.snapshot().oid
+    assert ours is not None
+    theirs = _side_branch(world, git, lambda: s.write("fact", "x", "Anything on the side."))
+    merged = _merge(world, ours, theirs)  # the three-way merge keeps main's stale entry
+    assert audit(s.git).ok and s.get(entry.id).trust is Trust.STALE
+    # The side branch's older, verified version of the entry, in an unsigned merge.
+    repo = s.git.repo
+    tree = _with_path_from(repo, s.git.commit(merged).tree, entry.path, theirs)
+    rolled = _merge(world, merged, theirs, tree, signed=False)
+    assert s.get(entry.id).trust is Trust.VERIFIED
+    assert _found(audit(s.git, f"{merged}..{rolled}")) == [(rolled, "", "signed")]
+
+
+def test_a_symlink_under_memories(world: World, git: Callable[..., str]) -> None:
+    repo = world.store.git.workdir
+    assert repo is not None
+    link = repo / "memories" / "fact" / "ab" / f"{'ab' * 16}.md"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(repo / world.verified.path)
+    git(repo, "add", str(link))
+    git(repo, "-c", "commit.gpgsign=false", "commit", "-q", "-m", "a link\n\nTruss-Op: write")
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    path = str(link.relative_to(repo))
+    assert _found(audit(world.store.git)) == [(sha, path, "symlink"), (sha, "", "signed")]

@@ -135,6 +135,28 @@ def test_write_show_list_promote_log_audit(tf: Cli, tmp_path: Path) -> None:
     assert report["ok"] is True and report["checked"] == 3 and report["violations"] == []
 
 
+def test_list_skips_a_malformed_entry_file_and_says_so(
+    tf: Cli, signed_commit: Callable[..., str]
+) -> None:
+    eid = tf.write("fact", "good", "Still listed.")
+    bad = "memories/fact/ba/" + "ba" * 16 + ".md"
+    signed_commit(tf.store, {bad: b"---\nid: [unclosed\n---\nbody\n"})
+
+    listed = tf.run("list")
+    assert listed.exit_code == 0, listed.output
+    assert [e["id"] for e in json.loads(listed.stdout)] == [eid]
+    skipped = json.loads(listed.stderr)["skipped"]
+    assert [s["path"] for s in skipped] == [bad] and skipped[0]["error"].startswith(bad)
+    text = tf.run("list", fmt="text")
+    assert text.exit_code == 0 and f"{eid[:12]}  unverified  fact/good" in text.stdout
+    assert text.stderr.startswith(f"warning: skipped {bad}: ")
+    # A filter nothing matches is no error; a folder where nothing can be read is.
+    assert tf.run("list", "--key", "nothing-matches", fmt="text").exit_code == 0
+    signed_commit(tf.store, {f"memories/fact/{eid[:2]}/{eid}.md": None})
+    none = tf.run("list", fmt="text")
+    assert none.exit_code == 1 and "nothing to list: 1 file(s)" in none.stderr
+
+
 def test_write_dash_reads_stdin(tf: Cli) -> None:
     body = "Read from stdin.\nSecond line.\n"
     data = tf.ok(

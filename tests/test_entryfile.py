@@ -331,3 +331,16 @@ def _entry(**kw: Any) -> Entry:
 def test_body_may_contain_front_matter_fences() -> None:
     entry = _entry(body="---\nnot: front matter\n---\nstill body")
     assert entryfile.parse(entryfile.serialize(entry), entry.path) == entry
+
+
+def test_a_body_over_the_write_limit_is_refused_by_parse() -> None:
+    from truss_files.model import MAX_BODY, MAX_ENTRY_BYTES
+
+    # Multi-byte text: the limit counts UTF-8 bytes, as writes do.
+    fits = Entry(Kind.FACT, "big", "é" * (MAX_BODY // 2), created="2026-11-29T12:00:00Z")
+    over = dataclasses.replace(fits, body=fits.body + "x")
+    assert entryfile.parse(entryfile.serialize(fits), fits.path) == fits
+    text = entryfile.serialize(over).encode()
+    assert len(text) < MAX_ENTRY_BYTES  # the file bound alone would let it through
+    with pytest.raises(EntryError, match=f"field 'body': is {MAX_BODY + 1} bytes"):
+        entryfile.parse(text, over.path)

@@ -45,26 +45,7 @@ def _commit_raw(
     return str(done[0].id)
 
 
-# -- the server ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def server(bare_store: MemoryStore) -> Path:
-    path = bare_store.git.git_dir
-    report = install_hooks(path, server=True, protect=["release"])
-    assert [h.name for h in report.hooks] == ["pre-receive"]
-    return path
-
-
-@pytest.fixture
-def clone(
-    server: Path, tmp_path: Path, operator_key: Ed25519Signer
-) -> Callable[[str], MemoryStore]:
-    def make(name: str) -> MemoryStore:
-        _git(tmp_path, "clone", "-q", str(server), name)
-        return MemoryStore(tmp_path / name, signer=operator_key)
-
-    return make
+# -- the server (fixtures `server` and `clone` in conftest.py) -------------------------------
 
 
 def _tip(path: Path, ref: str = "refs/heads/main") -> str:

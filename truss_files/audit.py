@@ -5,13 +5,16 @@ its own): it is signed by an allowed key whose principal holds the role its chan
 every entry file parses, sits at its path and matches its id; new entries land unverified;
 trust moves only along the arrows of §2 (a revert only back along one); every move to
 verified or rejected carries a panel-signed verdict for exactly that id; identity core,
-roles and signers change only under an operator; no store file is deleted.
+roles and signers change only under an operator; no store file is deleted; store files are
+plain files (no gitlink, no symlink); a body stays within the one limit writes keep. A merge
+is judged against each of its parents (see ``check_commit``): what it does not take cleanly
+from one parent is its own change of belief.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pygit2
@@ -81,23 +84,29 @@ class _Policies:
             )
         return self.cache[key]
 
+    def _effective(self, snap: Snapshot) -> tuple[bytes | None, bytes | None]:
+        held = self.held.get(snap.oid or "")
+        return held if held is not None else (snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH))
+
     def carry(self, commit: pygit2.Commit, found: list[Violation]) -> None:
         """Record the policy ``commit``'s children are judged by: a policy file changed by a
-        commit that failed the signature or role rules keeps its earlier content."""
+        commit that failed the signature or role rules keeps its earlier content, and a merge
+        that takes a policy file from a parent takes what that parent was judged to hold."""
         if not commit.parents:
             return
-        parent, snap = Snapshot(self.repo, commit.parents[0]), Snapshot(self.repo, commit)
-        before = self.held.get(parent.oid or "")
+        parents = [Snapshot(self.repo, p) for p in commit.parents]
+        snap = Snapshot(self.repo, commit)
         tainted = any(v.rule in ("signed", "role", "policy") for v in found)
-        if before is None and not tainted:
+        if not tainted and not any((p.oid or "") in self.held for p in parents):
             return  # the common case: the tree's own files are the policy
-        if before is None:
-            before = (parent.read(SIGNERS_PATH), parent.read(CONFIG_PATH))
-        after = tuple(
-            old if tainted or parent.blob_id(path) == snap.blob_id(path) else snap.read(path)
-            for path, old in zip((SIGNERS_PATH, CONFIG_PATH), before, strict=True)
-        )
-        if after != (snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH)):
+        after = []
+        for n, path in enumerate((SIGNERS_PATH, CONFIG_PATH)):
+            if tainted:
+                after.append(self._effective(parents[0])[n])
+                continue
+            source = next((p for p in parents if p.blob_id(path) == snap.blob_id(path)), None)
+            after.append(self._effective(source)[n] if source is not None else snap.read(path))
+        if tuple(after) != (snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH)):
             self.held[str(commit.id)] = (after[0], after[1])
 
 
@@ -126,7 +135,6 @@ def audit(
     tip = git.commit(end) if end else git.tip()
     if tip is None:
         raise UsageError("the branch has no commits yet")
-    policies = _Policies(repo)
     violations: list[Violation] = []
     checked = 0
     if not repo.descendant_of(tip.id, root_commit.id) and tip.id != root_commit.id:
@@ -134,14 +142,24 @@ def audit(
             Violation(str(tip.id), "", "trust-root", f"does not descend from root {root_id[:12]}")
         )
         return AuditReport(root_id, 0, tuple(violations), tuple(notes))
-    for commit in _commits(repo, tip, root_commit, start):
+    for broken in check_commits(repo, _commits(repo, tip, root_commit, start), root_id):
         checked += 1
-        is_root = commit.id == root_commit.id
-        broken = check_commit(repo, commit, is_root, policies)
         violations.extend(broken)
+    return AuditReport(root_id, checked, tuple(violations), tuple(notes))
+
+
+def check_commits(
+    repo: pygit2.Repository, commits: Iterable[pygit2.Commit], root: str | None
+) -> Iterator[list[Violation]]:
+    """The violations of each commit in turn (parents before children): a policy change that
+    failed the rules stays out of the policy its descendants are judged by."""
+    policies = _Policies(repo)
+    for commit in commits:
+        is_root = root is not None and str(commit.id) == root
+        broken = check_commit(repo, commit, is_root, policies)
         if not is_root:
             policies.carry(commit, broken)
-    return AuditReport(root_id, checked, tuple(violations), tuple(notes))
+        yield broken
 
 
 def _split_range(rev_range: str | None) -> tuple[str | None, str | None]:
@@ -186,29 +204,32 @@ def check_commit(
     is_root: bool,
     policies: _Policies | None = None,
 ) -> list[Violation]:
-    """Every violation one commit makes, judged by its first parent's policy."""
+    """Every violation one commit makes, judged by its first parent's policy.
+
+    A merge is a change of belief relative to each of its parents. A path it takes cleanly
+    from one parent — that parent's version, where the other parent still holds the version
+    of their merge base — was judged in that parent's own history. Every other change is the
+    merge's own and is judged like any commit's: against the first parent (signature, roles,
+    entries, transitions, verdicts) and against each other parent it changes a file of
+    (transitions, verdicts, no deletion): a second parent cannot roll a belief back.
+    """
     policies = policies or _Policies(repo)
     cid = str(commit.id)
-    parent = commit.parents[0] if commit.parents else None
-    base = Snapshot(repo, parent) if parent is not None and not is_root else Snapshot(repo, None)
-    if is_root and parent is not None:
-        base = Snapshot(repo, parent)
+    parents = list(commit.parents)
+    base = Snapshot(repo, parents[0] if parents else None)
     snap = Snapshot(repo, commit)
-    changes = _diff(repo, base.tree, commit.tree)
-    if not changes:
-        return []
-    others = [Snapshot(repo, p) for p in commit.parents[1:]]
-    changes = [
-        (status, path)
-        for status, path in changes
-        if not any(o.blob_id(path) == snap.blob_id(path) and snap.blob_id(path) for o in others)
-    ]
+    if is_root or len(parents) < 2:
+        changes = [(status, path, base) for status, path in _diff(repo, base.tree, commit.tree)]
+    else:
+        changes = _merge_changes(repo, snap, [Snapshot(repo, p) for p in parents])
     if not changes:
         return []
     out: list[Violation] = []
 
     def bad(path: str, rule: str, message: str) -> None:
-        out.append(Violation(cid, path, rule, message))
+        found = Violation(cid, path, rule, message)
+        if found not in out:  # a merge may judge one path against two parents
+            out.append(found)
 
     try:
         policy = policies.of(snap if is_root else base)
@@ -219,9 +240,12 @@ def check_commit(
     fields = parse_trailers(commit.message)
     op = (fields.get("Truss-Op") or [""])[0]
     need: set[str] = set()
-    for status, path in changes:
+    for status, path, before in changes:
         if status == "D":
             bad(path, "no-delete", "a store file was deleted; store history only grows")
+            continue
+        if _odd_file(snap, path, bad):
+            need.add("operator" if path in OPERATOR_PATHS else "agent")
             continue
         if path in OPERATOR_PATHS or path.startswith(".truss/"):
             need.add("operator")
@@ -229,7 +253,7 @@ def check_commit(
         if path.startswith(("identity/", "principals/")):
             need.add("operator" if path == CORE_PATH else "agent")
             continue
-        need |= _check_entry(repo, base, snap, path, status, op, policy, bad)
+        need |= _check_entry(repo, before, snap, path, status, op, policy, bad)
 
     signature, payload = commit.gpg_signature
     if signature is None:
@@ -251,6 +275,74 @@ def check_commit(
             + " and ".join(missing),
         )
     return out
+
+
+def _merge_changes(
+    repo: pygit2.Repository, snap: Snapshot, parents: list[Snapshot]
+) -> list[tuple[str, str, Snapshot]]:
+    """(status, path, parent) for each store path a merge itself changes, against that
+    parent; paths taken cleanly from another parent are left out."""
+    bases: dict[tuple[int, int], Snapshot] = {}
+
+    def merge_base(i: int, j: int) -> Snapshot:
+        key = (min(i, j), max(i, j))
+        if key not in bases:
+            a, b = parents[key[0]].commit, parents[key[1]].commit
+            assert a is not None and b is not None
+            found = repo.merge_base(a.id, b.id)
+            bases[key] = Snapshot(repo, repo[found].peel(pygit2.Commit) if found else None)
+        return bases[key]
+
+    out = []
+    for i, parent in enumerate(parents):
+        assert snap.tree is not None
+        for status, path in _diff(repo, parent.tree, snap.tree):
+            if i > 0 and status == "A":
+                continue  # restoring what this parent deleted: the deletion is its own fault
+            mine = _mode_blob(snap, path)
+            clean = any(
+                _mode_blob(other, path) == mine
+                and _mode_blob(parent, path) == _mode_blob(merge_base(i, j), path)
+                for j, other in enumerate(parents)
+                if j != i
+            )
+            if not clean:
+                out.append((status, path, parent))
+    return out
+
+
+def _mode_blob(snap: Snapshot, path: str) -> tuple[int, str] | None:
+    """What a tree holds at ``path``: its file mode and object id, or None."""
+    if snap.tree is None:
+        return None
+    try:
+        entry = snap.tree[path]
+    except KeyError:
+        return None
+    return int(entry.filemode), str(entry.id)
+
+
+_ODD_MODES = {
+    int(pygit2.enums.FileMode.COMMIT): (
+        "gitlink",
+        "is a gitlink (a submodule entry); store files are plain files. Remove it with "
+        "`git rm --cached PATH` and commit",
+    ),
+    int(pygit2.enums.FileMode.LINK): (
+        "symlink",
+        "is a symbolic link; store files are plain files. Replace it with the file itself",
+    ),
+}
+
+
+def _odd_file(snap: Snapshot, path: str, bad: Callable[[str, str, str], None]) -> bool:
+    """Report a store path that is not a plain file (a gitlink or a symlink)."""
+    found = _mode_blob(snap, path)
+    if found is None or found[0] not in _ODD_MODES:
+        return False
+    rule, message = _ODD_MODES[found[0]]
+    bad(path, rule, message)
+    return True
 
 
 def _roles(policy: TrustPolicy, signature: bytes, payload: bytes) -> tuple[str, set[str]]:
@@ -314,7 +406,9 @@ def _check_entry(
             report(
                 path,
                 "transition",
-                f"trust moved {old.trust.value} -> {new.trust.value}, which §2 does not allow",
+                f"trust moved {old.trust.value} -> {new.trust.value}; trust only moves "
+                "unverified -> verified or rejected, verified -> stale, stale -> verified "
+                "(a signed revert goes one step back)",
             )
     verdict_changed = old.provenance.verified_by != new.provenance.verified_by
     if (new.trust in (Trust.VERIFIED, Trust.REJECTED) or passed_stale) and (

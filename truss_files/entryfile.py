@@ -17,9 +17,19 @@ from typing import Any
 import yaml
 
 from .errors import EntryError, UsageError
-from .model import Entry, Kind, Layer, Provenance, Trust, check_key, content_id, normalize_body
-
-MAX_ENTRY_BYTES = 256 * 1024
+from .model import (
+    MAX_BODY,
+    MAX_ENTRY_BYTES,
+    Entry,
+    Kind,
+    Layer,
+    Provenance,
+    Trust,
+    body_size,
+    check_key,
+    content_id,
+    normalize_body,
+)
 
 FIELD_ORDER = (
     "id",
@@ -305,10 +315,19 @@ def parse(text: str | bytes, path: str | None = None, *, check_path: bool = True
 
     if body.endswith("\n"):
         body = body[:-1]
+    body = normalize_body(body)
+    size = body_size(body)
+    if size > MAX_BODY:
+        raise EntryError(
+            f"is {size} bytes; a body may hold at most {MAX_BODY}, the limit every write "
+            "keeps: split the text into several entries",
+            path=path,
+            field="body",
+        )
     entry = Entry(
         kind=kind,
         key=key,
-        body=normalize_body(body),
+        body=body,
         trust=trust,
         layer=layer,
         scope=dict(scope),

@@ -29,6 +29,9 @@ Changes = Mapping[str, bytes | None]
 
 _BLOB = pygit2.enums.FileMode.BLOB
 _TREE = pygit2.enums.FileMode.TREE
+# A gitlink (a submodule entry) names a commit of another repository: there is no object
+# here to read, so every read treats it as absent and walks skip it.
+_GITLINK = pygit2.enums.FileMode.COMMIT
 
 
 class Signer(Protocol):
@@ -66,6 +69,8 @@ class Snapshot:
             entry = self.tree[path]
         except KeyError:
             return None
+        if entry.filemode == _GITLINK:
+            return None
         return self.repo[entry.id]
 
     def read(self, path: str) -> bytes | None:
@@ -88,8 +93,11 @@ class Snapshot:
             return []
         return [e.name for e in obj if e.name is not None]
 
-    def walk(self, path: str) -> Iterator[tuple[str, pygit2.Blob]]:
-        """Every blob below ``path``, depth first, as (full path, blob)."""
+    def walk(
+        self, path: str, skipped: list[str] | None = None
+    ) -> Iterator[tuple[str, pygit2.Blob]]:
+        """Every blob below ``path``, depth first, as (full path, blob); the path of each
+        gitlink met on the way goes to ``skipped``."""
         obj = self._obj(path) if path else self.tree
         if not isinstance(obj, pygit2.Tree):
             return
@@ -100,6 +108,9 @@ class Snapshot:
                 child = f"{prefix}/{entry.name}" if prefix else str(entry.name)
                 if entry.filemode == _TREE:
                     stack.append((child, self.repo[entry.id]))  # type: ignore[arg-type]
+                elif entry.filemode == _GITLINK:
+                    if skipped is not None:
+                        skipped.append(child)
                 else:
                     blob = self.repo[entry.id]
                     if isinstance(blob, pygit2.Blob):

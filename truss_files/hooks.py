@@ -23,13 +23,13 @@ import shlex
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
-from .audit import Violation, check_commit, is_store_path
+from .audit import Violation, check_commit, check_commits, is_store_path
 from .config import SIGNERS_PATH
 from .errors import StoreError, UsageError
 from .gitstore import Snapshot
@@ -267,14 +267,14 @@ def check_new_commits(
     for oid in known:
         walker.hide(oid)
     seen = set() if seen is None else seen
-    out: list[Violation] = []
-    for commit in walker:
-        cid = str(commit.id)
-        if cid in seen:
-            continue
-        seen.add(cid)
-        out.extend(check_commit(repo, commit, root is not None and cid == root))
-    return out
+
+    def fresh() -> Iterator[pygit2.Commit]:
+        for commit in walker:
+            if str(commit.id) not in seen:
+                seen.add(str(commit.id))
+                yield commit
+
+    return [v for found in check_commits(repo, fresh(), root) for v in found]
 
 
 # -- the hooks ---------------------------------------------------------------------------------

@@ -204,6 +204,20 @@ def entry_path(kind: Kind, entry_id: str) -> str:
     return f"memories/{kind.value}/{entry_id[:2]}/{entry_id}.md"
 
 
+# The one limit on an entry's body, in UTF-8 bytes. Writes refuse a longer body and the codec
+# refuses to read one, so the audit and the hooks (which parse every changed entry file) refuse
+# a hand-committed one too, and reads never serve one.
+MAX_BODY = 64 * 1024
+# A bound on a whole entry file, checked before any parsing: the body's limit plus room for the
+# front matter (a verdict with many votes and their evidence).
+MAX_ENTRY_BYTES = MAX_BODY + 192 * 1024
+
+
+def body_size(body: str) -> int:
+    """The size the body limit counts: UTF-8 bytes."""
+    return len(body.encode("utf-8", "surrogatepass"))
+
+
 def normalize_body(body: str) -> str:
     """Line endings become LF and trailing blank lines go: the body is stored canonically."""
     text = body.replace("\r\n", "\n").replace("\r", "\n") if "\r" in body else body

@@ -31,11 +31,13 @@ from .errors import (
 )
 from .gitstore import GitStore, Identity, Plan, Snapshot
 from .model import (
+    MAX_BODY,
     Entry,
     Kind,
     Layer,
     Provenance,
     Trust,
+    body_size,
     check_key,
     check_ledger_ref,
     entry_path,
@@ -46,7 +48,6 @@ from .signing import Signer
 
 Clock = Callable[[], datetime.datetime]
 CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")
-MAX_BODY = 64 * 1024
 _HEX_PREFIX = re.compile(r"^[0-9a-f]{8,32}$")
 
 
@@ -75,6 +76,20 @@ def parse_trailers(message: str) -> dict[str, list[str]]:
         if sep and name.startswith("Truss-") and " " not in name:
             found.setdefault(name, []).append(value.strip())
     return found
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file under memories/ that a listing could not read, and why."""
+
+    path: str
+    error: str
+
+
+_GITLINK_NOTE = (
+    "is a gitlink (a submodule entry), not an entry file; remove it with "
+    "`git rm --cached PATH` and commit"
+)
 
 
 @dataclass(frozen=True)
@@ -153,13 +168,28 @@ class MemoryStore:
     # -- reading -------------------------------------------------------------------------
 
     def iter_entries(
-        self, snap: Snapshot | None = None, kind: Kind | None = None
+        self,
+        snap: Snapshot | None = None,
+        kind: Kind | None = None,
+        skipped: list[Skipped] | None = None,
     ) -> Iterator[Entry]:
+        """Every entry below memories/ (or one kind's folder). With ``skipped``, a file that
+        does not parse, or a gitlink, goes there instead of stopping the walk."""
         snap = snap or self.snapshot()
         root = f"memories/{kind.value}" if kind else "memories"
-        for path, blob in snap.walk(root):
-            if path.endswith(".md"):
+        links: list[str] = []
+        for path, blob in snap.walk(root, links):
+            if not path.endswith(".md"):
+                continue
+            if skipped is None:
                 yield entryfile.parse(blob.data, path)
+                continue
+            try:
+                yield entryfile.parse(blob.data, path)
+            except EntryError as exc:
+                skipped.append(Skipped(path, exc.message))
+        if skipped is not None:
+            skipped.extend(Skipped(path, f"{path}: {_GITLINK_NOTE}") for path in links)
 
     def get(self, ref: str, snap: Snapshot | None = None) -> Entry:
         snap = snap or self.snapshot()
@@ -196,10 +226,13 @@ class MemoryStore:
         trust: Trust | None = None,
         layer: Layer | None = None,
         snap: Snapshot | None = None,
+        skipped: list[Skipped] | None = None,
     ) -> list[Entry]:
+        """Entries matching every filter given, oldest first; see ``iter_entries`` for
+        ``skipped``."""
         found = [
             e
-            for e in self.iter_entries(snap, kind)
+            for e in self.iter_entries(snap, kind, skipped)
             if (key is None or e.key == key)
             and (trust is None or e.trust is trust)
             and (layer is None or e.layer is layer)
@@ -255,8 +288,8 @@ class MemoryStore:
         body = normalize_body(body)
         if not body:
             raise UsageError("body is empty; an entry needs text")
-        if len(body.encode()) > MAX_BODY:
-            raise UsageError(f"body is {len(body.encode())} bytes; the limit is {MAX_BODY}")
+        if body_size(body) > MAX_BODY:
+            raise UsageError(f"body is {body_size(body)} bytes; the limit is {MAX_BODY}")
         if produced_by is not None:
             check_ledger_ref(produced_by)
         sources = tuple(check_ledger_ref(s) for s in sources)

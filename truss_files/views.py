@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .model import Entry
+
+if TYPE_CHECKING:
+    from .store import Skipped
 
 
 def verdict_summary(verified_by: Any) -> dict[str, Any] | None:
@@ -54,3 +59,12 @@ def entry_text(entry: Entry, score: float | None = None) -> str:
         head += f"  score {score:.2f}"
     body = "\n".join("    " + line for line in entry.body.splitlines())
     return f"{head}\n{body}"
+
+
+def skipped_report(skipped: Sequence[Skipped], *, as_json: bool) -> str:
+    """What a listing says about the files it skipped: one warning line each, or one JSON
+    object ``{"skipped": [{"path", "error"}]}``."""
+    if as_json:
+        items = [{"path": s.path, "error": s.error} for s in skipped]
+        return json.dumps({"skipped": items}, ensure_ascii=False)
+    return "\n".join(f"warning: skipped {s.error}" for s in skipped)

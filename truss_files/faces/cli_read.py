@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .cli import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
-from .output import FORMAT_OPTION, emit
+from .output import FORMAT_OPTION, emit, want_json
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
@@ -71,28 +71,46 @@ def list_(
 ) -> None:
     """List entries, oldest first, with filters.
 
+    A file under memories/ that cannot be read (it does not parse, or it is a gitlink) is
+    skipped and named on stderr (JSON: {"skipped": [{"path", "error"}]}); the exit status is
+    1 only when such files leave nothing to list.
+
     \b
     Example:
       truss-files list --kind decision --trust verified
     """
+    from ..errors import EntryError
     from ..model import Kind, Layer, Trust
-    from ..views import entry_view
+    from ..store import Skipped
+    from ..views import entry_view, skipped_report
 
     store = obj.store()
     snap = store.snapshot()
     wanted = Trust(trust) if trust else None
     withheld = _gate(store, snap, wanted or Trust.UNVERIFIED)
+    folder = Kind(kind) if kind else None
+    skipped: list[Skipped] = []
     entries = store.list_entries(
-        kind=Kind(kind) if kind else None,
+        kind=folder,
         key=key_,
         trust=wanted,
         layer=Layer(layer) if layer else None,
         snap=snap,
+        skipped=skipped,
     )
     if withheld:
         kept = [e for e in entries if e.trust.rank <= Trust.UNVERIFIED.rank]
-        click.echo(f"note: {len(entries) - len(kept)} entries withheld: {withheld}", err=True)
+        if len(kept) < len(entries):
+            click.echo(f"note: {len(entries) - len(kept)} entries withheld: {withheld}", err=True)
         entries = kept
+    if skipped:
+        click.echo(skipped_report(skipped, as_json=want_json(fmt)), err=True)
+        # A filter that matches nothing is no error; a folder where nothing reads is.
+        if not entries and next(store.iter_entries(snap, folder, skipped=[]), None) is None:
+            raise EntryError(
+                f"nothing to list: {len(skipped)} file(s) under memories/ could not be read; "
+                "`truss-files audit` names the commit that brought each in"
+            )
     emit(
         fmt,
         [entry_view(e, full=True) for e in entries],

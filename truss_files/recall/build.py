@@ -212,7 +212,7 @@ def _share_files(objects: Objects, tree: str, lo: int, hi: int) -> list[tuple[st
     for kind in objects.tree(tree):
         path = f"memories/{kind.name}"
         if not kind.is_tree:
-            if lo == 0 and path.endswith(".md"):
+            if lo == 0 and kind.is_file and path.endswith(".md"):
                 files.append((path, kind.sha))
             continue
         for folder in objects.tree(kind.sha):
@@ -224,7 +224,7 @@ def _share_files(objects: Objects, tree: str, lo: int, hi: int) -> list[tuple[st
             if folder.is_tree:
                 found = walk_tree(objects, folder.sha, at)
                 files += [(p, b) for p, b in found if p.endswith(".md")]
-            elif at.endswith(".md"):
+            elif folder.is_file and at.endswith(".md"):
                 files.append((at, folder.sha))
     return files
 

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 __all__ = ["Change", "GitDir", "Objects", "TreeEntry", "diff_trees", "walk_tree"]
 
 _TREE_MODE = b"40000"
+# A gitlink (submodule entry) names another repository's commit: no object here to read, so
+# the index sees no file there (the audit reports it).
+_GITLINK_MODE = b"160000"
 # One entry of a tree object: "<mode> <name>\0<20-byte id>", entry after entry (compiled
 # on first use: a warm query never lists a tree).
 _TREE_ENTRY = rb"([0-7]+) ([^\0]*)\0(.{20})"
@@ -42,6 +45,10 @@ class TreeEntry(NamedTuple):
     @property
     def is_tree(self) -> bool:
         return self.mode == _TREE_MODE
+
+    @property
+    def is_file(self) -> bool:
+        return self.mode not in (_TREE_MODE, _GITLINK_MODE)
 
 
 class Change(NamedTuple):
@@ -289,7 +296,7 @@ def walk_tree(objs: Objects, tree: str, prefix: str) -> Iterator[tuple[str, str]
         path = f"{prefix}/{name.decode('utf-8', 'replace')}"
         if mode == _TREE_MODE:
             yield from walk_tree(objs, sha.hex(), path)
-        else:
+        elif mode != _GITLINK_MODE:
             yield path, sha.hex()
 
 
@@ -313,8 +320,8 @@ def diff_trees(objs: Objects, old: str | None, new: str | None, prefix: str) -> 
         b_tree = b.sha if b is not None and b.is_tree else None
         if a_tree or b_tree:
             out.extend(diff_trees(objs, a_tree, b_tree, path))
-        a_blob = a.sha if a is not None and not a.is_tree else None
-        b_blob = b.sha if b is not None and not b.is_tree else None
+        a_blob = a.sha if a is not None and a.is_file else None
+        b_blob = b.sha if b is not None and b.is_file else None
         if a_blob != b_blob:
             out.append(Change(path, a_blob, b_blob))
     return out

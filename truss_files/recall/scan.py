@@ -37,12 +37,15 @@ from json.encoder import encode_basestring_ascii as _json_ascii
 from typing import Any, Final
 
 from ..model import (
+    MAX_BODY,
+    MAX_ENTRY_BYTES,
     MAX_KEY,
     Entry,
     Kind,
     Layer,
     Provenance,
     Trust,
+    body_size,
     entry_path,
     normalize_body,
 )
@@ -51,7 +54,6 @@ from .verdict import VerdictBlock
 
 __all__ = ["scan", "scan_meta", "verdict_block"]
 
-MAX_ENTRY_BYTES: Final = 256 * 1024  # entryfile.MAX_ENTRY_BYTES; larger files go the slow way
 
 _KINDS: Final = {k.value: k for k in Kind}
 _TRUSTS: Final = {t.value: t for t in Trust}
@@ -195,6 +197,9 @@ def _fields(data: bytes, path: str) -> tuple[Any, ...]:
     if body.endswith("\n"):
         body = body[:-1]
     body = normalize_body(body)
+    # Over the limit only if its UTF-8 can be (4 bytes a character at most): encode rarely.
+    if len(body) * 4 > MAX_BODY and body_size(body) > MAX_BODY:
+        raise _Slow  # the strict parser names the problem
     layer = _LAYERS.get(layer_s) or _slow()
     scope = _flow_map(scope_s)
     author = _str(author_s)

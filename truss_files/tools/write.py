@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..model import Entry, Kind, Provenance, check_key, normalize_body
+from ..model import MAX_BODY, Entry, Kind, Provenance, body_size, check_key, normalize_body
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
@@ -49,16 +49,14 @@ def is_tombstone(entry: Entry) -> bool:
 
 def new_entry(call: Call, kind: Kind, key: str, body: str, *, tombstone: bool = False) -> Entry:
     """An unverified entry of this call, checked as MemoryStore.write checks its input."""
-    from ..store import MAX_BODY
-
     check_key(key)
     text = TOMBSTONE_BODY if tombstone else normalize_body(body)
     if not text:
         raise UsageError("the text is empty; a memory needs some text (delete removes one)")
     if not tombstone and text.startswith(TOMBSTONE_MARK):
         raise UsageError(f"a memory may not start with {TOMBSTONE_MARK}; that marks deletions")
-    if len(text.encode()) > MAX_BODY:
-        raise UsageError(f"the text is {len(text.encode())} bytes; the limit is {MAX_BODY}")
+    if body_size(text) > MAX_BODY:
+        raise UsageError(f"the text is {body_size(text)} bytes; the limit is {MAX_BODY}")
     store = call.store
     return Entry(
         kind=kind,
