@@ -158,6 +158,7 @@ def _forge(
     signer: Ed25519Signer | None,
     rewrite_entry: bool,
     claim: bool,
+    seq: int = 1,
 ) -> None:
     """Commit an edited memo on top of the ledger, the way an attacker with write access could."""
     ledger = RunLedger(store, "R1")
@@ -175,7 +176,9 @@ def _forge(
     assert tree is not None
     message = "edit memo\n\n"
     if claim:
-        message += trailers(op="tool-call", run="R1", seq="1", tool="memory_query", memo_key=key)
+        message += trailers(
+            op="tool-call", run="R1", seq=str(seq), tool="memory_query", memo_key=key
+        )
     identity = store.identity("mallory")
     if signer is None:
         who = identity.signature()
@@ -216,17 +219,30 @@ def test_revalidate_recovers_from_a_tampered_memo(
 ) -> None:
     first = lesson(store, "ci", "Flaky network tests: retry once.")
     durable(store, "memory_query", QUERY)
-    _forge(store, signer=operator_key, rewrite_entry=False, claim=False)
+    # The run's own key recorded call #2 with a memo its ledger entry does not vouch for.
+    _forge(store, signer=operator_key, rewrite_entry=False, claim=True, seq=2)
+    assert durable(store, "memory_query", QUERY, replay=True).error is not None
     fresh = durable(store, "memory_query", {**QUERY, "revalidate": True})
-    assert fresh.ok and ids(fresh) == [first]
+    assert fresh.ok and ids(fresh) == [first] and fresh.ledger_ref == "run:R1/3"
     assert durable(store, "memory_query", QUERY, replay=True).payload == fresh.payload
+
+
+def test_revalidate_cannot_build_on_a_broken_ledger(
+    store: MemoryStore, operator_key: Ed25519Signer
+) -> None:
+    durable(store, "memory_query", QUERY)
+    _forge(store, signer=operator_key, rewrite_entry=False, claim=False)
+    refused = durable(store, "memory_query", {**QUERY, "revalidate": True})
+    assert refused.error == {"code": "memo_provenance", "message": PROVENANCE_MESSAGE}
+    assert refused.note is not None and "not a call of run R1" in refused.note
 
 
 def test_appending_to_a_forged_ledger_is_refused(store: MemoryStore) -> None:
     durable(store, "memory_query", QUERY)
     _forge(store, signer=None, rewrite_entry=False, claim=False)
     refused = durable(store, "memory_view", {"id": "0" * 32})
-    assert refused.error is not None and "unsigned" in refused.error["message"]
+    assert refused.error == {"code": "memo_provenance", "message": PROVENANCE_MESSAGE}
+    assert refused.note is not None and "unsigned" in refused.note
 
 
 # -- run ids, run context, and the CLI ------------------------------------------------------

@@ -4,13 +4,16 @@
 ``n`` adds ``calls/<n>.json`` — the ledger entry: tool, memo key, input and result sha256,
 error flag, the producing LedgerRef ``run:<id>/<n>`` and the entries the call wrote — and
 ``memo/<memo key>.json``, the full result, in the same commit: journal entry and memo land in
-one transaction, signed by the agent's key and checked against the store's policy before the
-ref moves (compare-and-swap on the previous ledger commit).
+one transaction, signed by the agent's key and checked before the ref moves (compare-and-swap
+on the previous ledger commit).
 
-A replay trusts a memo only when the newest ledger commit that claims its memo key is signed
-by a key holding the agent role under the store's policy and the memo's sha256 equals that
-entry's result sha256. Anything else fails with exactly ``memory memo missing matching signed
-provenance``, so a replayed verdict never consumes unsigned memory output.
+The first commit names the principal who started the run; every call after it must be
+signed by a key of that principal and extend the previous call, counting up without a gap,
+and the ref may never move back or sideways from the newest call this repository has seen
+(``runchain.py`` holds those rules). A replay trusts a memo only from such a ledger, and only
+when the newest commit that claims its memo key holds a ledger entry whose result sha256 the
+memo matches. Anything else fails with exactly ``memory memo missing matching signed
+provenance``, so a replayed verdict never consumes unsigned or rewound memory output.
 """
 
 from __future__ import annotations
@@ -24,6 +27,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, NotFound, SignatureError, TrussError, UsageError
+from .runchain import (
+    PROVENANCE_MESSAGE as PROVENANCE_MESSAGE,
+)
+from .runchain import (
+    Chain,
+    ProvenanceError,
+    check_chain,
+    check_mark,
+    check_reflog,
+    ensure_reflog,
+    raise_mark,
+    read_mark,
+)
 
 if TYPE_CHECKING:
     import pygit2
@@ -33,18 +49,7 @@ if TYPE_CHECKING:
 
 RUN_REF_PREFIX = "refs/truss/runs/"
 CALL_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-PROVENANCE_MESSAGE = "memory memo missing matching signed provenance"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-class ProvenanceError(SignatureError):
-    """A memo without a matching signed ledger entry; ``detail`` says which check failed."""
-
-    code = "memo_provenance"
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(PROVENANCE_MESSAGE)
-        self.detail = detail
 
 
 def check_run_id(run_id: str) -> str:
@@ -192,12 +197,31 @@ class RunLedger:
             yield commit
             commit = commit.parents[0] if commit.parents else None
 
+    def verified(self) -> Chain:
+        """The run's ledger as it stands, checked end to end (``runchain.check_chain``) and
+        against the newest call this repository saw; raises ProvenanceError."""
+        git_dir = self.store.git.git_dir
+        for attempt in range(3):
+            # The mark before the tip: a mark is written only after its ref moved, so read
+            # in this order an honest recorder can never make the tip look older than it.
+            mark = read_mark(git_dir, self.run_id)
+            tip = self.tip()
+            chain = check_chain(self.store.policy(), self.run_id, tip)
+            check_mark(git_dir, self.ref, chain, mark)
+            try:
+                check_reflog(self.repo, self.ref, chain)
+            except ProvenanceError:
+                now = self.tip()
+                if attempt < 2 and _id(now) != _id(tip):
+                    continue  # another recorder moved the ref while we read: look again
+                raise
+            if chain.tip is not None and (mark is None or mark.seq < chain.seq):
+                raise_mark(git_dir, self.run_id, str(chain.tip.id), chain.seq)
+            return chain
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
     def next_seq(self) -> int:
-        tip = self.tip()
-        if tip is None:
-            return 1
-        self._check_signed(tip)
-        return _seq_of(tip) + 1
+        return self.verified().seq + 1
 
     # -- recording -----------------------------------------------------------------------
 
@@ -237,19 +261,27 @@ class RunLedger:
             calls_path(seq): json.dumps(entry.to_dict(), indent=2, sort_keys=True).encode() + b"\n",
             memo_path(key): memo,
         }
-        base = self.tip()
+        chain = self.verified()
+        base = chain.tip
+        principal = self.store.principal()
+        extra: dict[str, str] = {}
         if base is None:
-            run_info: dict[str, Any] = {"run": self.run_id, "started": entry.time}
+            # The first call names who started the run; every later call must be theirs.
+            extra["principal"] = principal
+            run_info: dict[str, Any] = {
+                "run": self.run_id,
+                "started": entry.time,
+                "principal": principal,
+            }
             if context is not None:
                 run_info["context"] = context.to_dict()
             files["run.json"] = json.dumps(run_info, indent=2, sort_keys=True).encode() + b"\n"
-        elif _seq_of(base) != seq - 1:
+        elif chain.seq != seq - 1:
             raise ConflictError(
                 f"run {self.run_id}'s ledger moved while call {seq} ran (another process is "
                 "recording in this run); give each concurrent agent its own run id"
             )
         subject = f"truss: run {self.run_id} #{seq} {tool}" + (" (error)" if error else "")
-        extra: dict[str, str] = {}
         if call_id is not None:
             extra["call_id"] = call_id
         if replay_of is not None:
@@ -272,17 +304,22 @@ class RunLedger:
         tree = git.write_tree(base.tree if base is not None else None, files)
         assert tree is not None
         signer = self.store.signer
-        identity = self.store.identity(self.store.principal())
+        identity = self.store.identity(principal)
         parents = [base.id] if base is not None else []
         oid = git.make_commit(tree, parents, message, signer, identity)
         commit = self.repo[oid]
-        # libgit2 runs no hooks: check our own signature and role before the ref moves.
-        self._check_signed(commit)  # type: ignore[arg-type]
+        # libgit2 runs no hooks: check the ledger with the new call on top before the ref
+        # moves (our key, our run's principal, the next number, the previous call as parent).
+        known = chain.principal if base is not None else None
+        check_chain(self.store.policy(), self.run_id, commit, known)  # type: ignore[arg-type]
+        if base is None:
+            ensure_reflog(git.git_dir, self.ref)
         if not git.update_ref(self.ref, base.id if base is not None else None, oid, subject):
             raise ConflictError(
                 f"run {self.run_id}'s ledger moved while call {seq} was being recorded; give "
                 "each concurrent agent its own run id"
             )
+        raise_mark(git.git_dir, self.run_id, str(oid), seq)
         return entry
 
     # -- replaying -----------------------------------------------------------------------
@@ -298,8 +335,9 @@ class RunLedger:
         with this memo key. The newest call's memo is the memo table's (the ledger tip); an
         older call's memo is the one its own commit recorded before a replacement.
         """
+        chain = self.verified()
         newest = target = None
-        for commit in self.chain():
+        for commit in chain.commits:
             fields = _trailers(commit)
             claims = key in fields.get("Truss-Memo-Key", [])
             if claims and newest is None:
@@ -321,10 +359,6 @@ class RunLedger:
                 raise ProvenanceError(f"run {self.run_id} has no recorded call with memo {key}")
             return None
         try:
-            self._check_signed(target)
-        except SignatureError as exc:
-            raise ProvenanceError(f"ledger commit {str(target.id)[:12]}: {exc.message}") from exc
-        try:
             entry = LedgerEntry.from_bytes(_blob(self.repo, target, calls_path(_seq_of(target))))
         except (KeyError, ValueError, TypeError) as exc:
             raise ProvenanceError(
@@ -332,7 +366,8 @@ class RunLedger:
             ) from exc
         if entry.memo_key != key or entry.tool != tool or entry.run != self.run_id:
             raise ProvenanceError(f"ledger entry {entry.ledger_ref} is for another call")
-        source = self.tip() if newest is not None and target.id == newest.id else target
+        # The memo table is the verified tip's tree, not the ref read again (it may move).
+        source = chain.tip if newest is not None and target.id == newest.id else target
         try:
             assert source is not None
             memo = _blob(self.repo, source, memo_path(key))
@@ -414,6 +449,10 @@ def _trailers(commit: pygit2.Commit) -> dict[str, list[str]]:
     from ..store import parse_trailers
 
     return parse_trailers(commit.message)
+
+
+def _id(commit: pygit2.Commit | None) -> str | None:
+    return str(commit.id) if commit is not None else None
 
 
 def _seq_of(commit: pygit2.Commit) -> int:
