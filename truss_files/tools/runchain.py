@@ -101,16 +101,25 @@ def check_chain(
     ``principal`` is the run's principal when the caller already knows it (a commit about to
     extend a verified chain); otherwise the first commit names it.
     """
+    import pygit2
+
     commits: list[pygit2.Commit] = []
     commit = tip
     while commit is not None:
         commits.append(commit)
-        if len(commit.parents) > 1:
+        try:
+            parents = commit.parents
+        except pygit2.GitError as exc:
             raise ProvenanceError(
-                f"ledger commit {_short(commit)} of run {run_id} has {len(commit.parents)} "
+                f"the parent of ledger commit {_short(commit)} of run {run_id} cannot be read "
+                f"({exc}); the object database was edited or is damaged: run git fsck"
+            ) from exc
+        if len(parents) > 1:
+            raise ProvenanceError(
+                f"ledger commit {_short(commit)} of run {run_id} has {len(parents)} "
                 "parents; a run's ledger is a single line of calls"
             )
-        commit = commit.parents[0] if commit.parents else None
+        commit = parents[0] if parents else None
     if not commits:
         return Chain(run_id, principal or "", ())
     root = commits[-1]

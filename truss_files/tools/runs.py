@@ -205,13 +205,13 @@ class RunLedger:
             # The mark before the tip: a mark is written only after its ref moved, so read
             # in this order an honest recorder can never make the tip look older than it.
             mark = read_mark(git_dir, self.run_id)
-            tip = self.tip()
+            tip = self._read_tip()
             chain = check_chain(self.store.policy(), self.run_id, tip)
             check_mark(git_dir, self.ref, chain, mark)
             try:
                 check_reflog(self.repo, self.ref, chain)
             except ProvenanceError:
-                now = self.tip()
+                now = self._read_tip()
                 if attempt < 2 and _id(now) != _id(tip):
                     continue  # another recorder moved the ref while we read: look again
                 raise
@@ -219,6 +219,17 @@ class RunLedger:
                 raise_mark(git_dir, self.run_id, str(chain.tip.id), chain.seq)
             return chain
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _read_tip(self) -> pygit2.Commit | None:
+        import pygit2
+
+        try:
+            return self.tip()
+        except pygit2.GitError as exc:
+            raise ProvenanceError(
+                f"{self.ref} names a commit that cannot be read ({exc}); the object database "
+                "was edited or is damaged: run git fsck"
+            ) from exc
 
     def next_seq(self) -> int:
         return self.verified().seq + 1
@@ -409,7 +420,7 @@ class RunLedger:
                 entry = LedgerEntry.from_bytes(
                     _blob(self.repo, commit, calls_path(_seq_of(commit)))
                 )
-            except (KeyError, ValueError, TypeError):
+            except (KeyError, ValueError, TypeError, TrussError):
                 continue
             try:
                 signer = self._check_signed(commit)
@@ -418,7 +429,7 @@ class RunLedger:
             try:
                 memo = _blob(self.repo, tip, memo_path(entry.memo_key))
                 latest = sha256(memo) == entry.result_sha256
-            except KeyError:
+            except (KeyError, TrussError):
                 latest = False
             out.append(CallRecord(entry, str(commit.id), signer, latest))
         return list(reversed(out))
@@ -464,7 +475,16 @@ def _seq_of(commit: pygit2.Commit) -> int:
 
 def _blob(repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> bytes:
     """The blob at ``path`` in ``commit``'s tree; KeyError when absent."""
-    obj = repo[commit.tree[path].id]
+    import pygit2
+
+    try:
+        obj = repo[commit.tree[path].id]
+    except pygit2.GitError as exc:
+        # libgit2 checks an object's hash as it reads it: an edited blob lands here.
+        raise ProvenanceError(
+            f"{path} of ledger commit {str(commit.id)[:12]} cannot be read ({exc}); the object "
+            "database was edited or is damaged: run git fsck"
+        ) from exc
     data = getattr(obj, "data", None)
     if data is None:
         raise KeyError(path)
