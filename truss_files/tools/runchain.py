@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,13 +46,6 @@ if TYPE_CHECKING:
 PROVENANCE_MESSAGE = "memory memo missing matching signed provenance"
 MARK_FOLDER = "runs"
 
-# Commit id -> the key its SSHSIG signature verifies with. A commit is immutable, so this
-# is a pure function; caching it keeps a long run from re-verifying its whole ledger on
-# every call (~0.2 ms a commit, measured on a 50-call run). Roles and principals are judged
-# against the current policy every time, never cached.
-_KEYS: dict[str, PublicKey] = {}
-_KEYS_MAX = 200_000
-
 
 class ProvenanceError(SignatureError):
     """A memo without a matching signed ledger entry; ``detail`` says which check failed."""
@@ -65,24 +58,62 @@ class ProvenanceError(SignatureError):
 
 
 @dataclass(frozen=True)
+class Link:
+    """What one ledger commit says: its parents, its trailers, the key that signed it.
+
+    Read once per process and kept: a commit id names fixed content, so its signature is
+    checked once (~0.3 ms) and a run's later calls only walk ids. Roles and principals are
+    judged against the current policy on every check, never kept.
+    """
+
+    id: str
+    parents: tuple[str, ...]
+    fields: dict[str, list[str]]
+    key: PublicKey
+    fingerprint: str  # the key's, computed once (it hashes the key blob)
+
+
+# Commit id -> its Link; bounded so a long-lived server cannot grow it without end.
+_LINKS: dict[str, Link] = {}
+_LINKS_MAX = 200_000
+# (repository, run) -> the newest chain verified in this process and the policy object it
+# was judged by: a call's check then looks at its own new commits only, not the whole run.
+_LATEST: dict[tuple[str, str], tuple[TrustPolicy, Chain]] = {}
+
+
+@dataclass(frozen=True)
 class Chain:
-    """A run's ledger after ``check_chain``: newest commit first, all by ``principal``."""
+    """A run's ledger after ``check_chain``: newest call first, all by ``principal``."""
 
     run: str
     principal: str
-    commits: tuple[pygit2.Commit, ...]
+    links: tuple[Link, ...]
+    repo: pygit2.Repository | None = field(default=None, compare=False, repr=False)
 
     @property
     def seq(self) -> int:
-        return len(self.commits)
+        return len(self.links)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(link.id for link in self.links)
+
+    @property
+    def commits(self) -> tuple[pygit2.Commit, ...]:
+        return tuple(self.commit(link.id) for link in self.links)
 
     @property
     def tip(self) -> pygit2.Commit | None:
-        return self.commits[0] if self.commits else None
+        return self.commit(self.links[0].id) if self.links else None
 
     def at(self, seq: int) -> pygit2.Commit:
         """The commit that recorded call ``seq`` (1-based)."""
-        return self.commits[self.seq - seq]
+        return self.commit(self.links[self.seq - seq].id)
+
+    def commit(self, oid: str) -> pygit2.Commit:
+        assert self.repo is not None
+        found: pygit2.Commit = self.repo[oid]  # type: ignore[assignment]
+        return found
 
 
 @dataclass(frozen=True)
@@ -94,41 +125,49 @@ class Mark:
 
 
 def check_chain(
-    policy: TrustPolicy, run_id: str, tip: pygit2.Commit | None, principal: str | None = None
+    repo: pygit2.Repository,
+    policy: TrustPolicy,
+    run_id: str,
+    tip: pygit2.Commit | None,
+    principal: str | None = None,
 ) -> Chain:
     """The verified ledger ending at ``tip``; raises ProvenanceError on the first broken rule.
 
     ``principal`` is the run's principal when the caller already knows it (a commit about to
     extend a verified chain); otherwise the first commit names it.
     """
-    import pygit2
-
-    commits: list[pygit2.Commit] = []
-    commit = tip
-    while commit is not None:
-        commits.append(commit)
-        try:
-            parents = commit.parents
-        except pygit2.GitError as exc:
+    links: list[Link] = []
+    known = _LATEST.get((repo.path, run_id))
+    below: Chain | None = None  # a verified chain the walk reached, judged by this policy
+    oid = str(tip.id) if tip is not None else None
+    while oid is not None:
+        if known is not None and known[0] is policy and known[1].links[0].id == oid:
+            below = known[1]
+            break
+        link = _LINKS.get(oid) or _read_link(repo, oid, run_id)
+        links.append(link)
+        if len(link.parents) > 1:
             raise ProvenanceError(
-                f"the parent of ledger commit {_short(commit)} of run {run_id} cannot be read "
-                f"({exc}); the object database was edited or is damaged: run git fsck"
-            ) from exc
-        if len(parents) > 1:
-            raise ProvenanceError(
-                f"ledger commit {_short(commit)} of run {run_id} has {len(parents)} "
+                f"ledger commit {oid[:12]} of run {run_id} has {len(link.parents)} "
                 "parents; a run's ledger is a single line of calls"
             )
-        commit = parents[0] if parents else None
-    if not commits:
-        return Chain(run_id, principal or "", ())
-    root = commits[-1]
+        oid = link.parents[0] if link.parents else None
+    if below is not None:
+        if principal is not None and principal != below.principal:
+            raise ProvenanceError(
+                f"run {run_id} was started by {below.principal}, not {principal}; only that "
+                "principal's keys may extend it (give each agent its own run id)"
+            )
+        principal = below.principal
+    if not links and below is None:
+        return Chain(run_id, principal or "", (), repo)
     if principal is None:
-        named = _trailers(root).get("Truss-Principal", [])
+        named = links[-1].fields.get("Truss-Principal", [])
         if len(named) != 1 or not named[0]:
             raise ProvenanceError(
-                f"the first ledger commit {_short(root)} of run {run_id} names no principal "
-                "(Truss-Principal); it was not recorded by this version: start a new run id"
+                f"the first ledger commit {links[-1].id[:12]} of run {run_id} names no "
+                "principal (Truss-Principal); it was not recorded by this version: start a "
+                "new run id"
             )
         principal = named[0]
     if principal not in policy.config.roles()["agent"]:
@@ -136,49 +175,66 @@ def check_chain(
             f"run {run_id} was started by {principal}, who does not hold the agent role in "
             "truss.toml [roles] now; its memos cannot be trusted"
         )
-    total = len(commits)
-    for depth, commit in enumerate(commits):
+    speaks: dict[str, tuple[str, ...]] = {}  # key fingerprint -> its principals, asked once
+    total = len(links) + (below.seq if below is not None else 0)
+    for depth, link in enumerate(links):
         seq = total - depth
-        key = _signing_key(commit, run_id)
-        if principal not in policy.signers.principals_for(key, "git"):
-            who = ", ".join(policy.signers.principals_for(key, "git")) or "a key not allowed"
+        names = speaks.get(link.fingerprint)
+        if names is None:
+            names = policy.signers.principals_for(link.key, "git")
+            speaks[link.fingerprint] = names
+        if principal not in names:
             raise ProvenanceError(
-                f"ledger commit {_short(commit)} (call #{seq}) of run {run_id} is signed by "
-                f"{who} ({key.fingerprint}), but {principal} started this run; only that "
-                "principal's keys may extend it (give each agent its own run id)"
+                f"ledger commit {link.id[:12]} (call #{seq}) of run {run_id} is signed by "
+                f"{', '.join(names) or 'a key not allowed'} ({link.fingerprint}), but "
+                f"{principal} started this run; only that principal's keys may extend it "
+                "(give each agent its own run id)"
             )
-        fields = _trailers(commit)
-        if fields.get("Truss-Run") != [run_id]:
+        if link.fields.get("Truss-Run") != [run_id]:
             raise ProvenanceError(
-                f"ledger commit {_short(commit)} is not a call of run {run_id} "
-                f"(Truss-Run: {', '.join(fields.get('Truss-Run', [])) or 'none'})"
+                f"ledger commit {link.id[:12]} is not a call of run {run_id} "
+                f"(Truss-Run: {', '.join(link.fields.get('Truss-Run', [])) or 'none'})"
             )
-        if fields.get("Truss-Seq") != [str(seq)]:
+        if link.fields.get("Truss-Seq") != [str(seq)]:
             raise ProvenanceError(
-                f"ledger commit {_short(commit)} of run {run_id} should record call #{seq} "
-                f"(it has Truss-Seq: {', '.join(fields.get('Truss-Seq', [])) or 'none'}); the "
-                "calls must count up from 1 without a gap"
+                f"ledger commit {link.id[:12]} of run {run_id} should record call #{seq} (it "
+                f"has Truss-Seq: {', '.join(link.fields.get('Truss-Seq', [])) or 'none'}); "
+                "the calls must count up from 1 without a gap"
             )
-    return Chain(run_id, principal, tuple(commits))
+    chain = Chain(run_id, principal, tuple(links) + (below.links if below else ()), repo)
+    _LATEST[(repo.path, run_id)] = (policy, chain)
+    return chain
 
 
-def _signing_key(commit: pygit2.Commit, run_id: str) -> PublicKey:
+def _read_link(repo: pygit2.Repository, oid: str, run_id: str) -> Link:
+    import pygit2
+
     from ..signing import verify
+    from ..store import parse_trailers
 
-    found = _KEYS.get(str(commit.id))
-    if found is not None:
-        return found
+    try:
+        commit = repo[oid]
+    except (KeyError, ValueError, pygit2.GitError) as exc:
+        # libgit2 checks an object's hash as it reads it: an edited object lands here.
+        raise ProvenanceError(
+            f"ledger commit {oid[:12]} of run {run_id} cannot be read ({exc}); the object "
+            "database was edited or is damaged: run git fsck"
+        ) from exc
+    if not isinstance(commit, pygit2.Commit):
+        raise ProvenanceError(f"{oid[:12]} in the ledger of run {run_id} is not a commit")
     signature, payload = commit.gpg_signature
     if signature is None:
-        raise ProvenanceError(f"ledger commit {_short(commit)} of run {run_id} is unsigned")
+        raise ProvenanceError(f"ledger commit {oid[:12]} of run {run_id} is unsigned")
     try:
         key = verify(signature.decode("ascii", "replace"), payload, "git")
     except TrussError as exc:
-        raise ProvenanceError(f"ledger commit {_short(commit)}: {exc.message}") from exc
-    if len(_KEYS) >= _KEYS_MAX:
-        _KEYS.clear()
-    _KEYS[str(commit.id)] = key
-    return key
+        raise ProvenanceError(f"ledger commit {oid[:12]}: {exc.message}") from exc
+    parents = tuple(str(p) for p in commit.parent_ids)
+    link = Link(oid, parents, parse_trailers(commit.message), key, key.fingerprint)
+    if len(_LINKS) >= _LINKS_MAX:
+        _LINKS.clear()
+    _LINKS[oid] = link
+    return link
 
 
 # -- rollback and fork ---------------------------------------------------------------------
@@ -213,7 +269,7 @@ def check_mark(git_dir: Path, ref: str, chain: Chain, mark: Mark | None) -> None
             f"{ref} {where}, but this repository recorded or verified call #{mark.seq} "
             f"({mark.tip[:12]}): the ledger was rolled back; {undo}"
         )
-    if str(chain.at(mark.seq).id) != mark.tip:
+    if chain.links[chain.seq - mark.seq].id != mark.tip:
         raise ProvenanceError(
             f"{ref} does not descend from {mark.tip[:12]} (call #{mark.seq}, which this "
             f"repository recorded or verified): the ledger was forked or rewritten; {undo}"
@@ -231,8 +287,8 @@ def check_reflog(repo: pygit2.Repository, ref: str, chain: Chain) -> None:
         entries = list(reference.log())
     except (pygit2.GitError, KeyError, ValueError):
         return  # no reflog for this ref: the mark alone witnesses
-    ids = {str(c.id) for c in chain.commits}
-    tip = str(chain.tip.id) if chain.tip is not None else None
+    ids = set(chain.ids)
+    tip = chain.ids[0] if chain.links else None
     for number, entry in enumerate(entries):
         new = str(entry.oid_new)
         if new in ids or set(new) == {"0"}:
@@ -262,12 +318,10 @@ def raise_mark(git_dir: Path, run_id: str, tip: str, seq: int) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         data = json.dumps({"run": run_id, "tip": tip, "seq": seq}).encode() + b"\n"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # Written whole and renamed into place, so a reader never sees half a mark. Not
+        # fsynced: libgit2 does not fsync the ref either, and a mark that outlived its ref
+        # through a power cut would refuse an honest run as rolled back.
+        tmp.write_bytes(data)
         os.replace(tmp, path)
 
 
@@ -278,13 +332,3 @@ def ensure_reflog(git_dir: Path, ref: str) -> None:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
-
-
-def _trailers(commit: pygit2.Commit) -> dict[str, list[str]]:
-    from ..store import parse_trailers
-
-    return parse_trailers(commit.message)
-
-
-def _short(commit: pygit2.Commit) -> str:
-    return str(commit.id)[:12]

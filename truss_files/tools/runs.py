@@ -18,12 +18,14 @@ provenance``, so a replayed verdict never consumes unsigned or rewound memory ou
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, NotFound, SignatureError, TrussError, UsageError
@@ -32,6 +34,7 @@ from .runchain import (
 )
 from .runchain import (
     Chain,
+    Mark,
     ProvenanceError,
     check_chain,
     check_mark,
@@ -182,6 +185,10 @@ class RunLedger:
         self.store = store
         self.run_id = check_run_id(run_id)
         self.ref = RUN_REF_PREFIX + run_id
+        self._common: Path | None = None
+        # One call asks up to three times (replay, next_seq, record): the last answer holds
+        # while neither the tip nor the mark moved.
+        self._last: tuple[str | None, Mark | None, Chain] | None = None
 
     @property
     def repo(self) -> pygit2.Repository:
@@ -200,14 +207,16 @@ class RunLedger:
     def verified(self) -> Chain:
         """The run's ledger as it stands, checked end to end (``runchain.check_chain``) and
         against the newest call this repository saw; raises ProvenanceError."""
-        git_dir = self.store.git.git_dir
+        common = self._common_dir()
         for attempt in range(3):
             # The mark before the tip: a mark is written only after its ref moved, so read
             # in this order an honest recorder can never make the tip look older than it.
-            mark = read_mark(git_dir, self.run_id)
+            mark = read_mark(common, self.run_id)
             tip = self._read_tip()
-            chain = check_chain(self.store.policy(), self.run_id, tip)
-            check_mark(git_dir, self.ref, chain, mark)
+            if self._last is not None and self._last[:2] == (_id(tip), mark):
+                return self._last[2]
+            chain = check_chain(self.repo, self.store.policy(), self.run_id, tip)
+            check_mark(common, self.ref, chain, mark)
             try:
                 check_reflog(self.repo, self.ref, chain)
             except ProvenanceError:
@@ -215,10 +224,24 @@ class RunLedger:
                 if attempt < 2 and _id(now) != _id(tip):
                     continue  # another recorder moved the ref while we read: look again
                 raise
-            if chain.tip is not None and (mark is None or mark.seq < chain.seq):
-                raise_mark(git_dir, self.run_id, str(chain.tip.id), chain.seq)
+            if chain.links and (mark is None or mark.seq < chain.seq):
+                # A repository we may only read (a replay of someone else's clone) can keep
+                # no mark; the chain above is verified all the same, and nothing can move
+                # the ref from here either.
+                with contextlib.suppress(OSError):
+                    raise_mark(common, self.run_id, chain.ids[0], chain.seq)
+                    mark = Mark(chain.ids[0], chain.seq)
+            self._last = (_id(tip), mark, chain)
             return chain
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _common_dir(self) -> Path:
+        """Where the mark and the reflog live: beside the refs, which linked work trees share."""
+        from ..recall.gitread import GitDir
+
+        if self._common is None:
+            self._common = GitDir.discover(self.store.git.git_dir).common
+        return self._common
 
     def _read_tip(self) -> pygit2.Commit | None:
         import pygit2
@@ -322,15 +345,16 @@ class RunLedger:
         # libgit2 runs no hooks: check the ledger with the new call on top before the ref
         # moves (our key, our run's principal, the next number, the previous call as parent).
         known = chain.principal if base is not None else None
-        check_chain(self.store.policy(), self.run_id, commit, known)  # type: ignore[arg-type]
+        check_chain(self.repo, self.store.policy(), self.run_id, commit, known)  # type: ignore[arg-type]
+        common = self._common_dir()
         if base is None:
-            ensure_reflog(git.git_dir, self.ref)
+            ensure_reflog(common, self.ref)
         if not git.update_ref(self.ref, base.id if base is not None else None, oid, subject):
             raise ConflictError(
                 f"run {self.run_id}'s ledger moved while call {seq} was being recorded; give "
                 "each concurrent agent its own run id"
             )
-        raise_mark(git.git_dir, self.run_id, str(oid), seq)
+        raise_mark(common, self.run_id, str(oid), seq)
         return entry
 
     # -- replaying -----------------------------------------------------------------------
@@ -347,15 +371,14 @@ class RunLedger:
         older call's memo is the one its own commit recorded before a replacement.
         """
         chain = self.verified()
-        newest = target = None
-        for commit in chain.commits:
-            fields = _trailers(commit)
-            claims = key in fields.get("Truss-Memo-Key", [])
+        newest = found = None
+        for link in chain.links:
+            claims = key in link.fields.get("Truss-Memo-Key", [])
             if claims and newest is None:
-                newest = commit
+                newest = link
             if call_id is not None:
-                if call_id in fields.get("Truss-Call-Id", []):
-                    target = commit
+                if call_id in link.fields.get("Truss-Call-Id", []):
+                    found = link
                     if not claims:
                         raise ProvenanceError(
                             f"call {call_id} of run {self.run_id} was recorded with another "
@@ -363,24 +386,26 @@ class RunLedger:
                         )
                     break
             elif claims:
-                target = commit
+                found = link
                 break
-        if target is None:
+        if found is None:
             if required and call_id is None:
                 raise ProvenanceError(f"run {self.run_id} has no recorded call with memo {key}")
             return None
+        target = chain.commit(found.id)
+        seq = chain.seq - chain.links.index(found)
         try:
-            entry = LedgerEntry.from_bytes(_blob(self.repo, target, calls_path(_seq_of(target))))
+            entry = LedgerEntry.from_bytes(_blob(self.repo, target, calls_path(seq)))
         except (KeyError, ValueError, TypeError) as exc:
             raise ProvenanceError(
                 f"ledger commit {str(target.id)[:12]} holds no readable ledger entry"
             ) from exc
-        if entry.memo_key != key or entry.tool != tool or entry.run != self.run_id:
+        wrong = (entry.memo_key, entry.tool, entry.run, entry.seq) != (key, tool, self.run_id, seq)
+        if wrong:
             raise ProvenanceError(f"ledger entry {entry.ledger_ref} is for another call")
         # The memo table is the verified tip's tree, not the ref read again (it may move).
-        source = chain.tip if newest is not None and target.id == newest.id else target
+        source = chain.commits[0] if newest is found else target
         try:
-            assert source is not None
             memo = _blob(self.repo, source, memo_path(key))
         except KeyError as exc:
             raise ProvenanceError(f"the memo for {entry.ledger_ref} is missing") from exc
