@@ -276,11 +276,13 @@ def test_cli_durable_replay_and_runs(store: MemoryStore, tmp_path: Path) -> None
     listed = cli(["--store", path, "runs", "list", "--format", "json"])
     assert [(r["run"], r["calls"]) for r in json.loads(listed.stdout)] == [("R-7f3a", 1)]
     shown = json.loads(cli(["--store", path, "runs", "show", "R-7f3a", "--format", "json"]).stdout)
+    assert shown["ledger"] == {"ok": True, "principal": "operator@example.test", "calls": 1}
     [record] = shown["calls"]
     assert record["tool"] == "memory_query" and record["signer"] == "operator@example.test"
     assert record["memo_matches"] is True and record["ledger_ref"] == "run:R-7f3a/1"
     text = cli(["--store", path, "runs", "show", "R-7f3a", "--format", "text"]).stdout
     assert "#1" in text and "memory_query" in text
+    assert text.startswith("run R-7f3a: verified ledger of operator@example.test")
     nothing = cli(["--store", path, "runs", "show", "nope", "--format", "json"])
     assert nothing.exit_code == 1
     run_json = json.loads(RunLedger(store, "R-7f3a").tip().tree["run.json"].data)  # type: ignore[union-attr,attr-defined]

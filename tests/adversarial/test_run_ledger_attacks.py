@@ -180,6 +180,16 @@ def assert_cli_refuses(store: MemoryStore, key_path: Path) -> None:
     assert LIE not in done.stdout
 
 
+def runs_show(store: MemoryStore) -> dict[str, Any]:
+    """What ``runs show`` tells a person about the run's ledger."""
+    exe = str(Path(sys.executable).with_name("truss-files"))
+    argv = [exe, "--store", str(workdir(store)), "runs", "show", RUN, "--format", "json"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    ledger: dict[str, Any] = json.loads(done.stdout)["ledger"]
+    return ledger
+
+
 def assert_store_intact(store: MemoryStore, branch_tip: str, honest: list[str]) -> None:
     """The branch did not move, its audit is clean, and every honest call is still there."""
     fresh = MemoryStore(workdir(store))
@@ -227,6 +237,8 @@ def test_another_agents_key_cannot_append_a_fabricated_memo(
     assert "mallory@example.test" in note and f"{PRINCIPAL} started this run" in note
     refused(tool(store, "memory_query", QUERY))  # a live run's memo hit is refused too
     assert_cli_refuses(store, key_path)
+    shown = runs_show(store)
+    assert shown["ok"] is False and "mallory@example.test" in shown["problem"]
     assert_store_intact(store, branch_tip, recorded)
 
 
@@ -376,6 +388,7 @@ def test_rolling_the_run_ref_back_to_an_older_signed_call_is_refused(
     refused(tool(store, "memory_view", {"id": "2" * 32}))  # nor is a call appended to it
     assert str(tip_of(store).id) == recorded[1]
     assert_cli_refuses(store, key_path)
+    assert "rolled back" in runs_show(store)["problem"]
     assert_store_intact(store, branch_tip, [*recorded, newest])
     # Put back, the run replays what it last saw.
     git(workdir(store), "update-ref", REF, newest)

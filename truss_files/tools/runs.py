@@ -435,6 +435,15 @@ class RunLedger:
 
     # -- reading for people --------------------------------------------------------------
 
+    def status(self) -> dict[str, Any]:
+        """Whether a replay would trust this ledger, for people: ``{"ok", "principal"}`` or
+        ``{"ok": false, "problem"}`` naming the rule it breaks."""
+        try:
+            chain = self.verified()
+        except ProvenanceError as exc:
+            return {"ok": False, "problem": exc.detail}
+        return {"ok": True, "principal": chain.principal, "calls": chain.seq}
+
     def records(self) -> list[CallRecord]:
         tip = self.tip()
         if tip is None:
