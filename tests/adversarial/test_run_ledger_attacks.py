@@ -547,33 +547,33 @@ for n in range(int(sys.argv[4])):
 def test_concurrent_recorders_keep_every_ledger_a_verified_line(
     store: MemoryStore, key_path: Path
 ) -> None:
-    # Four processes in runs of their own, and two more sharing one run (today one of the
-    # two gets a conflict when they race, and the ledger stays one line).
-    jobs = [("P0", "a"), ("P1", "b"), ("P2", "c"), ("P3", "d"), ("S", "e"), ("S", "f")]
+    # Four processes in runs of their own, and three more sharing one run: when those race,
+    # one wins each call and the others get a conflict (as before), and the ledger stays one
+    # verified line whose every call is one a process was told was recorded.
+    jobs = [("P0", "a", 5), ("P1", "b", 5), ("P2", "c", 5), ("P3", "d", 5)]
+    jobs += [("S", "e", 10), ("S", "f", 10), ("S", "9", 10)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _WORKER, str(workdir(store)), str(key_path), run, "5", hex_],
+            [sys.executable, "-c", _WORKER, str(workdir(store)), str(key_path), run, str(n), h],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for run, hex_ in jobs
+        for run, h, n in jobs
     ]
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         results.append(out.split())
-    for (run, _), lines in zip(jobs, results, strict=True):
-        assert set(lines) <= {"ok", "conflict"}
+    for (run, _, n), lines in zip(jobs, results, strict=True):
+        assert len(lines) == n and set(lines) <= {"ok", "conflict"}
         if run != "S":
-            assert lines == ["ok"] * 5
+            assert lines == ["ok"] * n
     fresh = MemoryStore(workdir(store), signer=Ed25519Signer.load(key_path))
     for run in ("P0", "P1", "P2", "P3", "S"):
         chain = RunLedger(fresh, run).verified()
         mark = read_mark(fresh.git.git_dir, run)
         assert mark is not None and mark.tip == str(chain.tip.id)  # type: ignore[union-attr]
-    shared = RunLedger(fresh, "S").verified().seq
-    assert shared == sum(
-        lines.count("ok") for (run, _), lines in zip(jobs, results, strict=True) if run == "S"
-    )
+    recorded = [lines.count("ok") for lines in results]
+    assert RunLedger(fresh, "S").verified().seq == sum(recorded[4:])
