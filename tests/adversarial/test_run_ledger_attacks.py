@@ -543,6 +543,18 @@ for n in range(int(sys.argv[4])):
     print(out.error["code"] if out.ledger_ref is None else "ok", flush=True)
 """
 
+_READER = """
+import sys
+from truss_files.store import MemoryStore
+from truss_files.tools.runs import RunLedger
+from truss_files.tools.runchain import ProvenanceError
+for _ in range(int(sys.argv[3])):
+    try:
+        RunLedger(MemoryStore(sys.argv[1]), sys.argv[2]).verified()
+    except ProvenanceError as exc:
+        print(exc.detail, flush=True)
+"""
+
 
 def test_concurrent_recorders_keep_every_ledger_a_verified_line(
     store: MemoryStore, key_path: Path
@@ -561,11 +573,21 @@ def test_concurrent_recorders_keep_every_ledger_a_verified_line(
         )
         for run, h, n in jobs
     ]
+    # Meanwhile a reader checks the shared run over and over, as a replay would: a ledger
+    # growing under it must never look rolled back or forked.
+    reader = subprocess.Popen(
+        [sys.executable, "-c", _READER, str(workdir(store)), "S", "150"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         results.append(out.split())
+    seen, err = reader.communicate(timeout=120)
+    assert reader.returncode == 0 and seen == "", seen + err
     for (run, _, n), lines in zip(jobs, results, strict=True):
         assert len(lines) == n and set(lines) <= {"ok", "conflict"}
         if run != "S":
