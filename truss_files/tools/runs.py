@@ -372,13 +372,14 @@ class RunLedger:
         """
         chain = self.verified()
         newest = found = None
-        for link in chain.links:
+        seq = 0  # the found call's number
+        for depth, link in enumerate(chain.links):
             claims = key in link.fields.get("Truss-Memo-Key", [])
             if claims and newest is None:
                 newest = link
             if call_id is not None:
                 if call_id in link.fields.get("Truss-Call-Id", []):
-                    found = link
+                    found, seq = link, chain.seq - depth
                     if not claims:
                         raise ProvenanceError(
                             f"call {call_id} of run {self.run_id} was recorded with another "
@@ -386,14 +387,13 @@ class RunLedger:
                         )
                     break
             elif claims:
-                found = link
+                found, seq = link, chain.seq - depth
                 break
         if found is None:
             if required and call_id is None:
                 raise ProvenanceError(f"run {self.run_id} has no recorded call with memo {key}")
             return None
         target = chain.commit(found.id)
-        seq = chain.seq - chain.links.index(found)
         try:
             entry = LedgerEntry.from_bytes(_blob(self.repo, target, calls_path(seq)))
         except (KeyError, ValueError, TypeError) as exc:
@@ -404,7 +404,7 @@ class RunLedger:
         if wrong:
             raise ProvenanceError(f"ledger entry {entry.ledger_ref} is for another call")
         # The memo table is the verified tip's tree, not the ref read again (it may move).
-        source = chain.commits[0] if newest is found else target
+        source = chain.commit(chain.links[0].id) if newest is found else target
         try:
             memo = _blob(self.repo, source, memo_path(key))
         except KeyError as exc:
