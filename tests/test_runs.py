@@ -158,6 +158,7 @@ def _forge(
     signer: Ed25519Signer | None,
     rewrite_entry: bool,
     claim: bool,
+    seq: int = 1,
 ) -> None:
     """Commit an edited memo on top of the ledger, the way an attacker with write access could."""
     ledger = RunLedger(store, "R1")
@@ -175,7 +176,9 @@ def _forge(
     assert tree is not None
     message = "edit memo\n\n"
     if claim:
-        message += trailers(op="tool-call", run="R1", seq="1", tool="memory_query", memo_key=key)
+        message += trailers(
+            op="tool-call", run="R1", seq=str(seq), tool="memory_query", memo_key=key
+        )
     identity = store.identity("mallory")
     if signer is None:
         who = identity.signature()
@@ -216,17 +219,30 @@ def test_revalidate_recovers_from_a_tampered_memo(
 ) -> None:
     first = lesson(store, "ci", "Flaky network tests: retry once.")
     durable(store, "memory_query", QUERY)
-    _forge(store, signer=operator_key, rewrite_entry=False, claim=False)
+    # The run's own key recorded call #2 with a memo its ledger entry does not vouch for.
+    _forge(store, signer=operator_key, rewrite_entry=False, claim=True, seq=2)
+    assert durable(store, "memory_query", QUERY, replay=True).error is not None
     fresh = durable(store, "memory_query", {**QUERY, "revalidate": True})
-    assert fresh.ok and ids(fresh) == [first]
+    assert fresh.ok and ids(fresh) == [first] and fresh.ledger_ref == "run:R1/3"
     assert durable(store, "memory_query", QUERY, replay=True).payload == fresh.payload
+
+
+def test_revalidate_cannot_build_on_a_broken_ledger(
+    store: MemoryStore, operator_key: Ed25519Signer
+) -> None:
+    durable(store, "memory_query", QUERY)
+    _forge(store, signer=operator_key, rewrite_entry=False, claim=False)
+    refused = durable(store, "memory_query", {**QUERY, "revalidate": True})
+    assert refused.error == {"code": "memo_provenance", "message": PROVENANCE_MESSAGE}
+    assert refused.note is not None and "not a call of run R1" in refused.note
 
 
 def test_appending_to_a_forged_ledger_is_refused(store: MemoryStore) -> None:
     durable(store, "memory_query", QUERY)
     _forge(store, signer=None, rewrite_entry=False, claim=False)
     refused = durable(store, "memory_view", {"id": "0" * 32})
-    assert refused.error is not None and "unsigned" in refused.error["message"]
+    assert refused.error == {"code": "memo_provenance", "message": PROVENANCE_MESSAGE}
+    assert refused.note is not None and "unsigned" in refused.note
 
 
 # -- run ids, run context, and the CLI ------------------------------------------------------
@@ -260,11 +276,13 @@ def test_cli_durable_replay_and_runs(store: MemoryStore, tmp_path: Path) -> None
     listed = cli(["--store", path, "runs", "list", "--format", "json"])
     assert [(r["run"], r["calls"]) for r in json.loads(listed.stdout)] == [("R-7f3a", 1)]
     shown = json.loads(cli(["--store", path, "runs", "show", "R-7f3a", "--format", "json"]).stdout)
+    assert shown["ledger"] == {"ok": True, "principal": "operator@example.test", "calls": 1}
     [record] = shown["calls"]
     assert record["tool"] == "memory_query" and record["signer"] == "operator@example.test"
     assert record["memo_matches"] is True and record["ledger_ref"] == "run:R-7f3a/1"
     text = cli(["--store", path, "runs", "show", "R-7f3a", "--format", "text"]).stdout
     assert "#1" in text and "memory_query" in text
+    assert text.startswith("run R-7f3a: verified ledger of operator@example.test")
     nothing = cli(["--store", path, "runs", "show", "nope", "--format", "json"])
     assert nothing.exit_code == 1
     run_json = json.loads(RunLedger(store, "R-7f3a").tip().tree["run.json"].data)  # type: ignore[union-attr,attr-defined]

@@ -274,6 +274,9 @@ def runs_list(obj: Ctx, store_path: str | None, fmt: str | None) -> None:
 def runs_show(obj: Ctx, run_id: str, store_path: str | None, fmt: str | None) -> None:
     """Every call of a durable run: tool, memo, hashes, signer, and whether its memo is current.
 
+    The first line says whether a replay would trust the ledger: one principal's unbroken
+    signed line of calls, never rolled back or forked (and if not, which rule it breaks).
+
     \b
     Example:
       truss-files runs show R-7f3a
@@ -282,10 +285,15 @@ def runs_show(obj: Ctx, run_id: str, store_path: str | None, fmt: str | None) ->
 
     if store_path:
         obj.store_path = store_path
-    records = RunLedger(obj.store(), run_id).records()
+    ledger = RunLedger(obj.store(), run_id)
+    records = ledger.records()
+    status = ledger.status()
 
     def text(_d: Any) -> str:
-        lines = []
+        if status["ok"]:
+            lines = [f"run {run_id}: verified ledger of {status['principal']}"]
+        else:
+            lines = [f"run {run_id}: NOT TRUSTED for replay: {status['problem']}"]
         for r in records:
             e = r.entry
             flags = (" error" if e.error else "") + (" revalidate" if e.revalidate else "")
@@ -299,7 +307,7 @@ def runs_show(obj: Ctx, run_id: str, store_path: str | None, fmt: str | None) ->
                 lines.append("      wrote " + ", ".join(i[:12] for i in e.produced))
         return "\n".join(lines)
 
-    emit(fmt, {"run": run_id, "calls": [r.to_dict() for r in records]}, text)
+    emit(fmt, {"run": run_id, "ledger": status, "calls": [r.to_dict() for r in records]}, text)
 
 
 @cli.command("mcp")

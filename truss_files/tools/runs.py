@@ -4,26 +4,45 @@
 ``n`` adds ``calls/<n>.json`` — the ledger entry: tool, memo key, input and result sha256,
 error flag, the producing LedgerRef ``run:<id>/<n>`` and the entries the call wrote — and
 ``memo/<memo key>.json``, the full result, in the same commit: journal entry and memo land in
-one transaction, signed by the agent's key and checked against the store's policy before the
-ref moves (compare-and-swap on the previous ledger commit).
+one transaction, signed by the agent's key and checked before the ref moves (compare-and-swap
+on the previous ledger commit).
 
-A replay trusts a memo only when the newest ledger commit that claims its memo key is signed
-by a key holding the agent role under the store's policy and the memo's sha256 equals that
-entry's result sha256. Anything else fails with exactly ``memory memo missing matching signed
-provenance``, so a replayed verdict never consumes unsigned memory output.
+The first commit names the principal who started the run; every call after it must be
+signed by a key of that principal and extend the previous call, counting up without a gap,
+and the ref may never move back or sideways from the newest call this repository has seen
+(``runchain.py`` holds those rules). A replay trusts a memo only from such a ledger, and only
+when the newest commit that claims its memo key holds a ledger entry whose result sha256 the
+memo matches. Anything else fails with exactly ``memory memo missing matching signed
+provenance``, so a replayed verdict never consumes unsigned or rewound memory output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, NotFound, SignatureError, TrussError, UsageError
+from .runchain import (
+    PROVENANCE_MESSAGE as PROVENANCE_MESSAGE,
+)
+from .runchain import (
+    Chain,
+    Mark,
+    ProvenanceError,
+    check_chain,
+    check_mark,
+    check_reflog,
+    ensure_reflog,
+    raise_mark,
+    read_mark,
+)
 
 if TYPE_CHECKING:
     import pygit2
@@ -33,18 +52,7 @@ if TYPE_CHECKING:
 
 RUN_REF_PREFIX = "refs/truss/runs/"
 CALL_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-PROVENANCE_MESSAGE = "memory memo missing matching signed provenance"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-class ProvenanceError(SignatureError):
-    """A memo without a matching signed ledger entry; ``detail`` says which check failed."""
-
-    code = "memo_provenance"
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(PROVENANCE_MESSAGE)
-        self.detail = detail
 
 
 def check_run_id(run_id: str) -> str:
@@ -177,6 +185,10 @@ class RunLedger:
         self.store = store
         self.run_id = check_run_id(run_id)
         self.ref = RUN_REF_PREFIX + run_id
+        self._common: Path | None = None
+        # One call asks up to three times (replay, next_seq, record): the last answer holds
+        # while neither the tip nor the mark moved.
+        self._last: tuple[str | None, Mark | None, Chain] | None = None
 
     @property
     def repo(self) -> pygit2.Repository:
@@ -192,12 +204,58 @@ class RunLedger:
             yield commit
             commit = commit.parents[0] if commit.parents else None
 
+    def verified(self) -> Chain:
+        """The run's ledger as it stands, checked end to end (``runchain.check_chain``) and
+        against the newest call this repository saw; raises ProvenanceError."""
+        common = self._common_dir()
+        for attempt in range(3):
+            # The mark before the tip: a mark is written only after its ref moved, so read
+            # in this order an honest recorder can never make the tip look older than it.
+            mark = read_mark(common, self.run_id)
+            tip = self._read_tip()
+            if self._last is not None and self._last[:2] == (_id(tip), mark):
+                return self._last[2]
+            chain = check_chain(self.repo, self.store.policy(), self.run_id, tip)
+            check_mark(common, self.ref, chain, mark)
+            try:
+                check_reflog(self.repo, self.ref, chain)
+            except ProvenanceError:
+                now = self._read_tip()
+                if attempt < 2 and _id(now) != _id(tip):
+                    continue  # another recorder moved the ref while we read: look again
+                raise
+            if chain.links and (mark is None or mark.seq < chain.seq):
+                # A repository we may only read (a replay of someone else's clone) can keep
+                # no mark; the chain above is verified all the same, and nothing can move
+                # the ref from here either.
+                with contextlib.suppress(OSError):
+                    raise_mark(common, self.run_id, chain.ids[0], chain.seq)
+                    mark = Mark(chain.ids[0], chain.seq)
+            self._last = (_id(tip), mark, chain)
+            return chain
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _common_dir(self) -> Path:
+        """Where the mark and the reflog live: beside the refs, which linked work trees share."""
+        from ..recall.gitread import GitDir
+
+        if self._common is None:
+            self._common = GitDir.discover(self.store.git.git_dir).common
+        return self._common
+
+    def _read_tip(self) -> pygit2.Commit | None:
+        import pygit2
+
+        try:
+            return self.tip()
+        except pygit2.GitError as exc:
+            raise ProvenanceError(
+                f"{self.ref} names a commit that cannot be read ({exc}); the object database "
+                "was edited or is damaged: run git fsck"
+            ) from exc
+
     def next_seq(self) -> int:
-        tip = self.tip()
-        if tip is None:
-            return 1
-        self._check_signed(tip)
-        return _seq_of(tip) + 1
+        return self.verified().seq + 1
 
     # -- recording -----------------------------------------------------------------------
 
@@ -237,19 +295,27 @@ class RunLedger:
             calls_path(seq): json.dumps(entry.to_dict(), indent=2, sort_keys=True).encode() + b"\n",
             memo_path(key): memo,
         }
-        base = self.tip()
+        chain = self.verified()
+        base = chain.tip
+        principal = self.store.principal()
+        extra: dict[str, str] = {}
         if base is None:
-            run_info: dict[str, Any] = {"run": self.run_id, "started": entry.time}
+            # The first call names who started the run; every later call must be theirs.
+            extra["principal"] = principal
+            run_info: dict[str, Any] = {
+                "run": self.run_id,
+                "started": entry.time,
+                "principal": principal,
+            }
             if context is not None:
                 run_info["context"] = context.to_dict()
             files["run.json"] = json.dumps(run_info, indent=2, sort_keys=True).encode() + b"\n"
-        elif _seq_of(base) != seq - 1:
+        elif chain.seq != seq - 1:
             raise ConflictError(
                 f"run {self.run_id}'s ledger moved while call {seq} ran (another process is "
                 "recording in this run); give each concurrent agent its own run id"
             )
         subject = f"truss: run {self.run_id} #{seq} {tool}" + (" (error)" if error else "")
-        extra: dict[str, str] = {}
         if call_id is not None:
             extra["call_id"] = call_id
         if replay_of is not None:
@@ -272,17 +338,23 @@ class RunLedger:
         tree = git.write_tree(base.tree if base is not None else None, files)
         assert tree is not None
         signer = self.store.signer
-        identity = self.store.identity(self.store.principal())
+        identity = self.store.identity(principal)
         parents = [base.id] if base is not None else []
         oid = git.make_commit(tree, parents, message, signer, identity)
         commit = self.repo[oid]
-        # libgit2 runs no hooks: check our own signature and role before the ref moves.
-        self._check_signed(commit)  # type: ignore[arg-type]
+        # libgit2 runs no hooks: check the ledger with the new call on top before the ref
+        # moves (our key, our run's principal, the next number, the previous call as parent).
+        known = chain.principal if base is not None else None
+        check_chain(self.repo, self.store.policy(), self.run_id, commit, known)  # type: ignore[arg-type]
+        common = self._common_dir()
+        if base is None:
+            ensure_reflog(common, self.ref)
         if not git.update_ref(self.ref, base.id if base is not None else None, oid, subject):
             raise ConflictError(
                 f"run {self.run_id}'s ledger moved while call {seq} was being recorded; give "
                 "each concurrent agent its own run id"
             )
+        raise_mark(common, self.run_id, str(oid), seq)
         return entry
 
     # -- replaying -----------------------------------------------------------------------
@@ -298,15 +370,16 @@ class RunLedger:
         with this memo key. The newest call's memo is the memo table's (the ledger tip); an
         older call's memo is the one its own commit recorded before a replacement.
         """
-        newest = target = None
-        for commit in self.chain():
-            fields = _trailers(commit)
-            claims = key in fields.get("Truss-Memo-Key", [])
+        chain = self.verified()
+        newest = found = None
+        seq = 0  # the found call's number
+        for depth, link in enumerate(chain.links):
+            claims = key in link.fields.get("Truss-Memo-Key", [])
             if claims and newest is None:
-                newest = commit
+                newest = link
             if call_id is not None:
-                if call_id in fields.get("Truss-Call-Id", []):
-                    target = commit
+                if call_id in link.fields.get("Truss-Call-Id", []):
+                    found, seq = link, chain.seq - depth
                     if not claims:
                         raise ProvenanceError(
                             f"call {call_id} of run {self.run_id} was recorded with another "
@@ -314,27 +387,25 @@ class RunLedger:
                         )
                     break
             elif claims:
-                target = commit
+                found, seq = link, chain.seq - depth
                 break
-        if target is None:
+        if found is None:
             if required and call_id is None:
                 raise ProvenanceError(f"run {self.run_id} has no recorded call with memo {key}")
             return None
+        target = chain.commit(found.id)
         try:
-            self._check_signed(target)
-        except SignatureError as exc:
-            raise ProvenanceError(f"ledger commit {str(target.id)[:12]}: {exc.message}") from exc
-        try:
-            entry = LedgerEntry.from_bytes(_blob(self.repo, target, calls_path(_seq_of(target))))
+            entry = LedgerEntry.from_bytes(_blob(self.repo, target, calls_path(seq)))
         except (KeyError, ValueError, TypeError) as exc:
             raise ProvenanceError(
                 f"ledger commit {str(target.id)[:12]} holds no readable ledger entry"
             ) from exc
-        if entry.memo_key != key or entry.tool != tool or entry.run != self.run_id:
+        wrong = (entry.memo_key, entry.tool, entry.run, entry.seq) != (key, tool, self.run_id, seq)
+        if wrong:
             raise ProvenanceError(f"ledger entry {entry.ledger_ref} is for another call")
-        source = self.tip() if newest is not None and target.id == newest.id else target
+        # The memo table is the verified tip's tree, not the ref read again (it may move).
+        source = chain.commit(chain.links[0].id) if newest is found else target
         try:
-            assert source is not None
             memo = _blob(self.repo, source, memo_path(key))
         except KeyError as exc:
             raise ProvenanceError(f"the memo for {entry.ledger_ref} is missing") from exc
@@ -364,6 +435,15 @@ class RunLedger:
 
     # -- reading for people --------------------------------------------------------------
 
+    def status(self) -> dict[str, Any]:
+        """Whether a replay would trust this ledger, for people: ``{"ok", "principal"}`` or
+        ``{"ok": false, "problem"}`` naming the rule it breaks."""
+        try:
+            chain = self.verified()
+        except ProvenanceError as exc:
+            return {"ok": False, "problem": exc.detail}
+        return {"ok": True, "principal": chain.principal, "calls": chain.seq}
+
     def records(self) -> list[CallRecord]:
         tip = self.tip()
         if tip is None:
@@ -374,7 +454,7 @@ class RunLedger:
                 entry = LedgerEntry.from_bytes(
                     _blob(self.repo, commit, calls_path(_seq_of(commit)))
                 )
-            except (KeyError, ValueError, TypeError):
+            except (KeyError, ValueError, TypeError, TrussError):
                 continue
             try:
                 signer = self._check_signed(commit)
@@ -383,7 +463,7 @@ class RunLedger:
             try:
                 memo = _blob(self.repo, tip, memo_path(entry.memo_key))
                 latest = sha256(memo) == entry.result_sha256
-            except KeyError:
+            except (KeyError, TrussError):
                 latest = False
             out.append(CallRecord(entry, str(commit.id), signer, latest))
         return list(reversed(out))
@@ -416,6 +496,10 @@ def _trailers(commit: pygit2.Commit) -> dict[str, list[str]]:
     return parse_trailers(commit.message)
 
 
+def _id(commit: pygit2.Commit | None) -> str | None:
+    return str(commit.id) if commit is not None else None
+
+
 def _seq_of(commit: pygit2.Commit) -> int:
     values = _trailers(commit).get("Truss-Seq", [])
     if not values or not values[0].isdigit():
@@ -425,7 +509,16 @@ def _seq_of(commit: pygit2.Commit) -> int:
 
 def _blob(repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> bytes:
     """The blob at ``path`` in ``commit``'s tree; KeyError when absent."""
-    obj = repo[commit.tree[path].id]
+    import pygit2
+
+    try:
+        obj = repo[commit.tree[path].id]
+    except pygit2.GitError as exc:
+        # libgit2 checks an object's hash as it reads it: an edited blob lands here.
+        raise ProvenanceError(
+            f"{path} of ledger commit {str(commit.id)[:12]} cannot be read ({exc}); the object "
+            "database was edited or is damaged: run git fsck"
+        ) from exc
     data = getattr(obj, "data", None)
     if data is None:
         raise KeyError(path)
