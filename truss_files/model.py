@@ -171,6 +171,8 @@ def confusable(text: str) -> str | None:
         return None
     for char in text:
         folded = unicodedata.normalize("NFKC", char)
+        if folded != char and any(c in folded for c in "./\\"):
+            return f"contains {_name(char)}, which reads as {folded!r}; use plain ASCII instead"
         if folded != char:
             return (
                 f"contains {_name(char)}, which reads as {folded!r}; write it in normalized "
