@@ -298,6 +298,39 @@ def test_attacks_on_a_durable_run_record_nothing(seeded: MemoryStore) -> None:
     assert session.call("memory_query", {"query": "postgres"}).ok  # the control
 
 
+def test_attacks_through_mcp(seeded: MemoryStore) -> None:
+    """The MCP face shares the dispatcher: the same inputs are tool errors, not crashes."""
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import Client
+
+    from truss_files.faces.mcp import build_server
+
+    session = ToolSession(seeded, flags=FLAGS, run_id="R-mcp")
+    before = refs(seeded)
+
+    async def main() -> None:
+        async with Client(build_server(session)) as client:
+            for name, tool_input, says in LIBRARY_ATTACKS:
+                if not isinstance(tool_input, dict) or not all(
+                    isinstance(k, str) for k in tool_input
+                ):
+                    continue
+                try:
+                    json.dumps(tool_input, allow_nan=False)
+                except (TypeError, ValueError, RecursionError):
+                    continue  # not something a JSON-RPC client can send
+                done = await client.call_tool(name, tool_input)
+                assert done.is_error, (name, says)
+                text = done.content[0].text  # type: ignore[union-attr]
+                assert says in text, text
+            good = await client.call_tool("memory_query", {"query": "postgres"})
+            assert not good.is_error
+
+    anyio.run(main)
+    assert refs(seeded) == before
+
+
 def test_bad_tool_names_are_refused(seeded: MemoryStore) -> None:
     session = ToolSession(seeded, flags=FLAGS)
     for name in ("\ud800", "x" * 10_000, None, 7, "memory\u202e"):

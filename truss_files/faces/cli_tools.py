@@ -135,7 +135,10 @@ def _parse_constant(text: str) -> Any:
 def _read_stdin() -> Any:
     """The JSON value on stdin, or a usage error saying exactly what is wrong with it."""
     stream = getattr(sys.stdin, "buffer", None)
-    raw = stream.read(MAX_STDIN + 1) if stream is not None else sys.stdin.read().encode()
+    if stream is not None:
+        raw = stream.read(MAX_STDIN + 1)
+    else:  # a text stream without bytes beneath (or none at all: stdin closed)
+        raw = sys.stdin.read().encode("utf-8", "surrogatepass") if sys.stdin else b""
     if len(raw) > MAX_STDIN:
         _usage(f"stdin holds more than {MAX_STDIN:,} bytes; a tool input is one small object")
     try:
