@@ -19,6 +19,9 @@ a baseline measured in the same run:
 * **peak RSS** of the cold CLI query process and of the cold rank-bm25 process, beside
   ``python -c pass``.
 * at 10k: **semantic** cold CLI query (vectors cached) and warm semantic / hybrid queries.
+* **worst accepted query p50 / p95** (``recall.bounds``: the longest query of the most distinct
+  terms, all among the corpus's most common words, over every note) beside an ordinary query;
+  and the same in a fresh ``Searcher``, a new process's first query.
 * **relevance** over ``tests/relevance``: recall@5 and MRR per mode beside exact BM25.
 """
 
@@ -38,6 +41,7 @@ from rank_bm25 import BM25Okapi
 
 import truss_files
 from truss_files.model import Trust
+from truss_files.recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from truss_files.recall.docs import document_tokens
 from truss_files.recall.engine import Searcher
 from truss_files.recall.gitread import GitDir
@@ -58,8 +62,9 @@ from .common import (
     scaled,
     scratch,
     timed,
+    vocabulary,
 )
-from .corpus import generate, queries
+from .corpus import VOCAB_SIZE, generate, queries
 
 SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = (1_000, 10_000)
@@ -147,6 +152,8 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool) -> list[Figure]:
             )
         )
 
+    figures += _worst_query(searcher, git_dir, asked, tag, quick)
+
     # -- cold CLI query --------------------------------------------------------------------
     progress(f"{tag}: cold CLI queries")
     env = dict(os.environ, TRUSS_CONFIG_DIR=str(tmp / "config"), HOME=str(tmp))
@@ -218,6 +225,69 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool) -> list[Figure]:
 
     if nominal == 10_000:
         figures += _semantic(tmp, git_dir, searcher, asked, env, runs)
+    return figures
+
+
+def worst_query() -> str:
+    """The costliest query the bounds accept: ``MAX_QUERY_TERMS`` distinct words, the corpus's
+    most common (each in most notes), repeated up to ``MAX_QUERY_CHARS`` characters."""
+    common = vocabulary(VOCAB_SIZE, seed=7)[:MAX_QUERY_TERMS]  # Zipf rank order
+    words = list(common)
+    while len(" ".join([*words, common[len(words) % len(common)]])) <= MAX_QUERY_CHARS:
+        words.append(common[len(words) % len(common)])
+    return " ".join(words)
+
+
+def _worst_query(
+    searcher: Searcher, git_dir: Path, asked: Sequence[str], tag: str, quick: bool
+) -> list[Figure]:
+    """The bounded worst case beside an ordinary query, over every note (floor unverified:
+    the most candidates), warm and in a fresh searcher (a new process's first query, which
+    also computes the epsilon floor's mean idf for the common words)."""
+    progress(f"{tag}: worst-case accepted query")
+    worst = worst_query()
+    flt = Filter(min_trust=Trust.UNVERIFIED)
+    runs = 5 if quick else 15
+    searcher.query(worst, flt, 10, mode="exact")
+    bad = Timings(
+        tuple(timed(partial(searcher.query, worst, flt, 10, mode="exact")) for _ in range(runs))
+    )
+    good = Timings(
+        tuple(timed(partial(searcher.query, q, flt, 10, mode="exact")) for q in asked[:runs])
+    )
+    fresh = Timings(
+        tuple(
+            timed(partial(Searcher(git_dir).query, worst, flt, 10, mode="exact"))
+            for _ in range(3 if quick else 5)
+        )
+    )
+    note = (
+        f"{len(worst)} characters, {MAX_QUERY_TERMS} distinct words of the corpus's most "
+        "common; floor unverified"
+    )
+    figures = [
+        Figure(
+            f"{tag}: worst accepted query {stat}",
+            bad.ms(stat),
+            "ms",
+            f"ordinary query {stat}",
+            good.ms(stat),
+            target=1000.0,
+            note=note if stat == "p50" else "",
+        )
+        for stat in ("p50", "p95")
+    ]
+    figures.append(
+        Figure(
+            f"{tag}: worst accepted query, fresh searcher p50",
+            fresh.ms(),
+            "ms",
+            "same, warm p50",
+            bad.ms(),
+            target=1000.0,
+            note="a new process's first query: index opened, epsilon-floor mean idf computed",
+        )
+    )
     return figures
 
 

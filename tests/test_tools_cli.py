@@ -58,7 +58,7 @@ def test_success_and_tool_error(store: MemoryStore, path: str) -> None:
 def test_bad_usage_exits_2_with_one_json_object(path: str, args: list[str], stdin: str) -> None:
     done = cli(["--store", path, *args], stdin)
     assert done.exit_code == 2
-    assert out(done)["error"]["code"] == "usage"
+    assert out(done)["error"]["code"] == "invalid_input"
 
 
 def test_unknown_option_is_usage(path: str) -> None:

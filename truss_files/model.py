@@ -119,6 +119,14 @@ def check_ledger_ref(value: str) -> str:
 
 _KEY_BAD = re.compile(r"[\x00-\x1f\x7f]")
 MAX_KEY = 256
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Characters that change how a key or path reads without changing what it is: bidirectional
+# controls (U+202E turns "txt.exe" into "exe.txt" on screen) and invisible marks. NFKC leaves
+# them alone, so they are named here.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_INVISIBLE = frozenset("\u00ad\u180e\u200b\u2060\ufeff")
+# Dots and slashes NFKC does not fold to '.' or '/' but a reader takes for them.
+_LOOKALIKE = frozenset("\u0701\u0702\u2027\u2044\u2215\u2216\u2571\u2572\u29f5\u29f8\u29f9\ua4f8")
 
 
 def check_key(key: str) -> str:
@@ -128,7 +136,55 @@ def check_key(key: str) -> str:
         raise UsageError(f"key is {len(key)} characters; the limit is {MAX_KEY}")
     if _KEY_BAD.search(key):
         raise UsageError("key must not contain control characters or newlines")
+    if _SURROGATE.search(key):
+        raise UsageError("key holds an unpaired surrogate, not Unicode text; fix its encoding")
+    problem = confusable(key)
+    if problem:
+        raise UsageError(f"key {key!r} {problem}")
     return key
+
+
+def confusable(text: str) -> str | None:
+    """Why ``text`` (a key or a memory path) reads as something it is not, or None.
+
+    Refused: bidirectional controls, invisible characters, and anything NFKC normalization
+    would change -- fullwidth letters, ligatures, the dot leaders U+2024-2026 that show as
+    '.', '..' and '...' -- plus a few dot and slash look-alikes NFKC keeps. Two keys that look
+    the same on screen must be the same key. ASCII text never needs the check.
+    """
+    if text.isascii():
+        return None
+    for char in text:
+        if char in _BIDI:
+            return (
+                f"contains {_name(char)}, a bidirectional control that makes text display "
+                "in another order than it is stored; remove it"
+            )
+        if char in _INVISIBLE:
+            return f"contains {_name(char)}, an invisible character; remove it"
+        if char in _LOOKALIKE:
+            return f"contains {_name(char)}, which looks like '.' or '/'; use plain ASCII"
+    import unicodedata
+
+    normal = unicodedata.normalize("NFKC", text)
+    if normal == text:
+        return None
+    for char in text:
+        folded = unicodedata.normalize("NFKC", char)
+        if folded != char and any(c in folded for c in "./\\"):
+            return f"contains {_name(char)}, which reads as {folded!r}; use plain ASCII instead"
+        if folded != char:
+            return (
+                f"contains {_name(char)}, which reads as {folded!r}; write it in normalized "
+                f"(NFKC) form: {normal!r}"
+            )
+    return f"is not in normalized (NFKC) form; write it as {normal!r}"
+
+
+def _name(char: str) -> str:
+    import unicodedata
+
+    return f"U+{ord(char):04X} {unicodedata.name(char, 'UNNAMED')}"
 
 
 @dataclass(frozen=True)

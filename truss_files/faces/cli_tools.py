@@ -95,16 +95,81 @@ def _session(
     )
 
 
+# More than any tool input needs (the largest field, a memory file's text, is far smaller);
+# read no further, so a runaway pipe cannot fill memory.
+MAX_STDIN = 8 * 1024 * 1024
+
+
 def _out(data: Any, code: int) -> NoReturn:
-    click.echo(json.dumps(data, ensure_ascii=False))
+    text = json.dumps(data, ensure_ascii=False)
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:  # an unpaired surrogate got into a message: escape it
+        raw = json.dumps(data).encode("ascii")
+    # Bytes, so the locale's encoding of stdout can neither refuse nor change a character.
+    click.echo(raw)
     sys.exit(code)
 
 
 def _usage(message: str) -> NoReturn:
-    _out({"error": {"code": "usage", "message": message}}, 2)
+    """Bad usage of `tool` itself (its options, its stdin): exit 2, one JSON object."""
+    _out({"error": {"code": "invalid_input", "message": message}}, 2)
 
 
-@cli.command("tool")
+class _TooLarge(ValueError):
+    pass
+
+
+def _parse_int(text: str) -> int:
+    # int() of thousands of digits is slow and Python refuses past 4,300; no tool takes more
+    # than a few, and check_json bounds the value itself.
+    if len(text) > 20:
+        raise _TooLarge(f"a number in stdin has {len(text):,} digits; no tool takes that")
+    return int(text)
+
+
+def _parse_constant(text: str) -> Any:
+    raise _TooLarge(f"stdin holds {text}, which is not a JSON number; send finite numbers")
+
+
+def _read_stdin() -> Any:
+    """The JSON value on stdin, or a usage error saying exactly what is wrong with it."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is not None:
+        raw = stream.read(MAX_STDIN + 1)
+    else:  # a text stream without bytes beneath (or none at all: stdin closed)
+        raw = sys.stdin.read().encode("utf-8", "surrogatepass") if sys.stdin else b""
+    if len(raw) > MAX_STDIN:
+        _usage(f"stdin holds more than {MAX_STDIN:,} bytes; a tool input is one small object")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        _usage(
+            f"stdin is not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); send the "
+            "tool's input as UTF-8 JSON"
+        )
+    try:
+        return json.loads(text or "null", parse_int=_parse_int, parse_constant=_parse_constant)
+    except _TooLarge as exc:
+        _usage(str(exc))
+    except RecursionError:
+        _usage("stdin is nested too deeply to read; no tool takes nested input like that")
+    except json.JSONDecodeError as exc:
+        _usage(f"stdin is not JSON ({exc}); pipe the tool's input object")
+
+
+class _JsonCommand(click.Command):
+    """A command whose own usage errors (``tool -1``, an unknown option, an extra argument)
+    are one JSON object on stdout, exit 2, like every other answer of ``tool``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            _usage(f"{exc.format_message()} (see: truss-files tool --help)")
+
+
+@cli.command("tool", cls=_JsonCommand)
 @click.argument("name", required=False)
 @_run_options
 @click.option("--replay", is_flag=True, help="Answer from the run's signed memos only.")
@@ -140,16 +205,15 @@ def tool_cmd(
     """
     from ..tools.blocks import parse_tool_use, tool_result
     from ..tools.registry import lookup
+    from ..tools.schema import check_json
 
     if (durable or replay) and not run_id:
         _usage("--durable and --replay need --run RUN_ID")
-    try:
-        data = json.loads(sys.stdin.read() or "null")
-    except json.JSONDecodeError as exc:
-        _usage(f"stdin is not JSON ({exc}); pipe the tool's input object")
+    data = _read_stdin()
     use = None
     if block:
         try:
+            check_json(data)  # the block's own fields (its id is echoed back) as well
             use = parse_tool_use(data)
         except TrussError as exc:
             _usage(exc.message)

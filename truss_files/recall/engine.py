@@ -11,8 +11,10 @@ it never answers from an old tree). Modes (``RECALL_MODES``):
 ``hybrid``
     both rankings, fused by reciprocal rank (``fusion``).
 
-In every mode the filter runs first and nothing outside it is looked at. The mode comes from
-the caller, else from ``[recall] mode`` in the truss.toml of the branch tip, else ``exact``.
+In every mode the filter runs first and nothing outside it is looked at. A query is bounded
+first (``bounds.query_terms``: length and distinct terms, each term scored once). The mode
+comes from the caller, else from ``[recall] mode`` in the truss.toml of the branch tip, else
+``exact``.
 
 Measured (``python -m benchmarks recall``; 2 shared cores; 30% of notes verified): warm exact
 query p50 0.60 ms at 10k and 7.1 ms at 100k (rank-bm25 over the same candidates: 2.4 / 44 ms);
@@ -36,12 +38,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import ConfigError, UntrustedHistory, UsageError
 from ..model import Entry, Trust
+from .bounds import query_terms
 from .docs import SUPERSEDED, TRUST_CODE, entry_of
 from .gitread import GitDir
 from .index import Index, IndexView
 from .lexical import Candidates, Match, candidates, lexical
 from .pipeline import Filter, Hit
-from .tokenize import tokenize
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
@@ -160,14 +162,16 @@ class Searcher:
             raise UsageError(f"limit must be at least 1, got {limit}")
         if mode is not None:
             check_mode(mode)
+        # Bounded before anything is read: a query's cost must not grow with its length.
+        terms = query_terms(text)
         view = self.view(tree, at_tip=at_tip, commit=commit)
         flt = capped(view, flt)
         mode = self.mode_of(view, mode)
         cands = self.candidates(view, flt)
         if mode == "exact":
-            ranked = lexical(cands, tokenize(text), limit)
+            ranked = lexical(cands, terms, limit)
         else:
-            ranked = self._semantic_or_hybrid(view, cands, text, limit, mode)
+            ranked = self._semantic_or_hybrid(view, cands, text, terms, limit, mode)
         hits = [Hit(self._entry(view, m), m.score) for m in ranked]
         return RecallResult(
             mode=mode,
@@ -180,7 +184,13 @@ class Searcher:
         )
 
     def _semantic_or_hybrid(
-        self, view: IndexView, cands: Candidates, text: str, limit: int, mode: str
+        self,
+        view: IndexView,
+        cands: Candidates,
+        text: str,
+        terms: list[str],
+        limit: int,
+        mode: str,
     ) -> list[Match]:
         from .embed import semantic_rank
         from .fusion import reciprocal_rank_fusion
@@ -189,7 +199,7 @@ class Searcher:
         if mode == "semantic":
             return semantic_rank(self.git, embedder, cands, text, limit)
         depth = max(limit, FUSION_DEPTH)
-        exact = lexical(cands, tokenize(text), depth)
+        exact = lexical(cands, terms, depth)
         close = semantic_rank(self.git, embedder, cands, text, depth)
         return reciprocal_rank_fusion([exact, close], limit)
 

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..model import Entry, Kind, Layer, Trust
+from .bounds import query_terms
 from .docs import MARKER_PREFIX, document_tokens
-from .tokenize import tokenize
 
 __all__ = ["Filter", "Hit", "document_tokens", "recall"]
 
@@ -92,11 +92,12 @@ class Hit:
 
 
 def recall(entries: Iterable[Entry], query: str, flt: Filter, limit: int = 32) -> list[Hit]:
-    """Exact BM25 over the entries ``flt`` admits, statistics from those entries alone."""
+    """Exact BM25 over the entries ``flt`` admits, statistics from those entries alone; the
+    query within ``bounds`` (each distinct term scored once)."""
     from .bm25 import rank
 
+    query_tokens = query_terms(query)
     candidates = {e.id: e for e in entries if flt.admits(e)}
-    query_tokens = tokenize(query)
     if not query_tokens:
         return []
     docs = {eid: document_tokens(e) for eid, e in candidates.items()}

@@ -46,6 +46,7 @@ from ..model import (
     Provenance,
     Trust,
     body_size,
+    confusable,
     entry_path,
     normalize_body,
 )
@@ -60,7 +61,7 @@ _TRUSTS: Final = {t.value: t for t in Trust}
 _LAYERS: Final = {x.value: x for x in Layer}
 _HEX32: Final = re.compile(r"[0-9a-f]{32}")
 _BINARY: Final = re.compile(r"0b[01_]+")  # YAML 1.1 reads this as an int
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")  # model.check_key refuses these
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")  # model.check_key refuses these (and confusables)
 # The canonical front matter of entryfile.serialize, field by field (between the '---' lines).
 _CANONICAL: Final = re.compile(
     r"id: (?P<id>[^\n]+)\n"
@@ -185,7 +186,7 @@ def _fields(data: bytes, path: str) -> tuple[Any, ...]:
     claimed = _hex(claimed)
     kind = _KINDS.get(kind_s) or _slow()
     key = _str(key_s)
-    if len(key) > MAX_KEY or _CONTROL.search(key):
+    if len(key) > MAX_KEY or _CONTROL.search(key) or confusable(key):
         raise _Slow
     salience = float(salience_s)
     if not 0.0 <= salience <= 1.0:

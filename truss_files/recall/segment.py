@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import marshal
 import mmap
+import operator
 import os
 import struct
 import sys
@@ -43,7 +44,7 @@ from array import array
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, chain, islice, repeat
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -438,6 +439,11 @@ class Segment:
         if found is None:
             found = self._cache["vocab"] = marshal.loads(self._raw("vocab"))
         return found
+
+    def doc_freqs(self) -> list[int]:
+        """Per term id, how many documents of this segment hold it (its postings' length)."""
+        tstart = self._array("tstart", "I")
+        return list(map(operator.sub, islice(tstart, 1, None), tstart))
 
     def term_ids(self, docno: int) -> array[int]:
         foff = self._array("foff", "I")

@@ -123,6 +123,11 @@ def parse_path(path: Any, default_kind: Kind = DEFAULT_KIND) -> VPath:
             "/memories/lessons/name.md",
             "invalid_path",
         )
+    from ..model import confusable
+
+    problem = confusable(path)
+    if problem:
+        raise BindingError(f"Path {path!r} {problem}", "invalid_path")
     segments = [s for s in tail.split("/") if s and s != "."]
     if not segments:
         return VPath(path, None)

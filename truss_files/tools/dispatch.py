@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import TrussError, UsageError
 from ..model import Entry, Trust
 from .context import RunContext
-from .registry import Serving, Tool
-from .schema import check_input
+from .registry import Serving, Tool, UnknownTool
+from .schema import check_input, check_json
 from .tipconfig import ConfigLike, has_layers_above_store, tip_config, user_config_file
 
 if TYPE_CHECKING:
@@ -282,10 +282,16 @@ class ToolSession:
         # meant to be driven from several threads at once (MCP runs tools on worker threads).
         with self._lock:
             try:
+                # Before anything reads, hashes or echoes the input: an unpaired surrogate, a
+                # number no JSON client reads, or nesting that exhausts the stack is refused
+                # here as invalid input, never met later as a crash.
+                check_name(name)
                 tool = self.serving.require(name)
             except TrussError as exc:
-                return Outcome.failed(name, exc)
+                safe = name if isinstance(name, str) and name.isascii() else ascii(name)
+                return Outcome.failed(safe, exc)
             try:
+                check_json(tool_input)
                 return self._call(tool, tool_input, call_id)
             except TrussError as exc:
                 return Outcome.failed(tool.name, exc, text_result=tool.text_result)
@@ -366,6 +372,16 @@ class ToolSession:
             return Outcome.failed(tool.name, exc, text_result=tool.text_result), call
         note = "\n".join(call.notes) or None
         return Outcome(tool.name, result=result, text_result=tool.text_result, note=note), call
+
+
+def check_name(name: Any) -> None:
+    """A tool name a message may quote: text, short, printable (argv may carry any bytes)."""
+    if not isinstance(name, str):
+        raise UsageError(f"a tool name is a string, got {type(name).__name__}")
+    if len(name) > 64 or not name.isprintable() or not name.isascii():
+        raise UnknownTool(
+            f"there is no tool named {ascii(name[:64])}; name one of this store's tools"
+        )
 
 
 def _open_store(path: str | os.PathLike[str]) -> MemoryStore:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, NotFound, UsageError
 from ..model import Entry, Kind, Trust
+from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from ..recall.pipeline import Filter
 from ..views import entry_view
 from .registry import Annotations, Tool, register
@@ -53,7 +54,11 @@ _REVALIDATE = {
     "description": "In a durable run, skip the recorded answer and read the store again.",
 }
 _QUERY_PROPS: dict[str, Any] = {
-    "query": {"type": "string", "description": "What to look for, in plain words."},
+    "query": {
+        "type": "string",
+        "description": f"What to look for, in plain words: at most {MAX_QUERY_CHARS:,} "
+        f"characters and {MAX_QUERY_TERMS} distinct words (a longer query is refused).",
+    },
     "contains": {"type": "string", "description": "Same as query."},
     "kind": {"type": "string", "enum": KINDS, "description": "Only entries of this kind."},
     "key": {"type": "string", "description": "Only entries with exactly this key."},

@@ -7,13 +7,88 @@ gives every served tool as Anthropic, OpenAI (function calling) or MCP definitio
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from ..errors import UsageError
 from .registry import Tool
 
 FORMATS = ("anthropic", "openai", "mcp")
+# What any tool input may be, before its schema is looked at: no tool takes anything nested
+# deeper than a few levels or larger than a few hundred values, and a parser or a hash of the
+# input must never meet an unpaired surrogate (not encodable as UTF-8), an integer no JSON
+# client reads exactly, or a number that is not finite.
+MAX_DEPTH: Final = 32
+MAX_VALUES: Final = 10_000
+MAX_INT: Final = 2**53 - 1
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def check_json(value: Any) -> None:
+    """Raise UsageError unless ``value`` is plain JSON a tool may take: objects with text
+    keys, lists, strings of valid Unicode, integers within +/-(2**53 - 1), finite numbers,
+    booleans and null, at most ``MAX_DEPTH`` deep and ``MAX_VALUES`` values in all. The walk
+    is iterative, so no nesting can exhaust the stack."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    count = 0
+    while stack:
+        item, where, depth = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise UsageError(
+                f"the tool input holds more than {MAX_VALUES:,} values; send only the fields "
+                "the tool takes"
+            )
+        name = (
+            f"`{where if len(where) <= 60 else where[:57] + '...'}`" if where else "the tool input"
+        )
+        if isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found:
+                raise UsageError(
+                    f"{name} holds an unpaired surrogate ({ascii(found.group())[1:-1]}), which "
+                    "is not Unicode text; send valid UTF-8"
+                )
+        elif item is None or isinstance(item, bool):
+            pass
+        elif isinstance(item, int):
+            if not -MAX_INT <= item <= MAX_INT:
+                raise UsageError(
+                    f"{name} is an integer of about {int(item.bit_length() * 0.30103) + 1:,} "
+                    f"digits; integers must lie within +/-{MAX_INT:,}"
+                )
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise UsageError(f"{name} is {item}; numbers must be finite")
+        elif isinstance(item, Mapping | list | tuple):
+            if depth >= MAX_DEPTH:
+                raise UsageError(
+                    f"{name} is nested more than {MAX_DEPTH} levels deep; no tool takes that"
+                )
+            if isinstance(item, Mapping):
+                for key, sub in item.items():
+                    if not isinstance(key, str) or _SURROGATE.search(key):
+                        raise UsageError(
+                            f"{name} has a field name {_label(key)} that is not valid text; "
+                            "field names are strings of valid UTF-8"
+                        )
+                    stack.append(
+                        (sub, f"{where}.{_label(key)}" if where else _label(key), depth + 1)
+                    )
+            else:
+                for i, sub in enumerate(item):
+                    stack.append((sub, f"{where or 'input'}[{i}]", depth + 1))
+        else:
+            raise UsageError(f"{name} is a {type(item).__name__}, which is not a JSON value")
+
+
+def _label(key: Any) -> str:
+    """A field name as a message may quote it: short, and never an unencodable character."""
+    text = key if isinstance(key, str) else repr(key)
+    text = text if len(text) <= 40 else text[:40] + "..."
+    return text if text.isprintable() and not _SURROGATE.search(text) else ascii(text)[1:-1]
 
 
 def check_input(schema: Mapping[str, Any], value: Any) -> None:

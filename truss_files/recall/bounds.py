@@ -1,0 +1,51 @@
+"""How much one query may ask: a bound on its text and on its distinct terms.
+
+Ranking costs one pass over the postings of each query term, and a common word's postings
+cover most of the store. Before this bound a query's cost grew with its length: 4 KB of text
+took 3.5 s at 50k entries, 40 KB 32 s, 1 MB never finished, because every repeat of a word was
+scored again. Now a query holds at most ``MAX_QUERY_CHARS`` characters and
+``MAX_QUERY_TERMS`` distinct terms, and a repeated term is scored once. The worst query
+accepted (that many of the store's most common words, over every note) is measured beside an
+ordinary one in ``benchmarks/bench_recall.py``: at 100k notes p50 0.40 s warm and 0.49 s as a
+new process's first query, beside 2.7 ms (2 shared cores).
+
+Over a bound the query is refused (``UsageError``, code ``invalid_input``) with the limit and
+what to do, never silently cut: the CLI's ``query``, the read tools and the Python API
+(``recall.engine.search``, ``Searcher.query``, ``recall.pipeline.recall``) all come through
+``query_terms``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ..errors import UsageError
+from .tokenize import tokenize
+
+__all__ = ["MAX_QUERY_CHARS", "MAX_QUERY_TERMS", "check_query_text", "query_terms"]
+
+MAX_QUERY_CHARS: Final = 1_000
+MAX_QUERY_TERMS: Final = 32
+
+
+def check_query_text(text: str) -> str:
+    """``text`` if it is within ``MAX_QUERY_CHARS``; else a UsageError saying what to do."""
+    if not isinstance(text, str):
+        raise UsageError(f"the query must be text, got {type(text).__name__}")
+    if len(text) > MAX_QUERY_CHARS:
+        raise UsageError(
+            f"the query is {len(text):,} characters; the limit is {MAX_QUERY_CHARS:,}. "
+            "Ask with the few words that matter (names, errors, topics), not a whole text"
+        )
+    return text
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct terms of a query, in the order they first occur, within the bounds."""
+    terms = list(dict.fromkeys(tokenize(check_query_text(text))))
+    if len(terms) > MAX_QUERY_TERMS:
+        raise UsageError(
+            f"the query has {len(terms)} distinct words; the limit is {MAX_QUERY_TERMS}. "
+            "Keep the words that matter most, or ask several shorter queries"
+        )
+    return terms
