@@ -353,7 +353,7 @@ class GitStore:
         for path in changes:
             base_id = snap.blob_id(path)
             # Never through a link: a folder replaced by one stops the write here, before
-            # anything moves (LinkError names it and the fix).
+            # anything moves (the error names it and the fix).
             disk_id = tree.blob_id(path)
             disk = tree.root / path
             if disk_id is not None:

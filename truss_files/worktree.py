@@ -4,8 +4,9 @@ Two promises live here.
 
 - **Nothing outside the repository is written.** Every path is walked one component at a
   time from a descriptor of the work tree's root, with ``O_NOFOLLOW``: a folder such as
-  ``memories/fact`` replaced by a symbolic link (to anywhere) is refused with ``LinkError``,
-  never followed. Reads do the same, so a check never hashes a file outside either.
+  ``memories/fact`` replaced by a symbolic link (to anywhere) is refused with a
+  ``ConflictError`` naming the link and the fix, never followed. Reads do the same, so a
+  check never hashes a file outside either.
 - **A crash leaves nothing a user can commit by mistake.** A write journals the paths it is
   about to sync (``.git/truss/pending/<owner>.json``) *before* the branch moves and removes
   the record after the work tree and index follow. A record whose owner died (``kill -9``
@@ -36,16 +37,17 @@ from .gitlocks import owner_alive, owner_tag
 
 PENDING = "pending"
 _TMP = re.compile(r"^\.(?P<name>.+)\.(?P<owner>\d+-\d+)\.tmp$")
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-class LinkError(ConflictError):
-    """A work tree path runs through a symbolic link (or a file where a folder belongs)."""
+# POSIX flags (the walk needs dir_fd, which Windows lacks); getattr keeps the import working.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 
 
-def _link_error(rel: str, where: str, target: str | None) -> LinkError:
+def _link_error(rel: str, where: str, target: str | None) -> ConflictError:
     to = f" to {target}" if target else ""
-    return LinkError(
+    return ConflictError(
         f"{where} is a symbolic link{to}, on the way to {rel}; truss-files never writes "
         f"through a link, so nothing outside the repository was touched. Replace it with a real "
         f"folder (`rm {where}`), then run `truss-files repair` to restore its files from the "
@@ -64,7 +66,7 @@ class WorkTree:
         """A descriptor of ``rel``'s parent folder, reached without following any link;
         None when a folder on the way is missing (and ``create`` is false)."""
         parts = rel.split("/")
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(self.root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
         try:
             for n, part in enumerate(parts[:-1]):
                 where = "/".join(parts[: n + 1])
@@ -112,7 +114,7 @@ class WorkTree:
                 return None
             name = rel.rsplit("/", 1)[-1]
             try:
-                handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+                handle = os.open(name, os.O_RDONLY | _NOFOLLOW, dir_fd=fd)
             except FileNotFoundError:
                 return None
             except OSError as exc:
@@ -132,7 +134,7 @@ class WorkTree:
             assert fd is not None
             name = rel.rsplit("/", 1)[-1]
             tmp = f".{name}.{owner_tag()}.tmp"
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW
             handle = os.open(tmp, flags, 0o666, dir_fd=fd)
             with os.fdopen(handle, "wb") as f:
                 f.write(data)
