@@ -250,6 +250,10 @@ class GitStore:
             # What a killed writer left: a git lock file, or a work tree behind the branch.
             self._clear_git_lock(self._ref_lock(ref))
             if self._checked_out(ref):
+                index_lock = self.git_dir / "index.lock"
+                if index_lock.exists():
+                    with _lock(self.git_dir, "worktree.lock"):
+                        self._clear_git_lock(index_lock)
                 self.recover()
             return self._apply_cas(plan, signer, identity, ref=ref, check=check)
 

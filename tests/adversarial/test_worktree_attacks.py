@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -457,3 +458,24 @@ def test_a_running_git_commit_keeps_its_index_lock(store: MemoryStore, tmp_path:
     assert after.returncode == 0, after.stderr
     assert "recovered from an interrupted write" in after.stderr
     assert _status(work) == ["A  NOTES.txt"]
+
+
+def test_a_commit_that_puts_back_an_older_store_file_is_refused_naming_repair(
+    store: MemoryStore, signed_commit: Callable[..., str]
+) -> None:
+    """What the index looks like after a kill mid trust change (``MM``), made by hand: the
+    staged file is its own older version, and committing it would roll the change back."""
+    work = store.git.workdir
+    assert work is not None
+    install_hooks(work)
+    old = (work / "truss.toml").read_bytes()
+    signed_commit(store, {"truss.toml": old + b"\n# a signed operator change\n"})
+    head = store.git.tip()
+    assert head is not None
+    _git(work, "checkout", "HEAD~1", "--", "truss.toml")
+
+    made = _git(work, "commit", "-q", "-m", "x\n\nTruss-Op: config", check=False)
+
+    assert made.returncode != 0
+    assert "truss.toml: [older-version]" in made.stderr and "truss-files repair" in made.stderr
+    assert store.git.tip().id == head.id  # type: ignore[union-attr]
