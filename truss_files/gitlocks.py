@@ -150,9 +150,11 @@ def git_processes(paths: tuple[Path, ...]) -> list[GitProcess] | None:
             cmdline = name
         try:
             cwd = os.readlink(item / "cwd")
-        except OSError:
+        except PermissionError:
             found.append(GitProcess(int(item.name), cmdline.strip()))
             continue
+        except OSError:
+            continue  # gone (or a zombie) since the listing: it holds nothing any more
         inside = any(cwd == r or cwd.startswith(r + os.sep) or r in cmdline for r in roots)
         if inside:
             found.append(GitProcess(int(item.name), cmdline.strip()))
