@@ -333,7 +333,11 @@ class GitStore:
         return True
 
     def update_ref(self, ref: str, old: pygit2.Oid | None, new: pygit2.Oid, msg: str) -> bool:
-        """Compare-and-swap on any ref (run ledgers live outside the branch)."""
+        """Compare-and-swap on any ref (run ledgers live outside the branch). A lock file a
+        killed process left on ``ref`` is cleared first (``gitlocks.clear_stale``: these
+        callers hold none of our locks, so only the age and process rules protect a live
+        holder, which keeps a ref lock for well under a millisecond)."""
+        self._clear_git_lock(self._ref_lock(ref))
         return self._swap(ref, old, new, msg)
 
     # -- the work tree -------------------------------------------------------------------

@@ -479,3 +479,22 @@ def test_a_commit_that_puts_back_an_older_store_file_is_refused_naming_repair(
     assert made.returncode != 0
     assert "truss.toml: [older-version]" in made.stderr and "truss-files repair" in made.stderr
     assert store.git.tip().id == head.id  # type: ignore[union-attr]
+
+
+def test_a_run_ledger_lock_left_by_a_kill_does_not_block_the_ledger(store: MemoryStore) -> None:
+    git_dir = store.git.git_dir
+    ref = "refs/truss/runs/R-killed"
+    store.write("fact", "two-commits", "So the ledger has somewhere to move.")
+    head = store.git.tip()
+    assert head is not None
+    store.git.repo.references.create(ref, head.id)
+    script = _KILLED_HOLDING_REF.replace("refs/heads/main", ref)
+    left = subprocess.run([sys.executable, "-c", script, str(git_dir)], timeout=60, check=False)
+    assert left.returncode == -9 and (git_dir / f"{ref}.lock").exists()
+    said: list[str] = []
+    store.git.note = said.append
+
+    moved = store.git.update_ref(ref, head.id, head.parents[0].id, "ledger call")
+
+    assert moved and store.git.repo.references[ref].target == head.parents[0].id
+    assert said and f"removed the stale lock {git_dir / ref}.lock" in said[0]
