@@ -7,7 +7,7 @@ a writer that lost the race re-plans on the new tip and tries again. When the br
 checked out, the touched paths of the work tree and index follow, so ``git status`` stays
 clean — and a touched path with local edits, or reached through a symbolic link, stops the
 write before anything moves. What a killed writer leaves behind (a git lock file, a work tree
-behind the branch) is cleared by the next write: see ``gitlocks`` and ``worktree``.
+behind the branch) is cleared by the next write: see ``gitlocks`` and ``recovery``.
 """
 
 from __future__ import annotations
@@ -26,16 +26,8 @@ import pygit2
 from .errors import ConflictError, StoreError, TrussError, UsageError
 from .gitlocks import LockState, clear_stale
 from .gitlocks import flock as _lock
-from .worktree import (
-    Repaired,
-    WorkTree,
-    abandon,
-    has_pending,
-    journal,
-    recover,
-    repair_all,
-    stage,
-)
+from .recovery import Repaired, abandon, has_pending, journal, recover, repair_all
+from .worktree import WorkTree, stage
 
 Changes = Mapping[str, bytes | None]
 """Paths to write (bytes) or delete (None), relative to the repository root."""
@@ -445,7 +437,7 @@ class GitStore:
 
     def recover(self) -> list[str]:
         """Replay the sync of writers killed between moving the branch and updating the work
-        tree (see ``worktree``); each line it returns also goes to ``note``."""
+        tree (see ``recovery``); each line it returns also goes to ``note``."""
         if self.workdir is None or not has_pending(self.git_dir):
             return []
         with _lock(self.git_dir, "worktree.lock"):
@@ -457,7 +449,7 @@ class GitStore:
 
     def repair(self, *, force: bool = False) -> Repaired:
         """Clear stale git locks, replay interrupted writes, and bring every store path of
-        the work tree and index back in step with the branch (``worktree.repair_all``)."""
+        the work tree and index back in step with the branch (``recovery.repair_all``)."""
         if self.workdir is None:
             raise UsageError(f"{self.git_dir} is a bare repository: there is nothing to repair")
         with _lock(self.git_dir, "write.lock", wait=self.LOCK_WAIT):

@@ -347,7 +347,7 @@ def pre_commit(repo: pygit2.Repository) -> list[str]:
 def _behind_lines(repo: pygit2.Repository, commit: pygit2.Commit) -> list[str]:
     """Signs of an interrupted write: a journal record of a dead writer, or a staged store
     file that is an older version of itself."""
-    from .worktree import history_versions, orphans
+    from .recovery import history_versions, orphans
 
     lines = []
     if orphans(Path(repo.path)):
