@@ -182,10 +182,11 @@ def clear_stale(
 ) -> LockState | None:
     """Remove git's lock file ``lock`` if its owner is gone; None when there is no such file.
 
-    Git's ``*.lock`` files record no owner, so staleness is inferred. The caller must hold our
-    own locks (``write.lock`` for a ref, ``worktree.lock`` for the index): every truss writer on
-    this machine takes those before it takes a git lock, so none of ours can be inside its
-    critical section. The file is then stale when both hold:
+    Git's ``*.lock`` files record no owner, so staleness is inferred. The store's writers call
+    this holding our own lock for that file (``write.lock`` for the branch, ``worktree.lock``
+    for the index): every truss writer on this machine takes it before the git lock, so none
+    of ours can be inside its critical section. (A ref no lock of ours guards, a run ledger,
+    rests on the two rules below alone.) The file is then stale when both hold:
 
     1. no running git process works in this repository (``git_processes``: its working
        directory or command line points here, or cannot be read) — a live ``git commit``

@@ -289,7 +289,13 @@ class GitStore:
             if sync_worktree:
                 old = str(base.id) if base is not None else None
                 record = journal(self.git_dir, ref, old, str(oid), step.changes)
-            if self._swap(ref, base.id if base is not None else None, oid, step.message):
+            try:
+                moved = self._swap(ref, base.id if base is not None else None, oid, step.message)
+            except BaseException:
+                if record is not None:
+                    abandon(record)  # whether the ref moved is unknown: let recovery judge
+                raise
+            if moved:
                 if sync_worktree:
                     self._sync_worktree(step.changes, record, landed=str(oid))
                 return commit, step
