@@ -13,10 +13,20 @@ Then single writes alternate between
 so the ratio isolates what the layout costs. A checkout at 10k shows the work-tree and index
 sync cost beside the same write into a bare repository. Bulk import puts 10k new entries in
 one commit, through ``MemoryStore.write_many`` and through a flat plan.
+
+Concurrent writers: 8 writer processes on one checked-out store, each timing its own
+``MemoryStore.write`` calls (waiting for the writer lock included), beside one writer process
+doing the same number of writes alone; the p50 and p95 of each run, medians over several
+runs alternating the two cases.
 """
 
 from __future__ import annotations
 
+import json
+import statistics
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,11 +35,13 @@ import pygit2
 from truss_files import entryfile
 from truss_files.gitstore import Plan, Snapshot
 from truss_files.model import Entry
+from truss_files.signing import Ed25519Signer
 from truss_files.store import MemoryStore, trailers
 
 from .common import (
     Figure,
     Synth,
+    TickingClock,
     Timings,
     commit_files,
     flat_path,
@@ -228,9 +240,106 @@ def _rewind(repo: pygit2.Repository, ref: str, to: pygit2.Oid) -> None:
     repo.references[ref].set_target(to, "bench: rewind")
 
 
+WRITER_PROCESSES = 8
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def writer_process(store_path: str, key: str, tag: str, writes: str, go: str) -> None:
+    """One writer process: set up, say ready, wait for ``go``, then time ``writes`` writes
+    and print their latencies (seconds) as JSON on stdout."""
+    store = MemoryStore(store_path, signer=Ed25519Signer.load(Path(key)), clock=TickingClock())
+    store.principal()  # warm the policy cache outside the timed part, as a long-lived writer
+    Path(f"{go}.{tag}.ready").touch()
+    while not Path(go).exists():
+        time.sleep(0.002)
+    one = writer(store.write, tag)
+    print(json.dumps([timed(one) for _ in range(int(writes))]), flush=True)
+
+
+def _writers_run(store: Path, key: Path, count: int, writes: int, run_id: str) -> list[float]:
+    """``count`` writer processes started together; every write's latency of all of them."""
+    go = store.parent / f"go-{run_id}"
+    code = "import sys; from benchmarks.bench_write import writer_process as w; w(*sys.argv[1:])"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                code,
+                str(store),
+                str(key),
+                f"{run_id}-{n}",
+                str(writes),
+                str(go),
+            ],
+            cwd=_REPO_ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(count)
+    ]
+    deadline = time.monotonic() + 120
+    while len(list(store.parent.glob(f"go-{run_id}.*.ready"))) < count:
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            raise RuntimeError("a writer process failed to start")
+        time.sleep(0.01)
+    go.touch()
+    samples: list[float] = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"a writer process exited {proc.returncode}")
+        samples += json.loads(out)
+    return samples
+
+
+def bench_concurrent(quick: bool) -> list[Figure]:
+    n = scaled(1_000)
+    writes = scaled(6 if quick else 25, floor=3)
+    runs = 3 if quick else 5
+    with scratch(f"concurrent-{label(n)}") as tmp:
+        key = tmp / "key"
+        signer = Ed25519Signer.generate("bench@example.test")
+        signer.save(key)
+        work = tmp / "work"
+        seeded_store = new_store(work, bare=False, signer=signer)
+        synth = Synth(seed=n)
+        commit_files(seeded_store, synth.files(synth.entries(n, salt="seed")), "seed")
+        progress(
+            f"{WRITER_PROCESSES} writer processes x {writes} writes beside one writer, "
+            f"{runs} runs each, checkout with {label(n)} entries"
+        )
+        many: list[Timings] = []
+        one: list[Timings] = []
+        for r in range(runs):
+            order = [(1, one), (WRITER_PROCESSES, many)]
+            for count, into in order if r % 2 == 0 else order[::-1]:
+                found = _writers_run(work, key, count, writes, f"r{r}x{count}")
+                into.append(Timings(tuple(found)))
+        status = seeded_store.git.repo.status()
+        if status:
+            raise AssertionError(f"work tree not clean after writes: {list(status)[:3]}")
+    figures = []
+    for stat in ("p50", "p95"):
+        figures.append(
+            Figure(
+                name=f"write {stat}, {WRITER_PROCESSES} concurrent writer processes @ {label(n)}",
+                value=statistics.median(t.ms(stat) for t in many),
+                unit="ms",
+                baseline_name=f"single writer {stat}",
+                baseline_value=statistics.median(t.ms(stat) for t in one),
+                note=f"median over {runs} runs of {WRITER_PROCESSES} x {writes} writes each"
+                if stat == "p50"
+                else "",
+            )
+        )
+    return figures
+
+
 def run(quick: bool) -> list[Figure]:
     writes = 40 if quick else 150
     figures = bench_sizes(quick, writes)
     figures += bench_checkout(quick, writes // 2)
     figures += bench_bulk(quick, 3 if quick else 5)
+    figures += bench_concurrent(quick)
     return figures

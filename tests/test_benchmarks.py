@@ -44,8 +44,10 @@ def test_bench_write_quick_prints_figures_beside_baselines(tmp_path: Path) -> No
     assert sum("fan-out" in n and "write p50" in n for n in names) == 2
     assert any("checkout" in n for n in names)
     assert any(n.startswith("bulk import") for n in names)
+    # 8 concurrent writer processes, p50 and p95, each beside a single writer.
+    assert sum("8 concurrent writer processes" in n for n in names) == 2
     assert all(RATIO.search(r) for r in rows), rows
-    assert all("flat layout" in r or "bare repo" in r for r in rows), rows
+    assert all("flat layout" in r or "bare repo" in r or "single writer" in r for r in rows), rows
     assert '"baseline_value"' in out.read_text()
 
 

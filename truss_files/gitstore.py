@@ -5,15 +5,16 @@ trees on the changed paths (DESIGN.md §1.2), signs the commit in git's own ``gp
 and moves the branch inside a ref transaction only if it still points where the write began;
 a writer that lost the race re-plans on the new tip and tries again. When the branch is
 checked out, the touched paths of the work tree and index follow, so ``git status`` stays
-clean — and a touched path with local edits stops the write before anything moves.
+clean — and a touched path with local edits, or reached through a symbolic link, stops the
+write before anything moves. What a killed writer leaves behind (a git lock file, a work tree
+behind the branch) is cleared by the next write: see ``gitlocks`` and ``recovery``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
-import threading
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,7 +23,11 @@ from typing import Protocol
 
 import pygit2
 
-from .errors import ConflictError, StoreError, UsageError
+from .errors import ConflictError, StoreError, TrussError, UsageError
+from .gitlocks import LockState, clear_stale
+from .gitlocks import flock as _lock
+from .recovery import Repaired, abandon, has_pending, journal, recover, repair_all
+from .worktree import WorkTree, stage
 
 Changes = Mapping[str, bytes | None]
 """Paths to write (bytes) or delete (None), relative to the repository root."""
@@ -144,6 +149,8 @@ class GitStore:
         self.repo = pygit2.Repository(found)
         self.bare = self.repo.is_bare
         self.workdir = None if self.bare else Path(self.repo.workdir)
+        # Where recovery says what it did (a stale lock removed, a crashed write replayed).
+        self.note: Callable[[str], None] = _to_stderr
 
     @property
     def git_dir(self) -> Path:
@@ -242,6 +249,15 @@ class GitStore:
         # winning). The wait is bounded, so a writer stuck on its signer (a hardware key
         # waiting for a touch) only delays the others; CAS still guards every ref move.
         with _lock(self.git_dir, "write.lock", wait=self.LOCK_WAIT):
+            ref = ref or self.branch
+            # What a killed writer left: a git lock file, or a work tree behind the branch.
+            self._clear_git_lock(self._ref_lock(ref))
+            if self._checked_out(ref):
+                index_lock = self.git_dir / "index.lock"
+                if index_lock.exists():
+                    with _lock(self.git_dir, "worktree.lock"):
+                        self._clear_git_lock(index_lock)
+                self.recover()
             return self._apply_cas(plan, signer, identity, ref=ref, check=check)
 
     def _apply_cas(
@@ -258,6 +274,8 @@ class GitStore:
         ``plan`` runs again on the new tip whenever another writer won the race, so it must
         decide from the snapshot alone. ``check`` verifies the signed commit (against the
         parent's policy) before any ref moves: libgit2 runs no hooks, so we check ourselves.
+        When the branch is checked out, a journal record of the paths to sync is written
+        before the ref moves and removed once the work tree and index follow (``recover``).
         """
         ref = ref or self.branch
         sync_worktree = self._checked_out(ref)
@@ -278,12 +296,29 @@ class GitStore:
             assert isinstance(commit, pygit2.Commit)
             if check is not None:
                 check(commit, snap)
-            if self._swap(ref, base.id if base is not None else None, oid, step.message):
+            record = None
+            if sync_worktree:
+                old = str(base.id) if base is not None else None
+                record = journal(self.git_dir, ref, old, str(oid), step.changes)
+            try:
+                moved = self._swap(ref, base.id if base is not None else None, oid, step.message)
+            except BaseException:
+                if record is not None:
+                    abandon(record)  # whether the ref moved is unknown: let recovery judge
+                raise
+            if moved:
                 if sync_worktree:
-                    self._sync_worktree(step.changes)
+                    self._sync_worktree(step.changes, record, landed=str(oid))
                 return commit, step
+            if record is not None:
+                record.unlink(missing_ok=True)
             # Another writer moved the branch: back off with jitter, then re-plan on its tip.
             time.sleep(min(0.2, 0.002 * (2**attempt)) * (0.5 + random.random()))
+        state = self._clear_git_lock(self._ref_lock(ref))
+        if state is not None and not state.removed:
+            raise ConflictError(
+                f"{ref} could not move: {state.detail}; wait for it to finish, then try again"
+            )
         raise ConflictError(
             f"{ref} kept moving under {self.MAX_ATTEMPTS} attempts to write; try again"
         )
@@ -307,7 +342,11 @@ class GitStore:
         return True
 
     def update_ref(self, ref: str, old: pygit2.Oid | None, new: pygit2.Oid, msg: str) -> bool:
-        """Compare-and-swap on any ref (run ledgers live outside the branch)."""
+        """Compare-and-swap on any ref (run ledgers live outside the branch). A lock file a
+        killed process left on ``ref`` is cleared first (``gitlocks.clear_stale``: these
+        callers hold none of our locks, so only the age and process rules protect a live
+        holder, which keeps a ref lock for well under a millisecond)."""
+        self._clear_git_lock(self._ref_lock(ref))
         return self._swap(ref, old, new, msg)
 
     # -- the work tree -------------------------------------------------------------------
@@ -318,15 +357,23 @@ class GitStore:
         head = self.repo.references.get("HEAD")
         return head is not None and head.target == ref
 
+    @property
+    def worktree(self) -> WorkTree:
+        if self.workdir is None:
+            raise UsageError(f"{self.git_dir} is a bare repository: it has no work tree")
+        return WorkTree(self.workdir)
+
     def _check_worktree(self, snap: Snapshot, changes: Changes) -> None:
-        assert self.workdir is not None
+        tree = self.worktree
         index = self.repo.index
         index.read(force=False)
         for path in changes:
             base_id = snap.blob_id(path)
-            disk = self.workdir / path
-            if disk.exists():
-                disk_id = str(pygit2.hash(disk.read_bytes()))
+            # Never through a link: a folder replaced by one stops the write here, before
+            # anything moves (the error names it and the fix).
+            disk_id = tree.blob_id(path)
+            disk = tree.root / path
+            if disk_id is not None:
                 if disk_id != base_id:
                     raise ConflictError(
                         f"{disk} has local edits (or is untracked); commit, stash or remove "
@@ -342,95 +389,101 @@ class GitStore:
                     "writes this path"
                 )
 
-    def _sync_worktree(self, changes: Changes) -> None:
+    def _sync_worktree(
+        self, changes: Changes, record: Path | None = None, *, landed: str | None = None
+    ) -> None:
         # Writers in other processes sync the same index: without one lock around read, add
         # and write, the last one's index drops the others' paths (`git status` then shows
         # them deleted). Under the lock each path takes the branch tip's content, so a sync
         # that runs late cannot put an older version back.
         with _lock(self.git_dir, "worktree.lock"):
-            tip = Snapshot(self.repo, self.tip())
-            self._sync_paths({path: tip.read(path) for path in changes})
+            try:
+                tip = Snapshot(self.repo, self.tip())
+                self._sync_paths({path: tip.read(path) for path in changes})
+            except (TrussError, OSError) as exc:
+                if record is not None:
+                    abandon(record)  # the next write or `truss-files repair` replays it
+                what = f"commit {landed[:12]} landed, but " if landed else ""
+                raise ConflictError(
+                    f"{what}the work tree and index were not brought in step: {exc}"
+                ) from exc
+            if record is not None:
+                record.unlink(missing_ok=True)
 
     def _sync_paths(self, changes: Changes) -> None:
-        assert self.workdir is not None
+        tree = self.worktree
         for path, data in changes.items():
-            disk = self.workdir / path
             if data is None:
-                disk.unlink(missing_ok=True)
+                tree.remove(path)
             else:
-                disk.parent.mkdir(parents=True, exist_ok=True)
-                tmp = disk.with_name(f".{disk.name}.{os.getpid()}.tmp")
-                tmp.write_bytes(data)
-                os.replace(tmp, disk)
+                tree.write(path, data)
+        self._stage({path: data is not None for path, data in changes.items()})
+
+    def _stage(self, paths: Mapping[str, bool]) -> None:
+        """Index entries follow the work tree; the caller holds ``worktree.lock``."""
+        lock = self.git_dir / "index.lock"
         for attempt in range(20):
             try:
-                index = self.repo.index
-                # Not force=True: libgit2 re-reads when the file's stamp (inode, size, mtime)
-                # moved, and every index write is a rename, so another writer is always seen;
-                # a forced re-read cost ~45% of a checkout write at 10k entries (benchmarks/).
-                index.read(force=False)
-                for path, data in changes.items():
-                    if data is None:
-                        if path in index:
-                            index.remove(path)
-                    else:
-                        index.add(path)
-                index.write()
+                stage(self.repo, paths)
                 return
             except pygit2.GitError:
-                # Another process holds index.lock; the commit already landed, so wait.
+                # Another process holds index.lock; the commit already landed, so wait. A
+                # lock that outlived its process would be waited on for ever: clear it.
+                if attempt == 4:
+                    self._clear_git_lock(lock)
                 time.sleep(0.01 * (attempt + 1))
+        state = self._clear_git_lock(lock)
+        detail = state.detail if state is not None else f"{lock} stayed locked"
         raise ConflictError(
-            "the commit landed but the index stayed locked; run `git reset -q` to refresh it"
+            f"{detail}; the next write (or `truss-files repair`) brings the index in step"
         )
+
+    # -- recovery ------------------------------------------------------------------------
+
+    def _ref_lock(self, ref: str) -> Path:
+        return self.git_dir / f"{ref}.lock"
+
+    def _clear_git_lock(self, lock: Path) -> LockState | None:
+        """``gitlocks.clear_stale`` at one of git's lock files, saying what it removed."""
+        if not lock.exists():
+            return None
+        state = clear_stale(lock, (self.git_dir, *((self.workdir,) if self.workdir else ())))
+        if state is not None and state.removed:
+            self.note(f"truss-files: {state.detail}")
+        return state
+
+    def recover(self) -> list[str]:
+        """Replay the sync of writers killed between moving the branch and updating the work
+        tree (see ``recovery``); each line it returns also goes to ``note``."""
+        if self.workdir is None or not has_pending(self.git_dir):
+            return []
+        with _lock(self.git_dir, "worktree.lock"):
+            self._clear_git_lock(self.git_dir / "index.lock")
+            notes = recover(self.repo, self.worktree, self.branch)
+        for line in notes:
+            self.note(line)
+        return notes
+
+    def repair(self, *, force: bool = False) -> Repaired:
+        """Clear stale git locks, replay interrupted writes, and bring every store path of
+        the work tree and index back in step with the branch (``recovery.repair_all``)."""
+        if self.workdir is None:
+            raise UsageError(f"{self.git_dir} is a bare repository: there is nothing to repair")
+        with _lock(self.git_dir, "write.lock", wait=self.LOCK_WAIT):
+            ref_state = self._clear_git_lock(self._ref_lock(self.branch))
+            cleared = [ref_state.detail] if ref_state is not None else []
+            replayed = self.recover()
+            with _lock(self.git_dir, "worktree.lock"):
+                state = self._clear_git_lock(self.git_dir / "index.lock")
+                if state is not None:
+                    cleared.append(state.detail)
+                done = repair_all(self.repo, self.worktree, self.tip(), force=force)
+        return Repaired(done.fixed, done.kept, (*cleared, *replayed, *done.notes))
 
 
 class _LostRace(Exception):
     pass
 
 
-_HELD = threading.local()  # the lock files this thread holds
-
-
-@contextlib.contextmanager
-def _lock(git_dir: Path, name: str, wait: float | None = None) -> Iterator[None]:
-    """An exclusive lock between truss processes on one repository (none without flock).
-
-    ``wait``: give up after this many seconds and go on unlocked (None: wait as long as it
-    takes). A dead process's lock is released by the kernel, so none is ever left behind.
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: CAS and index.lock retries alone
-        yield
-        return
-    folder = git_dir / "truss"
-    path = str(folder / name)
-    mine: set[str] = _HELD.__dict__.setdefault("paths", set())
-    if path in mine:
-        yield  # re-entered on this thread (a plan that writes): we hold it already
-        return
-    folder.mkdir(exist_ok=True)
-    with open(path, "a") as handle:
-        held = False
-        if wait is None:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            held = True
-        else:
-            deadline = time.monotonic() + wait
-            while not held:
-                try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    held = True
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(0.0005 + random.random() * 0.001)
-        if held:
-            mine.add(path)
-        try:
-            yield
-        finally:
-            if held:
-                mine.discard(path)
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

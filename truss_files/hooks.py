@@ -316,17 +316,62 @@ def _staged_lines(hook: str, found: list[Violation]) -> list[str]:
     return [f"truss-files {hook}: {v.path or '-'}: [{v.rule}] {v.message}" for v in found]
 
 
+_REPAIR_HINT = (
+    "if a truss-files write was interrupted (a crash, a kill), run `truss-files repair` to "
+    "bring the work tree and index back in step with the branch, then commit again"
+)
+
+
 def pre_commit(repo: pygit2.Repository) -> list[str]:
-    """Staged store files: parse, path, id, new entries unverified, verdicts, no deletes.
-    Trust moves wait for commit-msg, which knows whether the commit is a revert."""
+    """Staged store files: parse, path, id, new entries unverified, verdicts, no deletes,
+    no older versions put back. Trust moves wait for commit-msg, which knows whether the
+    commit is a revert.
+
+    A writer killed between moving the branch and syncing the index leaves the index one
+    write behind: its new entries look deleted, its changed entries look rolled back. Those
+    refusals name ``truss-files repair``, so the user's next ``git commit`` cannot quietly
+    delete an entry."""
     staged = _staged(repo, "")
     if staged is None:
         return []
     commit, is_root = staged
     skip = _UNSIGNED_RULES | {"transition"}
-    return _staged_lines(
-        "pre-commit", [v for v in check_commit(repo, commit, is_root) if v.rule not in skip]
-    )
+    found = [v for v in check_commit(repo, commit, is_root) if v.rule not in skip]
+    lines = [
+        f"{line}; {_REPAIR_HINT}" if v.rule == "no-delete" else line
+        for v, line in zip(found, _staged_lines("pre-commit", found), strict=True)
+    ]
+    return lines + _behind_lines(repo, commit)
+
+
+def _behind_lines(repo: pygit2.Repository, commit: pygit2.Commit) -> list[str]:
+    """Signs of an interrupted write: a journal record of a dead writer, or a staged store
+    file that is an older version of itself."""
+    from .recovery import history_versions, orphans
+
+    lines = []
+    if orphans(Path(repo.path)):
+        lines.append(
+            "truss-files pre-commit: [interrupted-write] a truss-files write was interrupted "
+            f"before the index caught up with the branch; {_REPAIR_HINT}"
+        )
+    head = commit.parents[0] if commit.parents else None
+    if head is None:
+        return lines
+    changed = [
+        d.new_file.path
+        for d in head.tree.diff_to_tree(commit.tree).deltas
+        if d.status_char() == "M" and is_store_path(d.new_file.path)
+    ]
+    older = history_versions(repo, head.parents[0] if head.parents else None, set(changed))
+    for path in changed:
+        if str(commit.tree[path].id) in older[path]:
+            lines.append(
+                f"truss-files pre-commit: {path}: [older-version] the index holds an older "
+                f"version of this store file, so this commit would roll it back; "
+                f"{_REPAIR_HINT} (to undo a change on purpose, use `truss-files revert`)"
+            )
+    return lines
 
 
 def commit_msg(repo: pygit2.Repository, message: str) -> list[str]:

@@ -66,7 +66,10 @@ pass_ctx = click.make_pass_decorator(Ctx)
 # tests/test_cli_startup.py checks that this table names every command.
 LAZY_COMMANDS: Final = {
     **dict.fromkeys(
-        ("write", "import", "verdict", "promote", "reject", "demote", "supersede", "revert"),
+        (
+            *("write", "import", "verdict", "promote", "reject", "demote", "supersede"),
+            *("revert", "repair"),
+        ),
         "cli_store",
     ),
     **dict.fromkeys(("show", "list", "log", "query", "audit"), "cli_read"),

@@ -1,5 +1,5 @@
 """Commands that change belief: write, import, verdicts, promote, reject, demote, supersede,
-revert."""
+revert; and repair, which puts the work tree back in step after a crash."""
 
 from __future__ import annotations
 
@@ -302,3 +302,45 @@ def revert(obj: Ctx, commit: str, fmt: str | None) -> None:
     """
     made = obj.store().revert(commit)
     emit(fmt, {"commit": str(made.id), "reverts": commit}, f"reverted in {str(made.id)[:12]}")
+
+
+@cli.command()
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also discard edits the store never wrote (store paths only; untracked files stay).",
+)
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def repair(obj: Ctx, force: bool, fmt: str | None) -> None:
+    """Bring the work tree and index back in step with the branch after a crash.
+
+    A writer killed between moving the branch and updating the work tree leaves new entries
+    looking deleted in `git status` (a plain `git commit` would then delete them), and a
+    killed git or truss process can leave a lock file (index.lock, refs/heads/main.lock)
+    that blocks every write. The next write repairs both by itself; this command does it
+    now: it removes lock files whose owner is gone (never one a running git process holds),
+    replays interrupted writes, and restores every store path whose work tree file or index
+    entry differs from the branch, when what it holds is a version the store wrote. An edit
+    the store never wrote is kept and listed (exit 1); --force discards it too.
+
+    \b
+    Example:
+      truss-files repair            # after a crash, or when the pre-commit hook asks for it
+      git status --short memories/  # nothing left to show
+    """
+    from ..gitstore import GitStore
+
+    done = GitStore(obj.store_path or ".").repair(force=force)
+    data = {"fixed": list(done.fixed), "kept": list(done.kept), "notes": list(done.notes)}
+
+    def text(_d: object) -> str:
+        lines = [*done.notes, *(f"restored {p}" for p in done.fixed)]
+        if not done.fixed and not done.kept:
+            lines.append("ok: the work tree and index are in step with the branch")
+        return "\n".join(lines)
+
+    emit(fmt, data, text)
+    if done.kept:
+        sys.exit(1)
