@@ -30,22 +30,36 @@ def test_readme_opens_with_the_two_setup_commands() -> None:
     assert commands == ["make demo", "make test"]
 
 
-def test_walkthrough_runs_as_written(tmp_path: Path) -> None:
-    script = _block_after("A store in five commands")
+def _run_in_fresh_home(home: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """Run README lines as a newcomer does: bash, the venv on PATH, a HOME of their own."""
     bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "TRUSS_", "GIT_"))}
+    env |= {"HOME": str(home), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
-        cwd=tmp_path,
+        cwd=home,
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_walkthrough_and_the_security_refusal_run_as_written(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    done = _run_in_fresh_home(home, _block_after("A store in five commands"))
     assert done.returncode == 0, done.stderr
     assert "ci-flakes" in done.stdout and "[verified]" in done.stdout
-    store = Path(os.environ["HOME"]) / "agent-memory"
-    assert audit(GitStore(store)).ok
+    store = home / "agent-memory"
+    assert audit(GitStore(store), environ={}).ok
+
+    refused = _run_in_fresh_home(home, _block_after("Security model"))
+    assert refused.returncode == 0, refused.stderr
+    assert "[signed] commit touches the store but is unsigned" in refused.stdout
+    assert "untrusted_history" in refused.stderr or "fails the audit" in refused.stderr
+    assert refused.stdout.rstrip().endswith("failures.")  # the last query serves ci-flakes
+    assert audit(GitStore(store), environ={}).ok
 
 
 def test_the_projects_own_store_is_signed_verified_and_audits_clean() -> None:
