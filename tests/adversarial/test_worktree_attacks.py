@@ -52,6 +52,16 @@ def _run(
     )
 
 
+def _write_fact(
+    store: MemoryStore, tmp_path: Path, key: str, body: str
+) -> subprocess.CompletedProcess[str]:
+    """``truss-files write`` of a fact, as the operator, in JSON."""
+    return _run(
+        store, tmp_path / "operator_key", "write", "--kind", "fact", "--key", key, "--format",
+        "json", body,
+    )  # fmt: skip
+
+
 def _git(work: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(["git", *args], cwd=work, capture_output=True, text=True, timeout=60)
     if check and done.returncode != 0:
@@ -107,18 +117,7 @@ def test_a_write_never_follows_a_symlink_out_of_the_repository(
     _plant_link(work, where, outside)
 
     if face == "write":
-        done = _run(
-            store,
-            tmp_path / "operator_key",
-            "write",
-            "--kind",
-            "fact",
-            "--key",
-            "k",
-            "--format",
-            "json",
-            "Written through a link?",
-        )
+        done = _write_fact(store, tmp_path, "k", "Written through a link?")
         assert done.returncode == 1, done.stdout + done.stderr
         message = json.loads(done.stdout)["error"]["message"]
     else:
@@ -319,18 +318,7 @@ def test_a_lock_left_by_a_killed_process_is_cleared_and_named(
     left = subprocess.run([sys.executable, "-c", script, str(git_dir)], timeout=60, check=False)
     assert left.returncode == -9 and (git_dir / lock).exists()
 
-    done = _run(
-        store,
-        tmp_path / "operator_key",
-        "write",
-        "--kind",
-        "fact",
-        "--key",
-        "after",
-        "--format",
-        "json",
-        "Written after the kill.",
-    )
+    done = _write_fact(store, tmp_path, "after", "Written after the kill.")
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"removed the stale lock {git_dir / lock}" in done.stderr
@@ -359,18 +347,7 @@ def test_a_running_git_process_keeps_its_ref_lock(store: MemoryStore, tmp_path: 
         assert lock.exists()
         time.sleep(2.2)  # older than the stale age: only the live process protects it
 
-        done = _run(
-            store,
-            tmp_path / "operator_key",
-            "write",
-            "--kind",
-            "fact",
-            "--key",
-            "k",
-            "--format",
-            "json",
-            "Blocked by a live git.",
-        )
+        done = _write_fact(store, tmp_path, "k", "Blocked by a live git.")
 
         assert done.returncode == 1
         message = json.loads(done.stdout)["error"]["message"]
@@ -383,18 +360,7 @@ def test_a_running_git_process_keeps_its_ref_lock(store: MemoryStore, tmp_path: 
         holder.stdin.close()
         holder.wait(timeout=30)
     assert not lock.exists()
-    done = _run(
-        store,
-        tmp_path / "operator_key",
-        "write",
-        "--kind",
-        "fact",
-        "--key",
-        "k",
-        "--format",
-        "json",
-        "Now it goes through.",
-    )
+    done = _write_fact(store, tmp_path, "k", "Now it goes through.")
     assert done.returncode == 0, done.stderr
 
 
@@ -421,18 +387,7 @@ def test_a_running_git_commit_keeps_its_index_lock(store: MemoryStore, tmp_path:
         assert lock.exists()
         time.sleep(2.2)
 
-        done = _run(
-            store,
-            tmp_path / "operator_key",
-            "write",
-            "--kind",
-            "fact",
-            "--key",
-            "k",
-            "--format",
-            "json",
-            "Lands while git commit waits.",
-        )
+        done = _write_fact(store, tmp_path, "k", "Lands while git commit waits.")
 
         assert done.returncode == 1
         message = json.loads(done.stdout)["error"]["message"]
@@ -443,18 +398,7 @@ def test_a_running_git_commit_keeps_its_index_lock(store: MemoryStore, tmp_path:
         release.touch()
         holder.wait(timeout=30)
     assert not lock.exists()
-    after = _run(
-        store,
-        tmp_path / "operator_key",
-        "write",
-        "--kind",
-        "fact",
-        "--key",
-        "k2",
-        "--format",
-        "json",
-        "The next write catches the index up.",
-    )
+    after = _write_fact(store, tmp_path, "k2", "The next write catches the index up.")
     assert after.returncode == 0, after.stderr
     assert "recovered from an interrupted write" in after.stderr
     assert _status(work) == ["A  NOTES.txt"]
