@@ -187,6 +187,16 @@ def test_a_proposal_in_another_principals_name_is_a_violation(
     assert (fake.path, "identity-proposal") in rules(store, forged)
 
 
+def test_under_locked_even_a_pending_proposal_by_hand_is_a_violation(
+    store: MemoryStore, keys: dict[str, Ed25519Signer], signed_commit: Callable[..., str]
+) -> None:
+    set_policy(store, signed_commit, "locked")
+    base = store.snapshot().blob_id(SELF_PATH) or ""
+    fake = Proposal(base, "agent@example.test", "2026-11-29T11:00:00Z", NEW_SELF)
+    forged = signed_commit(store, {fake.path: serialize(fake)}, signer=keys["agent"])
+    assert rules(store, forged) == {(fake.path, "identity-locked")}
+
+
 # -- forged verdicts under self_amend ---------------------------------------------------------
 
 
