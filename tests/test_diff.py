@@ -101,7 +101,8 @@ def test_a_demotion_carries_its_reason_and_an_identity_amendment_its_diff(
         "the image is pinned upstream now",
     )
     (amended,) = cs.files
-    assert (amended.path, amended.status, amended.area) == ("identity/self.md", "A", "identity")
+    # init writes a self.md template, so the amendment modifies it.
+    assert (amended.path, amended.status, amended.area) == ("identity/self.md", "M", "identity")
     assert "+Terse and exact." in amended.diff
     assert amended.signer == "operator@example.test"
     assert cs.added == ()

@@ -82,3 +82,26 @@ def test_no_private_key_is_committed() -> None:
         if path.is_file() and path.stat().st_size < 1_000_000:
             data = path.read_bytes()
             assert b"BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn" not in data, name
+
+
+def test_identity_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    from truss_files.context.proposal import SELF_TEMPLATE
+
+    script = _block_after("Identity and context")
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "Terse. Cites the commit behind every claim." in lines
+    assert any(" failed " in line for line in lines)
+    assert lines[-1] == SELF_TEMPLATE.splitlines()[-1]
+    store = Path(os.environ["HOME"]) / "agent-identity"
+    assert audit(GitStore(store)).ok

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from truss_files.audit import audit
 from truss_files.config import CONFIG_PATH, SIGNERS_PATH, StoreConfig
+from truss_files.context.proposal import SELF_PATH
 from truss_files.errors import ConfigError
 from truss_files.faces.cli import cli
 from truss_files.gitstore import GitStore
@@ -50,7 +51,8 @@ def test_init_creates_a_store_in_one_signed_commit(
     tip = gs.tip()
     assert tip is not None and str(tip.id) == result.root and tip.parents == []
     snap = gs.snapshot()
-    assert sorted(p for p, _ in snap.walk("")) == sorted([CONFIG_PATH, SIGNERS_PATH, CORE_PATH])
+    files = [CONFIG_PATH, SIGNERS_PATH, CORE_PATH, SELF_PATH]
+    assert sorted(p for p, _ in snap.walk("")) == sorted(files)
     signers = AllowedSigners.parse((snap.read(SIGNERS_PATH) or b"").decode())
     key = PublicKey.from_line(operator_key.public_line)
     assert signers.principals_for(key, "git") == (PRINCIPAL,)

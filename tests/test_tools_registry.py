@@ -62,7 +62,10 @@ def test_each_combination_serves_exactly(
             with pytest.raises(Exception) as caught:
                 serving.require(tool.name)
             message = str(caught.value)
-            if tool.gate not in serving.gates:
+            if tool.gate == "identity":
+                # No flag opens the identity tool: only the store's signed truss.toml.
+                assert "identity = true" in message and "--" not in message
+            elif tool.gate not in serving.gates:
                 flag = "--memory-tools" if tool.gate == "memory" else "--memory-tool"
                 line = "memory = true" if tool.gate == "memory" else "memory_write = true"
                 assert flag in message and line in message
@@ -73,9 +76,11 @@ def test_each_combination_serves_exactly(
 def test_read_gate_never_opens_a_write_path() -> None:
     serving = Serving.resolve(config(True, False, None), ["memory"])
     writes = [t for t in all_tools() if not t.annotations.read_only]
-    assert {t.name for t in writes} == WRITES
+    assert {t.name for t in writes} == WRITES | {"identity_propose"}
     assert not any(serving.serves(t) for t in writes)
-    assert all(t.gate == "memory_write" for t in writes)
+    assert {t.name: t.gate for t in writes if t.gate != "memory_write"} == {
+        "identity_propose": "identity"
+    }
 
 
 def test_unknown_tool_names_what_is_served() -> None:

@@ -5,7 +5,9 @@ its own): it is signed by an allowed key whose principal holds the role its chan
 every entry file parses, sits at its path and matches its id; new entries land unverified;
 trust moves only along the arrows of §2 (a revert only back along one); every move to
 verified or rejected carries a panel-signed verdict for exactly that id; identity core,
-roles and signers change only under an operator; no store file is deleted; store files are
+roles and signers change only under an operator; identity self and its proposals change as
+the identity policy in force at the parent allows, and a principal's file only under that
+principal's key or an operator's (see ``check_identity``); no store file is deleted; store files are
 plain files (no gitlink, no symlink); a body stays within the one limit writes keep. A merge
 is judged against each of its parents (see ``check_commit``): what it does not take cleanly
 from one parent is its own change of belief.
@@ -21,9 +23,20 @@ import pygit2
 
 from . import entryfile
 from .config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
+from .context.proposal import (
+    APPLIED,
+    CORE_PATH,
+    PENDING,
+    SELF_PATH,
+    Proposal,
+    core_label,
+    is_proposal_path,
+    principal_of_path,
+)
+from .context.proposal import parse as parse_proposal
 from .errors import EntryError, TrussError, UsageError
 from .gitstore import GitStore, Snapshot
-from .initstore import CORE_PATH, find_root, pinned_root
+from .initstore import find_root, pinned_root
 from .model import LEGAL_TRANSITIONS, Trust
 from .panel.verdict import Verdict, check_verdict
 from .store import parse_trailers
@@ -240,6 +253,7 @@ def check_commit(
     fields = parse_trailers(commit.message)
     op = (fields.get("Truss-Op") or [""])[0]
     need: set[str] = set()
+    identity: list[tuple[str, str, Snapshot]] = []
     for status, path, before in changes:
         if status == "D":
             bad(path, "no-delete", "a store file was deleted; store history only grows")
@@ -251,7 +265,12 @@ def check_commit(
             need.add("operator")
             continue
         if path.startswith(("identity/", "principals/")):
-            need.add("operator" if path == CORE_PATH else "agent")
+            # A principal's own key needs no role to write its own file (check_identity).
+            if path == CORE_PATH:
+                need.add("operator")
+            elif not path.startswith("principals/"):
+                need.add("agent")
+            identity.append((status, path, before))
             continue
         need |= _check_entry(repo, before, snap, path, status, op, policy, bad)
 
@@ -266,6 +285,8 @@ def check_commit(
         return out
     if is_root:
         need.add("operator")
+    if identity:
+        check_identity(snap, identity, principal, held, policy, bad)
     missing = _missing_roles(need, held)
     if missing:
         bad(
@@ -275,6 +296,168 @@ def check_commit(
             + " and ".join(missing),
         )
     return out
+
+
+IDENTITY_POLICIES = ("locked", "propose", "self_amend")  # settings.IDENTITY_POLICIES
+
+
+def check_identity(
+    snap: Snapshot,
+    changes: list[tuple[str, str, Snapshot]],
+    principal: str,
+    held: set[str],
+    policy: TrustPolicy,
+    bad: Callable[[str, str, str], None],
+) -> None:
+    """The identity rule: who may change ``identity/`` and ``principals/`` files.
+
+    Operators may change any of them under every policy. Anyone else, by the ``[identity]
+    policy`` of the parent commit: ``locked`` -- no change to self.md and no proposal;
+    ``propose`` -- proposals (pending, authored by the signer) and nothing more, since only
+    an operator approves; ``self_amend`` -- also a proposal passed or failed on a panel
+    verdict judged against the parent's core, and self.md only in the commit that passes a
+    proposal written against the parent's self.md, set to exactly its text. A principal's
+    file is written by that principal's key (whatever its roles) or an operator.
+    """
+    operator = "operator" in held
+    mode = policy.config.get("identity", "policy", "propose")
+    if mode not in IDENTITY_POLICIES:
+        mode = "locked"  # an unreadable policy is judged as the strictest
+    passed: list[Proposal] = []
+    self_changed: Snapshot | None = None
+    for status, path, before in changes:
+        if path.startswith("principals/"):
+            owner = principal_of_path(path)
+            if owner is None:
+                if not operator:
+                    bad(path, "principal-path", "principal files are principals/<principal>.md")
+            elif owner != principal and not operator:
+                bad(
+                    path,
+                    "principal-owner",
+                    f"signed by {principal}; only {owner}'s own key or an operator may write "
+                    f"{path}",
+                )
+            continue
+        if path == CORE_PATH:
+            continue  # the role rule: operators only
+        if path == SELF_PATH:
+            self_changed = before
+            continue
+        if not is_proposal_path(path):
+            if not operator:
+                bad(
+                    path,
+                    "identity-path",
+                    "identity/ holds core.md, self.md and proposals/<id>.md; only an operator "
+                    "may add anything else",
+                )
+            continue
+        found = _proposal_change(snap, before, path, status, principal, operator, mode, policy, bad)
+        if found is not None:
+            passed.append(found)
+    if operator:
+        return
+    for proposal in passed:
+        if snap.read(SELF_PATH) != proposal.text.encode():
+            bad(
+                proposal.path,
+                "identity-verdict",
+                "a passed proposal writes its text to identity/self.md in the same commit",
+            )
+    if self_changed is None:
+        return
+    if mode == "locked":
+        bad(
+            SELF_PATH,
+            "identity-locked",
+            'identity/self.md changed by a non-operator while [identity] policy = "locked"; '
+            "only an operator may amend it (truss-files identity set self FILE)",
+        )
+    elif mode == "propose":
+        bad(
+            SELF_PATH,
+            "identity-approval",
+            "identity/self.md changed without an operator's approval ([identity] policy = "
+            '"propose"); propose it (truss-files identity propose) and have an operator '
+            "approve it",
+        )
+    elif not any(p.base == (self_changed.blob_id(SELF_PATH) or "") for p in passed):
+        bad(
+            SELF_PATH,
+            "identity-verdict",
+            "identity/self.md changed without a panel PASS against core for a proposal of "
+            'exactly this text ([identity] policy = "self_amend"); run truss-files verify '
+            "--pending",
+        )
+
+
+def _proposal_change(
+    snap: Snapshot,
+    before: Snapshot,
+    path: str,
+    status: str,
+    principal: str,
+    operator: bool,
+    mode: str,
+    policy: TrustPolicy,
+    bad: Callable[[str, str, str], None],
+) -> Proposal | None:
+    """Check one proposal file's change; the proposal when a non-operator passes it here."""
+    try:
+        new = parse_proposal(snap.read(path) or b"", path)
+    except EntryError as exc:
+        bad(path, "identity-proposal", exc.message)
+        return None
+    if status == "A":
+        if new.author != principal:
+            bad(path, "identity-proposal", f"authored by {new.author} but signed by {principal}")
+        if operator:
+            return None
+        if new.status != PENDING:
+            bad(path, "identity-proposal", f"a new proposal is pending, not {new.status}")
+        if mode == "locked":
+            bad(path, "identity-locked", '[identity] policy = "locked" takes no proposals')
+        return None
+    if operator:
+        return None
+    try:
+        old = parse_proposal(before.read(path) or b"", path)
+    except EntryError:
+        bad(path, "identity-proposal", "changes a proposal file that does not parse")
+        return None
+    if old.status != PENDING:
+        bad(path, "identity-proposal", f"proposal is {old.status}; a decision is final")
+        return None
+    if new.status in ("approved", "declined"):
+        bad(
+            path,
+            "identity-approval",
+            f"proposal {new.status} by {principal}, who is no operator; only an operator "
+            "approves or declines (truss-files identity approve|decline ID)",
+        )
+        return None
+    if new.status == PENDING:
+        bad(path, "identity-proposal", "a pending proposal does not change")
+        return None
+    if mode != "self_amend":
+        bad(
+            path,
+            "identity-verdict",
+            f'a panel decides proposals only under [identity] policy = "self_amend", not {mode}',
+        )
+        return None
+    outcome = "PASS" if new.status in APPLIED else "FAIL"
+    try:
+        verdict = Verdict.from_dict(new.verdict or {}, path)
+        check_verdict(verdict, new.id, outcome, policy)
+    except TrussError as exc:
+        bad(path, "identity-verdict", exc.message)
+        return None
+    if verdict.policy != core_label(before.blob_id(CORE_PATH)):
+        bad(path, "identity-verdict", "the verdict was not judged against the parent's core")
+        return None
+    return new if outcome == "PASS" else None
 
 
 def _merge_changes(

@@ -39,6 +39,11 @@ memory_write = false
 verification = "lazy"
 conflict = "verified-wins"
 
+[identity]
+# Who amends identity/self.md: "locked" (operators only), "propose" (the agent proposes, an
+# operator approves) or "self_amend" (the panel checks each amendment against core.md).
+policy = "propose"
+
 [recall]
 mode = "exact"
 """

@@ -14,13 +14,13 @@ from pathlib import Path
 import pygit2
 
 from .config import CONFIG_PATH, DEFAULT_TOML, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
+from .context.proposal import CORE_PATH, SELF_PATH, SELF_TEMPLATE
 from .errors import ConfigError, StoreError
 from .gitstore import GitStore, Plan, Snapshot
 from .signing import AllowedSigners, PublicKey, Signer
 from .store import MemoryStore, trailers
 
 ROOT_CONFIG = "truss.root"
-CORE_PATH = "identity/core.md"
 CORE_TEMPLATE = """\
 # Core identity (L0)
 
@@ -132,8 +132,11 @@ def init_store(
         SIGNERS_PATH: signers.render().encode(),
         CONFIG_PATH: DEFAULT_TOML.format(principal=quoted).encode(),
     }
-    if Snapshot(git.repo, git.tip()).read(CORE_PATH) is None:
+    tip = Snapshot(git.repo, git.tip())
+    if tip.read(CORE_PATH) is None:
         files[CORE_PATH] = CORE_TEMPLATE.encode()
+    if tip.read(SELF_PATH) is None:
+        files[SELF_PATH] = SELF_TEMPLATE.encode()
     message = "truss: init store\n\n" + trailers(op="init", principal=principal)
 
     def check(commit: pygit2.Commit, _parent: Snapshot) -> None:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_NAME", "FORMAT", "gate", "gate_snapshot", "refusal"]
 
 CACHE_NAME: Final = "audited"
-FORMAT: Final = "truss-audited 1"
+FORMAT: Final = "truss-audited 2"
 
 
 class _Record(NamedTuple):

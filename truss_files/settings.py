@@ -31,6 +31,13 @@ Every layer has the same shape::
     mode = "exact"                   # exact | semantic | hybrid
     [memory]
     scope = "per-agent"              # per-agent | per-project | shared
+    [identity]
+    policy = "propose"               # locked | propose | self_amend
+
+``identity.policy`` alone is not overridden but tightened: a layer above truss.toml may make
+it stricter (self_amend -> propose -> locked), never looser, because truss.toml's value is
+what the audit and the gate enforce. A looser value in a later layer is ignored; ``config
+show`` names the layer whose value holds.
 
 The global file, agent tables and contract files are strict: an unknown key or a wrong type
 is a ``ConfigError`` naming the file and the key. truss.toml itself is shared with other
@@ -53,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ConfigError, UsageError
 from .model import Kind
 from .panel.panel import Quorum
-from .panel.policy import MODES, TIER_MODES, VerificationPolicy
+from .panel.policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_name
 
 if TYPE_CHECKING:
     from .gitstore import Snapshot
@@ -64,6 +71,8 @@ VERIFICATION_MODES = MODES
 CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")
 RECALL_MODES = ("exact", "semantic", "hybrid")
 MEMORY_SCOPES = ("per-agent", "per-project", "shared")
+# Strictest first: a layer may move the policy left along this tuple, never right.
+IDENTITY_POLICIES = ("locked", "propose", "self_amend")
 REVIEWER_TYPES = ("check", "judge")
 GLOBAL_FILE = "config.toml"
 STORE_SOURCE = "truss.toml"
@@ -78,6 +87,7 @@ DEFAULTS: dict[str, Any] = {
     "panel.arbiters": (),
     "recall.mode": "exact",
     "memory.scope": "per-agent",
+    "identity.policy": "propose",
 }
 
 
@@ -170,7 +180,7 @@ def _reviewers(value: Any, where: str) -> tuple[ReviewerSpec, ...]:
 
 
 def _kind_name(name: str, where: str, allow_default: bool) -> str:
-    if allow_default and name == "default":
+    if (allow_default and name == "default") or name == IDENTITY_KIND:
         return name
     try:
         return Kind.parse(name).value
@@ -190,10 +200,11 @@ SCHEMA: dict[str, dict[str, Check]] = {
     },
     "recall": {"mode": _choice(RECALL_MODES)},
     "memory": {"scope": _choice(MEMORY_SCOPES)},
+    "identity": {"policy": _choice(IDENTITY_POLICIES)},
 }
 PER_KIND = {("policy", "tiered"): _choice(TIER_MODES), ("panel", "reviewers"): _reviewers}
 # Sections of truss.toml that other readers share: their unknown keys are not ours to refuse.
-SHARED_SECTIONS = ("policy", "recall", "memory")
+SHARED_SECTIONS = ("policy", "recall", "memory", "identity")
 
 
 def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> dict[str, Value]:
@@ -301,6 +312,10 @@ class Settings:
     def memory_scope(self) -> str:
         return str(self.get("memory.scope"))
 
+    @property
+    def identity_policy(self) -> str:
+        return str(self.get("identity.policy"))
+
     def workdir(self, base: Path | None) -> Path | None:
         """``panel.workdir``, relative to the directory of the file that set it (the store's
         work tree for truss.toml)."""
@@ -329,15 +344,13 @@ class Settings:
         return self.policy.mode_for(kind)
 
     def reviewers_for(self, kind: Kind | str) -> tuple[ReviewerSpec, ...]:
-        kind = Kind.parse(kind) if isinstance(kind, str) else kind
-        specific = self.values.get(f"panel.reviewers.{kind.value}")
+        specific = self.values.get(f"panel.reviewers.{kind_name(kind)}")
         if specific is not None:
             return tuple(specific.value)
         return tuple(self.get("panel.reviewers.default") or ())
 
     def reviewers_source(self, kind: Kind | str) -> str:
-        kind = Kind.parse(kind) if isinstance(kind, str) else kind
-        key = f"panel.reviewers.{kind.value}"
+        key = f"panel.reviewers.{kind_name(kind)}"
         return self.source(key if key in self.values else "panel.reviewers.default")
 
     def effective(self) -> dict[str, Value]:
@@ -411,7 +424,7 @@ def load_settings(
 
     path = global_path or global_config_path(env)
     if path.is_file():
-        values.update(read_layer(_load_toml(path, "global config"), str(path)))
+        _layer(values, read_layer(_load_toml(path, "global config"), str(path)))
         layers.append(str(path))
 
     if agent:
@@ -428,15 +441,27 @@ def load_settings(
         if not isinstance(table, dict):
             raise ConfigError(f"{STORE_SOURCE}: agents.{agent} must be a table")
         source = f"{STORE_SOURCE} [agents.{agent}]"
-        values.update(read_layer(table, source))
+        _layer(values, read_layer(table, source))
         layers.append(source)
 
     if contract:
         cpath = Path(contract)
-        values.update(read_layer(_load_toml(cpath, "contract file"), str(cpath)))
+        _layer(values, read_layer(_load_toml(cpath, "contract file"), str(cpath)))
         layers.append(str(cpath))
 
     return Settings(values, tuple(layers), agent, str(contract) if contract else None)
+
+
+def _layer(values: dict[str, Value], layer: Mapping[str, Value]) -> None:
+    """Lay ``layer`` over ``values``: key by key, except that the identity policy only ever
+    tightens (a looser value above truss.toml would promise what the audit refuses)."""
+    key = "identity.policy"
+    for name, value in layer.items():
+        if name == key:
+            held = values.get(name, Value(DEFAULTS[name], "default"))
+            if IDENTITY_POLICIES.index(value.value) > IDENTITY_POLICIES.index(held.value):
+                continue
+        values[name] = value
 
 
 def settings_for(

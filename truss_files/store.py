@@ -497,12 +497,13 @@ class MemoryStore:
         target = self.git.commit(rev)
         fields = parse_trailers(target.message)
         op = (fields.get("Truss-Op") or [""])[0]
-        if op in ("", "write", "init"):
+        if op in ("", "write", "init", "identity-propose"):
             raise UsageError(
                 f"commit {str(target.id)[:12]} is "
                 + (f"a '{op}'" if op else "not a truss-files commit")
                 + "; only trust transitions and identity amendments can be reverted "
-                "(a write is undone by rejecting or superseding the entry)"
+                "(a write is undone by rejecting or superseding the entry, a proposal by "
+                "declining it)"
             )
         if len(target.parents) != 1:
             raise UsageError("only single-parent commits can be reverted")
@@ -519,13 +520,20 @@ class MemoryStore:
                         "commits first"
                     )
                 changes[path] = parent.read(path)
+                if changes[path] is None:
+                    raise UsageError(
+                        f"reverting {str(target.id)[:12]} would delete {path}; store history "
+                        "only grows"
+                    )
             subject = target.message.splitlines()[0]
             message = f'Revert "{subject}"\n\n' + trailers(
                 op="revert", reverts=str(target.id), entry=fields.get("Truss-Entry", [])
             )
             return Plan(changes, message)
 
-        done = self._apply(plan, {"panel", "operator"})
+        # Identity and principal files answer to operators (and their owners), not the panel.
+        personal = any(p.startswith(("identity/", "principals/")) for p in changed)
+        done = self._apply(plan, {"operator"} if personal else {"panel", "operator"})
         assert done is not None
         return done[0]
 

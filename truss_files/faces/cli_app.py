@@ -79,8 +79,16 @@ LAZY_COMMANDS: Final = {
     ),
     **dict.fromkeys(("verify", "recheck", "config"), "cli_panel"),
     **dict.fromkeys(("tool", "tools", "runs", "mcp"), "cli_tools"),
+    **dict.fromkeys(("identity", "principal"), "cli_identity"),
 }
-COMMAND_MODULES: Final = ("cli_panel", "cli_read", "cli_review", "cli_store", "cli_tools")
+COMMAND_MODULES: Final = (
+    "cli_identity",
+    "cli_panel",
+    "cli_read",
+    "cli_review",
+    "cli_store",
+    "cli_tools",
+)
 
 
 class LazyGroup(click.Group):
@@ -202,9 +210,10 @@ def cli(ctx: click.Context, store: str | None, key: str | None, signer: str | No
 def init(obj: Ctx, directory: str | None, principal: str | None, fmt: str | None) -> None:
     """Create or adopt a git repository as a store.
 
-    Writes truss.toml, .truss/allowed_signers (your key as operator, panel and agent) and an
-    identity/core.md template in one signed commit, and pins that commit as the trust root
-    in the repository's local config. Creates a key if you have none. Harmless to re-run.
+    Writes truss.toml, .truss/allowed_signers (your key as operator, panel and agent) and
+    identity/core.md and identity/self.md templates in one signed commit, and pins that
+    commit as the trust root in the repository's local config. Creates a key if you have
+    none. Harmless to re-run.
 
     \b
     Example:

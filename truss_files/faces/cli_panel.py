@@ -11,21 +11,7 @@ from typing import Any
 import click
 
 from .cli import Ctx, cli, handled, pass_ctx
-from .output import FORMAT_OPTION, emit
-
-AGENT_OPTION = click.option(
-    "--agent",
-    metavar="NAME",
-    envvar="TRUSS_AGENT",
-    help="Layer [agents.NAME] of truss.toml over the store's settings.",
-)
-CONTRACT_OPTION = click.option(
-    "--contract",
-    metavar="FILE",
-    envvar="TRUSS_CONTRACT",
-    type=click.Path(dir_okay=False),
-    help="A TOML settings file layered last (it wins).",
-)
+from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit
 
 
 class _Progress:
@@ -90,7 +76,9 @@ def verify(
     On a quorum of PASS votes the panel key signs a verdict and the entry is promoted; on
     FAIL it is rejected — each in its own signed commit. An undecided panel (abstentions:
     a hang, a crash, a garbled judge) or an entry without reviewers stays unverified and is
-    reported. Sign with a key holding the panel role (--key).
+    reported. Sign with a key holding the panel role (--key). With --pending under
+    [identity] policy = "self_amend", pending identity proposals are judged against core
+    too.
 
     \b
     Example:
@@ -111,7 +99,21 @@ def verify(
             on_start=progress.start,
             on_done=progress.done,
         )
-    emit(fmt, report.to_dict(), lambda _d: report.text())
+    data = report.to_dict()
+    lines = [report.text()]
+    if pending:
+        from ..context.judge import judge_pending
+
+        # Under [identity] policy = "self_amend", pending identity proposals are judged
+        # against core here too (lazy verification).
+        judged, note = judge_pending(store, settings)
+        if judged or note:
+            data["identity"] = [j.to_dict() for j in judged]
+            lines.extend(j.line() for j in judged)
+        if note:
+            data["identity_note"] = note
+            lines.append(f"note: {note}")
+    emit(fmt, data, lambda _d: "\n".join(lines))
 
 
 @cli.command()

@@ -11,6 +11,19 @@ import click
 
 from ..errors import TrussError
 
+AGENT_OPTION = click.option(
+    "--agent",
+    metavar="NAME",
+    envvar="TRUSS_AGENT",
+    help="Layer [agents.NAME] of truss.toml over the store's settings.",
+)
+CONTRACT_OPTION = click.option(
+    "--contract",
+    metavar="FILE",
+    envvar="TRUSS_CONTRACT",
+    type=click.Path(dir_okay=False),
+    help="A TOML settings file layered last (it wins).",
+)
 FORMAT_OPTION = click.option(
     "--format",
     "fmt",

@@ -28,6 +28,16 @@ if TYPE_CHECKING:
 
 MODES = ("off", "lazy", "eager", "tiered")
 TIER_MODES = ("off", "lazy", "eager")
+# Amendments of identity/self.md are judged by the panel like a kind of their own: its
+# reviewers are [panel.reviewers] identity, its tier [policy.tiered] identity.
+IDENTITY_KIND = "identity"
+
+
+def kind_name(kind: Kind | str) -> str:
+    """The name a kind goes by in per-kind tables: a Kind's value, or ``identity``."""
+    if isinstance(kind, Kind):
+        return kind.value
+    return IDENTITY_KIND if kind == IDENTITY_KIND else Kind.parse(kind).value
 
 
 @dataclass(frozen=True)
@@ -54,10 +64,10 @@ class VerificationPolicy:
 
     def mode_for(self, kind: Kind | str) -> str:
         """off, lazy or eager for entries of ``kind``."""
-        kind = Kind.parse(kind) if isinstance(kind, str) else kind
+        name = kind_name(kind)
         if self.mode != "tiered":
             return self.mode
-        return self.tiers.get(kind.value, "lazy")
+        return self.tiers.get(name, "lazy")
 
     def label(self, kind: Kind | str) -> str:
         """What a verdict records as its policy: ``lazy``, ``eager``, ``tiered:eager``…"""

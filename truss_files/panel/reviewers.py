@@ -294,10 +294,12 @@ class CheckReviewer:
         return clean_text(self.label or self.command, 200)
 
     def review(self, subject: Subject) -> Ballot:
-        ws = subject.workspace
-        result = run_command(
-            self.command, cwd=ws.checkout(), env=_env_for(subject), timeout=self.timeout
-        )
+        return self.run(subject.workspace, _env_for(subject))
+
+    def run(self, ws: Workspace, env: Mapping[str, str]) -> Ballot:
+        """Run the check in ``ws`` with ``env``: the vote on any subject (an entry, an
+        identity proposal)."""
+        result = run_command(self.command, cwd=ws.checkout(), env=env, timeout=self.timeout)
         evidence = result.evidence(self.command, ws.commit)
         broken = result.failure(self.timeout)
         if broken is not None:
@@ -354,12 +356,15 @@ class JudgeReviewer:
         return data
 
     def review(self, subject: Subject) -> Ballot:
-        ws = subject.workspace
         stdin = json.dumps(self.request(subject), ensure_ascii=False).encode()
+        return self.ask(subject.workspace, stdin, _env_for(subject))
+
+    def ask(self, ws: Workspace, stdin: bytes, env: Mapping[str, str]) -> Ballot:
+        """Run the judge in ``ws`` on the request ``stdin``; its answer is the vote."""
         result = run_command(
             self.command,
             cwd=ws.checkout(),
-            env=_env_for(subject),
+            env=env,
             timeout=self.timeout,
             stdin=stdin,
             merge_stderr=False,

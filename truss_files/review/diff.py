@@ -18,6 +18,7 @@ import pygit2
 
 from ..audit import audit, is_store_path
 from ..config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
+from ..context.proposal import CORE_PATH, SELF_PATH
 from ..entryfile import parse
 from ..errors import EntryError, TrussError, UsageError
 from ..gitstore import GitStore, Snapshot
@@ -100,6 +101,9 @@ class FileChange:
     area: str  # identity, principal or policy
     signer: str
     diff: str
+    # For identity/core.md and identity/self.md: the amendment that made the change, e.g.
+    # "identity-approve of proposal 5b0c8f3e9d7a" (the last such commit in the range).
+    amendment: str = ""
 
 
 @dataclass(frozen=True)
@@ -174,7 +178,10 @@ def change_set(
     for status, path in _store_changes(old_snap, new_snap):
         signer, info = last(path)
         if not path.startswith("memories/"):
-            files.append(_file_change(old_snap, new_snap, status, path, signer))
+            change = _file_change(old_snap, new_snap, status, path, signer)
+            if path in (CORE_PATH, SELF_PATH) and info is not None:
+                change = dataclasses.replace(change, amendment=_amendment(repo, info))
+            files.append(change)
             continue
         if status == "D":
             problems.append(Problem(path, "deleted; store history only grows"))
@@ -243,6 +250,21 @@ def change_set(
         audited=audited,
         notes=tuple(notes),
     )
+
+
+def _amendment(repo: pygit2.Repository, info: CommitInfo) -> str:
+    """How an identity file was amended: the op, and the proposal or verdict behind it."""
+    commit = repo[info.id]
+    assert isinstance(commit, pygit2.Commit)
+    fields = parse_trailers(commit.message)
+    text = info.op or "an unlabelled commit"
+    if fields.get("Truss-Proposal"):
+        text += f" of proposal {fields['Truss-Proposal'][0][:12]}"
+    if fields.get("Truss-Verdict"):
+        text += f" on verdict {fields['Truss-Verdict'][0][:12]}"
+    if fields.get("Truss-Reverts"):
+        text += f" of {fields['Truss-Reverts'][0][:12]}"
+    return text
 
 
 def _moved(old: Entry | None, new: Entry) -> bool:

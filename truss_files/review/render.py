@@ -12,7 +12,7 @@ import html
 import re
 
 from ..errors import UsageError
-from .diff import ChangeSet, Transition
+from .diff import ChangeSet, FileChange, Transition
 
 # Bytes >= characters, and the last 1,000 are kept for the note that says what was cut.
 MARKDOWN_LIMIT = 64_000
@@ -54,6 +54,10 @@ def _trust_move(t: Transition) -> str:
     return f"{t.before} → {t.after}"
 
 
+def _what(f: FileChange) -> str:
+    return f"identity amendment by {f.amendment}" if f.amendment else f.area
+
+
 def to_text(cs: ChangeSet) -> str:
     lines = [f"truss-files diff {cs.range} ({_short(cs.base)}..{_short(cs.head)})"]
     lines.append(_counts(cs) + " · " + _audit_line(cs, False))
@@ -87,7 +91,7 @@ def to_text(cs: ChangeSet) -> str:
     if cs.files:
         lines.append("\nIdentity and policy changes:")
         for f in cs.files:
-            lines.append(f"  {f.status} {f.path} ({f.area}, signed by {f.signer})")
+            lines.append(f"  {f.status} {f.path} ({_what(f)}, signed by {f.signer})")
             lines.extend("      " + line for line in f.diff.splitlines()[2:])
     if cs.added:
         lines.append("\nEntries added:")
@@ -187,7 +191,8 @@ def _md_sections(cs: ChangeSet) -> list[tuple[str, str, list[str], str]]:
             "Identity and policy changes",
             "",
             [
-                f"<details><summary>{f.status} <code>{html.escape(f.path)}</code> ({f.area}, "
+                f"<details><summary>{f.status} <code>{html.escape(f.path)}</code> "
+                f"({html.escape(_what(f))}, "
                 f"signed by {html.escape(f.signer)})</summary>\n\n"
                 + _fence(_cap(f.diff, DIFF_LIMIT, "see `git diff`"), "diff")
                 + "\n\n</details>"

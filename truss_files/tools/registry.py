@@ -27,15 +27,17 @@ Handler = Callable[["Call", Mapping[str, Any]], dict[str, Any]]
 
 # Modules whose import registers tools. Later tool families (memory.ask / memory.train) add
 # their module here.
-BUILTIN_MODULES = ("query", "binding", "write")
+BUILTIN_MODULES = ("query", "binding", "write", "identity")
 # The order tools are offered in (schema export, MCP listing); later tools follow in the
 # order they registered.
-ORDER = ("memory_query", "memory_view", "read_memory", "memory", "write_memory")
+ORDER = ("memory_query", "memory_view", "read_memory", "memory", "write_memory", "identity_propose")
 
-# gate -> (command-line flag, truss.toml line) that opens it.
-GATES: dict[str, tuple[str, str]] = {
+# gate -> (command-line flag, truss.toml line) that opens it. The identity tool has no flag:
+# only the store's signed truss.toml can offer an agent a way to amend its own identity.
+GATES: dict[str, tuple[str | None, str]] = {
     "memory": ("--memory-tools", "[tools] memory = true"),
     "memory_write": ("--memory-tool", "[tools] memory_write = true"),
+    "identity": (None, "[tools] identity = true"),
 }
 
 
@@ -133,6 +135,12 @@ class Serving:
     def resolve(cls, config: ConfigLike | None, flags: Iterable[str] = ()) -> Serving:
         """Gates open from truss.toml [tools] and from flags (gate names, e.g. "memory")."""
         gates = set(flags)
+        flagless = sorted(g for g in gates if g in GATES and GATES[g][0] is None)
+        if flagless:
+            raise UsageError(
+                f"the {flagless[0]} tools are served only by `{GATES[flagless[0]][1]}` in "
+                "truss.toml, never by a flag"
+            )
         allow = None
         if config is not None:
             tools = config.section("tools")
@@ -172,8 +180,8 @@ class Serving:
         if tool.gate not in self.gates:
             flag, line = GATES[tool.gate]
             raise ToolNotServed(
-                f"tool {tool.name} is not enabled for this store; set `{line}` in truss.toml "
-                f"or pass {flag}"
+                f"tool {tool.name} is not enabled for this store; set `{line}` in truss.toml"
+                + (f" or pass {flag}" if flag else " (an operator's signed change)")
             )
         if not self.allowed(tool):
             raise ToolNotServed(
