@@ -160,11 +160,13 @@ def _note(
     layer = Layer(inp.get("layer", "task"))
     source = inp.get("source")
     _check_body(body)
-    event_id: str | None = None
-    produced: str | None = None
+    event_id = revision = None
     if source is not None:
         event_id, revision = str(source["eventId"]), str(source["revision"])
         _check_event(event_id, revision)
+    _check_layer(ctx, layer, event_id)
+    produced: str | None
+    if event_id is not None and revision is not None:
         key, produced = f"event:{event_id}", event_ref(event_id, revision)
         sources: tuple[str, ...] = (produced,)
         repeat: tuple[str, str | None] = (key, produced)
@@ -179,7 +181,6 @@ def _note(
         produced = f"run:{run_id}/{seq}" if run_id and seq else None
         sources = ()
         repeat = (key, None)
-    _check_layer(ctx, layer, event_id)
     supersedes = _check_supersedes(store, ctx, inp, kind, layer)
     scope = scope_of(ctx, layer)
     author = f"member:{ctx.member}" if ctx.member else f"agent:{store.principal()}"
