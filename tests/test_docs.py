@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -30,7 +31,9 @@ def test_readme_opens_with_the_two_setup_commands() -> None:
     assert commands == ["make demo", "make test"]
 
 
-def _run_in_fresh_home(home: Path, script: str) -> subprocess.CompletedProcess[str]:
+def _run_in_fresh_home(
+    home: Path, script: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run README lines as a newcomer does: bash, the venv on PATH, a HOME of their own."""
     bin_dir = Path(sys.executable).parent
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "TRUSS_", "GIT_"))}
@@ -41,7 +44,7 @@ def _run_in_fresh_home(home: Path, script: str) -> subprocess.CompletedProcess[s
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
 
 
@@ -87,21 +90,21 @@ def test_no_private_key_is_committed() -> None:
 def test_identity_walkthrough_runs_as_written(tmp_path: Path) -> None:
     from truss_files.context.proposal import SELF_TEMPLATE
 
-    script = _block_after("Identity and context")
-    bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    done = _run_in_fresh_home(tmp_path, _block_after("Identity and context"), timeout=180)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "Terse. Cites the commit behind every claim." in lines
     assert any(" failed " in line for line in lines)
     assert lines[-1] == SELF_TEMPLATE.splitlines()[-1]
-    store = Path(os.environ["HOME"]) / "agent-identity"
-    assert audit(GitStore(store)).ok
+    assert audit(GitStore(tmp_path / "agent-identity"), environ={}).ok
+
+
+def test_enterprise_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    done = _run_in_fresh_home(tmp_path, _block_after("Enterprise memory"))
+    assert done.returncode == 0, done.stderr
+    replies = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"')]
+    assert [r.get("status") for r in replies] == ["retained", "answered"]
+    answer = replies[-1]
+    assert answer["status"] == "answered" and answer["evidence"][0]["trust"] == "verified"
+    assert "preview URL" in answer["evidence"][0]["body"]
+    assert audit(GitStore(tmp_path / "enterprise-memory"), environ={}).ok

@@ -25,12 +25,20 @@ if TYPE_CHECKING:
 
 Handler = Callable[["Call", Mapping[str, Any]], dict[str, Any]]
 
-# Modules whose import registers tools. Later tool families (memory.ask / memory.train) add
-# their module here.
-BUILTIN_MODULES = ("query", "binding", "write", "identity")
+# Modules whose import registers tools.
+BUILTIN_MODULES = ("query", "binding", "write", "identity", "ask", "train")
 # The order tools are offered in (schema export, MCP listing); later tools follow in the
 # order they registered.
-ORDER = ("memory_query", "memory_view", "read_memory", "memory", "write_memory", "identity_propose")
+ORDER = (
+    "memory_query",
+    "memory_view",
+    "read_memory",
+    "memory",
+    "write_memory",
+    "identity_propose",
+    "memory.ask",
+    "memory.train",
+)
 
 # gate -> (command-line flag, truss.toml line) that opens it. The identity tool has no flag:
 # only the store's signed truss.toml can offer an agent a way to amend its own identity.
