@@ -134,13 +134,14 @@ def _audit(
             last = store.commit(record.clean)
             if _reaches(repo, tip.id, last.id):
                 start = record.clean
-            elif _reaches(repo, last.id, tip.id):
+            elif _reaches(repo, last.id, tip.id, root):
                 # A prefix of a clean history is clean: each commit is judged by its parent.
                 _save(git, _Record(root, commit, record.bad, record.why))
                 return None
     rev = f"{start}..{commit}" if start else commit
     try:
-        report = audit(store, rev, root=root, environ=env)
+        # The record's clean commit was audited from this root: only the range is walked.
+        report = audit(store, rev, root=root, environ=env, start_audited=start is not None)
     except TrussError as exc:
         # No trust root to audit from (no .truss/allowed_signers), or an unreadable commit:
         # nothing in this history can back a label above unverified. Not recorded: fixing it
@@ -158,13 +159,22 @@ def _audit(
     return why
 
 
-def _reaches(repo: pygit2.Repository, tip: pygit2.Oid, ancestor: pygit2.Oid) -> bool:
+def _reaches(
+    repo: pygit2.Repository, tip: pygit2.Oid, ancestor: pygit2.Oid, root: str | None = None
+) -> bool:
     """``ancestor`` is in the history of ``tip``: some commit of ``ancestor..tip`` has it as
     a parent. Walks only that range, where ``descendant_of`` walks the whole history (~10 ms
-    per thousand loose commits) to the merge base."""
+    per thousand loose commits) to the merge base. With ``root``: and the root is not in
+    that range, so ``ancestor`` is no commit from before the trust root (which the audit
+    refuses as a read's tip: it does not descend from the root)."""
     walker = repo.walk(tip)
     walker.hide(ancestor)
-    return any(ancestor in c.parent_ids for c in walker)
+    found = False
+    for commit in walker:
+        if root is not None and str(commit.id) == root:
+            return False
+        found = found or ancestor in commit.parent_ids
+    return found
 
 
 def _message(commit: str, violations: tuple[Violation, ...], last_clean: str | None) -> str:
