@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .recall.gitread import GitDir
     from .store import MemoryStore
 
-__all__ = ["CACHE_NAME", "FORMAT", "gate", "gate_snapshot", "refusal"]
+__all__ = ["CACHE_NAME", "FORMAT", "advance", "gate", "gate_snapshot", "refusal"]
 
 CACHE_NAME: Final = "audited"
 FORMAT: Final = "truss-audited 1"
@@ -157,6 +157,38 @@ def _audit(
     clean = record.clean if record is not None and record.root == report.root else None
     _save(git, _Record(report.root, clean, commit, why))
     return why
+
+
+def advance(store: GitStore, commit: pygit2.Commit, environ: Mapping[str, str]) -> bool:
+    """After the library's own write of ``commit``: when its only parent is the record's
+    clean commit and it passes the audit's check of one commit, it becomes the clean one,
+    so the next read needs no audit (and no pygit2). True when the record moved.
+
+    The parent's history audited clean, so it holds no policy a failed commit smuggled in,
+    and the one-commit check gives the verdict a range audit of ``parent..commit`` would. A
+    merge is left to the next read: its other parents' histories are not in the record."""
+    from .audit import check_commit
+    from .errors import TrussError
+    from .initstore import pinned_root
+    from .recall.gitread import GitDir
+
+    if len(commit.parent_ids) != 1:
+        return False
+    git = GitDir.discover(store.git_dir)
+    record = _load(git)
+    if record is None or record.clean != str(commit.parent_ids[0]):
+        return False
+    if pinned_root(store.repo, environ) not in (None, record.root):
+        return False  # another root is pinned now: the next read audits from it
+    try:
+        if check_commit(store.repo, commit, str(commit.id) == record.root):
+            return False  # the next read audits the range and records the refusal
+    except TrussError:
+        return False
+    # A concurrent reader may have saved a newer record; this one is sound all the same
+    # (the commit is clean), and at worst costs the next read an audit of what follows it.
+    _save(git, _Record(record.root, str(commit.id), record.bad, record.why))
+    return True
 
 
 def _reaches(
