@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .recall.gitread import GitDir
     from .store import MemoryStore
 
-__all__ = ["CACHE_NAME", "FORMAT", "gate", "gate_snapshot", "refusal"]
+__all__ = ["CACHE_NAME", "FORMAT", "advance", "gate", "gate_snapshot", "refusal"]
 
 CACHE_NAME: Final = "audited"
 FORMAT: Final = "truss-audited 2"
@@ -134,13 +134,14 @@ def _audit(
             last = store.commit(record.clean)
             if _reaches(repo, tip.id, last.id):
                 start = record.clean
-            elif _reaches(repo, last.id, tip.id):
+            elif _reaches(repo, last.id, tip.id, root):
                 # A prefix of a clean history is clean: each commit is judged by its parent.
                 _save(git, _Record(root, commit, record.bad, record.why))
                 return None
     rev = f"{start}..{commit}" if start else commit
     try:
-        report = audit(store, rev, root=root, environ=env)
+        # The record's clean commit was audited from this root: only the range is walked.
+        report = audit(store, rev, root=root, environ=env, start_audited=start is not None)
     except TrussError as exc:
         # No trust root to audit from (no .truss/allowed_signers), or an unreadable commit:
         # nothing in this history can back a label above unverified. Not recorded: fixing it
@@ -158,13 +159,54 @@ def _audit(
     return why
 
 
-def _reaches(repo: pygit2.Repository, tip: pygit2.Oid, ancestor: pygit2.Oid) -> bool:
+def advance(store: GitStore, commit: pygit2.Commit, environ: Mapping[str, str]) -> bool:
+    """After the library's own write of ``commit``: when its only parent is the record's
+    clean commit and it passes the audit's check of one commit, it becomes the clean one,
+    so the next read needs no audit (and no pygit2). True when the record moved.
+
+    The parent's history audited clean, so it holds no policy a failed commit smuggled in,
+    and the one-commit check gives the verdict a range audit of ``parent..commit`` would. A
+    merge is left to the next read: its other parents' histories are not in the record."""
+    from .audit import check_commit
+    from .errors import TrussError
+    from .initstore import pinned_root
+    from .recall.gitread import GitDir
+
+    if len(commit.parent_ids) != 1:
+        return False
+    git = GitDir.discover(store.git_dir)
+    record = _load(git)
+    if record is None or record.clean != str(commit.parent_ids[0]):
+        return False
+    if pinned_root(store.repo, environ) not in (None, record.root):
+        return False  # another root is pinned now: the next read audits from it
+    try:
+        if check_commit(store.repo, commit, str(commit.id) == record.root):
+            return False  # the next read audits the range and records the refusal
+    except TrussError:
+        return False
+    # A concurrent reader may have saved a newer record; this one is sound all the same
+    # (the commit is clean), and at worst costs the next read an audit of what follows it.
+    _save(git, _Record(record.root, str(commit.id), record.bad, record.why))
+    return True
+
+
+def _reaches(
+    repo: pygit2.Repository, tip: pygit2.Oid, ancestor: pygit2.Oid, root: str | None = None
+) -> bool:
     """``ancestor`` is in the history of ``tip``: some commit of ``ancestor..tip`` has it as
     a parent. Walks only that range, where ``descendant_of`` walks the whole history (~10 ms
-    per thousand loose commits) to the merge base."""
+    per thousand loose commits) to the merge base. With ``root``: and the root is not in
+    that range, so ``ancestor`` is no commit from before the trust root (which the audit
+    refuses as a read's tip: it does not descend from the root)."""
     walker = repo.walk(tip)
     walker.hide(ancestor)
-    return any(ancestor in c.parent_ids for c in walker)
+    found = False
+    for commit in walker:
+        if root is not None and str(commit.id) == root:
+            return False
+        found = found or ancestor in commit.parent_ids
+    return found
 
 
 def _message(commit: str, violations: tuple[Violation, ...], last_clean: str | None) -> str:

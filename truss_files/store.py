@@ -265,7 +265,13 @@ class MemoryStore:
             self.policy(parent).check_signature(signature.decode(), payload, "git", need)
 
         principal = self.principal()
-        return self.git.apply(plan, signer, self.identity(principal), check=check)
+        done = self.git.apply(plan, signer, self.identity(principal), check=check)
+        if done is not None:
+            from .readgate import advance
+
+            # The commit is ours and checked: the next read need not audit it again.
+            advance(self.git, done[0], self.environ)
+        return done
 
     def new_entry(
         self,
