@@ -79,8 +79,16 @@ LAZY_COMMANDS: Final = {
     ),
     **dict.fromkeys(("verify", "recheck", "config"), "cli_panel"),
     **dict.fromkeys(("tool", "tools", "runs", "mcp"), "cli_tools"),
+    **dict.fromkeys(("context", "delta"), "cli_context"),
 }
-COMMAND_MODULES: Final = ("cli_panel", "cli_read", "cli_review", "cli_store", "cli_tools")
+COMMAND_MODULES: Final = (
+    "cli_context",
+    "cli_panel",
+    "cli_read",
+    "cli_review",
+    "cli_store",
+    "cli_tools",
+)
 
 
 class LazyGroup(click.Group):

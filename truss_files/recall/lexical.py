@@ -156,11 +156,14 @@ def candidates(view: IndexView, flt: Filter) -> Candidates:
             _and(mask, in_key)
         for docno in gone:
             mask[docno] = 0
-        if flt.scope:
+        if flt.scope or flt.reader is not None:
             wanted = tuple(flt.scope.items())
+            reader = flt.reader
             for docno in [d for d, keep in enumerate(mask) if keep]:
                 scope = dict(seg.record(docno)[5])
-                if any(scope.get(k) != v for k, v in wanted):
+                if any(scope.get(k) != v for k, v in wanted) or (
+                    reader is not None and not reader.sees(scope)
+                ):
                     mask[docno] = 0
         masks.append(mask)
     return Candidates(view, masks)
