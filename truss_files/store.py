@@ -275,6 +275,12 @@ class MemoryStore:
         from .recall.engine import search_snapshot
         from .recall.pipeline import Filter
 
+        snap = self.snapshot()
+        config = self.config(snap)
+        if reader is not None and reader.mode is None:
+            reader = dataclasses.replace(
+                reader, mode=str(config.get("memory", "scope", "per-agent"))
+            )
         flt = Filter(
             min_trust=Trust.floor(min_trust),
             kind=Kind.parse(kind) if isinstance(kind, str) else kind,
@@ -284,7 +290,8 @@ class MemoryStore:
             else frozenset({Layer.parse(layer) if isinstance(layer, str) else layer}),
             reader=reader,
         )
-        return search_snapshot(self, self.snapshot(), text, flt, limit, mode=mode)
+        salience = str(config.get("policy", "salience", "off"))
+        return search_snapshot(self, snap, text, flt, limit, mode=mode, salience=salience)
 
     def view(
         self,

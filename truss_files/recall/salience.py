@@ -5,7 +5,8 @@
 ``off`` (default)
     ranking is recall's alone; salience is stored and shown, never used.
 ``prior``
-    salience is a prior on the ranking score: ``score * (0.5 + salience)``. An entry at the
+    salience is a prior on the ranking score: ``score * (0.5 + salience)`` (a negative
+    score is divided instead, so a higher weight always ranks higher). An entry at the
     default 0.5 keeps its score, so the policy changes nothing until someone sets salience;
     between two entries of equal score the more salient comes first, and a strongly salient
     entry can pass a slightly better match.
@@ -45,10 +46,16 @@ class PriorSalience:
     name = "prior"
 
     def order(self, hits: Sequence[Hit], limit: int) -> list[Hit]:
-        weighted = [Hit(h.entry, h.score * (0.5 + h.entry.salience)) for h in hits]
+        weighted = [Hit(h.entry, _weigh(h.score, 0.5 + h.entry.salience)) for h in hits]
         # Stable: equal weighted scores keep recall's order (itself deterministic by id).
         weighted.sort(key=lambda h: -h.score)
         return weighted[:limit]
+
+
+def _weigh(score: float, weight: float) -> float:
+    # A score below zero (BM25 over a corpus where every term is common) moves toward zero as
+    # the weight grows, as a positive one moves up: more salient always ranks higher.
+    return score * weight if score >= 0 else score / weight
 
 
 def salience_policy(name: object, source: str = "truss.toml: policy.salience") -> SaliencePolicy:

@@ -143,11 +143,11 @@ class Call:
             mode = str(self.config.get("memory", "scope", "per-agent"))
         return Reader(mode, self.agent(), self.project())
 
-    def salience(self) -> str | None:
-        """``[policy] salience`` from the layered settings, or None: the tip's truss.toml."""
+    def salience(self) -> str:
+        """``[policy] salience`` from the layered settings, else truss.toml alone."""
         if self.session.has_settings_layers():
             return self.settings().salience
-        return None
+        return str(self.config.get("policy", "salience", "off"))
 
     def snapshot(self) -> Snapshot:
         if self._snap is None:
