@@ -32,6 +32,7 @@ from .layers import Layer
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
     from ..scope import Reader
+    from ..settings import Settings
     from ..store import MemoryStore
     from ..tools.registry import Tool
     from .runstart import RunStart
@@ -211,14 +212,25 @@ def _start_pieces(
     return tools, tuple(layers)
 
 
+def run_settings(store: MemoryStore, snap: Snapshot, agent: str | None) -> Settings:
+    """The layered settings at ``snap``; the agent's own layer only where truss.toml has an
+    ``[agents.NAME]`` table (a run's agent need not have one)."""
+    from ..settings import load_settings
+
+    raw = store.config(snap).raw
+    agents = raw.get("agents")
+    layered = agent if isinstance(agents, dict) and agent in agents else None
+    env = {k: v for k, v in store.environ.items() if k != "TRUSS_AGENT"}
+    return load_settings(raw, agent=layered, environ=env)
+
+
 def _instruction(
     store: MemoryStore, snap: Snapshot, agent: str | None, gates: Sequence[str]
 ) -> str:
-    from ..settings import load_settings
     from ..tools.registry import Serving
 
     config = store.config(snap)
-    settings = load_settings(config.raw, agent=agent, environ=store.environ)
+    settings = run_settings(store, snap, agent)
     given = settings.get("context.instruction")
     if given:
         return str(given)
@@ -228,9 +240,8 @@ def _instruction(
 
 def _reader(store: MemoryStore, snap: Snapshot, start: RunStart) -> Reader:
     from ..scope import Reader
-    from ..settings import load_settings
 
-    settings = load_settings(store.config(snap).raw, agent=start.agent, environ=store.environ)
+    settings = run_settings(store, snap, start.agent)
     return Reader(settings.memory_scope, start.agent, start.project)
 
 
@@ -280,7 +291,6 @@ def build_context(
 ) -> Prefix:
     """The prefix of run ``run``; its first call starts the run (``runstart``)."""
     from ..errors import StoreError
-    from ..settings import load_settings
     from ..tools.runs import check_run_id
     from .cursor import encode
     from .layers import check_principal
@@ -310,7 +320,7 @@ def build_context(
     resolve(store.git, encode(start.commit))  # the start commit is still in the history
     tools, system = _start_pieces(store, start)
     reader = _reader(store, snap, start)
-    settings = load_settings(store.config(snap).raw, agent=start.agent, environ=store.environ)
+    settings = run_settings(store, snap, start.agent)
     goals = goal_ledger(store, snap, reader)
     tail = scratch_tail(store, snap, run, int(settings.get("context.scratch_tail")))
     return Prefix(
@@ -330,7 +340,6 @@ def repin(store: MemoryStore, run: str, turn: int) -> dict[str, Any]:
     """``{"repin", "turn", "messages"}``: re-inject the goal ledger when ``turn`` is a positive
     multiple of ``[context] repin_every``; the goal block rides along only then."""
     from ..errors import NotFound
-    from ..settings import load_settings
     from .runstart import load_start
 
     if turn < 0:
@@ -339,7 +348,7 @@ def repin(store: MemoryStore, run: str, turn: int) -> dict[str, Any]:
     if start is None:
         raise NotFound(f"run {run} has not started; run `truss-files context --run {run}` first")
     snap = store.snapshot()
-    settings = load_settings(store.config(snap).raw, agent=start.agent, environ=store.environ)
+    settings = run_settings(store, snap, start.agent)
     every = int(settings.get("context.repin_every"))
     due = turn > 0 and turn % every == 0
     messages: list[dict[str, Any]] = []

@@ -147,9 +147,9 @@ def delta(obj: Ctx, cursor: str, agent: str | None, fmt: str) -> None:
     """
     reader = None
     if agent is not None:
+        from ..context.assemble import run_settings
         from ..scope import Reader
-        from ..settings import settings_for
 
         store = obj.store()
-        reader = Reader(settings_for(store, agent=None).memory_scope, agent)
+        reader = Reader(run_settings(store, store.snapshot(), agent).memory_scope, agent)
     _print(obj.store().delta_since(cursor, reader=reader).to_dict())

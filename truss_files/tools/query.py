@@ -190,6 +190,11 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
                 missing.append(ref)
             continue
         entry = entryfile.parse(snap.read(path) or b"", path)
+        if not flt.reader_sees(entry):
+            # Another agent's note under memory.scope: not even its existence is told.
+            if ref not in missing:
+                missing.append(ref)
+            continue
         if entry.id in seen:
             continue
         seen.add(entry.id)
