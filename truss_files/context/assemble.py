@@ -258,13 +258,30 @@ def goal_ledger(store: MemoryStore, snap: Snapshot, reader: Reader) -> list[Entr
     return sorted(goals, key=lambda e: (e.created, e.id))
 
 
+def run_entries(store: MemoryStore, snap: Snapshot, run: str) -> list[Entry]:
+    """Every entry the run produced (``run:<run>/...``), from the recall index's run map:
+    a few ms at 10k entries where a scan of every file takes ~300 ms."""
+    from ..recall.docs import entry_of
+    from ..recall.engine import Searcher
+    from ..recall.gitread import GitDir
+
+    searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
+    view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
+    out = []
+    for seg, gone in zip(view.segments, view.deleted, strict=True):
+        for docno in seg.runs().get(run, ()):
+            if docno not in gone:
+                out.append(entry_of(seg.record(docno), seg.doc_id(docno)))
+    return out
+
+
 def scratch_tail(store: MemoryStore, snap: Snapshot, run: str, limit: int) -> list[Entry]:
     """The run's own unverified writes and its scratch notes (never a goal), newest last."""
-    from ..tools.dispatch import own_entries, seq_of
+    from ..tools.dispatch import seq_of
 
     notes = [
         e
-        for e in own_entries(snap, run)
+        for e in run_entries(store, snap, run)
         if e.kind is not Kind.GOAL
         and e.trust is not Trust.REJECTED
         and (e.trust is Trust.UNVERIFIED or e.kind is Kind.SCRATCH)
