@@ -330,7 +330,7 @@ def build_context(
         agent=agent,
         project=project,
         gates=gates,
-        instruction=_instruction(store, snap, agent, gates),
+        instruction=lambda: _instruction(store, snap, agent, gates),
     )
     from .cursor import resolve
 

@@ -18,7 +18,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -96,16 +96,17 @@ def start_run(
     agent: str | None,
     project: str | None,
     gates: Sequence[str],
-    instruction: str,
+    instruction: Callable[[], str],
 ) -> tuple[RunStart, bool]:
     """The run's record: made now at ``commit`` (True), or the one already there (False).
 
     Later calls may leave the principal out; naming another one is refused, because the
-    system bytes of a started run do not change."""
+    system bytes of a started run do not change. ``instruction`` is asked only for a new run
+    (it reads the layered settings: a resumed run does not pay for them)."""
     found = load_start(store, run)
     if found is None:
         wanted = RunStart(
-            run, commit, principal, agent, project, tuple(sorted(set(gates))), instruction
+            run, commit, principal, agent, project, tuple(sorted(set(gates))), instruction()
         )
         made = _create(store, run, wanted)
         found = wanted if made else load_start(store, run)
