@@ -68,3 +68,21 @@ def test_no_private_key_is_committed() -> None:
         if path.is_file() and path.stat().st_size < 1_000_000:
             data = path.read_bytes()
             assert b"BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn" not in data, name
+
+
+def test_context_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    script = _block_after("Context for a run")
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"repin": true' in done.stdout and "prefix unchanged" in done.stdout
+    assert '"key": "ci-flakes"' in done.stdout and '"to": "verified"' in done.stdout
+    assert audit(GitStore(tmp_path / "ctx-store")).ok
