@@ -418,3 +418,17 @@ def test_build_context_and_store_context_agree(store: MemoryStore) -> None:
     a = build_context(store, "R1").stable_bytes("openai")
     b = store.context("R1").stable_bytes("openai")
     assert a == b and b"memory_query" in a
+
+
+@pytest.mark.parametrize("turn", ["-1", "abc", "1e3", ""])
+def test_cli_repin_refuses_a_turn_that_is_no_count(store: MemoryStore, turn: str) -> None:
+    store.context("R1")
+    out = _cli(store, "context", "repin", "--run", "R1", "--turn", turn)
+    assert out.exit_code == 2 and "--turn" in out.output
+
+
+def test_cli_context_formats_are_refused_by_name(store: MemoryStore) -> None:
+    out = _cli(store, "context", "--run", "R1", "--format", "yaml")
+    assert out.exit_code == 2 and "yaml" in out.output
+    with pytest.raises(UsageError, match="unknown context format"):
+        store.context("R1").render("yaml")

@@ -345,3 +345,31 @@ def test_scope_never_leaks_another_agents_notes(store: MemoryStore, tmp_path: Pa
     # Agent a still sees its own note: the filter hides, it never removes.
     mine = tool(store, "memory_query", {"query": "vault"}, run="RA", agent="a").payload
     assert [e["id"] for e in mine["entries"]] == [a_id]
+
+
+def test_racing_starts_of_one_run_agree_on_one_start(store: MemoryStore, tmp_path: Path) -> None:
+    """Six processes start the same run at once while a seventh amends identity/self.md: one
+    record wins, and every process prints the same tools and system bytes."""
+    import subprocess
+    import sys
+
+    amend_self(store, "# Self\n\nbefore the race\n")
+    store.context("warm")  # the read gate's audit and the index, out of the race
+    script = Path(sys.executable).parent / "truss-files"
+    env = dict(os.environ, TRUSS_KEY=str(tmp_path / "operator_key"))
+    argv = [str(script), "--store", str(store.git.workdir), "context", "--run", "RACE"]
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        for _ in range(6)
+    ]
+    amend_self(store, "# Self\n\nafter the race started\n")
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    data = [json.loads(out) for out, _ in outs]
+    assert sum(d["new_run"] for d in data) == 1
+    assert len({d["started_at"] for d in data}) == 1
+    assert len({json.dumps([d["tools"], d["system"]]) for d in data}) == 1
+    start = load_start(store, "RACE")
+    assert start is not None and start.commit == data[0]["started_at"]
+    later = store.context("RACE").render("json")
+    assert [later["tools"], later["system"]] == [data[0]["tools"], data[0]["system"]]
