@@ -373,3 +373,18 @@ def test_racing_starts_of_one_run_agree_on_one_start(store: MemoryStore, tmp_pat
     assert start is not None and start.commit == data[0]["started_at"]
     later = store.context("RACE").render("json")
     assert [later["tools"], later["system"]] == [data[0]["tools"], data[0]["system"]]
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [(b"\xff\xfe not text", "not UTF-8"), (b"x" * (256 * 1024 + 1), "at most")],
+)
+def test_a_principal_file_that_is_no_text_or_too_big_is_refused(
+    store: MemoryStore, data: bytes, match: str
+) -> None:
+    message = "truss: set principals/mallory.md\n\n" + trailers(op="principal")
+    store._apply(lambda _s: Plan({"principals/mallory.md": data}, message), {"operator"})
+    with pytest.raises(UsageError, match=match):
+        store.context("R1", principal="mallory")
+    assert load_start(store, "R1") is None  # refused before the run started
+    store.context("R1", principal=None)  # the store itself still serves runs

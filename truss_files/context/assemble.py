@@ -322,6 +322,11 @@ def build_context(
     from ..readgate import gate_snapshot
 
     gate_snapshot(store, snap, Trust.VERIFIED)  # before a run starts on an unaudited commit
+    from .layers import identity_layers
+    from .runstart import load_start
+
+    if load_start(store, run) is None:
+        identity_layers(snap, principal)  # a layer that cannot be read fails before the start
     start, new_run = start_run(
         store,
         run,
