@@ -108,3 +108,10 @@ def test_enterprise_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert answer["status"] == "answered" and answer["evidence"][0]["trust"] == "verified"
     assert "preview URL" in answer["evidence"][0]["body"]
     assert audit(GitStore(tmp_path / "enterprise-memory"), environ={}).ok
+
+
+def test_context_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    done = _run_in_fresh_home(tmp_path, _block_after("Context for a run"), timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert '"repin": true' in done.stdout and "prefix unchanged" in done.stdout
+    assert '"key": "ci-flakes"' in done.stdout and '"to": "verified"' in done.stdout
