@@ -53,7 +53,12 @@ def test_json_prefix_has_the_contract_keys_and_layers_in_cache_order(store: Memo
     core = (store.snapshot().read("identity/core.md") or b"").decode()
     assert data["system"][0]["text"] == core and data["system"][1]["text"] == SELF_V1
     assert data["system"][2]["text"].startswith("# Alice")
-    assert [t["name"] for t in data["tools"]] == ["memory_query", "memory_view", "read_memory"]
+    assert [t["name"] for t in data["tools"]] == [
+        "memory_query",
+        "memory_view",
+        "read_memory",
+        "memory_ask",
+    ]
     assert set(data["tokens"]) >= {"L0", "L1", "L3", "L4"}
     assert data["tokens"]["L0"] > 0 and data["tokens"]["L1"] > 0
     assert data["tokens"]["total"] == sum(v for k, v in data["tokens"].items() if k != "total")
@@ -62,13 +67,14 @@ def test_json_prefix_has_the_contract_keys_and_layers_in_cache_order(store: Memo
 def test_a_missing_layer_is_empty_and_said_so(store: MemoryStore) -> None:
     data = store.context("R1", principal="nobody").render("json")
     by_layer = {b["layer"]: b for b in data["system"]}
-    assert by_layer["L0 self"] == {
-        "layer": "L0 self",
-        "path": "identity/self.md",
+    # init writes both identity templates; a principal nobody wrote is the missing layer.
+    assert not by_layer["L0 self"]["missing"] and by_layer["L0 self"]["text"]
+    assert by_layer["L1 principal"] == {
+        "layer": "L1 principal",
+        "path": "principals/nobody.md",
         "text": "",
         "missing": True,
     }
-    assert by_layer["L1 principal"]["missing"] and by_layer["L1 principal"]["text"] == ""
     assert data["tokens"]["L1"] == 0
     # The API shapes leave an empty block out (an empty text block is refused by the API).
     anthropic = store.context("R1").render("anthropic")
