@@ -144,6 +144,10 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
     assert any(" failed " in line for line in lines)
     assert lines[-1] == SELF_TEMPLATE.splitlines()[-1]
 
+    context = said["Context for a run"]
+    assert '"repin": true' in context and "prefix unchanged" in context
+    assert '"key": "ci-flakes"' in context and '"to": "verified"' in context
+
     replies = [
         json.loads(line) for line in said["Enterprise memory"].splitlines() if line.startswith('{"')
     ]
@@ -151,11 +155,13 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
     assert replies[-1]["evidence"][0]["trust"] == "verified"
     assert "preview URL" in replies[-1]["evidence"][0]["body"]
 
-    for store in ("agent-memory", "agent-identity", "enterprise-memory"):
+    for store in ("agent-memory", "agent-identity", "ctx-store", "enterprise-memory"):
         assert audit(GitStore(home / store), environ={}).ok, store
-    assert not subprocess.run(
-        ["git", "status", "--porcelain"], cwd=home / "agent-memory", capture_output=True, text=True
-    ).stdout.strip(), "a README block left files in the store's work tree"
+    for store in ("agent-memory", "agent-identity", "ctx-store", "enterprise-memory"):
+        left = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=home / store, capture_output=True, text=True
+        ).stdout.strip()
+        assert not left, f"a README block left files in {store}'s work tree: {left}"
 
 
 def test_the_projects_own_store_is_signed_verified_and_audits_clean() -> None:

@@ -190,3 +190,44 @@ def test_eager_write_over_mcp_keeps_the_result_and_tells_stderr(
     run(main)
     assert capsys.readouterr().err.count("eager verification") == 2
     assert {e.trust.value for e in store.list_entries()} == {"verified"}
+
+
+def test_identity_goals_and_context_over_mcp(store: MemoryStore) -> None:
+    from mcp_types import TextResourceContents
+
+    from truss_files.gitstore import Plan
+    from truss_files.store import trailers
+
+    def set_self(text: str) -> None:
+        message = "truss: amend identity/self.md\n\n" + trailers(op="identity")
+        store._apply(lambda _s: Plan({"identity/self.md": text.encode()}, message), {"operator"})
+
+    set_self("# Self\n\nv1\n")
+    goal = store.write("goal", "ship", "Ship the notes.")
+    promote(store, goal.id)
+    hidden = store.write("goal", "nope", "An unverified goal.")
+    session = ToolSession(store, flags=["memory"], run_id="M2")
+
+    async def main() -> None:
+        async with Client(build_server(session)) as client:
+            uris = sorted(str(r.uri) for r in (await client.list_resources()).resources)
+            assert uris == ["truss://goals", "truss://identity/core", "truss://identity/self"]
+            prompt = await client.get_prompt("context", {})
+            texts = [m.content.text for m in prompt.messages]  # type: ignore[union-attr]
+            assert "v1" in texts[0] and "memory_query" in texts[0]
+            assert "Ship the notes." in texts[1] and hidden.id[:12] not in "".join(texts)
+            set_self("# Self\n\nv2\n")  # an amendment mid-run: this run keeps v1
+
+            async def read(uri: str) -> str:
+                [part] = (await client.read_resource(uri)).contents
+                assert isinstance(part, TextResourceContents)
+                return part.text
+
+            assert await read("truss://identity/self") == "# Self\n\nv1\n"
+            assert "# Core identity" in await read("truss://identity/core")
+            goals = await read("truss://goals")
+            assert "Ship the notes." in goals and "unverified" not in goals
+            again = await client.get_prompt("context", {})
+            assert again.messages[0].content.text == texts[0]  # type: ignore[union-attr]
+
+    run(main)

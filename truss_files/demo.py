@@ -2,7 +2,8 @@
 
 Shows the main job — trust-filtered recall over signed memory — on ``memories/`` in this
 repository: what is stored, what a query returns at the default (verified) floor, what only
-appears when the caller widens the floor, and that the history audits clean.
+appears when the caller widens the floor, and that the history audits clean. Then, on a
+scratch store, the prefix a run starts from (``context``) and a delta since its cursor.
 """
 
 from __future__ import annotations
@@ -62,7 +63,55 @@ def main(path: str = ".") -> int:
     print(f"\nAudit: {report.checked} commits from root {report.root[:12]}: {verdict}")
     for violation in report.violations:
         print(f"  {violation}")
+    if report.ok:
+        show_context()
     return 0 if report.ok else 1
+
+
+def show_context() -> None:
+    """A run's prefix and a delta, on a scratch store (the project's own is never written)."""
+    import os
+    import tempfile
+
+    from .initstore import init_store
+    from .signing import Ed25519Signer
+
+    with tempfile.TemporaryDirectory(prefix="truss-demo-") as tmp:
+        signer = Ed25519Signer.generate("demo@example.test")
+        env = {k: v for k, v in os.environ.items() if k not in ("TRUSS_ROOT", "TRUSS_AGENT")}
+        env.update(GIT_COMMITTER_NAME="Demo", GIT_COMMITTER_EMAIL="demo@example.test")
+        init_store(Path(tmp), signer, "demo@example.test", environ=env)
+        demo = MemoryStore(tmp, signer=signer, environ=env)
+
+        def verified(kind: str, key: str, body: str) -> str:
+            entry = demo.write(kind, key, body)
+            demo.promote(entry.id, demo.sign_verdict(entry.id, "PASS", note="demo"))
+            return entry.id
+
+        verified("goal", "release", "Ship 0.2 with the context command documented.")
+        lesson = verified("lesson", "ci-flakes", "Retry the network tests once.")
+        prefix = demo.context("demo-run")
+        data = prefix.render("anthropic")
+        print("\nContext of run demo-run (anthropic format, cache order):")
+        tools = ", ".join(t["name"] for t in data["tools"])
+        print(f"  tools: {tools}  <- cache breakpoint")
+        for block in data["system"]:
+            first = block["text"].strip().splitlines()[0]
+            mark = "  <- cache breakpoint" if "cache_control" in block else ""
+            print(f"  system: {first[:70]}{mark}")
+        for message in data["messages"]:
+            print(_wrap(message["content"][0]["text"]).replace("      ", "  messages: ", 1))
+        print(f"  tokens: {data['tokens']}")
+        print(f"  cursor: {prefix.cursor}")
+
+        demo.demote(lesson, "the retry hid a real race")
+        verified("fact", "db", "Postgres 16 in production.")
+        delta = demo.delta_since(prefix.cursor)
+        print("\nDelta since that cursor (inject this on resume, not the store):")
+        for change in delta.changes:
+            print(f"  {change.kind}/{change.key}: {change.from_ or '(new)'} -> {change.to}")
+        same = demo.context("demo-run").stable_bytes() == prefix.stable_bytes()
+        print(f"  tools + system bytes of demo-run unchanged: {same}")
 
 
 if __name__ == "__main__":

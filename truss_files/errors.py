@@ -6,7 +6,8 @@ with ``raise ... from exc``.
 
     TrussError
     ├── UsageError            bad input from a person or a tool call (exit 1 / code "invalid_input")
-    │   └── NotFound          no entry, commit or key by that name
+    │   ├── NotFound          no entry, commit or key by that name
+    │   └── BadCursor         a context/delta cursor that is garbage, damaged or foreign
     ├── EntryError            an entry file that does not parse or validate (names file + field)
     ├── SignatureError        a signature that does not verify, or a signer without the role
     ├── VerdictError          a verdict that is invalid for the entry it is applied to
@@ -36,6 +37,10 @@ class UsageError(TrussError):
 
 class NotFound(UsageError):
     code = "not_found"
+
+
+class BadCursor(UsageError):
+    code = "bad_cursor"
 
 
 class EntryError(TrussError):

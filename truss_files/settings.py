@@ -33,6 +33,12 @@ Every layer has the same shape::
     scope = "per-agent"              # per-agent | per-project | shared
     [identity]
     policy = "propose"               # locked | propose | self_amend
+    [context]                        # a run's prefix (context/)
+    repin_every = 10                 # re-inject the goal ledger every N turns
+    scratch_tail = 8                 # at most N of the run's own notes in the L4 tail
+    instruction = "..."              # replaces the built-in note on where memory lives
+
+and ``[policy] salience = "off" | "prior"`` (recall/salience.py).
 
 ``identity.policy`` alone is not overridden but tightened: a layer above truss.toml may make
 it stricter (self_amend -> propose -> locked), never looser, because truss.toml's value is
@@ -61,6 +67,7 @@ from .errors import ConfigError, UsageError
 from .model import Kind
 from .panel.panel import Quorum
 from .panel.policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_name
+from .scope import MEMORY_SCOPES
 
 if TYPE_CHECKING:
     from .gitstore import Snapshot
@@ -70,9 +77,9 @@ VERIFICATION_MODES = MODES
 # Kept equal to store.CONFLICT_POLICIES (a test checks); importing store would pull pygit2.
 CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")
 RECALL_MODES = ("exact", "semantic", "hybrid")
-MEMORY_SCOPES = ("per-agent", "per-project", "shared")
 # Strictest first: a layer may move the policy left along this tuple, never right.
 IDENTITY_POLICIES = ("locked", "propose", "self_amend")
+SALIENCE_POLICIES = ("off", "prior")  # kept equal to recall.salience.POLICIES (a test checks)
 REVIEWER_TYPES = ("check", "judge")
 GLOBAL_FILE = "config.toml"
 STORE_SOURCE = "truss.toml"
@@ -88,6 +95,10 @@ DEFAULTS: dict[str, Any] = {
     "recall.mode": "exact",
     "memory.scope": "per-agent",
     "identity.policy": "propose",
+    "policy.salience": "off",
+    "context.repin_every": 10,
+    "context.scratch_tail": 8,
+    "context.instruction": None,
 }
 
 
@@ -142,6 +153,12 @@ def _seconds(value: Any, where: str) -> Any:
     return value
 
 
+def _positive(value: Any, where: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where} must be a positive whole number, got {value!r}")
+    return value
+
+
 def _boolean(value: Any, where: str) -> Any:
     if not isinstance(value, bool):
         raise ConfigError(f"{where} must be true or false, got {value!r}")
@@ -190,7 +207,11 @@ def _kind_name(name: str, where: str, allow_default: bool) -> str:
 
 # section -> key -> validator; the two per-kind tables are handled apart.
 SCHEMA: dict[str, dict[str, Check]] = {
-    "policy": {"verification": _choice(VERIFICATION_MODES), "conflict": _choice(CONFLICT_POLICIES)},
+    "policy": {
+        "verification": _choice(VERIFICATION_MODES),
+        "conflict": _choice(CONFLICT_POLICIES),
+        "salience": _choice(SALIENCE_POLICIES),
+    },
     "panel": {
         "quorum": _quorum,
         "timeout": _seconds,
@@ -201,10 +222,11 @@ SCHEMA: dict[str, dict[str, Check]] = {
     "recall": {"mode": _choice(RECALL_MODES)},
     "memory": {"scope": _choice(MEMORY_SCOPES)},
     "identity": {"policy": _choice(IDENTITY_POLICIES)},
+    "context": {"repin_every": _positive, "scratch_tail": _positive, "instruction": _string},
 }
 PER_KIND = {("policy", "tiered"): _choice(TIER_MODES), ("panel", "reviewers"): _reviewers}
 # Sections of truss.toml that other readers share: their unknown keys are not ours to refuse.
-SHARED_SECTIONS = ("policy", "recall", "memory", "identity")
+SHARED_SECTIONS = ("policy", "recall", "memory", "identity", "context")
 
 
 def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> dict[str, Value]:
@@ -315,6 +337,10 @@ class Settings:
     @property
     def identity_policy(self) -> str:
         return str(self.get("identity.policy"))
+
+    @property
+    def salience(self) -> str:
+        return str(self.get("policy.salience"))
 
     def workdir(self, base: Path | None) -> Path | None:
         """``panel.workdir``, relative to the directory of the file that set it (the store's

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pygit2
 
@@ -45,6 +45,12 @@ from .model import (
 )
 from .panel.verdict import Verdict, check_verdict, sign_verdict
 from .signing import Signer
+
+if TYPE_CHECKING:
+    from .context.assemble import Prefix
+    from .context.delta import Delta
+    from .recall.engine import RecallResult
+    from .scope import Reader
 
 Clock = Callable[[], datetime.datetime]
 CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")
@@ -250,6 +256,92 @@ class MemoryStore:
                 if other.key == entry.key:
                     out.append(other)
         return out
+
+    def query(
+        self,
+        text: str,
+        *,
+        kind: Kind | str | None = None,
+        key: str | None = None,
+        layer: Layer | str | None = None,
+        min_trust: Trust | str = Trust.VERIFIED,
+        limit: int = 10,
+        mode: str | None = None,
+        reader: Reader | None = None,
+    ) -> RecallResult:
+        """Rank entries at or above ``min_trust`` at the branch tip (filter, then BM25 over
+        the candidates, through the recall index and the read gate). ``reader`` applies
+        ``memory.scope`` (``scope.Reader``); None reads every scope, as a reviewer does."""
+        from .recall.engine import search_snapshot
+        from .recall.pipeline import Filter
+
+        snap = self.snapshot()
+        config = self.config(snap)
+        if reader is not None and reader.mode is None:
+            reader = dataclasses.replace(
+                reader, mode=str(config.get("memory", "scope", "per-agent"))
+            )
+        flt = Filter(
+            min_trust=Trust.floor(min_trust),
+            kind=Kind.parse(kind) if isinstance(kind, str) else kind,
+            key=key,
+            layers=None
+            if layer is None
+            else frozenset({Layer.parse(layer) if isinstance(layer, str) else layer}),
+            reader=reader,
+        )
+        salience = str(config.get("policy", "salience", "off"))
+        return search_snapshot(self, snap, text, flt, limit, mode=mode, salience=salience)
+
+    def view(
+        self,
+        refs: Iterable[str],
+        *,
+        min_trust: Trust | str = Trust.VERIFIED,
+        reader: Reader | None = None,
+    ) -> list[Entry]:
+        """The entries named by id (or unique 8+ hex prefix) at or above ``min_trust``, through
+        the read gate; ids below the floor, rejected, out of scope or unknown are left out."""
+        from .readgate import gate_snapshot
+        from .recall.pipeline import Filter
+
+        floor = Trust.floor(min_trust)
+        snap = self.snapshot()
+        capped = gate_snapshot(self, snap, floor)
+        flt = Filter(min_trust=floor, ceiling=Trust.UNVERIFIED if capped else None, reader=reader)
+        out: dict[str, Entry] = {}
+        for ref in refs:
+            try:
+                entry = self.get(ref, snap)
+            except NotFound:
+                continue
+            if flt.admits(entry):
+                out.setdefault(entry.id, entry)
+        return list(out.values())
+
+    def delta_since(self, cursor: str, *, reader: Reader | None = None) -> Delta:
+        """What changed in verified L2 since ``cursor`` (from ``context`` or an earlier
+        delta), with a new cursor; a bad or unknown cursor raises ``BadCursor``."""
+        from .context.delta import delta_since
+
+        return delta_since(self, cursor, reader=reader)
+
+    def context(
+        self,
+        run: str,
+        *,
+        principal: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        gates: Iterable[str] = (),
+    ) -> Prefix:
+        """The prefix of run ``run`` (tools, system, messages, cursor); the first call for a
+        run starts it at the branch tip, and later calls keep its tools and system bytes."""
+        from .context.assemble import build_context
+
+        return build_context(
+            self, run, principal=principal, agent=agent, project=project, gates=tuple(gates)
+        )
 
     # -- writing -------------------------------------------------------------------------
 

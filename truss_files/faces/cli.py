@@ -57,6 +57,10 @@ QUERY_OPTIONS: Final[Mapping[str, tuple[str, ...] | str | None]] = {
     "--limit": "limit",  # an integer 1..1000, digits only
     "--mode": ("exact", "semantic", "hybrid"),
     "--format": ("json", "text"),
+    "--layer": ("task", "member", "role", "team", "enterprise"),
+    "--agent": None,
+    "--project": None,
+    "--scope": ("per-agent", "per-project", "shared"),
 }
 ENVIRONMENT: Final = {"--store": "TRUSS_STORE", "--key": "TRUSS_KEY", "--signer": "TRUSS_SIGNER"}
 
@@ -183,6 +187,10 @@ def run_plain_query(given: dict[str, str], text: str, options: dict[str, str]) -
                 min_trust=options.get("--min-trust", "verified"),
                 limit=int(options.get("--limit", "10")),
                 mode=options.get("--mode"),
+                layer=options.get("--layer"),
+                agent=options.get("--agent"),
+                project=options.get("--project"),
+                scope=options.get("--scope"),
             )
             _emit(fmt, data, render)
         except TrussError as exc:

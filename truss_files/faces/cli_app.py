@@ -55,12 +55,14 @@ class Ctx:
 
     def store(self) -> MemoryStore:
         if self._store is None:
-            from ..keys import load_signer
             from ..store import MemoryStore
 
             path = self.store_path or "."
             store = MemoryStore(path)
             if self.key or self.signer_kind:
+                # Only then: a command that reads never pays for the key code (~50 ms).
+                from ..keys import load_signer
+
                 store._signer = load_signer(
                     self.key, signer=self.signer_kind, repo_dir=store.git.workdir
                 )
@@ -90,8 +92,10 @@ LAZY_COMMANDS: Final = {
     **dict.fromkeys(("verify", "recheck", "config"), "cli_panel"),
     **dict.fromkeys(("tool", "tools", "runs", "mcp"), "cli_tools"),
     **dict.fromkeys(("identity", "principal"), "cli_identity"),
+    **dict.fromkeys(("context", "delta"), "cli_context"),
 }
 COMMAND_MODULES: Final = (
+    "cli_context",
     "cli_identity",
     "cli_panel",
     "cli_read",

@@ -162,6 +162,14 @@ def log(obj: Ctx, entry_id: str, fmt: str | None) -> None:
     help="exact: BM25; semantic: embeddings; hybrid: both, fused by rank "
     "(default: [recall] mode in truss.toml, else exact).",
 )
+@click.option("--layer", type=click.Choice(LAYERS), help="Only entries of this layer.")
+@click.option("--agent", help="Read as this agent under [memory] scope (default: every scope).")
+@click.option("--project", help="Read as an agent of this project under [memory] scope.")
+@click.option(
+    "--scope",
+    type=click.Choice(["per-agent", "per-project", "shared"]),
+    help="The memory scope to read under (default: [memory] scope in truss.toml).",
+)
 @FORMAT_OPTION
 @pass_ctx
 @handled
@@ -173,6 +181,10 @@ def query(
     min_trust: str,
     limit: int,
     mode: str | None,
+    layer: str | None,
+    agent: str | None,
+    project: str | None,
+    scope: str | None,
     fmt: str | None,
 ) -> None:
     """Rank entries at or above a trust floor (BM25 statistics from those entries only).
@@ -184,6 +196,7 @@ def query(
     Example:
       truss-files query "borrow checker await" --kind lesson
       truss-files query "why are builds slow" --mode hybrid
+      truss-files query "release steps" --agent build-bot   # what build-bot may read
     """
     from .query import run_query
 
@@ -195,6 +208,10 @@ def query(
         min_trust=min_trust,
         limit=limit,
         mode=mode,
+        layer=layer,
+        agent=agent,
+        project=project,
+        scope=scope,
     )
     emit(fmt, data, text_of)
 

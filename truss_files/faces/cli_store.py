@@ -38,6 +38,18 @@ def _read_body(body: str) -> str:
     metavar="CMD",
     help="A command whose exit status the panel takes as a vote (repeatable).",
 )
+@click.option(
+    "--agent",
+    envvar="TRUSS_AGENT",
+    help="The agent this note belongs to under [memory] scope (stamped as scope agent=...).",
+)
+@click.option(
+    "--scope",
+    "scope_pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A scope field to stamp, e.g. project=p-3 (repeatable).",
+)
 @click.argument("body")
 @FORMAT_OPTION
 @pass_ctx
@@ -50,6 +62,8 @@ def write(
     source: str | None,
     author: str | None,
     checks: tuple[str, ...],
+    agent: str | None,
+    scope_pairs: tuple[str, ...],
     body: str,
     fmt: str | None,
 ) -> None:
@@ -59,9 +73,12 @@ def write(
     Example:
       truss-files write --kind lesson --key rust-borrow-checker \\
           --source run:R-7f3a/12 "Scope the index guard before any await."
+      truss-files write --kind fact --key db --agent build-bot --scope project=p-3 "PG 16."
     """
     from ..panel.policy import write_entry
+    from ..scope import parse_scope_pairs, stamp
 
+    scope = stamp(parse_scope_pairs(scope_pairs), agent=agent or None)
     # Through the verification policy: when it is eager for this kind, the panel runs now.
     result = write_entry(
         obj.store(),
@@ -69,6 +86,7 @@ def write(
         key_,
         _read_body(body),
         layer=layer,
+        scope=scope,
         produced_by=source,
         author=author,
         checks=checks,

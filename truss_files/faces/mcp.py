@@ -46,11 +46,95 @@ def _import_mcp() -> Any:
 
 
 def build_server(session: ToolSession, name: str = "truss-files") -> MCPServer:
-    """An ``MCPServer`` serving the session's tools (in process: ``mcp.Client(server)``)."""
+    """An ``MCPServer`` serving the session's tools (in process: ``mcp.Client(server)``),
+    identity and the goal ledger as resources, and the run's context as a prompt."""
     server_mod = _import_mcp()
     tools = [_mcp_tool(session, tool) for tool in session.served()]
-    server: MCPServer = server_mod.MCPServer(name=name, instructions=INSTRUCTIONS, tools=tools)
+    # The run the context belongs to: the session's, else one for this server's lifetime.
+    run = session.run_id or new_run_id()
+    server: MCPServer = server_mod.MCPServer(
+        name=name, instructions=INSTRUCTIONS, tools=tools, resources=_resources(session, run)
+    )
+    server.add_prompt(_context_prompt(session, run))
     return server
+
+
+# -- identity, goals and the context (read-only; context/) ----------------------------------
+
+RESOURCES = {
+    "truss://identity/core": ("identity-core", "identity/core.md: mandate, boundaries, safety"),
+    "truss://identity/self": ("identity-self", "identity/self.md: voice and working persona"),
+    "truss://goals": ("goal-ledger", "The verified goals this run may see, oldest first"),
+}
+
+
+def _read_resource(session: ToolSession, run: str, uri: str) -> str:
+    """A resource's text as the run sees it: identity as of the run's start (the tip when the
+    run has not started), goals at the tip -- through the read gate, like the context."""
+    from ..context.assemble import Prefix, goal_ledger, run_settings
+    from ..context.layers import identity_layers
+    from ..context.runstart import load_start
+    from ..model import Trust
+    from ..readgate import gate_snapshot
+    from ..scope import Reader
+
+    store = session.store
+    tip = store.snapshot()
+    gate_snapshot(store, tip, Trust.VERIFIED)
+    start = load_start(store, run)
+    if uri == "truss://goals":
+        agent = start.agent if start is not None else session.agent
+        reader = Reader(run_settings(store, tip, agent).memory_scope, agent)
+        goals = tuple(goal_ledger(store, tip, reader))
+        if start is None:
+            return "\n".join(f"- {g.key} ({g.id[:12]}): {g.body}" for g in goals)
+        return Prefix(start.run, start, False, (), (), goals, (), "", "").goal_text()
+    snap = store.snapshot(start.commit) if start is not None else tip
+    core, self_ = identity_layers(snap, None)
+    return (core if uri.endswith("/core") else self_).text
+
+
+def _resources(session: ToolSession, run: str) -> list[Any]:
+    from mcp.server.mcpserver.resources import FunctionResource
+
+    def reader(uri: str) -> Any:
+        def read() -> str:
+            return _read_resource(session, run, uri)
+
+        return read
+
+    return [
+        FunctionResource.from_function(
+            reader(uri), uri=uri, name=name, description=about, mime_type="text/markdown"
+        )
+        for uri, (name, about) in RESOURCES.items()
+    ]
+
+
+def _context_prompt(session: ToolSession, run: str) -> Any:
+    from mcp.server.mcpserver.prompts import Prompt
+    from mcp.server.mcpserver.prompts.base import UserMessage
+
+    def context(principal: str = "") -> list[Any]:
+        """The run's system text (L0, L1, the memory note) and its pinned goal ledger."""
+        prefix = session.store.context(
+            run,
+            principal=principal or None,
+            agent=session.agent,
+            gates=sorted(session.flags),
+        )
+        system = "\n\n".join(layer.text for layer in prefix.system if layer.text)
+        messages = [UserMessage(system)]
+        if prefix.goals:
+            messages.append(UserMessage(prefix.goal_text()))
+        return messages
+
+    return Prompt.from_function(
+        context,
+        name="context",
+        title="Run context",
+        description="The identity, principal and goal ledger this run starts from.",
+    )
 
 
 def _mcp_tool(session: ToolSession, tool: Tool) -> Any:

@@ -23,15 +23,32 @@ def run_query(
     min_trust: str,
     limit: int,
     mode: str | None,
+    layer: str | None = None,
+    agent: str | None = None,
+    project: str | None = None,
+    scope: str | None = None,
 ) -> tuple[dict[str, Any], Callable[[Any], str]]:
-    """Run the query; return the JSON document and the function that renders it as text."""
-    from ..model import Kind, Trust
+    """Run the query; return the JSON document and the function that renders it as text.
+
+    ``agent``/``project``/``scope`` read as that agent under ``memory.scope`` (``scope``
+    overrides the store's mode); with none of them, a person reads every scope."""
+    from ..model import Kind, Layer, Trust
     from ..recall.engine import search
     from ..recall.pipeline import Filter
+    from ..scope import Reader
     from ..views import entry_text, entry_view
 
     floor = Trust.floor(min_trust)
-    flt = Filter(min_trust=floor, kind=Kind(kind) if kind else None, key=key)
+    reader = None
+    if agent is not None or project is not None or scope is not None:
+        reader = Reader(scope, agent, project)  # mode None: the store's [memory] scope
+    flt = Filter(
+        min_trust=floor,
+        kind=Kind(kind) if kind else None,
+        key=key,
+        layers=frozenset({Layer(layer)}) if layer else None,
+        reader=reader,
+    )
     result = search(store, text, flt, limit, mode=mode)
     hits = result.hits
     data: dict[str, Any] = {

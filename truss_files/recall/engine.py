@@ -44,6 +44,7 @@ from .gitread import GitDir
 from .index import Index, IndexView
 from .lexical import Candidates, Match, candidates, lexical
 from .pipeline import Filter, Hit
+from .salience import DEPTH, salience_policy
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
@@ -150,9 +151,11 @@ class Searcher:
         tree: str | None = None,
         at_tip: bool = True,
         commit: str | None = None,
+        salience: str | None = None,
     ) -> RecallResult:
         """Rank the entries ``flt`` admits; ``at_tip=False`` queries ``tree`` (of ``commit``)
-        instead of the branch tip's ``memories/`` (None: a commit without one).
+        instead of the branch tip's ``memories/`` (None: a commit without one). ``salience``
+        names the SaliencePolicy (``salience.py``); None: ``[policy] salience`` at the tip.
 
         When the history of the commit read fails the audit, a floor above unverified raises
         ``UntrustedHistory``; at unverified, nothing above it is a candidate and ``withheld``
@@ -166,13 +169,21 @@ class Searcher:
         terms = query_terms(text)
         view = self.view(tree, at_tip=at_tip, commit=commit)
         flt = capped(view, flt)
+        if flt.reader is not None and flt.reader.mode is None:
+            scope = view.tip.recall.get("memory.scope") if view.tip is not None else None
+            flt = replace(flt, reader=replace(flt.reader, mode=str(scope or "per-agent")))
         mode = self.mode_of(view, mode)
         cands = self.candidates(view, flt)
+        if salience is None and view.tip is not None:
+            salience = view.tip.recall.get("policy.salience")
+        depth = limit if salience in (None, "off") else max(limit, DEPTH)
         if mode == "exact":
-            ranked = lexical(cands, terms, limit)
+            ranked = lexical(cands, terms, depth)
         else:
-            ranked = self._semantic_or_hybrid(view, cands, text, terms, limit, mode)
+            ranked = self._semantic_or_hybrid(view, cands, text, terms, depth, mode)
         hits = [Hit(self._entry(view, m), m.score) for m in ranked]
+        if salience not in (None, "off"):
+            hits = salience_policy(salience).order(hits, limit)
         return RecallResult(
             mode=mode,
             min_trust=flt.min_trust,
@@ -251,13 +262,14 @@ def search(
     *,
     mode: str | None = None,
     embedder: Embedder | None = None,
+    salience: str | None = None,
 ) -> RecallResult:
     """One query against the store at (or above) ``store``, at its branch tip.
 
     Reads no entry file when the index is current (the warm path imports neither pygit2 nor
     YAML); brings the index up to date first when the branch moved.
     """
-    return Searcher(store, embedder=embedder).query(text, flt, limit, mode=mode)
+    return Searcher(store, embedder=embedder).query(text, flt, limit, mode=mode, salience=salience)
 
 
 def search_snapshot(
@@ -269,6 +281,7 @@ def search_snapshot(
     *,
     mode: str | None = None,
     embedder: Embedder | None = None,
+    salience: str | None = None,
 ) -> RecallResult:
     """A query at the commit of ``snap`` (e.g. a tool call's snapshot), through the index."""
     searcher = Searcher(
@@ -277,7 +290,9 @@ def search_snapshot(
         repo=store.git.repo,
     )
     tree = snap.tree_id("memories")
-    return searcher.query(text, flt, limit, mode=mode, tree=tree, at_tip=False, commit=snap.oid)
+    return searcher.query(
+        text, flt, limit, mode=mode, tree=tree, at_tip=False, commit=snap.oid, salience=salience
+    )
 
 
 def related_snapshot(store: MemoryStore, snap: Snapshot, entries: Sequence[Entry]) -> list[Entry]:

@@ -477,7 +477,16 @@ def _recall_section(data: bytes) -> dict[str, Any]:
     section = raw.get("recall", {})
     if not isinstance(section, dict):
         raise ConfigError('truss.toml: [recall] must be a table, e.g. [recall] mode = "exact"')
-    return {k: v for k, v in section.items() if isinstance(v, str | int | float | bool)}
+    out = {k: v for k, v in section.items() if isinstance(v, str | int | float | bool)}
+    # The salience policy (recall/salience.py) and [memory] scope (scope.py) shape a query
+    # too: kept with [recall] so a query reads them from the same cached head.
+    policy = raw.get("policy", {})
+    if isinstance(policy, dict) and isinstance(policy.get("salience"), str):
+        out["policy.salience"] = policy["salience"]
+    memory = raw.get("memory", {})
+    if isinstance(memory, dict) and isinstance(memory.get("scope"), str):
+        out["memory.scope"] = memory["scope"]
+    return out
 
 
 def _tier(size: int) -> int:

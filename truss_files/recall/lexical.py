@@ -158,11 +158,14 @@ def candidates(view: IndexView, flt: Filter) -> Candidates:
             mask[docno] = 0
         if flt.areas is not None:
             _within_areas(seg, mask, flt.areas, bypass, gone)
-        if flt.scope:
+        if flt.scope or flt.reader is not None:
             wanted = tuple(flt.scope.items())
+            reader = flt.reader
             for docno in [d for d, keep in enumerate(mask) if keep]:
                 scope = dict(seg.record(docno)[5])
-                if any(scope.get(k) != v for k, v in wanted):
+                if any(scope.get(k) != v for k, v in wanted) or (
+                    reader is not None and not reader.sees(scope)
+                ):
                     mask[docno] = 0
         masks.append(mask)
     return Candidates(view, masks)

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..model import Entry, Kind, Layer, Trust
+from ..scope import Reader
 from .bounds import query_terms
 from .docs import MARKER_PREFIX, document_tokens
 
@@ -49,6 +50,8 @@ class Filter:
     ``skip_marked`` leaves out machine markers: entries whose body starts with
     ``<!-- truss:`` (the memory tool's tombstones). ``ceiling``, when set, keeps out every
     entry above it, named or not: the read gate's cap on a history the audit rejects.
+    ``reader``, when set, applies ``memory.scope``: only entries whose scope stamp the
+    reader may see (``scope.Reader``), named or not.
     """
 
     min_trust: Trust = Trust.VERIFIED
@@ -62,6 +65,7 @@ class Filter:
     skip_marked: bool = False
     ceiling: Trust | None = None
     areas: tuple[Area, ...] | None = None
+    reader: Reader | None = None
 
     @property
     def superseded_ok(self) -> bool:
@@ -84,6 +88,8 @@ class Filter:
             return False
         if any(entry.scope.get(k) != v for k, v in self.scope.items()):
             return False
+        if self.reader is not None and not self.reader.sees(entry.scope):
+            return False
         if self.skip_marked and entry.body.startswith(MARKER_PREFIX):
             return False
         if self.areas is not None and not self.in_areas(entry):
@@ -92,6 +98,9 @@ class Filter:
 
     def in_areas(self, entry: Entry) -> bool:
         return any(a.holds(entry.layer, entry.scope) for a in self.areas or ())
+
+    def reader_sees(self, entry: Entry) -> bool:
+        return self.reader is None or self.reader.sees(entry.scope)
 
     def _visible(self, entry: Entry) -> bool:
         if entry.id in self.visible_ids:

@@ -185,7 +185,10 @@ class View:
         from .dispatch import seq_of
 
         best: dict[tuple[Kind, str], tuple[tuple[Any, ...], Entry, bool]] = {}
+        reader = call.reader()  # memory.scope: another agent's notes are no file here
         for entry in entries:
+            if not reader.sees(entry.scope):
+                continue
             own = call.own_unverified(entry)
             if not (own or (entry.trust is Trust.VERIFIED and entry.superseded_by is None)):
                 continue

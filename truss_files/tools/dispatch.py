@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TrussError, UsageError
 from ..model import Entry, Trust
+from ..scope import Reader
 from .context import RunContext
 from .registry import Serving, Tool, UnknownTool
 from .schema import check_input, check_json
@@ -123,6 +124,31 @@ class Call:
             environ=env,
             global_path=user_config_file(env),
         )
+
+    def agent(self) -> str | None:
+        """Who this run writes and reads as: the run context's agent, else ``--agent`` /
+        ``TRUSS_AGENT`` (never a tool's input)."""
+        if self.context is not None and self.context.agent:
+            return self.context.agent
+        return self.session.agent or self.session.environ.get("TRUSS_AGENT") or None
+
+    def project(self) -> str | None:
+        return self.context.project if self.context is not None else None
+
+    def reader(self) -> Reader:
+        """``memory.scope`` as this call reads (``scope.Reader``): from the layered settings
+        when a layer above truss.toml is in play, else truss.toml alone."""
+        if self.session.has_settings_layers():
+            mode = self.settings().memory_scope
+        else:
+            mode = str(self.config.get("memory", "scope", "per-agent"))
+        return Reader(mode, self.agent(), self.project())
+
+    def salience(self) -> str:
+        """``[policy] salience`` from the layered settings, else truss.toml alone."""
+        if self.session.has_settings_layers():
+            return self.settings().salience
+        return str(self.config.get("policy", "salience", "off"))
 
     def snapshot(self) -> Snapshot:
         if self._snap is None:

@@ -105,12 +105,15 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     tombstones left out — then ranking in the recall mode of the settings."""
     from ..recall.engine import search, search_snapshot
 
-    flt = dataclasses.replace(flt, visible_run=call.run_id, skip_marked=True)
+    flt = dataclasses.replace(flt, visible_run=call.run_id, skip_marked=True, reader=call.reader())
     mode = recall_mode(call)
+    salience = call.salience()
     if call.store_open:
-        return search_snapshot(call.store, call.snapshot(), text, flt, limit, mode=mode)
+        return search_snapshot(
+            call.store, call.snapshot(), text, flt, limit, mode=mode, salience=salience
+        )
     # A cold read: the index at the branch tip, without opening the store (no pygit2).
-    return search(call.path, text, flt, limit, mode=mode)
+    return search(call.path, text, flt, limit, mode=mode, salience=salience)
 
 
 def _conflicts(returned: list[Entry], related: list[Entry]) -> list[dict[str, Any]]:
@@ -169,7 +172,9 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     from ..readgate import gate_snapshot
 
     withheld = gate_snapshot(call.store, snap, floor)
-    flt = Filter(min_trust=floor, ceiling=Trust.UNVERIFIED if withheld else None)
+    flt = Filter(
+        min_trust=floor, ceiling=Trust.UNVERIFIED if withheld else None, reader=call.reader()
+    )
     entries: list[dict[str, Any]] = []
     shown: list[Entry] = []
     filtered: list[str] = []
@@ -185,10 +190,15 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
                 missing.append(ref)
             continue
         entry = entryfile.parse(snap.read(path) or b"", path)
+        if not flt.reader_sees(entry):
+            # Another agent's note under memory.scope: not even its existence is told.
+            if ref not in missing:
+                missing.append(ref)
+            continue
         if entry.id in seen:
             continue
         seen.add(entry.id)
-        if flt.admits(entry) or call.own_unverified(entry):
+        if flt.admits(entry) or (call.own_unverified(entry) and flt.reader_sees(entry)):
             entries.append(entry_view(entry))
             shown.append(entry)
         else:

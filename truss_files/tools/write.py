@@ -58,10 +58,14 @@ def new_entry(call: Call, kind: Kind, key: str, body: str, *, tombstone: bool = 
     if body_size(text) > MAX_BODY:
         raise UsageError(f"the text is {body_size(text)} bytes; the limit is {MAX_BODY}")
     store = call.store
+    from ..scope import stamp
+
     return Entry(
         kind=kind,
         key=key,
         body=text,
+        # Who wrote it, for memory.scope: from the run, never from the tool's input.
+        scope=stamp(None, agent=call.agent(), project=call.project()),
         author=f"agent:{store.principal()}",
         created=store._now(),
         provenance=Provenance(produced_by=call.ledger_ref()),

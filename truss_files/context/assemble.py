@@ -1,0 +1,382 @@
+"""A run's prefix, in cache order: tools, then system, then messages, with a cursor.
+
+    tools      the served tool definitions, in the registry's stable order
+    system     L0 core, L0 self, L1 principal, then a short note on where memory lives
+    messages   L3: the verified goal entries the run may see, pinned; L4: the run's own
+               unverified writes and scratch notes, a bounded tail
+
+Cache breakpoints (``cache_control: {"type": "ephemeral"}``, the Messages API's) go on the
+last tool and the last system block, so a provider caches everything above the goal ledger.
+Tools and system are built from the commit the run started at (``runstart``): their bytes do
+not change within a run, whatever memory does. L2 is never pushed here: the model pulls it
+through the tools. A goal reaches the messages only verified, through the read gate; the
+run's own unverified goal is not a goal (nor part of the tail).
+
+Formats: ``json`` (everything, with layer names and token estimates), ``anthropic`` (the
+Messages API's ``tools``/``system``/``messages`` params) and ``openai`` (Chat Completions:
+tools as functions, the system text as the first message). Each also carries ``cursor`` and
+``tokens``; pass the other keys to the API.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import UsageError
+from ..model import Entry, Kind, Trust
+from .layers import Layer
+
+if TYPE_CHECKING:
+    from ..gitstore import Snapshot
+    from ..scope import Reader
+    from ..settings import Settings
+    from ..store import MemoryStore
+    from ..tools.registry import Tool
+    from .runstart import RunStart
+
+__all__ = ["FORMATS", "Prefix", "build_context", "default_instruction", "repin"]
+
+FORMATS: Final = ("json", "anthropic", "openai")
+EPHEMERAL: Final = {"type": "ephemeral"}
+TAIL_CHARS: Final = 8000  # the L4 tail's text budget, whatever scratch_tail allows
+NOTE_CHARS: Final = 1200  # one note's share of it
+
+GOALS_HEAD = "Goal ledger (pinned; verified goals, oldest first):"
+TAIL_HEAD = "Working notes of this run (unverified unless marked verified; newest last):"
+
+
+def default_instruction(tool_names: Sequence[str]) -> str:
+    """What the system says about memory when ``[context] instruction`` does not."""
+    reads = [n for n in tool_names if n in ("memory_query", "memory_view", "read_memory")]
+    writes = [n for n in tool_names if n in ("memory", "write_memory")]
+    how = f" through the tools {', '.join(reads)}" if reads else ""
+    text = (
+        "Durable memory lives outside this prompt, in a reviewed store you reach"
+        f"{how}. It is not loaded here: consult it before you settle something earlier "
+        "work may already have settled, and cite entries by id. Entries are verified unless "
+        "marked otherwise."
+    )
+    if writes:
+        text += (
+            f" To remember something, use {' or '.join(writes)}: one lesson per entry, a "
+            "one-line summary first, then the detail. What you write stays unverified until a "
+            "review panel verifies it."
+        )
+    return text
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token: a budget, not a tokenizer."""
+    return (len(text) + 3) // 4
+
+
+@dataclass(frozen=True)
+class Prefix:
+    run: str
+    start: RunStart
+    new_run: bool
+    tools: tuple[Tool, ...]
+    system: tuple[Layer, ...]
+    goals: tuple[Entry, ...]
+    tail: tuple[Entry, ...]
+    commit: str  # the tip the messages were read at
+    cursor: str
+
+    # -- the pieces ----------------------------------------------------------------------
+
+    def tool_defs(self, fmt: str) -> list[dict[str, Any]]:
+        from ..tools.schema import export
+
+        return export(self.tools, "openai" if fmt == "openai" else "anthropic")
+
+    def goal_text(self) -> str:
+        if not self.goals:
+            return ""
+        lines = [GOALS_HEAD]
+        for goal in self.goals:
+            lines.append(f"- {goal.key} ({goal.id[:12]}): " + goal.body.replace("\n", "\n  "))
+        return "\n".join(lines)
+
+    def tail_text(self) -> str:
+        if not self.tail:
+            return ""
+        lines = [TAIL_HEAD]
+        for note in self.tail:
+            body = note.body if len(note.body) <= NOTE_CHARS else note.body[:NOTE_CHARS] + " [...]"
+            lines.append(
+                f"- [{note.trust.value}] {note.kind.value}/{note.key} ({note.id[:12]}): "
+                + body.replace("\n", "\n  ")
+            )
+        return "\n".join(lines)
+
+    def tokens(self) -> dict[str, int]:
+        by_name = {layer.name: estimate_tokens(layer.text) for layer in self.system}
+        tools = estimate_tokens(json.dumps(self.tool_defs("anthropic"), sort_keys=True))
+        counts = {
+            "tools": tools,
+            "L0": by_name.get("L0 core", 0) + by_name.get("L0 self", 0),
+            "L1": by_name.get("L1 principal", 0),
+            "instruction": by_name.get("memory", 0),
+            "L3": estimate_tokens(self.goal_text()),
+            "L4": estimate_tokens(self.tail_text()),
+        }
+        counts["total"] = sum(counts.values())
+        return counts
+
+    # -- rendered ------------------------------------------------------------------------
+
+    def render(self, fmt: str = "json") -> dict[str, Any]:
+        if fmt not in FORMATS:
+            raise UsageError(f"unknown context format '{fmt}'; use one of: {', '.join(FORMATS)}")
+        present = [layer for layer in self.system if layer.text]
+        texts = [
+            (text, label)
+            for text, label in ((self.goal_text(), "L3"), (self.tail_text(), "L4"))
+            if text
+        ]
+        tools = self.tool_defs(fmt)
+        out: dict[str, Any]
+        if fmt == "json":
+            out = {
+                "run": self.run,
+                "started_at": self.start.commit,
+                "new_run": self.new_run,
+                "tools": tools,
+                "system": [
+                    {"layer": x.name, "path": x.path, "text": x.text, "missing": x.missing}
+                    for x in self.system
+                ],
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "text", "text": text}],
+                        "layer": label,
+                        "pinned": label == "L3",
+                        "ids": [e.id for e in (self.goals if label == "L3" else self.tail)],
+                    }
+                    for text, label in texts
+                ],
+                "breakpoints": ["tools", "system"],
+            }
+        elif fmt == "anthropic":
+            if tools:
+                tools[-1] = {**tools[-1], "cache_control": dict(EPHEMERAL)}
+            system: list[dict[str, Any]] = [{"type": "text", "text": x.text} for x in present]
+            if system:
+                system[-1]["cache_control"] = dict(EPHEMERAL)
+            out = {
+                "tools": tools,
+                "system": system,
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": text}]}
+                    for text, _ in texts
+                ],
+            }
+        else:
+            messages: list[dict[str, Any]] = []
+            if present:
+                joined = "\n\n".join(x.text for x in present)
+                messages.append({"role": "system", "content": joined})
+            messages.extend({"role": "user", "content": text} for text, _ in texts)
+            out = {"tools": tools, "messages": messages}
+        out["cursor"] = self.cursor
+        out["tokens"] = self.tokens()
+        return out
+
+    def stable_bytes(self, fmt: str = "anthropic") -> bytes:
+        """The bytes above the goal ledger, as sent: what must not change within a run."""
+        data = self.render(fmt)
+        head = {k: data[k] for k in ("tools", "system") if k in data}
+        if fmt == "openai":
+            head["system"] = [m for m in data["messages"] if m["role"] == "system"]
+        return json.dumps(head, sort_keys=True, ensure_ascii=False).encode()
+
+
+# -- building ----------------------------------------------------------------------------
+
+
+def _start_pieces(
+    store: MemoryStore, start: RunStart
+) -> tuple[tuple[Tool, ...], tuple[Layer, ...]]:
+    """Tools and system as of the run's start commit."""
+    from ..tools.registry import Serving
+    from .layers import identity_layers
+
+    snap = store.snapshot(start.commit)
+    tools = tuple(Serving.resolve(store.config(snap), start.gates).served())
+    layers = identity_layers(snap, start.principal)
+    layers.append(Layer("memory", None, start.instruction))
+    return tools, tuple(layers)
+
+
+def run_settings(store: MemoryStore, snap: Snapshot, agent: str | None) -> Settings:
+    """The layered settings at ``snap``; the agent's own layer only where truss.toml has an
+    ``[agents.NAME]`` table (a run's agent need not have one)."""
+    from ..settings import load_settings
+
+    raw = store.config(snap).raw
+    agents = raw.get("agents")
+    layered = agent if isinstance(agents, dict) and agent in agents else None
+    env = {k: v for k, v in store.environ.items() if k != "TRUSS_AGENT"}
+    return load_settings(raw, agent=layered, environ=env)
+
+
+def _instruction(
+    store: MemoryStore, snap: Snapshot, agent: str | None, gates: Sequence[str]
+) -> str:
+    from ..tools.registry import Serving
+
+    config = store.config(snap)
+    settings = run_settings(store, snap, agent)
+    given = settings.get("context.instruction")
+    if given:
+        return str(given)
+    names = [t.provider_name for t in Serving.resolve(config, gates).served()]
+    return default_instruction(names)
+
+
+def _reader(store: MemoryStore, snap: Snapshot, start: RunStart) -> Reader:
+    from ..scope import Reader
+
+    settings = run_settings(store, snap, start.agent)
+    return Reader(settings.memory_scope, start.agent, start.project)
+
+
+def goal_ledger(store: MemoryStore, snap: Snapshot, reader: Reader) -> list[Entry]:
+    """Verified, live goals the reader may see, oldest first; through the read gate."""
+    from ..readgate import gate_snapshot
+
+    gate_snapshot(store, snap, Trust.VERIFIED)  # a history that fails the audit: refused
+    goals = [
+        e
+        for e in store.iter_entries(snap, Kind.GOAL)
+        if e.trust is Trust.VERIFIED and e.superseded_by is None and reader.sees(e.scope)
+    ]
+    return sorted(goals, key=lambda e: (e.created, e.id))
+
+
+def run_entries(store: MemoryStore, snap: Snapshot, run: str) -> list[Entry]:
+    """Every entry the run produced (``run:<run>/...``), from the recall index's run map:
+    a few ms at 10k entries where a scan of every file takes ~300 ms."""
+    from ..recall.docs import entry_of
+    from ..recall.engine import Searcher
+    from ..recall.gitread import GitDir
+
+    searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
+    view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
+    out = []
+    for seg, gone in zip(view.segments, view.deleted, strict=True):
+        for docno in seg.runs().get(run, ()):
+            if docno not in gone:
+                out.append(entry_of(seg.record(docno), seg.doc_id(docno)))
+    return out
+
+
+def scratch_tail(store: MemoryStore, snap: Snapshot, run: str, limit: int) -> list[Entry]:
+    """The run's own unverified writes and its scratch notes (never a goal), newest last."""
+    from ..tools.dispatch import seq_of
+
+    notes = [
+        e
+        for e in run_entries(store, snap, run)
+        if e.kind is not Kind.GOAL
+        and e.trust is not Trust.REJECTED
+        and (e.trust is Trust.UNVERIFIED or e.kind is Kind.SCRATCH)
+    ]
+    notes.sort(key=lambda e: (seq_of(e, run), e.created, e.id))
+    kept: list[Entry] = []
+    used = 0
+    for note in reversed(notes[-limit:]):
+        used += min(len(note.body), NOTE_CHARS)
+        if used > TAIL_CHARS and kept:
+            break
+        kept.append(note)
+    return kept[::-1]
+
+
+def build_context(
+    store: MemoryStore,
+    run: str,
+    *,
+    principal: str | None = None,
+    agent: str | None = None,
+    project: str | None = None,
+    gates: Sequence[str] = (),
+) -> Prefix:
+    """The prefix of run ``run``; its first call starts the run (``runstart``)."""
+    from ..errors import StoreError
+    from ..tools.runs import check_run_id
+    from .cursor import encode
+    from .layers import check_principal
+    from .runstart import start_run
+
+    check_run_id(run)
+    if principal is not None:
+        check_principal(principal)
+    snap = store.snapshot()
+    if snap.oid is None:
+        raise StoreError("the store's branch has no commits; run `truss-files init` first")
+    from ..readgate import gate_snapshot
+
+    gate_snapshot(store, snap, Trust.VERIFIED)  # before a run starts on an unaudited commit
+    from .layers import identity_layers
+    from .runstart import load_start
+
+    if load_start(store, run) is None:
+        identity_layers(snap, principal)  # a layer that cannot be read fails before the start
+    start, new_run = start_run(
+        store,
+        run,
+        snap.oid,
+        principal=principal,
+        agent=agent,
+        project=project,
+        gates=gates,
+        instruction=lambda: _instruction(store, snap, agent, gates),
+    )
+    from .cursor import resolve
+
+    resolve(store.git, encode(start.commit))  # the start commit is still in the history
+    tools, system = _start_pieces(store, start)
+    reader = _reader(store, snap, start)
+    settings = run_settings(store, snap, start.agent)
+    goals = goal_ledger(store, snap, reader)
+    tail = scratch_tail(store, snap, run, int(settings.get("context.scratch_tail")))
+    return Prefix(
+        run,
+        start,
+        new_run,
+        tools,
+        system,
+        tuple(goals),
+        tuple(tail),
+        snap.oid,
+        encode(snap.oid),
+    )
+
+
+def repin(store: MemoryStore, run: str, turn: int) -> dict[str, Any]:
+    """``{"repin", "turn", "messages"}``: re-inject the goal ledger when ``turn`` is a positive
+    multiple of ``[context] repin_every``; the goal block rides along only then."""
+    from ..errors import NotFound
+    from .runstart import load_start
+
+    if turn < 0:
+        raise UsageError(f"turn must be 0 or more, got {turn}")
+    start = load_start(store, run)
+    if start is None:
+        raise NotFound(f"run {run} has not started; run `truss-files context --run {run}` first")
+    snap = store.snapshot()
+    settings = run_settings(store, snap, start.agent)
+    every = int(settings.get("context.repin_every"))
+    due = turn > 0 and turn % every == 0
+    messages: list[dict[str, Any]] = []
+    if due:
+        goals = goal_ledger(store, snap, _reader(store, snap, start))
+        if goals:
+            text = Prefix(run, start, False, (), (), tuple(goals), (), "", "").goal_text()
+            messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+    return {"repin": due, "turn": turn, "every": every, "messages": messages}

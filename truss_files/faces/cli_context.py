@@ -1,0 +1,155 @@
+"""Commands that hand a run its context: ``context`` (and ``context repin``) and ``delta``.
+
+Every output is JSON (``--format json|anthropic|openai`` picks the shapes inside); so is every
+error: ``{"error": {"code", "message"}}`` on stdout, exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ..errors import TrussError
+from .cli import Ctx, cli, pass_ctx
+from .output import fail
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _json_errors(func: F) -> F:
+    """As ``cli.handled``, but a library error is always the JSON error object."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except TrussError as exc:
+            fail(exc, "json")
+            sys.exit(1)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception:  # noqa: BLE001 - the last line of defence
+            traceback.print_exc()
+            click.echo("error: an unexpected bug; please report the trace above", err=True)
+            sys.exit(3)
+
+    wrapper.__name__ = func.__name__
+    wrapper.__doc__ = func.__doc__
+    return wrapper  # type: ignore[return-value]
+
+
+def _print(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _who(agent: str | None, run_context: str | None) -> tuple[str | None, str | None]:
+    """The run's agent and project: --agent, else the run context (file or environment)."""
+    from ..tools.context import load_run_context
+
+    found = load_run_context(run_context)
+    project = found.project if found is not None else None
+    if agent is None and found is not None:
+        agent = found.agent
+    return agent, project
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--run", "run_id", metavar="RUN", help="The run whose prefix to print.")
+@click.option("--principal", metavar="P", help="Whom the run serves: principals/<P>.md is L1.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "anthropic", "openai"]),
+    default="json",
+    show_default=True,
+    help="json: every layer named, with token estimates; anthropic / openai: API shapes.",
+)
+@click.option("--agent", envvar="TRUSS_AGENT", help="The agent the run reads as (memory.scope).")
+@click.option(
+    "--run-context",
+    "run_context",
+    metavar="FILE",
+    help="JSON file with the run's agent and project (or TRUSS_RUN_CONTEXT).",
+)
+@click.option("--memory-tools", is_flag=True, help="Offer the read tools, as [tools] memory.")
+@click.option("--memory-tool", is_flag=True, help="Offer the write binding, as memory_write.")
+@click.pass_context
+@_json_errors
+def context(
+    click_ctx: click.Context,
+    run_id: str | None,
+    principal: str | None,
+    fmt: str,
+    agent: str | None,
+    run_context: str | None,
+    memory_tools: bool,
+    memory_tool: bool,
+) -> None:
+    """Print a run's prefix in cache order: tools, system (L0, L1), messages (L3, L4).
+
+    The first `context` for a run starts it: tools and system come from that commit for the
+    rest of the run (an identity amendment takes effect at the next run). Cache breakpoints
+    sit after the tools and after the system block. Prints a cursor for `delta --since`.
+
+    \b
+    Examples:
+      truss-files context --run R-7f3a --principal alice --format anthropic
+      truss-files context repin --run R-7f3a --turn 20
+    """
+    if click_ctx.invoked_subcommand is not None:
+        return
+    if run_id is None:
+        raise click.UsageError("give --run RUN (or a subcommand: repin)")
+    obj: Ctx = click_ctx.find_object(Ctx)  # type: ignore[assignment]
+    agent, project = _who(agent, run_context)
+    gates = [g for g, on in (("memory", memory_tools), ("memory_write", memory_tool)) if on]
+    prefix = obj.store().context(
+        run_id, principal=principal, agent=agent, project=project, gates=gates
+    )
+    _print(prefix.render(fmt))
+
+
+@context.command("repin")
+@click.option("--run", "run_id", required=True, metavar="RUN", help="A started run.")
+@click.option("--turn", required=True, type=click.IntRange(0), help="The run's turn number.")
+@click.option("--format", "fmt", type=click.Choice(["json"]), default="json", hidden=True)
+@pass_ctx
+@_json_errors
+def context_repin(obj: Ctx, run_id: str, turn: int, fmt: str) -> None:
+    """Say whether to re-inject the goal ledger at turn T ([context] repin_every), with it.
+
+    \b
+    Example:
+      truss-files context repin --run R-7f3a --turn 10
+    """
+    from ..context.assemble import repin
+
+    _print(repin(obj.store(), run_id, turn))
+
+
+@cli.command()
+@click.option("--since", "cursor", required=True, metavar="CURSOR", help="A printed cursor.")
+@click.option("--agent", envvar="TRUSS_AGENT", help="Only what this agent may read.")
+@click.option("--format", "fmt", type=click.Choice(["json"]), default="json", hidden=True)
+@pass_ctx
+@_json_errors
+def delta(obj: Ctx, cursor: str, agent: str | None, fmt: str) -> None:
+    """What changed in verified memory since CURSOR: newly verified, stale, superseded or
+    rejected entries, with a new cursor. Inject this on resume, not the store.
+
+    \b
+    Example:
+      truss-files delta --since "$CURSOR"
+    """
+    reader = None
+    if agent is not None:
+        from ..context.assemble import run_settings
+        from ..scope import Reader
+
+        store = obj.store()
+        reader = Reader(run_settings(store, store.snapshot(), agent).memory_scope, agent)
+    _print(obj.store().delta_since(cursor, reader=reader).to_dict())
