@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python -m truss_files.demo
+	@echo
+	@echo "truss-files is installed in $(VENV). Put it on your PATH in this shell with:"
+	@echo "    . $(VENV)/bin/activate"
 
 lint: $(STAMP)
 	$(BIN)/ruff check truss_files tests benchmarks

@@ -137,8 +137,15 @@ class GitStore:
     LOCK_WAIT = 30.0  # seconds a writer waits for another local writer before racing it
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        # `~` too: `.mcp.json` args and Python callers get no shell to expand it.
+        path = os.path.expanduser(os.fspath(path))
+        if not os.path.exists(path):
+            raise StoreError(
+                f"{path} does not exist; run `truss-files init {path}` to make a store there, "
+                "or pass --store with the path of an existing one"
+            )
         try:
-            found = pygit2.discover_repository(str(path))
+            found = pygit2.discover_repository(path)
         except pygit2.GitError as exc:
             raise StoreError(f"{path}: cannot read a git repository here ({exc})") from exc
         if found is None:

@@ -93,7 +93,7 @@ def init_store(
     *,
     environ: Mapping[str, str] | None = None,
 ) -> InitResult:
-    target = Path(path)
+    target = Path(path).expanduser()
     if not is_repo_top(target):
         # Like `git init DIR`: a folder that is not itself a repository gets its own.
         target.mkdir(parents=True, exist_ok=True)

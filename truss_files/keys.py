@@ -81,11 +81,12 @@ def load_signer(
     kind = signer or env.get("TRUSS_SIGNER", "builtin")
     if kind == "ssh-keygen":
         if key:
-            return SshKeygenSigner(Path(key))
+            return SshKeygenSigner(Path(key).expanduser())
         return SshKeygenSigner.from_git_config(repo_dir)
     if kind != "builtin":
         raise UsageError(f"unknown signer '{kind}'; use builtin or ssh-keygen")
-    path = Path(key) if key else Path(env["TRUSS_KEY"]) if env.get("TRUSS_KEY") else None
+    raw = key or env.get("TRUSS_KEY")
+    path = Path(raw).expanduser() if raw else None
     if path is None:
         path = keys_dir(env) / DEFAULT_NAME
         if not path.exists():

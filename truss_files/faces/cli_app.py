@@ -13,6 +13,7 @@ Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import traceback
 from collections.abc import Callable, MutableMapping
@@ -39,9 +40,18 @@ LAYERS = [layer.value for layer in Layer]
 class Ctx:
     def __init__(self, store: str | None, key: str | None, signer: str | None) -> None:
         self.store_path = store
-        self.key = key
+        self.key = os.path.expanduser(key) if key else key
         self.signer_kind = signer
         self._store: MemoryStore | None = None
+
+    @property
+    def store_path(self) -> str | None:
+        return self._store_path
+
+    @store_path.setter
+    def store_path(self, value: str | None) -> None:
+        # `--store '~/m'` and TRUSS_STORE=~/m reach us unexpanded (quoted, or no shell at all).
+        self._store_path = os.path.expanduser(value) if value else value
 
     def store(self) -> MemoryStore:
         if self._store is None:

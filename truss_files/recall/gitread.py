@@ -78,7 +78,7 @@ class GitDir:
     @classmethod
     def discover(cls, start: str | os.PathLike[str]) -> GitDir:
         """The git directory at or above ``start``, as ``pygit2.discover_repository`` finds it."""
-        here = os.path.abspath(start)
+        here = os.path.abspath(os.path.expanduser(os.fspath(start)))
         folder = here
         while True:
             dot = os.path.join(folder, ".git")

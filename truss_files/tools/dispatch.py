@@ -245,12 +245,12 @@ class ToolSession:
         self._store: MemoryStore | None = None
         self._open: Callable[[], MemoryStore] | None = None
         if isinstance(store, str | os.PathLike):
-            where = store
+            where = os.path.expanduser(os.fspath(store))
             self._open = lambda: _open_store(where)
-            self.path = os.fspath(store)
+            self.path = where
         elif callable(store) and not hasattr(store, "git"):
             self._open = store
-            self.path = os.fspath(path or ".")
+            self.path = os.path.expanduser(os.fspath(path or "."))
         else:
             opened: MemoryStore = store  # type: ignore[assignment]
             self._store = opened
