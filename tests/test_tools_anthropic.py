@@ -87,7 +87,7 @@ def test_sdk_tool_runner_dispatches_to_the_store(store: MemoryStore) -> None:
                 [
                     use(4, command="view", path="/memories/lessons/ci.md", view_range=[1, -1]),
                     use(5, command="view", path="/memories/../etc/passwd"),
-                    use(6, command="delete", path="/memories/decisions/db.md"),
+                    use(6, command="delete", path="/memories/decision/db.md"),
                     use(
                         7,
                         command="rename",
@@ -127,7 +127,7 @@ def test_sdk_tool_runner_dispatches_to_the_store(store: MemoryStore) -> None:
     bad = results["toolu_5"]
     assert bad["is_error"] is True
     assert bad["content"] == "Path /memories/../etc/passwd would escape /memories directory"
-    assert results["toolu_6"]["content"] == "Successfully deleted /memories/decisions/db.md"
+    assert results["toolu_6"]["content"] == "Successfully deleted /memories/decision/db.md"
     assert results["toolu_7"]["content"] == (
         "Successfully renamed /memories/lessons/ci.md to /memories/playbooks/ci.md"
     )

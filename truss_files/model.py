@@ -277,6 +277,11 @@ MAX_BODY = 64 * 1024
 MAX_ENTRY_BYTES = MAX_BODY + 192 * 1024
 
 
+# A body that starts with this is a deletion (a tombstone), written by the memory tool's
+# delete and rename: once verified it hides the older entries of its kind and key.
+TOMBSTONE_MARK = "<!-- truss:tombstone -->"
+
+
 def body_size(body: str) -> int:
     """The size the body limit counts: UTF-8 bytes."""
     return len(body.encode("utf-8", "surrogatepass"))

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..errors import ConfigError, UntrustedHistory, UsageError
 from ..model import Entry, Trust
 from .bounds import query_terms
-from .docs import SUPERSEDED, TRUST_CODE, entry_of
+from .docs import MARKED, SUPERSEDED, TRUST_CODE, entry_of
 from .gitread import GitDir
 from .index import Index, IndexView
 from .lexical import Candidates, Match, candidates, lexical
@@ -56,6 +56,7 @@ __all__ = [
     "Searcher",
     "capped",
     "related_snapshot",
+    "run_deleted",
     "search",
     "search_snapshot",
 ]
@@ -63,6 +64,7 @@ __all__ = [
 RECALL_MODES: Final = ("exact", "semantic", "hybrid")
 FUSION_DEPTH: Final = 100  # each ranking contributes its top 100 to a hybrid fusion
 _VERIFIED: Final = TRUST_CODE[Trust.VERIFIED]
+_UNVERIFIED: Final = TRUST_CODE[Trust.UNVERIFIED]
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,10 @@ class Searcher:
         terms = query_terms(text)
         view = self.view(tree, at_tip=at_tip, commit=commit)
         flt = capped(view, flt)
+        if flt.run_deletes and flt.visible_run is not None:
+            hidden = run_deleted(view, flt.visible_run)
+            if hidden:
+                flt = replace(flt, hidden_ids=flt.hidden_ids | hidden)
         mode = self.mode_of(view, mode)
         cands = self.candidates(view, flt)
         if mode == "exact":
@@ -231,6 +237,42 @@ class Searcher:
                     held = view.segments[number]
                     out[(number, docno)] = entry_of(held.record(docno), held.doc_id(docno))
         return list(out.values())
+
+
+def run_deleted(view: IndexView, run_id: str) -> frozenset[str]:
+    """Ids of the entries a run has deleted for itself: for each of its own unverified
+    tombstones, the entries of the same kind and key written before it (by ``created``, then
+    by the run's own call order). Others keep seeing them until the tombstone is verified;
+    the run sees what the memory tool's view shows it. Read from the index: the run's own
+    documents, then the (kind, key) groups of its tombstones."""
+    from ..model import TOMBSTONE_MARK
+
+    prefix = f"run:{run_id}/"
+
+    def order(record: tuple[Any, ...]) -> tuple[str, int]:
+        produced = record[9] or ""
+        tail = produced[len(prefix) :] if produced.startswith(prefix) else ""
+        return record[7], int(tail) if tail.isdigit() else 0
+
+    stones: dict[tuple[str, str], tuple[str, int]] = {}
+    for seg, gone in zip(view.segments, view.deleted, strict=True):
+        cls = seg.cls
+        for docno in seg.runs().get(run_id, ()):
+            if docno in gone or cls[docno] & 3 != _UNVERIFIED or not cls[docno] & MARKED:
+                continue
+            record = seg.record(docno)
+            if not str(record[2]).startswith(TOMBSTONE_MARK):
+                continue
+            slot = (record[0], record[1])
+            stones[slot] = max(stones.get(slot, ("", 0)), order(record))
+    hidden: set[str] = set()
+    for (kind, key), when in stones.items():
+        for seg, gone in zip(view.segments, view.deleted, strict=True):
+            for docno in seg.group(kind, key):
+                live = docno not in gone and not seg.cls[docno] & MARKED
+                if live and order(seg.record(docno)) < when:
+                    hidden.add(seg.doc_id(docno))
+    return frozenset(hidden)
 
 
 def capped(view: IndexView, flt: Filter) -> Filter:

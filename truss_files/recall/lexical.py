@@ -156,6 +156,10 @@ def candidates(view: IndexView, flt: Filter) -> Candidates:
             _and(mask, in_key)
         for docno in gone:
             mask[docno] = 0
+        for entry_id in flt.hidden_ids:
+            docno = seg.find(entry_id)
+            if docno is not None:
+                mask[docno] = 0
         if flt.scope:
             wanted = tuple(flt.scope.items())
             for docno in [d for d, keep in enumerate(mask) if keep]:

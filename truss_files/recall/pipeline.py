@@ -35,6 +35,9 @@ class Filter:
     ``skip_marked`` leaves out machine markers: entries whose body starts with
     ``<!-- truss:`` (the memory tool's tombstones). ``ceiling``, when set, keeps out every
     entry above it, named or not: the read gate's cap on a history the audit rejects.
+    ``hidden_ids`` are never candidates. ``run_deletes`` (with ``visible_run``): the run's own
+    unverified tombstones hide, from that run only, the entries of their kind and key written
+    before them -- what the memory tool's view of the run shows (``engine.run_deleted``).
     """
 
     min_trust: Trust = Trust.VERIFIED
@@ -47,6 +50,8 @@ class Filter:
     visible_run: str | None = None
     skip_marked: bool = False
     ceiling: Trust | None = None
+    hidden_ids: frozenset[str] = frozenset()
+    run_deletes: bool = False
 
     @property
     def superseded_ok(self) -> bool:
@@ -55,7 +60,7 @@ class Filter:
         return self.include_superseded
 
     def admits(self, entry: Entry) -> bool:
-        if entry.trust is Trust.REJECTED:
+        if entry.trust is Trust.REJECTED or entry.id in self.hidden_ids:
             return False
         if self.ceiling is not None and entry.trust.rank > self.ceiling.rank:
             return False

@@ -79,6 +79,48 @@ _VIEW_PROPS: dict[str, Any] = {
 }
 
 
+# Result shapes (MCP's outputSchema), as CONTRACTS.md gives them; optional fields may be added.
+_STRING_OR_NULL = {"type": ["string", "null"]}
+_ENTRY_OUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "kind": {"type": "string", "enum": KINDS},
+        "key": {"type": "string"},
+        "body": {"type": "string"},
+        "trust": {"type": "string", "enum": FLOORS},
+        "score": {"type": "number"},
+        "ledger_ref": _STRING_OR_NULL,
+        "provenance": {"type": "object"},
+    },
+    "required": ["id", "kind", "key", "body", "trust"],
+}
+_CONFLICTS_OUT = {"type": "array", "items": {"type": "object"}}
+QUERY_OUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "recall_mode": {"type": "string", "enum": list(RECALL_MODES)},
+        "min_trust": {"type": "string", "enum": FLOORS},
+        "entries": {"type": "array", "items": _ENTRY_OUT},
+        "withheld": {"type": "string"},
+        "conflicts": _CONFLICTS_OUT,
+    },
+    "required": ["min_trust", "entries"],
+}
+VIEW_OUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "min_trust": {"type": "string", "enum": FLOORS},
+        "entries": {"type": "array", "items": _ENTRY_OUT},
+        "filtered": {"type": "array", "items": {"type": "string"}},
+        "missing": {"type": "array", "items": {"type": "string"}},
+        "withheld": {"type": "string"},
+        "conflicts": _CONFLICTS_OUT,
+    },
+    "required": ["min_trust", "entries"],
+}
+
+
 def store_recall_mode(config: ConfigLike) -> str:
     """``[recall] mode`` of truss.toml alone (default exact)."""
     mode = config.get("recall", "mode", "exact")
@@ -105,7 +147,8 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     tombstones left out — then ranking in the recall mode of the settings."""
     from ..recall.engine import search, search_snapshot
 
-    flt = dataclasses.replace(flt, visible_run=call.run_id, skip_marked=True)
+    # A run's own pending deletes hide what they delete from that run, as its memory view does.
+    flt = dataclasses.replace(flt, visible_run=call.run_id, skip_marked=True, run_deletes=True)
     mode = recall_mode(call)
     if call.store_open:
         return search_snapshot(call.store, call.snapshot(), text, flt, limit, mode=mode)
@@ -240,6 +283,7 @@ register(
         annotations=Annotations(title="Search memory", read_only=True, idempotent=True),
         gate="memory",
         memoized=True,
+        output_schema=QUERY_OUT,
     )
 )
 
@@ -258,6 +302,7 @@ register(
         annotations=Annotations(title="View memory entries", read_only=True, idempotent=True),
         gate="memory",
         memoized=True,
+        output_schema=VIEW_OUT,
     )
 )
 
@@ -278,5 +323,11 @@ register(
         annotations=Annotations(title="Read memory", read_only=True, idempotent=True),
         gate="memory",
         memoized=True,
+        # Either shape: a search's or a fetch's (both hold min_trust and entries).
+        output_schema={
+            "type": "object",
+            "properties": {**VIEW_OUT["properties"], **QUERY_OUT["properties"]},
+            "required": ["min_trust", "entries"],
+        },
     )
 )

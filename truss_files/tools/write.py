@@ -29,14 +29,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..model import MAX_BODY, Entry, Kind, Provenance, body_size, check_key, normalize_body
+from ..model import (
+    MAX_BODY,
+    TOMBSTONE_MARK,
+    Entry,
+    Kind,
+    Provenance,
+    body_size,
+    check_key,
+    normalize_body,
+)
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
     from ..panel.report import Outcome as PanelOutcome
     from .dispatch import Call
 
-TOMBSTONE_MARK = "<!-- truss:tombstone -->"
 TOMBSTONE_BODY = (
     TOMBSTONE_MARK + "\nDeleted through the memory tool. Once verified, this entry hides its key "
     "from the memory tool's view."
@@ -179,5 +187,15 @@ register(
         handler=write_memory,
         annotations=Annotations(title="Write memory", read_only=False, destructive=False),
         gate="memory_write",
+        output_schema={
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "trust": {"type": "string", "enum": ["unverified", "verified", "rejected"]},
+                "verification": {"type": "object"},
+                "note": {"type": "string"},
+            },
+            "required": ["id", "trust"],
+        },
     )
 )
