@@ -261,8 +261,14 @@ def test_a_delete_hides_the_note_from_every_read_tool_of_the_run(store: MemorySt
                     "memory_query", {"query": "resolver build", "min_trust": floor}
                 )
                 assert hit.structured_content["entries"] == [], floor  # type: ignore[index]
+            by_id = await client.call_tool(
+                "memory_view", {"id": entry.id, "min_trust": "unverified"}
+            )
+            assert by_id.structured_content["entries"] == []  # type: ignore[index]
+            assert by_id.structured_content["filtered"] == [entry.id]  # type: ignore[index]
 
     run(main)
+    assert other.call("memory_view", {"id": entry.id}).payload["entries"][0]["id"] == entry.id
     assert ids(other, "verified") == [entry.id]  # the tombstone is not verified yet
     # Written again by this run after its delete: visible to it again.
     again = session.call(

@@ -165,3 +165,18 @@ def test_adapter_applies_an_eager_policy_from_its_contract(
     assert text == "File created successfully at: /memories/lessons/ci.md"  # the SDK's words
     [entry] = store.list_entries(key="ci")
     assert entry.trust is Trust.VERIFIED
+
+
+def test_adapter_expands_a_home_relative_store(
+    store: MemoryStore, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`TrussMemoryTool("~/…")` as the README writes it: the store under HOME is found."""
+    entry = store.write("lesson", "ci", "Retry flaky network tests once.")
+    promote(store, entry.id)
+    monkeypatch.setenv("HOME", str(tmp_path))  # the fixture's store is tmp_path/store
+    tool = TrussMemoryTool("~/store", run_id="sdk-home")
+    text = tool.call({"command": "view", "path": "/memories/lesson/ci.md"})
+    assert text == (
+        "Here's the content of /memories/lesson/ci.md with line numbers:\n"
+        "     1\tRetry flaky network tests once."
+    )

@@ -57,6 +57,7 @@ __all__ = [
     "capped",
     "related_snapshot",
     "run_deleted",
+    "run_deleted_snapshot",
     "search",
     "search_snapshot",
 ]
@@ -320,6 +321,13 @@ def search_snapshot(
     )
     tree = snap.tree_id("memories")
     return searcher.query(text, flt, limit, mode=mode, tree=tree, at_tip=False, commit=snap.oid)
+
+
+def run_deleted_snapshot(store: MemoryStore, snap: Snapshot, run_id: str) -> frozenset[str]:
+    """``run_deleted`` at the commit of ``snap``, for entries fetched by id."""
+    searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
+    view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
+    return run_deleted(view, run_id)
 
 
 def related_snapshot(store: MemoryStore, snap: Snapshot, entries: Sequence[Entry]) -> list[Entry]:

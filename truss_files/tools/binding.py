@@ -1,20 +1,30 @@
 """The ``memory`` tool (Anthropic's ``memory_20250818``) over a virtual ``/memories`` tree.
 
-The model sees files; the store keeps entries. ``/memories/<kind>/<key>.md`` names the entry
-of that kind and key (the kind singular or plural: ``lessons`` and ``lesson`` are one folder);
-a path whose first segment names no kind keeps its whole relative path as the key, with the
-configured default kind (``[tools] default_kind``, default ``fact``). Texts and errors follow
-the SDK's reference ``BetaLocalFilesystemMemoryTool`` word for word, so a model trained on it
-feels at home; the listing header is the one CONTRACTS.md gives.
+To a model it is the installed anthropic SDK's ``BetaLocalFilesystemMemoryTool``: the same
+texts and errors, the same line numbering, sizes and two-level listings, file text kept byte
+for byte (trailing newline, CRLF). ``tests/test_binding_conformance.py`` runs the SDK's tool
+beside this one at test time and lists, in one place, the only differences allowed.
 
-What a run sees: verified entries, plus its own unverified writes (marked ``[unverified]``).
-Among several of one key the newest wins; a tombstone that wins hides the key. Every write
-(create, str_replace, insert) makes a new unverified entry; delete and rename write
-tombstones (and a moved copy) that take effect for everyone once a panel verifies them.
+The model sees files; the store keeps entries. A path names a kind and key: a first folder
+that names a kind (``lessons`` or ``lesson``) gives the kind, the rest the key (``.md``
+dropped); any other path keeps its whole relative path as the key, with the configured
+default kind (``[tools] default_kind``, default ``fact``). Each entry written here records
+the path the model used (``Entry.memory_path``) and is shown there and only there; an entry
+written any other way shows at ``/memories/<kind>/<key>.md``. A folder exists while a file
+below it does. Two paths that name one entry (``lesson/x.md`` and ``lessons/x.md``) are one
+file at a time: creating the second is refused with the first's path.
+
+What a run sees: verified entries, plus its own unverified writes, marked with the only three
+marks CONTRACTS.md allows (`` [unverified]`` after a listing line, ``[unverified] `` before a
+file's header, one closing paragraph of a listing). Among several of one key the newest wins;
+a tombstone that wins hides the key. Every write (create, str_replace, insert) makes a new
+unverified entry; delete and rename write tombstones (and a moved copy) that take effect for
+everyone once a panel verifies them.
 
 Paths are checked strictly before anything else: only ``/memories`` and below; ``..``,
-percent-encoded dots or slashes (also double-encoded), backslashes, NUL bytes and paths over
-``MAX_PATH`` characters are refused; ``identity/`` and ``principals/`` are not reachable.
+percent-encoded dots or slashes (also double-encoded), backslashes, NUL bytes, look-alike
+characters and paths over ``MAX_PATH`` characters are refused; ``identity/`` and
+``principals/`` are not reachable.
 """
 
 from __future__ import annotations

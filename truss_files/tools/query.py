@@ -220,6 +220,13 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     seen: set[str] = set()
     from .. import entryfile
 
+    # The run's own pending deletes: gone for this run, as in its memory view and queries.
+    deleted: frozenset[str] = frozenset()
+    if call.run_id is not None:
+        from ..recall.engine import run_deleted_snapshot
+
+        deleted = run_deleted_snapshot(call.store, snap, call.run_id)
+
     for ref in refs:
         try:
             path = call.store.resolve(ref, snap)
@@ -231,7 +238,7 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
         if entry.id in seen:
             continue
         seen.add(entry.id)
-        if flt.admits(entry) or call.own_unverified(entry):
+        if entry.id not in deleted and (flt.admits(entry) or call.own_unverified(entry)):
             entries.append(entry_view(entry))
             shown.append(entry)
         else:
@@ -293,7 +300,8 @@ register(
         description=(
             "Fetch memory entries by id (or a unique prefix of 8+ hex characters). Returns "
             "the entries at or above the trust floor (verified by default); `filtered` lists "
-            "ids that exist but are below the floor or rejected, `missing` ids not found; "
+            "ids that exist but are below the floor, rejected or deleted by this run, "
+            "`missing` ids not found; "
             "`conflicts`, if present, names verified entries that disagree on one kind and key. "
             "Read-only."
         ),
