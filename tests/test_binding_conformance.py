@@ -236,7 +236,8 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         c("/memories/../x.md", "x"),
         c("/memories", "x"),
         c("/memories/f.md", "x"),
-        c("/memories/f.md/y.md", "x") if False else v("/memories/f.md"),
+        v("/memories/f.md"),
+        v("/memories/f.md", [2, 2]),
     ],
     "CRLF and trailing blanks": [
         c("/memories/crlf.txt", "line1\r\nline2\r\nline3\r\n"),
