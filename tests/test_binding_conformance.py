@@ -269,6 +269,11 @@ def test_the_bytes_are_kept_exactly(store: MemoryStore) -> None:
     # The committed file holds the bytes too, so a fresh process reads the same.
     fresh = MemoryStore(store.git.workdir or store.git.git_dir)
     assert fresh.get(entry.id).body == text
+    # An empty file is a file too; and the history with both audits clean.
+    assert memory(store, command="create", path="/memories/empty.md", file_text="").ok
+    from truss_files.audit import audit
+
+    assert audit(store.git).ok
 
 
 def test_the_line_limit_is_the_sdks(tmp_path: Path) -> None:
