@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,14 +15,12 @@ from truss_files.tools.binding import MAX_PATH, BindingError, parse_path
 from truss_files.tools.write import TOMBSTONE_MARK, is_tombstone
 
 LESSON = "Retry flaky network tests once.\nThen file a bug.\nLink the CI run."
-HEADER = (
-    "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and "
-    "node_modules:"
-)
+HEADER = "Here're the files and directories up to 2 levels deep in {}, excluding hidden items:"
 
 
 def unverified_note(text: str) -> str:
-    return text.split("\n\n[unverified]")[0]
+    """The text without the trust marks: the header's prefix and a listing's last paragraph."""
+    return text.split("\n\n[unverified]")[0].removeprefix("[unverified] ")
 
 
 # -- creating and reading ---------------------------------------------------------------
@@ -43,24 +39,23 @@ def test_create_then_view_in_the_same_run(store: MemoryStore) -> None:
         "     2\tThen file a bug.\n"
         "     3\tLink the CI run."
     )
-    assert "[unverified] This is this run's own write" in text
-    # Singular and plural name one folder; the canonical path views it too.
-    again = content(memory(store, command="view", path="/memories/lesson/ci.md"))
-    assert "     2\tThen file a bug." in again
+    assert text.startswith("[unverified] Here's the content of")
+    # The file is where the model wrote it: the other spelling of its folder is not a path.
+    assert "does not exist" in error(memory(store, command="view", path="/memories/lesson/ci.md"))
     ranged = content(
-        memory(store, command="view", path="/memories/lesson/ci.md", view_range=[2, -1])
+        memory(store, command="view", path="/memories/lessons/ci.md", view_range=[2, -1])
     )
     assert unverified_note(ranged).splitlines()[1:] == [
         "     2\tThen file a bug.",
         "     3\tLink the CI run.",
     ]
-    one = content(memory(store, command="view", path="/memories/lesson/ci.md", view_range=[1, 1]))
+    one = content(memory(store, command="view", path="/memories/lessons/ci.md", view_range=[1, 1]))
     assert unverified_note(one).splitlines()[1:] == ["     1\tRetry flaky network tests once."]
 
 
-def test_directory_listing_shows_canonical_paths_and_sizes(store: MemoryStore) -> None:
+def test_directory_listing_shows_the_paths_the_model_wrote(store: MemoryStore) -> None:
     memory(store, command="create", path="/memories/lessons/ci.md", file_text="abc")
-    memory(store, command="create", path="/memories/notes.md", file_text="12345")
+    memory(store, command="create", path="/memories/notes.md", file_text="12345\n")
     memory(store, command="create", path="/memories/project/deep/x.md", file_text="1234567")
     verified = store.write("decision", "db", "Use Postgres.")
     promote(store, verified.id)
@@ -68,22 +63,25 @@ def test_directory_listing_shows_canonical_paths_and_sizes(store: MemoryStore) -
     lines = text.split("\n\n")[0].splitlines()
     assert lines[0] == HEADER.format("/memories")
     assert lines[1:] == [
-        "28B\t/memories",
-        "13B\t/memories/decision/",
+        "4K\t/memories",
+        "4K\t/memories/decision/",  # written outside the tool: its canonical path
         "13B\t/memories/decision/db.md",
-        "12B\t/memories/fact/",
-        "5B\t/memories/fact/notes.md\t[unverified]",
-        "7B\t/memories/fact/project/",
-        "3B\t/memories/lesson/",
-        "3B\t/memories/lesson/ci.md\t[unverified]",
+        "4K\t/memories/lessons/",
+        "3B\t/memories/lessons/ci.md [unverified]",
+        "6B\t/memories/notes.md [unverified]",  # the trailing newline counts
+        "4K\t/memories/project/",
+        "4K\t/memories/project/deep/",
     ]
-    kind_dir = content(memory(store, command="view", path="/memories/facts")).splitlines()
-    assert kind_dir[0] == HEADER.format("/memories/facts")
-    assert "7B\t/memories/fact/project/deep/" in kind_dir
-    assert "7B\t/memories/fact/project/deep/x.md\t[unverified]" not in kind_dir  # 3 levels down
+    assert text.endswith("until a panel verifies them.")
+    [notes] = store.list_entries(key="notes")
+    assert (notes.kind.value, notes.memory_path) == ("fact", "/memories/notes.md")
+    # A folder the model never wrote does not exist, though its kind holds entries.
+    for never in ("/memories/fact", "/memories/facts", "/memories/lesson"):
+        assert error(memory(store, command="view", path=never)) == (
+            f"The path {never} does not exist. Please provide a valid path."
+        )
     sub = content(memory(store, command="view", path="/memories/project"))
-    assert "7B\t/memories/fact/project/deep/x.md\t[unverified]" in sub.splitlines()
-    # A file is viewable again at the path it was created with.
+    assert "7B\t/memories/project/deep/x.md [unverified]" in sub.splitlines()
     assert "     1\t1234567" in content(
         memory(store, command="view", path="/memories/project/deep/x.md")
     )
@@ -97,8 +95,12 @@ def test_default_kind_is_configurable(store: MemoryStore) -> None:
 
 
 def test_empty_kind_folder_and_missing_paths(store: MemoryStore) -> None:
-    empty = content(memory(store, command="view", path="/memories/playbooks"))
-    assert empty == HEADER.format("/memories/playbooks") + "\n0B\t/memories/playbooks"
+    assert content(memory(store, command="view", path="/memories")) == (
+        HEADER.format("/memories") + "\n4K\t/memories"
+    )
+    assert error(memory(store, command="view", path="/memories/playbooks")) == (
+        "The path /memories/playbooks does not exist. Please provide a valid path."
+    )
     assert error(memory(store, command="view", path="/memories/nope.md")) == (
         "The path /memories/nope.md does not exist. Please provide a valid path."
     )
@@ -119,7 +121,7 @@ def test_view_shows_verified_and_own_unverified_only(store: MemoryStore) -> None
 
     reject(store, gone.id)
     listing = content(memory(store, "R1", command="view", path="/memories/lessons"))
-    assert "/memories/lesson/a.md\t[unverified]" in listing
+    assert "/memories/lessons/a.md [unverified]" in listing
     assert "b.md" not in listing and "c.md" not in listing
     assert "does not exist" in error(
         memory(store, "R1", command="view", path="/memories/lessons/b.md")
@@ -139,7 +141,7 @@ def test_edits_write_new_unverified_entries(store: MemoryStore) -> None:
     done = memory(
         store,
         command="str_replace",
-        path="/memories/lessons/ci.md",
+        path="/memories/lesson/ci.md",
         old_str="once",
         new_str="twice",
     )
@@ -151,25 +153,25 @@ def test_edits_write_new_unverified_entries(store: MemoryStore) -> None:
     assert store.get(first.id).trust is Trust.VERIFIED  # untouched until a panel decides
     edited = [e for e in store.list_entries(key="ci") if e.id != first.id]
     assert len(edited) == 1 and edited[0].trust is Trust.UNVERIFIED
-    assert "twice" in content(memory(store, command="view", path="/memories/lessons/ci.md"))
+    assert "twice" in content(memory(store, command="view", path="/memories/lesson/ci.md"))
     # Another run still reads the verified version.
-    assert "once" in content(memory(store, "R2", command="view", path="/memories/lessons/ci.md"))
+    assert "once" in content(memory(store, "R2", command="view", path="/memories/lesson/ci.md"))
     inserted = memory(
         store,
         command="insert",
-        path="/memories/lessons/ci.md",
+        path="/memories/lesson/ci.md",
         insert_line=1,
         insert_text="Check the proxy first.\n",
     )
-    assert content(inserted) == "The file /memories/lessons/ci.md has been edited."
-    view = content(memory(store, command="view", path="/memories/lessons/ci.md"))
+    assert content(inserted) == "The file /memories/lesson/ci.md has been edited."
+    view = content(memory(store, command="view", path="/memories/lesson/ci.md"))
     assert "     2\tCheck the proxy first." in view and "twice" in view
     # Once the panel verifies the newest edit, it supersedes the original for everyone.
     newest = max(store.list_entries(key="ci"), key=lambda e: e.created)
     promote(store, newest.id)
     assert store.get(first.id).trust is Trust.STALE
     assert "Check the proxy first." in content(
-        memory(store, "R2", command="view", path="/memories/lessons/ci.md")
+        memory(store, "R2", command="view", path="/memories/lesson/ci.md")
     )
 
 
@@ -177,18 +179,18 @@ def test_delete_is_a_tombstone_that_takes_effect_once_verified(store: MemoryStor
     kept = store.write("lesson", "ci", LESSON)
     promote(store, kept.id)
     files_before = len(store.list_entries())
-    assert content(memory(store, command="delete", path="/memories/lessons/ci.md")) == (
-        "Successfully deleted /memories/lessons/ci.md"
+    assert content(memory(store, command="delete", path="/memories/lesson/ci.md")) == (
+        "Successfully deleted /memories/lesson/ci.md"
     )
     assert len(store.list_entries()) == files_before + 1  # nothing destroyed
     [stone] = [e for e in store.list_entries(key="ci") if is_tombstone(e)]
     assert stone.trust is Trust.UNVERIFIED and stone.body.startswith(TOMBSTONE_MARK)
-    assert "does not exist" in error(memory(store, command="view", path="/memories/lessons/ci.md"))
-    assert "once" in content(memory(store, "R2", command="view", path="/memories/lessons/ci.md"))
+    assert "does not exist" in error(memory(store, command="view", path="/memories/lesson/ci.md"))
+    assert "once" in content(memory(store, "R2", command="view", path="/memories/lesson/ci.md"))
     promote(store, stone.id)
     assert store.get(kept.id).trust is Trust.STALE
     assert "does not exist" in error(
-        memory(store, "R2", command="view", path="/memories/lessons/ci.md")
+        memory(store, "R2", command="view", path="/memories/lesson/ci.md")
     )
     assert "ci.md" not in content(memory(store, "R2", command="view", path="/memories"))
     # Gone from the read tools as well.
@@ -197,7 +199,7 @@ def test_delete_is_a_tombstone_that_takes_effect_once_verified(store: MemoryStor
     hits = call(store, "memory_query", {"query": "tombstone deleted memory"}).payload["entries"]
     assert hits == []
     # And the key can be created again.
-    assert memory(store, "R3", command="create", path="/memories/lessons/ci.md", file_text="new").ok
+    assert memory(store, "R3", command="create", path="/memories/lesson/ci.md", file_text="new").ok
 
 
 def test_delete_folder_and_rename(store: MemoryStore) -> None:
@@ -208,20 +210,20 @@ def test_delete_folder_and_rename(store: MemoryStore) -> None:
         memory(
             store,
             command="rename",
-            old_path="/memories/proj/a.md",
+            old_path="/memories/fact/proj/a.md",
             new_path="/memories/lessons/a.md",
         )
-    ) == ("Successfully renamed /memories/proj/a.md to /memories/lessons/a.md")
+    ) == ("Successfully renamed /memories/fact/proj/a.md to /memories/lessons/a.md")
     assert "text a" in content(memory(store, command="view", path="/memories/lessons/a.md"))
-    assert "does not exist" in error(memory(store, command="view", path="/memories/proj/a.md"))
+    assert "does not exist" in error(memory(store, command="view", path="/memories/fact/proj/a.md"))
     [moved] = store.list_entries(kind=Kind.LESSON)
     assert moved.trust is Trust.UNVERIFIED and moved.provenance.produced_by == "run:R1/1"
     stones = [e for e in store.list_entries(key="proj/a") if is_tombstone(e)]
     assert len(stones) == 1
-    assert content(memory(store, command="delete", path="/memories/proj")) == (
-        "Successfully deleted /memories/proj"
+    assert content(memory(store, command="delete", path="/memories/fact/proj")) == (
+        "Successfully deleted /memories/fact/proj"
     )
-    assert "does not exist" in error(memory(store, command="view", path="/memories/proj"))
+    assert "does not exist" in error(memory(store, command="view", path="/memories/fact/proj"))
     assert (
         error(memory(store, command="delete", path="/memories"))
         == "Cannot delete the /memories directory itself"
@@ -274,8 +276,8 @@ def test_delete_folder_and_rename(store: MemoryStore) -> None:
         ),
         (
             "rename",
-            {"old_path": "/memories/lessons/ci.md", "new_path": "/memories/lesson/ci.md"},
-            "The destination /memories/lesson/ci.md already exists",
+            {"old_path": "/memories/lessons/ci.md", "new_path": "/memories/lessons"},
+            "The destination /memories/lessons already exists",
         ),
         ("view", {"path": "/etc/passwd"}, "Path must start with /memories, got: /etc/passwd"),
         (
@@ -402,55 +404,3 @@ def test_kind_folders_singular_and_plural(kind: Kind, key: str) -> None:
         vp = parse_path(f"/memories/{folder}/{key}.md")
         assert (vp.kind, vp.key) == (kind, key)
         assert vp.canonical == f"/memories/{kind.value}/{key}.md"
-
-
-# -- the SDK's reference texts, side by side ----------------------------------------------
-
-
-def test_texts_match_the_sdk_reference(store: MemoryStore, tmp_path: Path) -> None:
-    """Run one script through the SDK's local-filesystem tool and through ours."""
-    pytest.importorskip("anthropic")
-    from anthropic.lib.tools import ToolError
-    from anthropic.lib.tools._beta_builtin_memory_tool import BetaLocalFilesystemMemoryTool
-
-    reference = BetaLocalFilesystemMemoryTool(str(tmp_path / "sdk"))
-    script: list[dict[str, Any]] = [
-        {"command": "create", "path": "/memories/notes.md", "file_text": LESSON},
-        {"command": "create", "path": "/memories/notes.md", "file_text": "again"},
-        {"command": "view", "path": "/memories/notes.md"},
-        {"command": "view", "path": "/memories/notes.md", "view_range": [2, 3]},
-        {
-            "command": "str_replace",
-            "path": "/memories/notes.md",
-            "old_str": "bug",
-            "new_str": "ticket",
-        },
-        {"command": "str_replace", "path": "/memories/notes.md", "old_str": "nope", "new_str": "x"},
-        {"command": "str_replace", "path": "/memories/notes.md", "old_str": "e", "new_str": "x"},
-        {
-            "command": "insert",
-            "path": "/memories/notes.md",
-            "insert_line": 3,
-            "insert_text": "End.",
-        },
-        {"command": "insert", "path": "/memories/notes.md", "insert_line": 7, "insert_text": "x"},
-        {"command": "view", "path": "/memories/notes.md"},
-        {"command": "view", "path": "/memories/missing.md"},
-        {"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/n2.md"},
-        {"command": "delete", "path": "/memories/n2.md"},
-        {"command": "delete", "path": "/memories/n2.md"},
-        {"command": "view", "path": "/etc/passwd"},
-        {"command": "view", "path": "/memories/../../etc/passwd"},
-    ]
-    for step in script:
-        try:
-            expected, failed = str(reference.call(step)), False
-        except ToolError as exc:
-            expected, failed = str(exc), True
-        ours = memory(store, **step)
-        assert ours.ok is not failed, (step, ours.payload, expected)
-        got = unverified_note(content(ours)) if ours.ok else error(ours)
-        # Entry bodies are stored canonically, without a trailing newline: where the SDK's
-        # file ends in "\n" it shows one more, empty, numbered line.
-        expected = re.sub(r"\n +\d+\t$", "", expected)
-        assert got == expected, step

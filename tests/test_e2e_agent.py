@@ -100,11 +100,11 @@ def test_agent_run_resume_and_replay(store: MemoryStore, tmp_path: Path) -> None
     first = harness.agent(ScriptedProvider(TURNS))
     by_id = {r["tool_use_id"]: r for r in first}
     assert not any(r["is_error"] for r in first)
-    assert by_id["toolu_01"]["content"].endswith("0B\t/memories")
+    assert by_id["toolu_01"]["content"].endswith("4K\t/memories")
     assert by_id["toolu_02"]["content"] == (
         "File created successfully at: /memories/lessons/flaky-ci.md"
     )
-    assert "/memories/lesson/flaky-ci.md\t[unverified]" in by_id["toolu_03"]["content"]
+    assert "/memories/lessons/flaky-ci.md [unverified]" in by_id["toolu_03"]["content"]
     hit = json.loads(by_id["toolu_04"]["content"])["entries"][0]
     assert hit["body"] == LESSON and hit["trust"] == "unverified"  # the run's own write
     assert hit["ledger_ref"] == f"run:{RUN}/2"

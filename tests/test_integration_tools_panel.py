@@ -145,7 +145,7 @@ def test_tiered_decides_per_kind_for_the_binding(store: MemoryStore) -> None:
     assert by_key == {"db": Trust.VERIFIED, "os": Trust.UNVERIFIED}
     # Another run sees the verified decision, not the lazy fact.
     listing = content(call(store, "memory", {"command": "view", "path": "/memories"}, run_id="R2"))
-    assert "/memories/decision/db.md" in listing and "os.md" not in listing
+    assert "/memories/decisions/db.md" in listing and "os.md" not in listing
 
 
 def test_every_binding_write_goes_through_the_policy(store: MemoryStore) -> None:
@@ -186,7 +186,7 @@ def test_every_binding_write_goes_through_the_policy(store: MemoryStore) -> None
     shown = content(
         call(store, "memory", {"command": "view", "path": "/memories/notes/c.md"}, run_id="R9")
     )
-    assert shown.endswith("     1\t0\n     2\tone\n     3\tdeux")
+    assert shown.endswith("     1\t0\n     2\tone\n     3\tdeux\n     4\t")  # insert ends a line
     assert audit(store.git).ok
 
 

@@ -76,7 +76,7 @@ def test_tools_annotations_and_calls_in_process(store: MemoryStore) -> None:
             seen = await client.call_tool(
                 "memory", {"command": "view", "path": "/memories/lessons"}
             )
-            assert "/memories/lesson/dns.md\t[unverified]" in seen.content[0].text  # type: ignore[union-attr]
+            assert "/memories/lessons/dns.md [unverified]" in seen.content[0].text  # type: ignore[union-attr]
 
             refused = await client.call_tool("memory", {"command": "view", "path": "/etc/passwd"})
             assert refused.is_error
@@ -231,3 +231,107 @@ def test_identity_goals_and_context_over_mcp(store: MemoryStore) -> None:
             assert again.messages[0].content.text == texts[0]  # type: ignore[union-attr]
 
     run(main)
+
+
+def test_server_version_output_schemas_and_unserved_tools(store: MemoryStore) -> None:
+    """MCP polish: serverInfo names our version, structured results declare their schema,
+    and a tool this store does not serve is refused with how to enable it."""
+    import jsonschema
+
+    from truss_files import __version__
+
+    entry = store.write("lesson", "ci", "Retry flaky network tests once.")
+    promote(store, entry.id)
+    configure(store, memory=True, memory_write=False)
+    session = ToolSession(store, run_id="M-polish")
+
+    async def main() -> None:
+        async with Client(build_server(session)) as client:
+            info = client.server_info
+            assert info is not None and __version__
+            assert (info.name, info.version) == ("truss-files", __version__)
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            for name in ("memory_query", "memory_view", "read_memory"):
+                assert listed[name].output_schema is not None, name
+            found = await client.call_tool("memory_query", {"query": "flaky"})
+            schema = listed["memory_query"].output_schema
+            jsonschema.validate(found.structured_content, schema)  # what it declares, it returns
+            viewed = await client.call_tool("memory_view", {"id": entry.id})
+            jsonschema.validate(viewed.structured_content, listed["memory_view"].output_schema)
+            refused = await client.call_tool("memory", {"command": "view", "path": "/memories"})
+            assert refused.is_error
+            text = refused.content[0].text  # type: ignore[union-attr]
+            assert "not enabled" in text and "--memory-tool" in text
+            assert "memory_write = true" in text
+            unknown = await client.call_tool("memory_frobnicate", {})
+            assert unknown.is_error and "this store serves" in unknown.content[0].text  # type: ignore[union-attr]
+
+    run(main)
+    assert [e.id for e in store.list_entries()] == [entry.id]  # nothing was written
+
+
+def test_schema_export_carries_output_schemas(store: MemoryStore) -> None:
+    from truss_files.tools.registry import all_tools
+    from truss_files.tools.schema import export
+
+    exported = {t["name"]: t for t in export(all_tools(), "mcp")}
+    assert "outputSchema" in exported["memory_query"] and "outputSchema" in exported["write_memory"]
+    assert "outputSchema" not in exported["memory"]  # a text result
+
+
+def test_a_delete_hides_the_note_from_every_read_tool_of_the_run(store: MemoryStore) -> None:
+    """One MCP session: after `memory delete`, memory view and memory_query (at every floor)
+    agree that the note is gone for this run; another run still reads it until the
+    tombstone is verified, then nobody does at the verified floor."""
+    entry = store.write("lesson", "dns", "Pin the resolver before the build.")
+    promote(store, entry.id)
+    session = ToolSession(store, flags=["memory", "memory_write"], run_id="M-del")
+    other = ToolSession(store, flags=["memory", "memory_write"], run_id="M-other")
+
+    def ids(sess: ToolSession, floor: str) -> list[str]:
+        found = sess.call("memory_query", {"query": "resolver build", "min_trust": floor})
+        return [e["id"] for e in found.payload["entries"]]
+
+    async def main() -> None:
+        async with Client(build_server(session)) as client:
+            for floor in ("verified", "unverified"):
+                hit = await client.call_tool(
+                    "memory_query", {"query": "resolver build", "min_trust": floor}
+                )
+                assert [e["id"] for e in hit.structured_content["entries"]] == [entry.id]  # type: ignore[index]
+            gone = await client.call_tool(
+                "memory", {"command": "delete", "path": "/memories/lesson/dns.md"}
+            )
+            assert not gone.is_error
+            seen = await client.call_tool(
+                "memory", {"command": "view", "path": "/memories/lesson/dns.md"}
+            )
+            assert seen.is_error
+            for floor in ("verified", "stale", "unverified"):
+                hit = await client.call_tool(
+                    "memory_query", {"query": "resolver build", "min_trust": floor}
+                )
+                assert hit.structured_content["entries"] == [], floor  # type: ignore[index]
+            by_id = await client.call_tool(
+                "memory_view", {"id": entry.id, "min_trust": "unverified"}
+            )
+            assert by_id.structured_content["entries"] == []  # type: ignore[index]
+            assert by_id.structured_content["filtered"] == [entry.id]  # type: ignore[index]
+
+    run(main)
+    assert other.call("memory_view", {"id": entry.id}).payload["entries"][0]["id"] == entry.id
+    assert ids(other, "verified") == [entry.id]  # the tombstone is not verified yet
+    # Written again by this run after its delete: visible to it again.
+    again = session.call(
+        "memory",
+        {"command": "create", "path": "/memories/lesson/dns.md", "file_text": "Pin the resolver."},
+    )
+    assert again.ok
+    [new] = [i for i in ids(session, "unverified") if i != entry.id]
+    assert entry.id not in ids(session, "unverified")
+    [stone] = [
+        e for e in store.list_entries(key="dns") if e.body.startswith("<!-- truss:tombstone")
+    ]
+    promote(store, stone.id)
+    assert ids(other, "verified") == []
+    assert new in ids(session, "unverified")

@@ -87,7 +87,7 @@ def test_sdk_tool_runner_dispatches_to_the_store(store: MemoryStore) -> None:
                 [
                     use(4, command="view", path="/memories/lessons/ci.md", view_range=[1, -1]),
                     use(5, command="view", path="/memories/../etc/passwd"),
-                    use(6, command="delete", path="/memories/decisions/db.md"),
+                    use(6, command="delete", path="/memories/decision/db.md"),
                     use(
                         7,
                         command="rename",
@@ -127,7 +127,7 @@ def test_sdk_tool_runner_dispatches_to_the_store(store: MemoryStore) -> None:
     bad = results["toolu_5"]
     assert bad["is_error"] is True
     assert bad["content"] == "Path /memories/../etc/passwd would escape /memories directory"
-    assert results["toolu_6"]["content"] == "Successfully deleted /memories/decisions/db.md"
+    assert results["toolu_6"]["content"] == "Successfully deleted /memories/decision/db.md"
     assert results["toolu_7"]["content"] == (
         "Successfully renamed /memories/lessons/ci.md to /memories/playbooks/ci.md"
     )
@@ -165,3 +165,18 @@ def test_adapter_applies_an_eager_policy_from_its_contract(
     assert text == "File created successfully at: /memories/lessons/ci.md"  # the SDK's words
     [entry] = store.list_entries(key="ci")
     assert entry.trust is Trust.VERIFIED
+
+
+def test_adapter_expands_a_home_relative_store(
+    store: MemoryStore, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`TrussMemoryTool("~/…")` as the README writes it: the store under HOME is found."""
+    entry = store.write("lesson", "ci", "Retry flaky network tests once.")
+    promote(store, entry.id)
+    monkeypatch.setenv("HOME", str(tmp_path))  # the fixture's store is tmp_path/store
+    tool = TrussMemoryTool("~/store", run_id="sdk-home")
+    text = tool.call({"command": "view", "path": "/memories/lesson/ci.md"})
+    assert text == (
+        "Here's the content of /memories/lesson/ci.md with line numbers:\n"
+        "     1\tRetry flaky network tests once."
+    )

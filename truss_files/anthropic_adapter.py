@@ -10,7 +10,9 @@
 (``call`` → ``execute`` → ``view``/``create``/...) reaches each command, which runs the
 registry's ``memory`` tool — so the model gets the same texts, the same governed writes
 (unverified, delete and rename as tombstones) and the same strict paths as every other face.
-A refusal is raised as the SDK's ``ToolError``; the runner turns it into ``is_error``.
+A refusal is raised as the SDK's ``ToolError``; the runner turns it into ``is_error``. The texts
+are those of the SDK's own ``BetaLocalFilesystemMemoryTool`` (``tests/test_binding_conformance.py``
+compares them at test time), plus the three trust marks of CONTRACTS.md.
 
 The tool is one run: its own unverified writes are visible to it. Pass ``run_id`` (and
 ``durable=True``) to record every call on ``refs/truss/runs/<run_id>``. ``agent`` and
@@ -65,7 +67,12 @@ class TrussMemoryTool(BetaAbstractMemoryTool):
         cache_control: BetaCacheControlEphemeralParam | None = None,
     ) -> None:
         super().__init__(cache_control=cache_control)
-        memory = store if isinstance(store, MemoryStore) else MemoryStore(store)
+        # "~/agent-memory" as the README writes it: nothing between here and the user expands it.
+        memory = (
+            store
+            if isinstance(store, MemoryStore)
+            else MemoryStore(os.path.expanduser(os.fspath(store)))
+        )
         # Handing the tool to a runner is the explicit opt-in that --memory-tool is on the
         # command line; [policy] allow_tools still applies.
         self.session = ToolSession(

@@ -35,6 +35,7 @@ FIELD_ORDER = (
     "id",
     "kind",
     "key",
+    "memory_path",
     "trust",
     "layer",
     "scope",
@@ -119,6 +120,8 @@ def serialize(entry: Entry) -> str:
     lines.append(f"id: {_scalar(entry.id)}")
     lines.append(f"kind: {entry.kind.value}")
     lines.append(f"key: {_scalar(entry.key)}")
+    if entry.memory_path is not None:
+        lines.append(f"memory_path: {_scalar(entry.memory_path)}")
     lines.append(f"trust: {entry.trust.value}")
     lines.append(f"layer: {entry.layer.value}")
     lines.append(f"scope: {_scalar(dict(sorted(entry.scope.items())))}")
@@ -233,6 +236,29 @@ def _opt_id(value: Any, name: str, path: str | None) -> str | None:
     return str(value)
 
 
+MAX_MEMORY_PATH = 512  # the memory tool's limit on a path
+
+
+def _memory_path(value: Any, path: str | None) -> str | None:
+    """The optional path a memory-tool entry was written at: below /memories, one line."""
+    if value is None:
+        return None
+    _want(value, str, "memory_path", path)
+    if (
+        not value.startswith("/memories/")
+        or len(value) > MAX_MEMORY_PATH
+        or any(b in value for b in _BREAKS)
+        or re.search(r"[\x00-\x1f\x7f\\]", value)
+    ):
+        raise EntryError(
+            f"must be a path below /memories/ of at most {MAX_MEMORY_PATH} characters on one "
+            "line, as the memory tool writes it; remove the field or fix the path",
+            path=path,
+            field="memory_path",
+        )
+    return str(value)
+
+
 def parse(text: str | bytes, path: str | None = None, *, check_path: bool = True) -> Entry:
     """Parse and validate one entry file; raise ``EntryError`` naming file and field."""
     if isinstance(text, bytes):
@@ -315,7 +341,9 @@ def parse(text: str | bytes, path: str | None = None, *, check_path: bool = True
 
     if body.endswith("\n"):
         body = body[:-1]
-    body = normalize_body(body)
+    memory_path = _memory_path(data.get("memory_path"), path)
+    if memory_path is None:
+        body = normalize_body(body)
     size = body_size(body)
     if size > MAX_BODY:
         raise EntryError(
@@ -340,6 +368,7 @@ def parse(text: str | bytes, path: str | None = None, *, check_path: bool = True
         supersedes=_opt_id(data.get("supersedes"), "supersedes", path),
         superseded_by=_opt_id(data.get("superseded_by"), "superseded_by", path),
         checks=tuple(checks),
+        memory_path=memory_path,
     )
     claimed = data["id"]
     actual = content_id(entry)

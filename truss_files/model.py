@@ -211,6 +211,10 @@ class Entry:
     supersedes: str | None = None
     superseded_by: str | None = None
     checks: tuple[str, ...] = ()
+    # The path the model wrote this entry at through the memory tool ("/memories/notes.md"),
+    # None for every other write. Set, it is part of the content address and the body is the
+    # file's text byte for byte (trailing newline, CRLF and trailing blanks kept).
+    memory_path: str | None = None
 
     @property
     def id(self) -> str:
@@ -231,8 +235,9 @@ class Entry:
         return self.provenance.produced_by
 
     def immutable(self) -> dict[str, Any]:
-        """The fields the content address covers; trust, verdicts and links are excluded."""
-        return {
+        """The fields the content address covers; trust, verdicts and links are excluded.
+        ``memory_path`` only when set, so the ids of entries without one never change."""
+        fields: dict[str, Any] = {
             "kind": self.kind.value,
             "key": self.key,
             "body": self.body,
@@ -241,6 +246,9 @@ class Entry:
             "author": self.author,
             "produced_by": self.provenance.produced_by,
         }
+        if self.memory_path is not None:
+            fields["memory_path"] = self.memory_path
+        return fields
 
 
 def content_id(entry: Entry) -> str:
@@ -267,6 +275,11 @@ MAX_BODY = 64 * 1024
 # A bound on a whole entry file, checked before any parsing: the body's limit plus room for the
 # front matter (a verdict with many votes and their evidence).
 MAX_ENTRY_BYTES = MAX_BODY + 192 * 1024
+
+
+# A body that starts with this is a deletion (a tombstone), written by the memory tool's
+# delete and rename: once verified it hides the older entries of its kind and key.
+TOMBSTONE_MARK = "<!-- truss:tombstone -->"
 
 
 def body_size(body: str) -> int:

@@ -1,7 +1,10 @@
 """The MCP face: the registry's served tools over the MCP SDK's ``MCPServer`` (extra [mcp]).
 
 Each tool keeps its own JSON schema and annotations (read tools: readOnlyHint; the write
-binding: destructiveHint false — nothing is ever destroyed; openWorldHint false throughout).
+binding: destructiveHint false — nothing is ever destroyed; openWorldHint false throughout);
+a tool that returns structured content declares its ``outputSchema``. The server names
+itself with the package's version. Calling a tool this store does not serve is answered with
+the registry's message, which says how to enable it (as ``truss-files tool`` does).
 A refusal is raised as the SDK's ``ToolError``, so the model reads it as an ``isError``
 result. A call's note for people (an eager panel's outcome, why it could not run) goes to
 stderr, as ``truss-files tool`` prints it: stdout carries the protocol, and the model reads
@@ -48,12 +51,18 @@ def _import_mcp() -> Any:
 def build_server(session: ToolSession, name: str = "truss-files") -> MCPServer:
     """An ``MCPServer`` serving the session's tools (in process: ``mcp.Client(server)``),
     identity and the goal ledger as resources, and the run's context as a prompt."""
+    from .. import __version__
+
     server_mod = _import_mcp()
     tools = [_mcp_tool(session, tool) for tool in session.served()]
     # The run the context belongs to: the session's, else one for this server's lifetime.
     run = session.run_id or new_run_id()
-    server: MCPServer = server_mod.MCPServer(
-        name=name, instructions=INSTRUCTIONS, tools=tools, resources=_resources(session, run)
+    server: MCPServer = _server_class(session, server_mod.MCPServer)(
+        name=name,
+        instructions=INSTRUCTIONS,
+        tools=tools,
+        resources=_resources(session, run),
+        version=__version__,
     )
     server.add_prompt(_context_prompt(session, run))
     return server
@@ -137,6 +146,27 @@ def _context_prompt(session: ToolSession, run: str) -> Any:
     )
 
 
+def _server_class(session: ToolSession, base: Any) -> Any:
+    """``MCPServer`` that answers a call of a tool it does not serve with the registry's
+    refusal (unknown, or not enabled: which flag or truss.toml line enables it) instead of
+    the SDK's bare "Unknown tool"."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from ..tools.registry import lookup
+
+    served = {tool.provider_name for tool in session.served()}
+
+    class TrussServer(base):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            tool = lookup(name) if isinstance(name, str) else None
+            if tool is not None and tool.provider_name in served:
+                return await super().call_tool(tool.provider_name, arguments, context)
+            refused = session.call(name, arguments)
+            raise ToolError(refused.text if not refused.ok else f"Unknown tool: {name}")
+
+    return TrussServer
+
+
 def _mcp_tool(session: ToolSession, tool: Tool) -> Any:
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool as MCPTool
@@ -173,7 +203,10 @@ def _mcp_tool(session: ToolSession, tool: Tool) -> Any:
         title=hints.title,
         description=tool.description,
         parameters=dict(tool.input_schema),
-        fn_metadata=FuncMetadata(arg_model=Arguments),
+        fn_metadata=FuncMetadata(
+            arg_model=Arguments,
+            output_schema=None if tool.output_schema is None else dict(tool.output_schema),
+        ),
         is_async=False,
         context_kwarg=None,
         annotations=ToolAnnotations(

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..errors import ConfigError, UntrustedHistory, UsageError
 from ..model import Entry, Trust
 from .bounds import query_terms
-from .docs import SUPERSEDED, TRUST_CODE, entry_of
+from .docs import MARKED, SUPERSEDED, TRUST_CODE, entry_of
 from .gitread import GitDir
 from .index import Index, IndexView
 from .lexical import Candidates, Match, candidates, lexical
@@ -57,6 +57,8 @@ __all__ = [
     "Searcher",
     "capped",
     "related_snapshot",
+    "run_deleted",
+    "run_deleted_snapshot",
     "search",
     "search_snapshot",
 ]
@@ -64,6 +66,7 @@ __all__ = [
 RECALL_MODES: Final = ("exact", "semantic", "hybrid")
 FUSION_DEPTH: Final = 100  # each ranking contributes its top 100 to a hybrid fusion
 _VERIFIED: Final = TRUST_CODE[Trust.VERIFIED]
+_UNVERIFIED: Final = TRUST_CODE[Trust.UNVERIFIED]
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,10 @@ class Searcher:
         if flt.reader is not None and flt.reader.mode is None:
             scope = view.tip.recall.get("memory.scope") if view.tip is not None else None
             flt = replace(flt, reader=replace(flt.reader, mode=str(scope or "per-agent")))
+        if flt.run_deletes and flt.visible_run is not None:
+            hidden = run_deleted(view, flt.visible_run)
+            if hidden:
+                flt = replace(flt, hidden_ids=flt.hidden_ids | hidden)
         mode = self.mode_of(view, mode)
         cands = self.candidates(view, flt)
         if salience is None and view.tip is not None:
@@ -244,6 +251,42 @@ class Searcher:
         return list(out.values())
 
 
+def run_deleted(view: IndexView, run_id: str) -> frozenset[str]:
+    """Ids of the entries a run has deleted for itself: for each of its own unverified
+    tombstones, the entries of the same kind and key written before it (by ``created``, then
+    by the run's own call order). Others keep seeing them until the tombstone is verified;
+    the run sees what the memory tool's view shows it. Read from the index: the run's own
+    documents, then the (kind, key) groups of its tombstones."""
+    from ..model import TOMBSTONE_MARK
+
+    prefix = f"run:{run_id}/"
+
+    def order(record: tuple[Any, ...]) -> tuple[str, int]:
+        produced = record[9] or ""
+        tail = produced[len(prefix) :] if produced.startswith(prefix) else ""
+        return record[7], int(tail) if tail.isdigit() else 0
+
+    stones: dict[tuple[str, str], tuple[str, int]] = {}
+    for seg, gone in zip(view.segments, view.deleted, strict=True):
+        cls = seg.cls
+        for docno in seg.runs().get(run_id, ()):
+            if docno in gone or cls[docno] & 3 != _UNVERIFIED or not cls[docno] & MARKED:
+                continue
+            record = seg.record(docno)
+            if not str(record[2]).startswith(TOMBSTONE_MARK):
+                continue
+            slot = (record[0], record[1])
+            stones[slot] = max(stones.get(slot, ("", 0)), order(record))
+    hidden: set[str] = set()
+    for (kind, key), when in stones.items():
+        for seg, gone in zip(view.segments, view.deleted, strict=True):
+            for docno in seg.group(kind, key):
+                live = docno not in gone and not seg.cls[docno] & MARKED
+                if live and order(seg.record(docno)) < when:
+                    hidden.add(seg.doc_id(docno))
+    return frozenset(hidden)
+
+
 def capped(view: IndexView, flt: Filter) -> Filter:
     """``flt`` under the read gate: unchanged when the view's history audits clean; else a
     floor above unverified is refused and an unverified floor serves nothing above it."""
@@ -293,6 +336,13 @@ def search_snapshot(
     return searcher.query(
         text, flt, limit, mode=mode, tree=tree, at_tip=False, commit=snap.oid, salience=salience
     )
+
+
+def run_deleted_snapshot(store: MemoryStore, snap: Snapshot, run_id: str) -> frozenset[str]:
+    """``run_deleted`` at the commit of ``snap``, for entries fetched by id."""
+    searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
+    view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
+    return run_deleted(view, run_id)
 
 
 def related_snapshot(store: MemoryStore, snap: Snapshot, entries: Sequence[Entry]) -> list[Entry]:

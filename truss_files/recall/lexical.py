@@ -158,6 +158,10 @@ def candidates(view: IndexView, flt: Filter) -> Candidates:
             mask[docno] = 0
         if flt.areas is not None:
             _within_areas(seg, mask, flt.areas, bypass, gone)
+        for entry_id in flt.hidden_ids:
+            docno = seg.find(entry_id)
+            if docno is not None:
+                mask[docno] = 0
         if flt.scope or flt.reader is not None:
             wanted = tuple(flt.scope.items())
             reader = flt.reader

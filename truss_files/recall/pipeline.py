@@ -52,6 +52,9 @@ class Filter:
     entry above it, named or not: the read gate's cap on a history the audit rejects.
     ``reader``, when set, applies ``memory.scope``: only entries whose scope stamp the
     reader may see (``scope.Reader``), named or not.
+    ``hidden_ids`` are never candidates. ``run_deletes`` (with ``visible_run``): the run's own
+    unverified tombstones hide, from that run only, the entries of their kind and key written
+    before them -- what the memory tool's view of the run shows (``engine.run_deleted``).
     """
 
     min_trust: Trust = Trust.VERIFIED
@@ -66,6 +69,8 @@ class Filter:
     ceiling: Trust | None = None
     areas: tuple[Area, ...] | None = None
     reader: Reader | None = None
+    hidden_ids: frozenset[str] = frozenset()
+    run_deletes: bool = False
 
     @property
     def superseded_ok(self) -> bool:
@@ -74,7 +79,7 @@ class Filter:
         return self.include_superseded
 
     def admits(self, entry: Entry) -> bool:
-        if entry.trust is Trust.REJECTED:
+        if entry.trust is Trust.REJECTED or entry.id in self.hidden_ids:
             return False
         if self.ceiling is not None and entry.trust.rank > self.ceiling.rank:
             return False

@@ -1,31 +1,51 @@
 """The ``memory`` tool (Anthropic's ``memory_20250818``) over a virtual ``/memories`` tree.
 
-The model sees files; the store keeps entries. ``/memories/<kind>/<key>.md`` names the entry
-of that kind and key (the kind singular or plural: ``lessons`` and ``lesson`` are one folder);
-a path whose first segment names no kind keeps its whole relative path as the key, with the
-configured default kind (``[tools] default_kind``, default ``fact``). Texts and errors follow
-the SDK's reference ``BetaLocalFilesystemMemoryTool`` word for word, so a model trained on it
-feels at home; the listing header is the one CONTRACTS.md gives.
+To a model it is the installed anthropic SDK's ``BetaLocalFilesystemMemoryTool``: the same
+texts and errors, the same line numbering, sizes and two-level listings, file text kept byte
+for byte (trailing newline, CRLF). ``tests/test_binding_conformance.py`` runs the SDK's tool
+beside this one at test time and lists, in one place, the only differences allowed.
 
-What a run sees: verified entries, plus its own unverified writes (marked ``[unverified]``).
-Among several of one key the newest wins; a tombstone that wins hides the key. Every write
-(create, str_replace, insert) makes a new unverified entry; delete and rename write
-tombstones (and a moved copy) that take effect for everyone once a panel verifies them.
+The model sees files; the store keeps entries. A path names a kind and key: a first folder
+that names a kind (``lessons`` or ``lesson``) gives the kind, the rest the key (``.md``
+dropped); any other path keeps its whole relative path as the key, with the configured
+default kind (``[tools] default_kind``, default ``fact``). Each entry written here records
+the path the model used (``Entry.memory_path``) and is shown there and only there; an entry
+written any other way shows at ``/memories/<kind>/<key>.md``. A folder exists while a file
+below it does. Two paths that name one entry (``lesson/x.md`` and ``lessons/x.md``) are one
+file at a time: creating the second is refused with the first's path.
+
+What a run sees: verified entries, plus its own unverified writes, marked with the only three
+marks CONTRACTS.md allows (`` [unverified]`` after a listing line, ``[unverified] `` before a
+file's header, one closing paragraph of a listing). Among several of one key the newest wins;
+a tombstone that wins hides the key. Every write (create, str_replace, insert) makes a new
+unverified entry; delete and rename write tombstones (and a moved copy) that take effect for
+everyone once a panel verifies them.
 
 Paths are checked strictly before anything else: only ``/memories`` and below; ``..``,
-percent-encoded dots or slashes (also double-encoded), backslashes, NUL bytes and paths over
-``MAX_PATH`` characters are refused; ``identity/`` and ``principals/`` are not reachable.
+percent-encoded dots or slashes (also double-encoded), backslashes, NUL bytes, look-alike
+characters and paths over ``MAX_PATH`` characters are refused; ``identity/`` and
+``principals/`` are not reachable.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, UsageError
-from ..model import Entry, Kind, Trust
+from ..model import Entry, Kind, Trust, body_size
+from .memory_paths import (
+    DEFAULT_KIND,
+    KIND_SEGMENTS,
+    MAX_PATH,
+    ROOT,
+    BindingError,
+    VPath,
+    entry_path,
+    parse_path,
+    shown_path,
+)
 from .registry import Annotations, Tool, register
 from .write import commit_entries, is_tombstone, new_entry
 
@@ -33,123 +53,12 @@ if TYPE_CHECKING:
     from ..gitstore import Snapshot
     from .dispatch import Call
 
-ROOT = "/memories"
-MAX_PATH = 512
-DEFAULT_KIND = Kind.FACT
-LINE_NUMBER_WIDTH = 6  # the SDK's: len(str(999999))
+MAX_LINES = 999_999  # the SDK's limit on a viewed file
+LINE_NUMBER_WIDTH = len(str(MAX_LINES))
+# The SDK lists a folder with its st_size: 4096 for a small folder on ext4 and most local
+# file systems. Folders here are not files, so they show what a model has seen most often.
+FOLDER_SIZE = 4096
 UNVERIFIED_MARK = "[unverified]"
-_FORBIDDEN_ROOTS = ("identity", "principals")
-# Percent-encoded '.', '/', '\' or NUL, however often the '%' itself is encoded again.
-_ENCODED = re.compile(r"%(?:25)*(?:2e|2f|5c|00)", re.IGNORECASE)
-_CONTROL = re.compile(r"[\x01-\x1f\x7f]")
-
-
-def _kind_spellings() -> dict[str, Kind]:
-    names: dict[str, Kind] = {}
-    for kind in Kind:
-        for base in {kind.value, kind.value.replace("_", "-")}:
-            names[base] = kind
-            plural = base[:-1] + "ies" if base.endswith("y") else base + "s"
-            names[plural] = kind
-    return names
-
-
-KIND_SEGMENTS = _kind_spellings()
-
-
-class BindingError(UsageError):
-    """An error the memory tool reports, worded as the SDK words it."""
-
-    def __init__(self, message: str, code: str = "invalid_input") -> None:
-        super().__init__(message)
-        self.code = code
-
-
-@dataclass(frozen=True)
-class VPath:
-    """A checked path below /memories: which kind folder, and the rest of the path in it."""
-
-    text: str
-    kind: Kind | None  # None: the /memories root
-    rest: tuple[str, ...] = ()
-
-    @property
-    def is_root(self) -> bool:
-        return self.kind is None
-
-    @property
-    def key(self) -> str | None:
-        """The entry key this path names as a file (None for the root or a kind folder)."""
-        if not self.rest:
-            return None
-        joined = "/".join(self.rest)
-        return joined[:-3] if joined.endswith(".md") and len(joined) > 3 else joined
-
-    @property
-    def prefix(self) -> str:
-        """Keys below this path as a folder start with this."""
-        return "/".join(self.rest) + "/" if self.rest else ""
-
-    @property
-    def canonical(self) -> str:
-        if self.kind is None:
-            return ROOT
-        return "/".join([ROOT, self.kind.value, *self.rest])
-
-
-def parse_path(path: Any, default_kind: Kind = DEFAULT_KIND) -> VPath:
-    """Check a model-given path and map it onto (kind, key); raise BindingError if refused."""
-    if not isinstance(path, str):
-        raise BindingError(f"Path must be a string, got: {path!r}", "invalid_path")
-    if len(path) > MAX_PATH:
-        raise BindingError(
-            f"Path is {len(path)} characters long; the limit is {MAX_PATH}. Use a shorter path.",
-            "invalid_path",
-        )
-    if not path.startswith(ROOT):
-        raise BindingError(f"Path must start with /memories, got: {path}", "invalid_path")
-    tail = path[len(ROOT) :]
-    if (
-        (tail and not tail.startswith("/"))
-        or "\x00" in path
-        or "\\" in path
-        or ".." in path
-        or _ENCODED.search(path)
-    ):
-        raise BindingError(f"Path {path} would escape /memories directory", "invalid_path")
-    if _CONTROL.search(path):
-        raise BindingError(
-            f"Path {path!r} contains control characters; use a plain path such as "
-            "/memories/lessons/name.md",
-            "invalid_path",
-        )
-    from ..model import confusable
-
-    problem = confusable(path)
-    if problem:
-        raise BindingError(f"Path {path!r} {problem}", "invalid_path")
-    segments = [s for s in tail.split("/") if s and s != "."]
-    if not segments:
-        return VPath(path, None)
-    kind = KIND_SEGMENTS.get(segments[0])
-    rest = segments[1:] if kind is not None else segments
-    if rest and rest[0].lower() in _FORBIDDEN_ROOTS or segments[0].lower() in _FORBIDDEN_ROOTS:
-        raise BindingError(
-            f"Path {path} is not reachable through the memory tool: identity and principals "
-            "are kept by the operator, not in /memories",
-            "forbidden_path",
-        )
-    vp = VPath(path, kind or default_kind, tuple(rest))
-    if vp.key is not None:
-        from ..model import check_key
-
-        check_key(vp.key)
-    return vp
-
-
-def entry_path(entry: Entry) -> str:
-    """Where the listing shows an entry: /memories/<kind>/<key>.md."""
-    return f"{ROOT}/{entry.kind.value}/{entry.key}.md"
 
 
 def default_kind(call: Call) -> Kind:
@@ -171,6 +80,14 @@ class Visible:
     @property
     def body(self) -> str:
         return self.entry.body
+
+    @property
+    def path(self) -> str:
+        return shown_path(self.entry)
+
+    @property
+    def size(self) -> int:
+        return body_size(self.entry.body)
 
 
 @dataclass
@@ -203,19 +120,21 @@ class View:
                 view.current[slot] = Visible(entry, own)
         return view
 
-    def get(self, kind: Kind, key: str) -> Visible | None:
-        return self.current.get((kind, key))
+    def slot(self, vp: VPath) -> Visible | None:
+        """What holds the entry ``vp`` names, at whichever path it was written."""
+        if vp.key is None or vp.kind is None:
+            return None
+        return self.current.get((vp.kind, vp.key))
+
+    def file(self, vp: VPath) -> Visible | None:
+        """The file at exactly this path."""
+        item = self.slot(vp)
+        return item if item is not None and item.path == vp.norm else None
 
     def under(self, vp: VPath) -> list[Visible]:
-        """Visible entries below a folder path (the root: all of them)."""
-        if vp.is_root:
-            return list(self.current.values())
-        prefix = vp.prefix
-        return [
-            v
-            for (kind, key), v in self.current.items()
-            if kind is vp.kind and key.startswith(prefix)
-        ]
+        """Visible files below a folder path (the root: all of them)."""
+        prefix = vp.norm + "/"
+        return [v for v in self.current.values() if v.path.startswith(prefix)]
 
 
 def _scan(call: Call, snap: Snapshot, kinds: Iterable[Kind], key: str | None) -> list[Entry]:
@@ -246,6 +165,17 @@ def view_of(call: Call, kind: Kind | None, key: str | None = None) -> View:
     return View.build(call, _scan(call, snap, kinds, key))
 
 
+def file_view(call: Call, vp: VPath) -> View:
+    """What is needed to find the file at ``vp``: its own kind and key."""
+    return view_of(call, vp.kind, vp.key)
+
+
+def folder(call: Call, vp: VPath) -> list[Visible]:
+    """The files below the folder ``vp``: a kind folder holds only its kind; any other
+    folder may hold entries of every kind (written under another default kind)."""
+    return view_of(call, vp.kind if vp.names_kind else None).under(vp)
+
+
 # -- the commands ------------------------------------------------------------------------
 
 
@@ -271,48 +201,48 @@ def _size(n: int) -> str:
     return f"{int(size)}{units[i]}" if size == int(size) else f"{size:.1f}{units[i]}"
 
 
-def _split_lines(content: str) -> list[str]:
+def _lines_keeping_cr(content: str) -> list[str]:
+    """Lines split on LF only (a CR stays on its line), without the empty tail of a final LF."""
     lines = content.split("\n")
     if lines[-1] == "":
         lines.pop()
     return lines
 
 
-def _listing(vp: VPath, items: list[Visible]) -> str:
-    """Up to two levels below the folder, each entry at its canonical path, with sizes."""
-    base = vp.canonical
+def _listing(shown: str, vp: VPath, items: list[Visible]) -> str:
+    """Two levels below the folder, in name order, each file at the path the model wrote."""
+    base = vp.norm
     tree: dict[str, Any] = {}
     for item in items:
-        rel = entry_path(item.entry)[len(base) + 1 :].split("/")
+        rel = item.path[len(base) + 1 :].split("/")
         node = tree
         for part in rel[:-1]:
             node = node.setdefault(part + "/", {})
         node[rel[-1]] = item
-    lines = [f"{_size(_total(tree))}\t{vp.text}"]
+    lines = [f"{_size(FOLDER_SIZE)}\t{shown}"]
     marked = False
 
-    def walk(node: dict[str, Any], prefix: str, depth: int) -> None:
+    def walk(node: dict[str, Any], rel: str, depth: int) -> None:
         nonlocal marked
         for name in sorted(node, key=lambda n: n.rstrip("/")):
-            if name.startswith(".") or name.rstrip("/") == "node_modules":
+            if name.startswith("."):
                 continue
             child = node[name]
-            path = f"{prefix}/{name}"
+            path = f"{rel}{name}"
             if isinstance(child, dict):
-                lines.append(f"{_size(_total(child))}\t{path}")
+                lines.append(f"{_size(FOLDER_SIZE)}\t{shown}/{path}")
                 if depth < 2:
-                    walk(child, path.rstrip("/"), depth + 1)
+                    walk(child, path, depth + 1)
             else:
-                line = f"{_size(len(child.body.encode()))}\t{path}"
+                line = f"{_size(child.size)}\t{shown}/{path}"
                 if child.own:
-                    line += f"\t{UNVERIFIED_MARK}"
+                    line += f" {UNVERIFIED_MARK}"
                     marked = True
                 lines.append(line)
 
-    walk(tree, base, 1)
+    walk(tree, "", 1)
     header = (
-        f"Here're the files and directories up to 2 levels deep in {vp.text}, excluding hidden "
-        "items and node_modules:"
+        f"Here're the files and directories up to 2 levels deep in {shown}, excluding hidden items:"
     )
     text = header + "\n" + "\n".join(lines)
     if marked:
@@ -323,19 +253,9 @@ def _listing(vp: VPath, items: list[Visible]) -> str:
     return text
 
 
-def _total(node: dict[str, Any]) -> int:
-    return sum(
-        _total(child) if isinstance(child, dict) else len(child.body.encode())
-        for child in node.values()
-    )
-
-
-def _own_note(item: Visible) -> str:
-    if not item.own:
-        return ""
-    return (
-        f"\n\n{UNVERIFIED_MARK} This is this run's own write: not verified yet, and not seen by "
-        "other runs until a panel verifies it."
+def _not_found(path: str) -> BindingError:
+    return BindingError(
+        f"The path {path} does not exist. Please provide a valid path.", "not_found"
     )
 
 
@@ -343,19 +263,19 @@ def cmd_view(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
     _require(inp, "view", "path")
     vp = parse_path(inp["path"], dk)
     if vp.key is not None:
-        item = view_of(call, vp.kind, vp.key).get(vp.kind, vp.key)  # type: ignore[arg-type]
+        item = file_view(call, vp).file(vp)
         if item is not None:
             return _view_file(vp.text, item, inp.get("view_range"))
-    folder = view_of(call, vp.kind).under(vp)
-    if not folder and not (vp.is_root or (vp.kind is not None and not vp.rest)):
-        raise BindingError(
-            f"The path {vp.text} does not exist. Please provide a valid path.", "not_found"
-        )
-    return _listing(vp, folder)
+    items = folder(call, vp)
+    if not items and not vp.is_root:
+        raise _not_found(vp.text)
+    return _listing(vp.text, vp, items)
 
 
 def _view_file(path: str, item: Visible, view_range: Any) -> str:
     lines = item.body.split("\n")
+    if len(lines) > MAX_LINES:
+        raise BindingError(f"File {path} exceeds maximum line limit of 999,999 lines.")
     start = 1
     if view_range is not None:
         if (
@@ -370,41 +290,54 @@ def _view_file(path: str, item: Visible, view_range: Any) -> str:
         end = len(lines) if view_range[1] == -1 else view_range[1]
         lines = lines[first:end]
         start = first + 1
-    text = f"Here's the content of {path} with line numbers:\n" + _numbered(lines, start)
-    return text + _own_note(item)
-
-
-def _file(call: Call, vp: VPath) -> Visible | None:
-    if vp.key is None:
-        return None
-    return view_of(call, vp.kind, vp.key).get(vp.kind, vp.key)  # type: ignore[arg-type]
+    header = f"Here's the content of {path} with line numbers:"
+    if item.own:
+        header = f"{UNVERIFIED_MARK} {header}"
+    return header + "\n" + _numbered(lines, start)
 
 
 def _existing_file(call: Call, vp: VPath) -> Visible:
     """The file a command edits; the SDK's errors when there is none."""
-    item = _file(call, vp)
+    item = file_view(call, vp).file(vp) if vp.key is not None else None
     if item is not None:
         return item
-    if vp.key is None or view_of(call, vp.kind).under(vp):
+    if vp.is_root or folder(call, vp):
         raise BindingError(f"The path {vp.text} is not a file.", "not_a_file")
-    raise BindingError(
-        f"The path {vp.text} does not exist. Please provide a valid path.", "not_found"
+    raise _not_found(vp.text)
+
+
+def _taken(item: Visible, path: str) -> BindingError:
+    """Two paths that name one memory (``lesson/`` and ``lessons/``, ``x`` and ``x.md``):
+    one of them at a time."""
+    return BindingError(
+        f"File {path} already exists as {item.path}: both paths name one memory. View or "
+        f"edit {item.path}, or choose another name.",
+        "already_exists",
     )
+
+
+def _new_file(call: Call, vp: VPath, text: str) -> Entry:
+    return new_entry(call, vp.kind, vp.key, text, memory_path=vp.norm)  # type: ignore[arg-type]
 
 
 def cmd_create(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
     _require(inp, "create", "path", "file_text")
     vp = parse_path(inp["path"], dk)
+    if vp.is_root or folder(call, vp):
+        raise BindingError(f"File {vp.text} already exists", "already_exists")
     if vp.key is None:
         raise BindingError(
-            f"The path {vp.text} is a directory; create a file below it, such as "
-            f"{vp.canonical}/notes.md",
+            f"The path {vp.text} names a kind of memory, which is a folder; create a file "
+            f"below it, such as {vp.norm}/notes.md",
             "not_a_file",
         )
-    if _file(call, vp) is not None:
-        raise BindingError(f"File {vp.text} already exists", "already_exists")
-    entry = new_entry(call, vp.kind, vp.key, str(inp["file_text"]))  # type: ignore[arg-type]
-    commit_entries(call, [entry], f"memory create {entry_path(entry)}")
+    item = file_view(call, vp).slot(vp)
+    if item is not None:
+        if item.path == vp.norm:
+            raise BindingError(f"File {vp.text} already exists", "already_exists")
+        raise _taken(item, vp.text)
+    entry = _new_file(call, vp, str(inp["file_text"]))
+    commit_entries(call, [entry], f"memory create {vp.norm}")
     return f"File created successfully at: {vp.text}"
 
 
@@ -431,8 +364,8 @@ def cmd_str_replace(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
             "ambiguous",
         )
     changed_line = content[: content.find(old)].count("\n")
-    entry = new_entry(call, item.entry.kind, item.entry.key, content.replace(old, new))
-    commit_entries(call, [entry], f"memory str_replace {entry_path(entry)}")
+    entry = _new_file(call, vp, content.replace(old, new))
+    commit_entries(call, [entry], f"memory str_replace {vp.norm}")
     new_lines = entry.body.split("\n")
     first = max(0, changed_line - 2)
     last = min(len(new_lines), changed_line + 3)
@@ -447,7 +380,7 @@ def cmd_insert(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
     vp = parse_path(inp["path"], dk)
     item = _existing_file(call, vp)
     line = inp["insert_line"]
-    lines = _split_lines(item.body)
+    lines = _lines_keeping_cr(item.body)
     if not isinstance(line, int) or isinstance(line, bool) or line < 0 or line > len(lines):
         raise BindingError(
             f"Invalid `insert_line` parameter: {line}. It should be within the range "
@@ -455,9 +388,17 @@ def cmd_insert(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
             "invalid_line",
         )
     lines.insert(line, str(inp["insert_text"]).rstrip("\n"))
-    entry = new_entry(call, item.entry.kind, item.entry.key, "\n".join(lines))
-    commit_entries(call, [entry], f"memory insert {entry_path(entry)}")
+    text = "\n".join(lines)
+    if not text.endswith("\n"):
+        text += "\n"
+    entry = _new_file(call, vp, text)
+    commit_entries(call, [entry], f"memory insert {vp.norm}")
     return f"The file {vp.text} has been edited."
+
+
+def _tombstone(call: Call, item: Visible) -> Entry:
+    src = item.entry
+    return new_entry(call, src.kind, src.key, "", tombstone=True, memory_path=item.path)
 
 
 def cmd_delete(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
@@ -465,12 +406,11 @@ def cmd_delete(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
     vp = parse_path(inp["path"], dk)
     if vp.is_root:
         raise BindingError("Cannot delete the /memories directory itself", "invalid_path")
-    item = _file(call, vp)
-    targets = [item] if item is not None else view_of(call, vp.kind).under(vp)
+    item = file_view(call, vp).file(vp) if vp.key is not None else None
+    targets = [item] if item is not None else folder(call, vp)
     if not targets:
         raise BindingError(f"The path {vp.text} does not exist", "not_found")
-    stones = [new_entry(call, t.entry.kind, t.entry.key, "", tombstone=True) for t in targets]
-    commit_entries(call, stones, f"memory delete {vp.canonical}")
+    commit_entries(call, [_tombstone(call, t) for t in targets], f"memory delete {vp.norm}")
     return f"Successfully deleted {vp.text}"
 
 
@@ -480,28 +420,39 @@ def cmd_rename(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
     new = parse_path(inp["new_path"], dk)
     if old.is_root:
         raise BindingError("Cannot rename the /memories directory itself", "invalid_path")
-    if new.is_root or _file(call, new) is not None or view_of(call, new.kind).under(new):
+    exists = new.is_root or folder(call, new)
+    if exists or (new.key is not None and file_view(call, new).file(new) is not None):
         raise BindingError(f"The destination {new.text} already exists", "already_exists")
-    item = _file(call, old)
+    if new.norm.startswith(old.norm + "/"):
+        raise BindingError(
+            f"Cannot move {old.text} into itself ({new.text}); choose a path outside it",
+            "invalid_path",
+        )
+    item = file_view(call, old).file(old) if old.key is not None else None
     moves: list[tuple[Visible, VPath]] = []
     if item is not None:
-        if new.key is None:
-            raise BindingError(f"The destination {new.text} already exists", "already_exists")
         moves.append((item, new))
     else:
-        for visible in view_of(call, old.kind).under(old):
-            rel = visible.entry.key[len(old.prefix) :]
-            moves.append((visible, parse_path(f"{new.canonical}/{rel}.md", dk)))
+        for visible in folder(call, old):
+            moves.append((visible, parse_path(new.norm + visible.path[len(old.norm) :], dk)))
     if not moves:
         raise BindingError(f"The path {old.text} does not exist", "not_found")
     written: list[Entry] = []
     for visible, dest in moves:
-        if dest.key is None or _file(call, dest) is not None:
-            raise BindingError(f"The destination {new.text} already exists", "already_exists")
-        written.append(new_entry(call, dest.kind, dest.key, visible.body))  # type: ignore[arg-type]
-        src = visible.entry
-        written.append(new_entry(call, src.kind, src.key, "", tombstone=True))
-    commit_entries(call, written, f"memory rename {old.canonical} -> {new.canonical}")
+        if dest.key is None:
+            raise BindingError(
+                f"The path {dest.text} names a kind of memory, which is a folder; rename to a "
+                f"file below it, such as {dest.norm}/{visible.path.rsplit('/', 1)[-1]}",
+                "not_a_file",
+            )
+        held = file_view(call, dest).slot(dest)
+        same_slot = (dest.kind, dest.key) == (visible.entry.kind, visible.entry.key)
+        if held is not None and not same_slot:
+            raise _taken(held, dest.text)
+        written.append(_new_file(call, dest, visible.body))
+        if not same_slot:  # the moved copy replaces its original in one slot: no tombstone
+            written.append(_tombstone(call, visible))
+    commit_entries(call, written, f"memory rename {old.norm} -> {new.norm}")
     return f"Successfully renamed {old.text} to {new.text}"
 
 
@@ -565,3 +516,17 @@ register(
         anthropic_definition={"type": "memory_20250818", "name": "memory"},
     )
 )
+
+
+__all__ = [
+    "DEFAULT_KIND",
+    "KIND_SEGMENTS",
+    "MAX_PATH",
+    "ROOT",
+    "BindingError",
+    "VPath",
+    "entry_path",
+    "memory",
+    "parse_path",
+    "shown_path",
+]

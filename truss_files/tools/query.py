@@ -79,6 +79,48 @@ _VIEW_PROPS: dict[str, Any] = {
 }
 
 
+# Result shapes (MCP's outputSchema), as CONTRACTS.md gives them; optional fields may be added.
+_STRING_OR_NULL = {"type": ["string", "null"]}
+_ENTRY_OUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "kind": {"type": "string", "enum": KINDS},
+        "key": {"type": "string"},
+        "body": {"type": "string"},
+        "trust": {"type": "string", "enum": FLOORS},
+        "score": {"type": "number"},
+        "ledger_ref": _STRING_OR_NULL,
+        "provenance": {"type": "object"},
+    },
+    "required": ["id", "kind", "key", "body", "trust"],
+}
+_CONFLICTS_OUT = {"type": "array", "items": {"type": "object"}}
+QUERY_OUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "recall_mode": {"type": "string", "enum": list(RECALL_MODES)},
+        "min_trust": {"type": "string", "enum": FLOORS},
+        "entries": {"type": "array", "items": _ENTRY_OUT},
+        "withheld": {"type": "string"},
+        "conflicts": _CONFLICTS_OUT,
+    },
+    "required": ["min_trust", "entries"],
+}
+VIEW_OUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "min_trust": {"type": "string", "enum": FLOORS},
+        "entries": {"type": "array", "items": _ENTRY_OUT},
+        "filtered": {"type": "array", "items": {"type": "string"}},
+        "missing": {"type": "array", "items": {"type": "string"}},
+        "withheld": {"type": "string"},
+        "conflicts": _CONFLICTS_OUT,
+    },
+    "required": ["min_trust", "entries"],
+}
+
+
 def store_recall_mode(config: ConfigLike) -> str:
     """``[recall] mode`` of truss.toml alone (default exact)."""
     mode = config.get("recall", "mode", "exact")
@@ -105,7 +147,10 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     tombstones left out — then ranking in the recall mode of the settings."""
     from ..recall.engine import search, search_snapshot
 
-    flt = dataclasses.replace(flt, visible_run=call.run_id, skip_marked=True, reader=call.reader())
+    # A run's own pending deletes hide what they delete from that run, as its memory view does.
+    flt = dataclasses.replace(
+        flt, visible_run=call.run_id, skip_marked=True, reader=call.reader(), run_deletes=True
+    )
     mode = recall_mode(call)
     salience = call.salience()
     if call.store_open:
@@ -182,6 +227,13 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     seen: set[str] = set()
     from .. import entryfile
 
+    # The run's own pending deletes: gone for this run, as in its memory view and queries.
+    deleted: frozenset[str] = frozenset()
+    if call.run_id is not None:
+        from ..recall.engine import run_deleted_snapshot
+
+        deleted = run_deleted_snapshot(call.store, snap, call.run_id)
+
     for ref in refs:
         try:
             path = call.store.resolve(ref, snap)
@@ -198,7 +250,9 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
         if entry.id in seen:
             continue
         seen.add(entry.id)
-        if flt.admits(entry) or (call.own_unverified(entry) and flt.reader_sees(entry)):
+        if entry.id not in deleted and (
+            flt.admits(entry) or (call.own_unverified(entry) and flt.reader_sees(entry))
+        ):
             entries.append(entry_view(entry))
             shown.append(entry)
         else:
@@ -250,6 +304,7 @@ register(
         annotations=Annotations(title="Search memory", read_only=True, idempotent=True),
         gate="memory",
         memoized=True,
+        output_schema=QUERY_OUT,
     )
 )
 
@@ -259,7 +314,8 @@ register(
         description=(
             "Fetch memory entries by id (or a unique prefix of 8+ hex characters). Returns "
             "the entries at or above the trust floor (verified by default); `filtered` lists "
-            "ids that exist but are below the floor or rejected, `missing` ids not found; "
+            "ids that exist but are below the floor, rejected or deleted by this run, "
+            "`missing` ids not found; "
             "`conflicts`, if present, names verified entries that disagree on one kind and key. "
             "Read-only."
         ),
@@ -268,6 +324,7 @@ register(
         annotations=Annotations(title="View memory entries", read_only=True, idempotent=True),
         gate="memory",
         memoized=True,
+        output_schema=VIEW_OUT,
     )
 )
 
@@ -288,5 +345,11 @@ register(
         annotations=Annotations(title="Read memory", read_only=True, idempotent=True),
         gate="memory",
         memoized=True,
+        # Either shape: a search's or a fetch's (both hold min_trust and entries).
+        output_schema={
+            "type": "object",
+            "properties": {**VIEW_OUT["properties"], **QUERY_OUT["properties"]},
+            "required": ["min_trust", "entries"],
+        },
     )
 )

@@ -205,10 +205,13 @@ def _one(tool: Tool, fmt: str) -> dict[str, Any]:
                 "parameters": schema,
             },
         }
-    return {
+    found = {
         "name": tool.provider_name,
         "title": tool.annotations.title,
         "description": tool.description,
         "inputSchema": schema,
         "annotations": tool.annotations.to_mcp(),
     }
+    if tool.output_schema is not None:
+        found["outputSchema"] = dict(tool.output_schema)
+    return found

@@ -29,14 +29,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..model import MAX_BODY, Entry, Kind, Provenance, body_size, check_key, normalize_body
+from ..model import (
+    MAX_BODY,
+    TOMBSTONE_MARK,
+    Entry,
+    Kind,
+    Provenance,
+    body_size,
+    check_key,
+    normalize_body,
+)
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
     from ..panel.report import Outcome as PanelOutcome
     from .dispatch import Call
 
-TOMBSTONE_MARK = "<!-- truss:tombstone -->"
 TOMBSTONE_BODY = (
     TOMBSTONE_MARK + "\nDeleted through the memory tool. Once verified, this entry hides its key "
     "from the memory tool's view."
@@ -47,12 +55,28 @@ def is_tombstone(entry: Entry) -> bool:
     return entry.body.startswith(TOMBSTONE_MARK)
 
 
-def new_entry(call: Call, kind: Kind, key: str, body: str, *, tombstone: bool = False) -> Entry:
-    """An unverified entry of this call, checked as MemoryStore.write checks its input."""
+def new_entry(
+    call: Call,
+    kind: Kind,
+    key: str,
+    body: str,
+    *,
+    tombstone: bool = False,
+    memory_path: str | None = None,
+) -> Entry:
+    """An unverified entry of this call, checked as MemoryStore.write checks its input.
+
+    ``memory_path``: the memory tool's file at that path. Its text is kept byte for byte
+    (an empty file too), where any other write is stored in canonical form."""
     check_key(key)
-    text = TOMBSTONE_BODY if tombstone else normalize_body(body)
-    if not text:
-        raise UsageError("the text is empty; a memory needs some text (delete removes one)")
+    if tombstone:
+        text = TOMBSTONE_BODY
+    elif memory_path is not None:
+        text = body
+    else:
+        text = normalize_body(body)
+        if not text:
+            raise UsageError("the text is empty; a memory needs some text (delete removes one)")
     if not tombstone and text.startswith(TOMBSTONE_MARK):
         raise UsageError(f"a memory may not start with {TOMBSTONE_MARK}; that marks deletions")
     if body_size(text) > MAX_BODY:
@@ -69,6 +93,7 @@ def new_entry(call: Call, kind: Kind, key: str, body: str, *, tombstone: bool = 
         author=f"agent:{store.principal()}",
         created=store._now(),
         provenance=Provenance(produced_by=call.ledger_ref()),
+        memory_path=memory_path,
     )
 
 
@@ -166,5 +191,15 @@ register(
         handler=write_memory,
         annotations=Annotations(title="Write memory", read_only=False, destructive=False),
         gate="memory_write",
+        output_schema={
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "trust": {"type": "string", "enum": ["unverified", "verified", "rejected"]},
+                "verification": {"type": "object"},
+                "note": {"type": "string"},
+            },
+            "required": ["id", "trust"],
+        },
     )
 )
