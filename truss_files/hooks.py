@@ -387,7 +387,8 @@ def commit_msg(repo: pygit2.Repository, message: str) -> list[str]:
             "truss-files commit-msg: [trailers] this commit changes store files but its message "
             "has no `Truss-Op: <op>` trailer (write, promote, reject, demote, supersede, "
             "revert, config, signers, ...); add one as the last paragraph, or let "
-            "truss-files make the commit (`truss-files write`, `promote`, ...)"
+            "truss-files make the commit (`truss-files write`, `promote`, ...; for "
+            "allowed_signers and [roles], `truss-files signers add` and `roles grant`)"
         )
     return lines
 
