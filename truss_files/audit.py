@@ -1,9 +1,9 @@
-"""The audit: DESIGN.md §3's rules, one function shared by the library, the CLI and hooks.
+"""The audit: the store's rules, one function shared by the library, the CLI and hooks.
 
 Each commit that touches the store is judged by the policy of its first parent (the root by
 its own): it is signed by an allowed key whose principal holds the role its changes need;
 every entry file parses, sits at its path and matches its id; new entries land unverified;
-trust moves only along the arrows of §2 (a revert only back along one); every move to
+trust moves only along the trust state machine (a revert only back one step); every move to
 verified or rejected carries a panel-signed verdict for exactly that id; identity core,
 roles and signers change only under an operator; no store file is deleted; store files are
 plain files (no gitlink, no symlink); a body stays within the one limit writes keep. A merge

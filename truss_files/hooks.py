@@ -1,4 +1,4 @@
-"""Git hooks: thin shims over the audit, at the places git runs hooks (DESIGN.md §3).
+"""Git hooks: thin shims over the audit, at the places git runs hooks.
 
 libgit2 never runs hooks, so the library checks its own commits; these guard commits and
 pushes made with the git CLI. Client side (honest clients): ``pre-commit`` validates the
