@@ -116,7 +116,9 @@ def audit(
     *,
     root: str | None = None,
     environ: Mapping[str, str] | None = None,
+    on_commit: Callable[[str, int, int], None] | None = None,
 ) -> AuditReport:
+    """``on_commit(commit id, checked, total)`` follows a long audit (once with 0 first)."""
     env = os.environ if environ is None else environ
     repo = git.repo
     notes: list[str] = []
@@ -142,7 +144,10 @@ def audit(
             Violation(str(tip.id), "", "trust-root", f"does not descend from root {root_id[:12]}")
         )
         return AuditReport(root_id, 0, tuple(violations), tuple(notes))
-    for broken in check_commits(repo, _commits(repo, tip, root_commit, start), root_id):
+    commits: Iterable[pygit2.Commit] = _commits(repo, tip, root_commit, start)
+    if on_commit is not None:
+        commits = _counted(list(commits), on_commit)
+    for broken in check_commits(repo, commits, root_id):
         checked += 1
         violations.extend(broken)
     return AuditReport(root_id, checked, tuple(violations), tuple(notes))
@@ -160,6 +165,15 @@ def check_commits(
         if not is_root:
             policies.carry(commit, broken)
         yield broken
+
+
+def _counted(
+    commits: list[pygit2.Commit], on_commit: Callable[[str, int, int], None]
+) -> Iterator[pygit2.Commit]:
+    on_commit("", 0, len(commits))
+    for n, commit in enumerate(commits, start=1):
+        yield commit  # resumed once the commit has been checked
+        on_commit(str(commit.id), n, len(commits))
 
 
 def _split_range(rev_range: str | None) -> tuple[str | None, str | None]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -28,42 +27,46 @@ CONTRACT_OPTION = click.option(
 )
 
 
-class _Progress:
-    """A progress bar on stderr when stderr is a terminal; nothing otherwise."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.bar: Any = None
-
-    def start(self, total: int) -> None:
-        if total and sys.stderr.isatty():
-            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
-            self.bar.__enter__()
-
-    def done(self, _outcome: Any) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
-
-
 def _terminate(signum: int, _frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
 @contextlib.contextmanager
-def _run_panel(label: str) -> Iterator[_Progress]:
-    """SIGTERM unwinds like ^C, so running checks are killed and the checkout is removed;
-    commits already made stay made (each is atomic)."""
-    progress = _Progress(label)
+def _run_panel(command: str, fmt: str | None, again: str) -> Iterator[Callable[..., Any]]:
+    """Progress on a terminal; ^C (and SIGTERM, which unwinds like it, so running checks are
+    killed and the checkout is removed) stops at once and says what was decided -- each
+    decision is its own commit and stays made -- and the command that goes on. Yields the
+    ``run(func, *args, **kwargs)`` that calls the runner with the progress callbacks."""
+    from .progress import Progress, enabled, interruptible
+
+    progress = Progress(command, enabled(fmt == "json"))
+    total = {"n": 0}
+
+    def start(n: int) -> None:
+        total["n"] = n
+        progress.phase("verifying" if command == "verify" else "re-checking", n)
+
+    def done(outcome: Any) -> None:
+        progress.advance(**{outcome.status: 1})
+
+    def stopped() -> str:
+        counts = ", ".join(f"{v} {k}" for k, v in progress.counts.items() if v)
+        return (
+            f"interrupted: {progress.done} of {total['n']} entries done"
+            + (f" ({counts})" if counts else "")
+            + f", each in its own signed commit; the rest are as they were. Run `{again}` "
+            "to go on"
+        )
+
+    def run(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        progress.phase("finding entries")
+        return func(*args, on_start=start, on_done=done, **kwargs)
+
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        yield progress
+        with interruptible(progress, stopped):
+            yield run
     finally:
-        progress.close()
         signal.signal(signal.SIGTERM, previous)
 
 
@@ -102,15 +105,9 @@ def verify(
 
     store = obj.store()
     settings = settings_for(store, agent=agent, contract=contract)
-    with _run_panel("verifying") as progress:
-        report = run_verify(
-            store,
-            ids,
-            pending=pending,
-            settings=settings,
-            on_start=progress.start,
-            on_done=progress.done,
-        )
+    again = "truss-files verify " + ("--pending" if pending else " ".join(ids))
+    with _run_panel("verify", fmt, again) as run:
+        report = run(run_verify, store, ids, pending=pending, settings=settings)
     emit(fmt, report.to_dict(), lambda _d: report.text())
 
 
@@ -147,15 +144,9 @@ def recheck(
 
     store = obj.store()
     settings = settings_for(store, agent=agent, contract=contract)
-    with _run_panel("re-checking") as progress:
-        report = run_recheck(
-            store,
-            ids,
-            all_verified=all_,
-            settings=settings,
-            on_start=progress.start,
-            on_done=progress.done,
-        )
+    again = "truss-files recheck " + ("--all" if all_ else " ".join(ids))
+    with _run_panel("recheck", fmt, again) as run:
+        report = run(run_recheck, store, ids, all_verified=all_, settings=settings)
     emit(fmt, report.to_dict(), lambda _d: report.text())
 
 
