@@ -378,3 +378,21 @@ def test_set_roles_keeps_the_rest_of_the_file_and_refuses_what_it_cannot_edit() 
     )
     with pytest.raises(ConfigError, match="plain \\[roles\\] table"):
         set_roles('roles.operator = ["a"]\n', {"operator": ["b"], "panel": [], "agent": []})
+
+
+def test_the_readme_block_runs_as_written_in_a_fresh_home(tmp_path: Path) -> None:
+    from test_docs import README, _block_after, _run_in_fresh_home
+
+    home = tmp_path / "home"
+    home.mkdir()
+    assert _run_in_fresh_home(home, _block_after("A store in five commands")).returncode == 0
+    section = README.split("\n### Managing signers and roles\n", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+    for _ in range(2):  # and again: the block can be re-run
+        done = _run_in_fresh_home(home, block)
+        assert done.returncode == 0, done.stderr
+        assert "alice@example.com" in done.stdout and "\tpanel" in done.stdout
+        assert "ok:" in done.stdout.splitlines()[-1]
+    signers = (home / "agent-memory" / SIGNERS_PATH).read_text()
+    assert "alice@example.com" not in signers

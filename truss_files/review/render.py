@@ -114,9 +114,9 @@ def mermaid(cs: ChangeSet) -> str:
             lines.append(f"  {before} -.->|{count} illegal| {after}")
     if len(lines) == 1:
         return ""
-    lines.append("  classDef bad stroke:#d00,stroke-width:2px")
-    if any(not legal for _b, _a, legal in edges):
-        bad = sorted({a for (_b, a, legal) in edges if not legal})
+    bad = sorted({a for (_b, a, legal) in edges if not legal})
+    if bad:
+        lines.append("  classDef bad stroke:#d00,stroke-width:2px")
         lines.append(f"  class {','.join(bad)} bad")
     return "\n".join(lines)
 
