@@ -27,12 +27,37 @@ CONTRACT_OPTION = click.option(
 )
 
 
+# Outcomes that are a commit (counted from the branch), and the name each op is shown by.
+_COMMITS = frozenset({"promoted", "rejected", "demoted", "reverified"})
+_COMMITTED = {"promoted": "promote", "rejected": "reject", "demoted": "demote"}
+
+
+def _decisions(store: Any, since: Any) -> dict[str, int]:
+    from ..store import parse_trailers
+
+    ops = {op: status for status, op in _COMMITTED.items()}
+    found: dict[str, int] = {}
+    tip = store.git.tip()
+    if tip is None:
+        return found
+    walker = store.git.repo.walk(tip.id)
+    if since is not None:
+        walker.hide(since)
+    for commit in walker:
+        op = (parse_trailers(commit.message).get("Truss-Op") or [""])[0]
+        if op in ops:
+            found[ops[op]] = found.get(ops[op], 0) + 1
+    return found
+
+
 def _terminate(signum: int, _frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
 @contextlib.contextmanager
-def _run_panel(command: str, fmt: str | None, again: str) -> Iterator[Callable[..., Any]]:
+def _run_panel(
+    store: Any, command: str, fmt: str | None, again: str
+) -> Iterator[Callable[..., Any]]:
     """Progress on a terminal; ^C (and SIGTERM, which unwinds like it, so running checks are
     killed and the checkout is removed) stops at once and says what was decided -- each
     decision is its own commit and stays made -- and the command that goes on. Yields the
@@ -41,6 +66,8 @@ def _run_panel(command: str, fmt: str | None, again: str) -> Iterator[Callable[.
 
     progress = Progress(command, enabled(fmt == "json"))
     total = {"n": 0}
+    tip = store.git.tip()
+    start_tip = tip.id if tip is not None else None
 
     def start(n: int) -> None:
         total["n"] = n
@@ -50,9 +77,13 @@ def _run_panel(command: str, fmt: str | None, again: str) -> Iterator[Callable[.
         progress.advance(**{outcome.status: 1})
 
     def stopped() -> str:
-        counts = ", ".join(f"{v} {k}" for k, v in progress.counts.items() if v)
+        # Decisions are read from the branch, not from the callbacks: a commit that landed
+        # just before the ^C is counted even if its callback never ran.
+        found = _decisions(store, start_tip)
+        found.update((k, v) for k, v in progress.counts.items() if k not in _COMMITS and v)
+        counts = ", ".join(f"{v} {k}" for k, v in found.items() if v)
         return (
-            f"interrupted: {progress.done} of {total['n']} entries done"
+            f"interrupted: {sum(found.values())} of {total['n']} entries done"
             + (f" ({counts})" if counts else "")
             + f", each in its own signed commit; the rest are as they were. Run `{again}` "
             "to go on"
@@ -106,7 +137,7 @@ def verify(
     store = obj.store()
     settings = settings_for(store, agent=agent, contract=contract)
     again = "truss-files verify " + ("--pending" if pending else " ".join(ids))
-    with _run_panel("verify", fmt, again) as run:
+    with _run_panel(store, "verify", fmt, again) as run:
         report = run(run_verify, store, ids, pending=pending, settings=settings)
     emit(fmt, report.to_dict(), lambda _d: report.text())
 
@@ -145,7 +176,7 @@ def recheck(
     store = obj.store()
     settings = settings_for(store, agent=agent, contract=contract)
     again = "truss-files recheck " + ("--all" if all_ else " ".join(ids))
-    with _run_panel("recheck", fmt, again) as run:
+    with _run_panel(store, "recheck", fmt, again) as run:
         report = run(run_recheck, store, ids, all_verified=all_, settings=settings)
     emit(fmt, report.to_dict(), lambda _d: report.text())
 
