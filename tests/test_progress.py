@@ -229,3 +229,35 @@ def test_the_query_and_reading_paths_never_load_the_progress_module(store: Memor
             timeout=60,
         )
         assert done.stderr.strip().splitlines()[-1] == "False", (args, done.stderr)
+
+
+def test_ctrl_c_during_an_import_says_nothing_was_imported(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    source = tmp_path / "many.jsonl"
+    source.write_text(
+        "".join(
+            json.dumps({"kind": "fact", "key": f"m{i}", "body": f"many facts {i}"}) + "\n"
+            for i in range(20_000)
+        )
+    )
+    before = store.git.tip()
+
+    proc, main = _spawn(store, tmp_path, "import", str(source), "--format", "text")
+    try:
+        seen = _read_tty(main, until=lambda b: b"import: checking entries" in b)
+        proc.send_signal(signal.SIGINT)
+        seen += _read_tty(main, until=lambda b: b"again" in b, timeout=30)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+        os.close(main)
+
+    assert proc.returncode == 130
+    assert b"interrupted while checking line " in seen
+    assert b"nothing was imported. Run the same command again" in seen
+    after = store.git.tip()
+    assert before is not None and after is not None and after.id == before.id
+    assert list(store.iter_entries()) == []
