@@ -76,7 +76,7 @@ def test_change_set_names_additions_transitions_reviewers_and_links(store: Memor
     assert [c.op for c in cs.commits] == ["write", "promote", "write", "promote", "write", "reject"]
 
     md = to_markdown(cs)
-    assert "new → **verified**" in md and "pytest (check): PASS" in md
+    assert "new → **verified**" in md and "pytest (check) PASS" in md
     assert f"`{newer.id[:12]}` supersedes `{older.id[:12]}`" in md
     assert "✅ audit: clean (6 commits)" in md
     text = to_text(cs)
@@ -213,3 +213,108 @@ def test_install_drivers_makes_git_log_readable(store: MemoryStore) -> None:
     assert "-fact 'tz' — unverified" in patch
     assert "+fact 'tz' — verified — PASS 1/1 by operator@example.test" in patch
     assert "+vote operator@example.test (human): PASS" in patch
+
+
+def _row(md: str, entry_id: str) -> str:
+    (row,) = [line for line in md.splitlines() if line.startswith(f"| `{entry_id[:12]}`")]
+    return row
+
+
+def test_each_body_sits_beside_its_transition_and_a_stale_row_says_why(
+    store: MemoryStore,
+) -> None:
+    base = _tip(store)
+    older = store.write("decision", "db-engine", "Use SQLite for the cache.\nIt is one file.")
+    store.promote(older.id, store.sign_verdict(older.id, "PASS", note="fits the load"))
+    newer = store.write("decision", "db-engine", "Use Postgres for the cache.")
+    store.promote(newer.id, store.sign_verdict(newer.id, "PASS", note="many writers now"))
+    lesson = store.write("lesson", "ci", "Pin the runner image.")
+    store.promote(lesson.id, store.sign_verdict(lesson.id, "PASS", note="ok"))
+    store.demote(lesson.id, "the image is pinned upstream now")
+    waiting = store.write("fact", "queue", "The queue holds **100** jobs.")
+
+    md = to_markdown(change_set(store.git, f"{base}..HEAD"))
+
+    promoted = _row(md, newer.id)
+    assert "new → **verified**" in promoted and "Use Postgres for the cache." in promoted
+    assert "operator@example.test (human) PASS: many writers now" in promoted
+    stale = _row(md, older.id)
+    assert f"superseded by {newer.id[:12]}" in stale
+    assert "Use SQLite for the cache. / It is one file." in stale
+    assert "PASS" not in stale and "fits the load" not in stale  # not the old verdict
+    assert "demoted: the image is pinned upstream now" in _row(md, lesson.id)
+    # No collapsed list repeats the moved bodies; the one entry that did not move is listed.
+    assert "<details>" not in md
+    assert md.count("Use Postgres for the cache.") == 1
+    added = md.split("#### Entries added, still unverified")[1]
+    assert f"`{waiting.id[:12]}` fact" in added and "\\*\\*100\\*\\* jobs" in added
+    assert older.id[:12] not in added.split("#### Commits")[0]
+
+
+def test_one_signer_is_named_once_with_what_they_did(store: MemoryStore) -> None:
+    base = _tip(store)
+    entry = store.write("fact", "sky", "The sky is blue.")
+    store.promote(entry.id, store.sign_verdict(entry.id, "PASS", note="looked up"))
+
+    md = to_markdown(change_set(store.git, f"{base}..HEAD"))
+
+    row = _row(md, entry.id)
+    assert row.count("operator@example.test") == 2  # once as a person, once in the vote's line
+    assert "operator@example.test (commit, verdict, vote PASS)" in row
+    text = to_text(change_set(store.git, f"{base}..HEAD"))
+    assert "by operator@example.test (commit, verdict, vote PASS)" in text
+
+
+def test_an_illegal_move_is_never_counted_as_promoted(
+    store: MemoryStore, operator_key: Ed25519Signer
+) -> None:
+    bad = store.write("fact", "moon", "The moon is made of cheese.")
+    store.reject(bad.id, store.sign_verdict(bad.id, "FAIL", note="no"))
+    base = _tip(store)
+    # Someone with a key flips the rejected entry to verified by hand, reusing a verdict.
+    good = store.write("fact", "sun", "The sun is a star.")
+    verdict = store.sign_verdict(good.id, "PASS", note="yes")
+    store.promote(good.id, verdict)
+    path = Path(store.git.workdir or ".") / bad.path
+    text = path.read_text().replace("trust: rejected", "trust: verified")
+    _commit_raw(store, {bad.path: text.encode()}, operator_key)
+
+    cs = change_set(store.git, f"{base}..HEAD")
+    md = to_markdown(cs)
+
+    flipped = next(t for t in cs.transitions if t.id == bad.id)
+    assert (flipped.before, flipped.after, flipped.legal) == ("rejected", "verified", False)
+    counts = md.splitlines()[2]
+    assert "1 promoted" in counts and "1 illegal trust move" in counts  # the sun only
+    assert "⚠️ rejected → verified (illegal)" in _row(md, bad.id)
+    assert "illegal move rejected → verified" in to_text(cs)
+    assert "rejected -.->|1 illegal| verified" in md
+
+
+def test_a_mermaid_diagram_sums_up_the_moves(store: MemoryStore) -> None:
+    base = _tip(store)
+    for key in ("a", "b"):
+        entry = store.write("fact", key, f"Fact {key}.")
+        store.promote(entry.id, store.sign_verdict(entry.id, "PASS", note="ok"))
+    store.write("fact", "c", "Fact c.")
+    bad = store.write("fact", "d", "Fact d.")
+    store.reject(bad.id, store.sign_verdict(bad.id, "FAIL", note="no"))
+
+    md = to_markdown(change_set(store.git, f"{base}..HEAD"))
+
+    diagram = md.split("```mermaid\n")[1].split("\n```")[0].splitlines()
+    assert diagram[0] == "flowchart LR"
+    assert "  new -->|1 written| unverified" in diagram
+    assert "  new -->|2| verified" in diagram and "  new -->|1| rejected" in diagram
+    assert md.index("```mermaid") < md.index("#### Trust transitions")
+
+
+def test_no_message_in_the_product_cites_a_design_document() -> None:
+    package = Path(__file__).resolve().parents[1] / "truss_files"
+    cited = [
+        f"{path.relative_to(package)}:{n}"
+        for path in sorted(package.rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if "§" in line or "DESIGN.md" in line
+    ]
+    assert cited == []

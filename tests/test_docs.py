@@ -104,6 +104,31 @@ def _newcomer_script() -> tuple[str, list[Block]]:
     return "".join(parts), run
 
 
+def run_as_newcomer(
+    home: Path, script: str, *, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``script`` in bash from the checkout, with ``home`` as HOME, no truss or git settings
+    of ours, and PATH without the venv (README blocks activate it themselves)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "TRUSS_", "GIT_"))}
+    venv_bin = str(ROOT / ".venv" / "bin")
+    path = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != venv_bin)
+    env |= {"HOME": str(home), "PATH": path}
+    env.pop("VIRTUAL_ENV", None)
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def sh_block(section: str, prefix: str = "") -> str:
+    """The first runnable block of ``section`` whose first line starts with ``prefix``."""
+    return next(b.text for b in _blocks() if b.section == section and b.first.startswith(prefix))
+
+
 def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) -> None:
     """After `make demo`: a fresh HOME, PATH without the venv (the first block activates it),
     the checkout as the working directory, every block in order in one shell."""
@@ -113,19 +138,7 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
     # git asks a newcomer who they are at their first commit; answer it as they would.
     (home / ".gitconfig").write_text("[user]\n\tname = New Comer\n\temail = new@example.com\n")
     script, run = _newcomer_script()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "TRUSS_", "GIT_"))}
-    venv_bin = str(ROOT / ".venv" / "bin")
-    path = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != venv_bin)
-    env |= {"HOME": str(home), "PATH": path}
-    env.pop("VIRTUAL_ENV", None)
-    done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    done = run_as_newcomer(home, script, timeout=900)
     outputs = re.split(r"^@@ block \d+$", done.stdout, flags=re.M)[1:]
     failed = run[len(outputs) - 1] if outputs else run[0]
     assert done.returncode == 0, f"block under {failed.section!r} failed:\n{done.stderr[-3000:]}"
@@ -143,6 +156,10 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
     assert "Terse. Cites the commit behind every claim." in lines
     assert any(" failed " in line for line in lines)
     assert lines[-1] == SELF_TEMPLATE.splitlines()[-1]
+
+    operators = said["For operators: enforcement and sync"]  # managing signers and roles
+    assert "alice@example.com" in operators and "\tpanel" in operators
+    assert "ok:" in operators.splitlines()[-1]
 
     context = said["Context for a run"]
     assert '"repin": true' in context and "prefix unchanged" in context

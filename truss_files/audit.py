@@ -1,9 +1,9 @@
-"""The audit: DESIGN.md §3's rules, one function shared by the library, the CLI and hooks.
+"""The audit: the store's rules, one function shared by the library, the CLI and hooks.
 
 Each commit that touches the store is judged by the policy of its first parent (the root by
 its own): it is signed by an allowed key whose principal holds the role its changes need;
 every entry file parses, sits at its path and matches its id; new entries land unverified;
-trust moves only along the arrows of §2 (a revert only back along one); every move to
+trust moves only along the trust state machine (a revert only back one step); every move to
 verified or rejected carries a panel-signed verdict for exactly that id; identity core,
 roles and signers change only under an operator; identity self and its proposals change as
 the identity policy in force at the parent allows, and a principal's file only under that
@@ -130,12 +130,14 @@ def audit(
     root: str | None = None,
     environ: Mapping[str, str] | None = None,
     start_audited: bool = False,
+    on_commit: Callable[[str, int, int], None] | None = None,
 ) -> AuditReport:
     """Audit ``rev_range`` (``A..B``, one commit, or the branch) from the trust root.
 
     ``start_audited``: the caller has audited the history of ``A`` clean from this root
     already (the read gate's record), so ``B`` descends from the root when it descends from
-    ``A``, which a walk of ``A..B`` alone shows.
+    ``A``, which a walk of ``A..B`` alone shows. ``on_commit(commit id, checked, total)``
+    follows a long audit (once with 0 first).
     """
     env = os.environ if environ is None else environ
     repo = git.repo
@@ -162,7 +164,10 @@ def audit(
             Violation(str(tip.id), "", "trust-root", f"does not descend from root {root_id[:12]}")
         )
         return AuditReport(root_id, 0, tuple(violations), tuple(notes))
-    for broken in check_commits(repo, _commits(repo, tip, root_commit, start), root_id):
+    commits: Iterable[pygit2.Commit] = _commits(repo, tip, root_commit, start)
+    if on_commit is not None:
+        commits = _counted(list(commits), on_commit)
+    for broken in check_commits(repo, commits, root_id):
         checked += 1
         violations.extend(broken)
     return AuditReport(root_id, checked, tuple(violations), tuple(notes))
@@ -215,6 +220,15 @@ def _descends(
             if reaches and (start_audited or first == root.id):
                 return True
     return bool(repo.descendant_of(tip.id, root.id))
+
+
+def _counted(
+    commits: list[pygit2.Commit], on_commit: Callable[[str, int, int], None]
+) -> Iterator[pygit2.Commit]:
+    on_commit("", 0, len(commits))
+    for n, commit in enumerate(commits, start=1):
+        yield commit  # resumed once the commit has been checked
+        on_commit(str(commit.id), n, len(commits))
 
 
 def _split_range(rev_range: str | None) -> tuple[str | None, str | None]:

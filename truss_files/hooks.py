@@ -1,4 +1,4 @@
-"""Git hooks: thin shims over the audit, at the places git runs hooks (DESIGN.md §3).
+"""Git hooks: thin shims over the audit, at the places git runs hooks.
 
 libgit2 never runs hooks, so the library checks its own commits; these guard commits and
 pushes made with the git CLI. Client side (honest clients): ``pre-commit`` validates the
@@ -387,7 +387,8 @@ def commit_msg(repo: pygit2.Repository, message: str) -> list[str]:
             "truss-files commit-msg: [trailers] this commit changes store files but its message "
             "has no `Truss-Op: <op>` trailer (write, promote, reject, demote, supersede, "
             "revert, config, signers, ...); add one as the last paragraph, or let "
-            "truss-files make the commit (`truss-files write`, `promote`, ...)"
+            "truss-files make the commit (`truss-files write`, `promote`, ...; for "
+            "allowed_signers and [roles], `truss-files signers add` and `roles grant`)"
         )
     return lines
 

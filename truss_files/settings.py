@@ -1,4 +1,4 @@
-"""Layered configuration (DESIGN.md §8): the later layer overrides the earlier, key by key.
+"""Layered configuration: the later layer overrides the earlier, key by key.
 
     default                    built in
     store                      truss.toml at the branch tip (signed, shared by everyone)

@@ -485,7 +485,7 @@ class MemoryStore:
         return result[0]
 
     def promote(self, ref: str, verdict: Verdict, *, conflict: str | None = None) -> Entry:
-        """``conflict`` overrides truss.toml's [policy] conflict (layered settings, §8)."""
+        """``conflict`` overrides truss.toml's [policy] conflict (the layered settings)."""
         return self._decide(ref, verdict, "PASS", conflict)
 
     def reject(self, ref: str, verdict: Verdict) -> Entry:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -13,27 +12,27 @@ import click
 from .cli import Ctx, cli, handled, pass_ctx
 from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit
 
+# Outcomes that are a commit (counted from the branch), and the name each op is shown by.
+_COMMITS = frozenset({"promoted", "rejected", "demoted", "reverified"})
+_COMMITTED = {"promoted": "promote", "rejected": "reject", "demoted": "demote"}
 
-class _Progress:
-    """A progress bar on stderr when stderr is a terminal; nothing otherwise."""
 
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.bar: Any = None
+def _decisions(store: Any, since: Any) -> dict[str, int]:
+    from ..store import parse_trailers
 
-    def start(self, total: int) -> None:
-        if total and sys.stderr.isatty():
-            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
-            self.bar.__enter__()
-
-    def done(self, _outcome: Any) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
+    ops = {op: status for status, op in _COMMITTED.items()}
+    found: dict[str, int] = {}
+    tip = store.git.tip()
+    if tip is None:
+        return found
+    walker = store.git.repo.walk(tip.id)
+    if since is not None:
+        walker.hide(since)
+    for commit in walker:
+        op = (parse_trailers(commit.message).get("Truss-Op") or [""])[0]
+        if op in ops:
+            found[ops[op]] = found.get(ops[op], 0) + 1
+    return found
 
 
 def _terminate(signum: int, _frame: Any) -> None:
@@ -41,15 +40,49 @@ def _terminate(signum: int, _frame: Any) -> None:
 
 
 @contextlib.contextmanager
-def _run_panel(label: str) -> Iterator[_Progress]:
-    """SIGTERM unwinds like ^C, so running checks are killed and the checkout is removed;
-    commits already made stay made (each is atomic)."""
-    progress = _Progress(label)
+def _run_panel(
+    store: Any, command: str, fmt: str | None, again: str
+) -> Iterator[Callable[..., Any]]:
+    """Progress on a terminal; ^C (and SIGTERM, which unwinds like it, so running checks are
+    killed and the checkout is removed) stops at once and says what was decided -- each
+    decision is its own commit and stays made -- and the command that goes on. Yields the
+    ``run(func, *args, **kwargs)`` that calls the runner with the progress callbacks."""
+    from .progress import Progress, enabled, interruptible
+
+    progress = Progress(command, enabled(fmt == "json"))
+    total = {"n": 0}
+    tip = store.git.tip()
+    start_tip = tip.id if tip is not None else None
+
+    def start(n: int) -> None:
+        total["n"] = n
+        progress.phase("verifying" if command == "verify" else "re-checking", n)
+
+    def done(outcome: Any) -> None:
+        progress.advance(**{outcome.status: 1})
+
+    def stopped() -> str:
+        # Decisions are read from the branch, not from the callbacks: a commit that landed
+        # just before the ^C is counted even if its callback never ran.
+        found = _decisions(store, start_tip)
+        found.update((k, v) for k, v in progress.counts.items() if k not in _COMMITS and v)
+        counts = ", ".join(f"{v} {k}" for k, v in found.items() if v)
+        return (
+            f"interrupted: {sum(found.values())} of {total['n']} entries done"
+            + (f" ({counts})" if counts else "")
+            + f", each in its own signed commit; the rest are as they were. Run `{again}` "
+            "to go on"
+        )
+
+    def run(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        progress.phase("finding entries")
+        return func(*args, on_start=start, on_done=done, **kwargs)
+
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        yield progress
+        with interruptible(progress, stopped):
+            yield run
     finally:
-        progress.close()
         signal.signal(signal.SIGTERM, previous)
 
 
@@ -90,15 +123,9 @@ def verify(
 
     store = obj.store()
     settings = settings_for(store, agent=agent, contract=contract)
-    with _run_panel("verifying") as progress:
-        report = run_verify(
-            store,
-            ids,
-            pending=pending,
-            settings=settings,
-            on_start=progress.start,
-            on_done=progress.done,
-        )
+    again = "truss-files verify " + ("--pending" if pending else " ".join(ids))
+    with _run_panel(store, "verify", fmt, again) as run:
+        report = run(run_verify, store, ids, pending=pending, settings=settings)
     data = report.to_dict()
     lines = [report.text()]
     if pending:
@@ -149,15 +176,9 @@ def recheck(
 
     store = obj.store()
     settings = settings_for(store, agent=agent, contract=contract)
-    with _run_panel("re-checking") as progress:
-        report = run_recheck(
-            store,
-            ids,
-            all_verified=all_,
-            settings=settings,
-            on_start=progress.start,
-            on_done=progress.done,
-        )
+    again = "truss-files recheck " + ("--all" if all_ else " ".join(ids))
+    with _run_panel(store, "recheck", fmt, again) as run:
+        report = run(run_recheck, store, ids, all_verified=all_, settings=settings)
     emit(fmt, report.to_dict(), lambda _d: report.text())
 
 

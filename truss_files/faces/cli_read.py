@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -234,8 +234,28 @@ def audit_cmd(obj: Ctx, rev_range: str | None, root: str | None, fmt: str | None
     """
     from ..audit import audit
     from ..gitstore import GitStore
+    from .progress import Progress, enabled, interruptible
 
-    report = audit(GitStore(obj.store_path or "."), rev_range, root=root)
+    progress = Progress("audit", enabled(fmt == "json"))
+    last: dict[str, Any] = {"commit": "", "checked": 0, "total": 0}
+
+    def step(commit: str, checked: int, total: int) -> None:
+        last.update(commit=commit, checked=checked, total=total)
+        if checked == 0:
+            progress.phase("checking commits", total)
+        else:
+            progress.advance()
+
+    def stopped() -> str:
+        resume = f"`truss-files audit {last['commit'][:12]}..`" if last["commit"] else "it"
+        return (
+            f"interrupted: {last['checked']} of {last['total']} commits checked; the audit "
+            f"changes nothing. Run it again from the root, or check the rest with {resume}"
+        )
+
+    with interruptible(progress, stopped):
+        progress.phase("listing commits")
+        report = audit(GitStore(obj.store_path or "."), rev_range, root=root, on_commit=step)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
     emit(

@@ -127,12 +127,40 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
         "salience",
         "checks",
     }
-    entries = []
-    lines = source.readlines()
-    with click.progressbar(
-        lines, label="Reading", file=sys.stderr, hidden=not sys.stderr.isatty()
-    ) as bar:
-        for number, line in enumerate(bar, 1):
+    from .progress import Progress, enabled, interruptible
+
+    progress = Progress("import", enabled(fmt == "json"))
+    entries: list[Any] = []
+    tip = store.git.tip()
+    before = str(tip.id) if tip is not None else None
+    state = {"phase": "reading"}
+
+    def stopped() -> str:
+        if state["phase"] != "committing":
+            where = source.name if state["phase"] == "reading" else f"line {progress.done}"
+            return (
+                f"interrupted while {state['phase']} {where}: nothing was imported. Run the "
+                "same command again"
+            )
+        now = store.git.tip()
+        landed = now is not None and str(now.id) != before
+        return (
+            "interrupted while committing: the import is one commit, and "
+            + (
+                f"it landed ({len(entries)} entries)"
+                if landed
+                else "it did not land: nothing was imported"
+            )
+            + ". Running the same command again skips entries already stored"
+        )
+
+    with interruptible(progress, stopped):
+        progress.phase("reading")
+        lines = source.readlines()
+        state["phase"] = "checking"
+        progress.phase("checking entries", len(lines))
+        for number, line in enumerate(lines, 1):
+            progress.advance()
             if not line.strip():
                 continue
             where = f"{source.name}:{number}"
@@ -165,7 +193,9 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
                 )
             except TrussError as exc:
                 raise UsageError(f"{where}: {exc.message}") from exc
-    stored = store.write_many(entries)
+        state["phase"] = "committing"
+        progress.phase(f"committing {len(entries)} entries in one signed commit")
+        stored = store.write_many(entries)
     emit(
         fmt,
         {"imported": len(stored), "ids": [e.id for e in stored]},

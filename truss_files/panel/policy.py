@@ -1,4 +1,4 @@
-"""VerificationPolicy: *when* the panel runs — never what verified means (DESIGN.md §4).
+"""VerificationPolicy: *when* the panel runs — never what verified means.
 
 - ``off``: the panel never runs; everything stays honestly unverified (verify refuses).
 - ``lazy`` (default): entries wait for ``truss-files verify``.

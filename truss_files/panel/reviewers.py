@@ -1,4 +1,4 @@
-"""Reviewers: the pluggable voices of the verification panel (DESIGN.md §4).
+"""Reviewers: the pluggable voices of the verification panel.
 
 A ``Reviewer`` looks at a ``Subject`` (the entry, the workspace it runs in, and for an
 arbitration the verified rival) and returns a ``Ballot``: PASS, FAIL or ABSTAIN with evidence.

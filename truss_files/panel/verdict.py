@@ -1,4 +1,4 @@
-"""Signed panel verdicts (DESIGN.md §4).
+"""Signed panel verdicts.
 
 A verdict is canonical JSON — entry id, outcome, votes with evidence, quorum, policy, time,
 signer — plus an SSHSIG signature in namespace ``truss-verdict`` over that JSON. Its id is

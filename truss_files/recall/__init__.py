@@ -1,4 +1,4 @@
-"""Recall: filter candidates first, then rank only them (DESIGN.md §5).
+"""Recall: filter candidates first, then rank only them (never the reverse).
 
 ``search`` / ``Searcher`` (``engine``) query a store through the index cached under
 ``.git/truss/``; ``pipeline.recall`` ranks entries already in hand; ``bm25`` and ``tokenize``

@@ -1,4 +1,4 @@
-"""The recall pipeline of DESIGN.md §5: filter, then rank only the candidates, then cut.
+"""The recall pipeline: filter by trust and fields, then rank only the candidates, then cut.
 
 BM25 statistics come from the filtered candidates alone, so text below the trust floor can
 never move a returned entry's score or rank.

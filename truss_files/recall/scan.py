@@ -25,7 +25,7 @@ Why the fast path cannot disagree with the strict parser:
   takes the slow path.
 
 Recall trusts the ``trust:`` line of the file, as the strict pipeline does; whether a verdict
-really backs it is the audit's question (DESIGN.md §3).
+really backs it is the audit's question.
 """
 
 from __future__ import annotations

@@ -22,9 +22,12 @@ from ..context.proposal import CORE_PATH, SELF_PATH
 from ..entryfile import parse
 from ..errors import EntryError, TrussError, UsageError
 from ..gitstore import GitStore, Snapshot
-from ..model import Entry, Trust
+from ..model import LEGAL_TRANSITIONS, Entry, Trust
 from ..store import parse_trailers
 from .textconv import reviewers, verdict_line
+
+# The audit's rules that make a trust move illegitimate.
+_MOVE_RULES = frozenset({"transition", "verdict", "lands-unverified", "entry"})
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,8 @@ class VerdictInfo:
     policy: str
     reviewers: tuple[str, ...]
     summary: str
+    # (reviewer, kind, vote, note): the note is the vote's own why, when it gave one.
+    votes: tuple[tuple[str, str, str, str], ...] = ()
 
     @classmethod
     def of(cls, verdict: Mapping[str, Any] | None) -> VerdictInfo | None:
@@ -49,7 +54,24 @@ class VerdictInfo:
             policy=str(verdict.get("policy", "")),
             reviewers=tuple(reviewers(verdict)),
             summary=verdict_line(verdict),
+            votes=tuple(_vote(v) for v in verdict.get("votes") or [] if isinstance(v, Mapping)),
         )
+
+
+def _vote(vote: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    evidence = vote.get("evidence")
+    note = ""
+    if isinstance(evidence, Mapping):
+        for name in ("note", "rationale", "reason", "command"):
+            if evidence.get(name):
+                note = str(evidence[name])
+                break
+    return (
+        str(vote.get("reviewer", "?")),
+        str(vote.get("kind", "?")),
+        str(vote.get("vote", "?")),
+        note,
+    )
 
 
 @dataclass(frozen=True)
@@ -84,6 +106,10 @@ class Transition:
     signer: str
     commit: str
     reason: str
+    body: str = ""
+    superseded_by: str | None = None
+    legal: bool = True  # False: the audit or the trust arrows refuse this move
+    path: str = ""
 
 
 @dataclass(frozen=True)
@@ -220,6 +246,10 @@ def change_set(
                     signer,
                     commit,
                     reason,
+                    new.body,
+                    new.superseded_by,
+                    _legal(old.trust if old else Trust.UNVERIFIED, new.trust, touched, by_id, path),
+                    path,
                 )
             )
         for pair in _links(old, new):
@@ -236,6 +266,12 @@ def change_set(
         notes.extend(report.notes)
     except TrussError as exc:
         notes.append(f"audit not run: {exc.message}")
+    # A move the audit refuses (a forbidden arrow, a missing or forged verdict) is no
+    # promotion, whatever the file now says.
+    flagged = {v["path"] for v in violations if v["rule"] in _MOVE_RULES}
+    transitions = [
+        dataclasses.replace(t, legal=False) if t.path in flagged else t for t in transitions
+    ]
     return ChangeSet(
         range=rev_range,
         base=str(base.id) if base is not None else None,
@@ -271,6 +307,33 @@ def _moved(old: Entry | None, new: Entry) -> bool:
     if old is None:
         return new.trust is not Trust.UNVERIFIED
     return old.trust is not new.trust or old.provenance.verified_by != new.provenance.verified_by
+
+
+def _legal(
+    before: Trust,
+    after: Trust,
+    touched: Mapping[str, list[str]],
+    by_id: Mapping[str, CommitInfo],
+    path: str,
+) -> bool:
+    """Whether the range's net move can be walked along the trust arrows (an entry added in
+    the range starts unverified); back along an arrow only where a revert touched it. The
+    audit's verdict on each commit is applied on top (see ``change_set``)."""
+    if after in _reachable_from(before):
+        return True
+    reverted = any(by_id[c].op == "revert" for c in touched.get(path, []) if c in by_id)
+    return reverted and before in _reachable_from(after)
+
+
+def _reachable_from(state: Trust) -> set[Trust]:
+    reached, todo = {state}, [state]
+    while todo:
+        current = todo.pop()
+        for a, b in LEGAL_TRANSITIONS:
+            if a is current and b not in reached:
+                reached.add(b)
+                todo.append(b)
+    return reached
 
 
 def _links(old: Entry | None, new: Entry) -> list[tuple[str, str]]:

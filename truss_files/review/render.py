@@ -4,6 +4,12 @@ Markdown goes into a PR comment or ``$GITHUB_STEP_SUMMARY``; GitHub refuses a co
 65,536 characters, so it is cut to a budget, most important first (violations, broken files,
 trust transitions, links, identity and policy changes, added entries, commits), and the cut
 is said in a closing line. Bodies and identity diffs are capped one by one as well.
+
+Each transition's row says why the entry moved (the votes and their notes, a demotion's
+reason, the entry that superseded it) beside the first lines of its body, and names each
+person once with what they did. A move the trust arrows or the audit refuse is marked
+illegal and never counted as a promotion. A Mermaid diagram (code hosts draw it) sums up
+the range's moves.
 """
 
 from __future__ import annotations
@@ -23,18 +29,96 @@ DIFF_LIMIT = 4_000
 
 def _counts(cs: ChangeSet) -> str:
     moves: dict[str, int] = {}
+    illegal = 0
     for t in cs.transitions:
+        if not t.legal:
+            illegal += 1  # never counted as promoted, rejected or stale
+            continue
         moves[t.after] = moves.get(t.after, 0) + 1
     parts = [f"{len(cs.commits)} commit{'s' * (len(cs.commits) != 1)}"]
     parts.append(f"{len(cs.added)} entr{'ies' if len(cs.added) != 1 else 'y'} added")
     for label, trust in (("promoted", "verified"), ("rejected", "rejected"), ("stale", "stale")):
         if moves.get(trust):
             parts.append(f"{moves[trust]} {label}")
+    if illegal:
+        parts.append(f"{illegal} illegal trust move{'s' * (illegal != 1)}")
     if cs.supersedes:
         parts.append(f"{len(cs.supersedes)} superseded")
     if cs.files:
         parts.append(f"{len(cs.files)} identity/policy file{'s' * (len(cs.files) != 1)}")
     return " · ".join(parts)
+
+
+def _why(t: Transition) -> list[str]:
+    """Why the entry moved, in plain lines: what a reviewer weighs before approving."""
+    if not t.legal:
+        return [
+            f"illegal move {t.before} → {t.after}: trust only moves unverified → verified or "
+            "rejected, verified → stale and stale → verified, each with a panel verdict "
+            "(see the audit violations)"
+        ]
+    if t.after == "stale":
+        # The verdict in the file is the old PASS that once verified it; not the why.
+        lines = []
+        if t.superseded_by:
+            lines.append(f"superseded by {t.superseded_by[:12]} (a newer verified entry, same key)")
+        if t.reason:
+            lines.append(f"demoted: {t.reason}")
+        return lines or ["demoted (no reason recorded)"]
+    lines = []
+    if t.verdict:
+        v = t.verdict
+        agree = sum(1 for vote in v.votes if vote[2] == v.outcome)
+        head = f"{v.outcome} {agree}/{len(v.votes)}"
+        if v.quorum:
+            head += f", quorum {v.quorum}"
+        lines.append(f"{head} (verdict {v.verdict_id[:12]})")
+        for reviewer, kind, vote, note in v.votes:
+            lines.append(f"{reviewer} ({kind}) {vote}" + (f": {note}" if note else ""))
+    if t.reason:
+        lines.append(f"reason: {t.reason}")
+    return lines
+
+
+def _who(t: Transition) -> list[tuple[str, list[str]]]:
+    """Each person once, with what they did: sign the commit, sign the verdict, vote."""
+    people: dict[str, list[str]] = {t.signer: ["commit"]}
+    if t.verdict and t.after != "stale":
+        people.setdefault(t.verdict.signer, []).append("verdict")
+        for reviewer, _kind, vote, _note in t.verdict.votes:
+            people.setdefault(reviewer, []).append(f"vote {vote}")
+    return list(people.items())
+
+
+def _first_lines(body: str, lines: int = 3, width: int = 300) -> str:
+    kept = [line for line in body.splitlines() if line.strip()][:lines]
+    text = " / ".join(kept)
+    more = len(text) > width or len([x for x in body.splitlines() if x.strip()]) > lines
+    return text[:width] + (" …" if more else "")
+
+
+def mermaid(cs: ChangeSet) -> str:
+    """A small state diagram of the range's trust moves, one edge per move with its count."""
+    edges: dict[tuple[str, str, bool], int] = {}
+    for t in cs.transitions:
+        edge = (t.before, t.after, t.legal)
+        edges[edge] = edges.get(edge, 0) + 1
+    unverified = sum(1 for a in cs.added if not any(t.id == a.id for t in cs.transitions))
+    lines = ["flowchart LR"]
+    if unverified:
+        lines.append(f"  new -->|{unverified} written| unverified")
+    for (before, after, legal), count in sorted(edges.items()):
+        if legal:
+            lines.append(f"  {before} -->|{count}| {after}")
+        else:
+            lines.append(f"  {before} -.->|{count} illegal| {after}")
+    if len(lines) == 1:
+        return ""
+    bad = sorted({a for (_b, a, legal) in edges if not legal})
+    if bad:
+        lines.append("  classDef bad stroke:#d00,stroke-width:2px")
+        lines.append(f"  class {','.join(bad)} bad")
+    return "\n".join(lines)
 
 
 def _audit_line(cs: ChangeSet, markdown: bool) -> str:
@@ -74,14 +158,11 @@ def to_text(cs: ChangeSet) -> str:
     if cs.transitions:
         lines.append("\nTrust transitions:")
         for t in cs.transitions:
-            lines.append(
-                f"  {_short(t.id)} {t.kind}/{t.key}: {_trust_move(t)} (signed by {t.signer})"
-            )
-            if t.verdict:
-                lines.append(f"      verdict {t.verdict.summary}")
-                lines.extend(f"      vote {r}" for r in t.verdict.reviewers)
-            if t.reason:
-                lines.append(f"      reason: {t.reason}")
+            who = "; ".join(f"{name} ({', '.join(did)})" for name, did in _who(t))
+            mark = "ILLEGAL " if not t.legal else ""
+            lines.append(f"  {_short(t.id)} {t.kind}/{t.key}: {mark}{_trust_move(t)} by {who}")
+            lines.extend(f"      {line}" for line in _why(t))
+            lines.extend(f"      | {line}" for line in t.body.splitlines()[:3])
     if cs.supersedes:
         lines.append("\nSupersedes:")
         lines.extend(
@@ -95,9 +176,11 @@ def to_text(cs: ChangeSet) -> str:
             lines.extend("      " + line for line in f.diff.splitlines()[2:])
     if cs.added:
         lines.append("\nEntries added:")
+        moved = {t.id for t in cs.transitions}
         for a in cs.added:
             lines.append(f"  {_short(a.id)} {a.kind}/{a.key} [{a.trust}] by {a.author}")
-            lines.extend("      " + line for line in a.body.splitlines())
+            if a.id not in moved:  # a moved entry's body is shown beside its move
+                lines.extend("      " + line for line in a.body.splitlines())
     if cs.commits:
         lines.append("\nCommits:")
         lines.extend(
@@ -151,26 +234,19 @@ def _md_sections(cs: ChangeSet) -> list[tuple[str, str, list[str], str]]:
     )
     rows = []
     for t in cs.transitions:
-        verdict = "-"
-        votes = "-"
-        if t.verdict:
-            verdict = (
-                f"{t.verdict.outcome} `{_short(t.verdict.verdict_id)}` by {_md(t.verdict.signer)}"
-            )
-            if t.verdict.quorum:
-                verdict += f" ({_md(t.verdict.quorum)})"
-            votes = "<br>".join(_md(r) for r in t.verdict.reviewers) or "-"
-        if t.reason:
-            verdict += f"<br>reason: {_md(t.reason)}"
+        move = f"{t.before} → **{t.after}**"
+        if not t.legal:
+            move = f"⚠️ {t.before} → {t.after} (illegal)"
+        why = "<br>".join(_md(line) for line in _why(t)) or "-"
+        who = "<br>".join(f"{_md(name)} ({', '.join(did)})" for name, did in _who(t))
         rows.append(
-            f"| `{_short(t.id)}` | {t.kind} · {_md(t.key)} | {t.before} → **{t.after}** "
-            f"| {verdict} | {votes} | {_md(t.signer)} |"
+            f"| `{_short(t.id)}` {t.kind} · {_md(t.key)} | {move} | {why} "
+            f"| {_md(_first_lines(t.body)) or '-'} | {who} |"
         )
     out.append(
         (
             "Trust transitions",
-            "| entry | kind · key | trust | verdict | reviewers (votes) | commit signed by |\n"
-            "|---|---|---|---|---|---|\n",
+            "| entry | trust | why | body | who |\n|---|---|---|---|---|\n",
             rows,
             "transitions",
         )
@@ -201,17 +277,16 @@ def _md_sections(cs: ChangeSet) -> list[tuple[str, str, list[str], str]]:
             "identity/policy files",
         )
     )
+    moved = {t.id for t in cs.transitions}
     out.append(
         (
-            "Entries added",
+            "Entries added, still unverified",
             "",
             [
-                f"<details><summary><code>{_short(a.id)}</code> {a.kind} · "
-                f"<b>{html.escape(a.key)}</b> · {a.trust} · by {html.escape(a.author)}"
-                f"</summary>\n\n"
-                + _fence(_cap(a.body, BODY_LIMIT, f"`truss-files show {a.id}`"), "text")
-                + "\n\n</details>"
+                f"- `{_short(a.id)}` {a.kind} · **{_md(a.key)}** · by {_md(a.author)}\n\n"
+                + _quote(a.body, f"`truss-files show {a.id}`")
                 for a in cs.added
+                if a.id not in moved  # a moved entry's body is in its transition's row
             ],
             "added entries",
         )
@@ -230,6 +305,14 @@ def _md_sections(cs: ChangeSet) -> list[tuple[str, str, list[str], str]]:
     return out
 
 
+def _quote(body: str, hint: str) -> str:
+    """A body as an indented block quote under its bullet, its markdown left inert."""
+    lines = [_MD_SPECIAL.sub(r"\\\1", line) for line in body[:BODY_LIMIT].splitlines()]
+    if len(body) > BODY_LIMIT:
+        lines.append(f"… ({len(body) - BODY_LIMIT} more characters; {hint})")
+    return "\n".join("  > " + line for line in lines) + "\n"
+
+
 def to_markdown(cs: ChangeSet, limit: int = MARKDOWN_LIMIT) -> str:
     """Markdown for a PR comment or step summary, at most ``limit`` bytes of UTF-8."""
     head = [
@@ -238,6 +321,9 @@ def to_markdown(cs: ChangeSet, limit: int = MARKDOWN_LIMIT) -> str:
         f"{_counts(cs)} · **{_audit_line(cs, True)}**",
     ]
     head.extend(f"\n> note: {_md(n)}" for n in cs.notes)
+    diagram = mermaid(cs)
+    if diagram:
+        head.extend(["", _fence(diagram, "mermaid")])
     parts = ["\n".join(head) + "\n"]
     used = len(parts[0].encode())
     budget = max(0, limit - _NOTE_RESERVE)

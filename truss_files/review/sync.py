@@ -1,6 +1,6 @@
 """``truss-files sync``: fetch, audit what came in, integrate, push by compare-and-swap.
 
-Git is the distributed engine (DESIGN.md §9). A sync fetches the remote branch, audits every
+Git is the distributed engine. A sync fetches the remote branch, audits every
 incoming commit before anything local moves, then integrates: nothing to do, a fast-forward,
 or a signed merge commit whose tree is the two sides merged with the merge driver's rules
 (entry files changed on both sides are settled by ``merge.merge_entry``, never by a text

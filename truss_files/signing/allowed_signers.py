@@ -353,10 +353,11 @@ def _render_principals(principals: tuple[str, ...]) -> str:
 
 
 def _check_principal(principal: str) -> None:
-    if not principal or '"' in principal or "," in principal or "\n" in principal:
+    # Any line break (not only "\n"): str.splitlines would read "\r" or U+2028 as a new line.
+    if not principal or '"' in principal or "," in principal or not principal.isprintable():
         raise ConfigError(
             f"invalid principal {principal!r}: it must be non-empty and contain no '\"', "
-            "',' or line break (use something like 'name@example.com')"
+            "',' or control character (use something like 'name@example.com')"
         )
 
 

@@ -105,7 +105,7 @@ class Call:
         return self.session.store_open
 
     def settings(self) -> Settings:
-        """The layered settings this call runs under (DESIGN.md §8): truss.toml → user config
+        """The layered settings this call runs under: truss.toml → user config
         → ``[agents.NAME]`` → contract. With the store open, truss.toml is read at this call's
         snapshot through ``settings_for``, as the CLI's commands read it; before, at the branch
         tip through the cheap reader, so a cold read stays off pygit2."""

@@ -2,7 +2,7 @@
 
 Read-only: they never create, edit, promote, reject or stale an entry. Both default to
 ``min_trust: verified``; a caller may widen to stale or unverified, never to rejected. Inside
-a run, the run's own unverified writes are visible too (DESIGN.md §2). Ranking is the recall
+a run, the run's own unverified writes are visible too, marked. Ranking is the recall
 pipeline's (filter first, then BM25 over the candidates only), in the recall mode of the
 layered settings (``recall_mode``).
 
