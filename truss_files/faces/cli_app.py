@@ -156,11 +156,12 @@ class LazyGroup(click.Group):
                 importlib.import_module(f"{__package__}.{module}")
 
 
-def handled(func: F) -> F:
-    """Turn library errors into exit 1 with the message (JSON when asked), bugs into 3."""
+def handled(func: F, *, error_format: str | None = None) -> F:
+    """Turn library errors into exit 1 with the message (JSON when asked, or always in
+    ``error_format``), bugs into 3."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        fmt = kwargs.get("fmt")
+        fmt = error_format or kwargs.get("fmt")
         try:
             return func(*args, **kwargs)
         except TrussError as exc:

@@ -7,39 +7,19 @@ error: ``{"error": {"code", "message"}}`` on stdout, exit 1.
 from __future__ import annotations
 
 import json
-import sys
-import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from ..errors import TrussError
-from .cli import Ctx, cli, pass_ctx
-from .output import fail
+from .cli import Ctx, cli, handled, pass_ctx
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _json_errors(func: F) -> F:
     """As ``cli.handled``, but a library error is always the JSON error object."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except TrussError as exc:
-            fail(exc, "json")
-            sys.exit(1)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
-        except Exception:  # noqa: BLE001 - the last line of defence
-            traceback.print_exc()
-            click.echo("error: an unexpected bug; please report the trace above", err=True)
-            sys.exit(3)
-
-    wrapper.__name__ = func.__name__
-    wrapper.__doc__ = func.__doc__
-    return wrapper  # type: ignore[return-value]
+    return handled(func, error_format="json")
 
 
 def _print(data: Any) -> None:
