@@ -2,10 +2,10 @@
 
 Each command parses options, calls one library function and prints through one helper; heavy
 imports stay inside the commands that need them. The other commands live in ``cli_store``,
-``cli_read``, ``cli_review``, ``cli_panel`` and ``cli_tools``, imported only when one of their
-commands runs (or when every command must be listed: ``--help``, completion, ``.commands``):
-each of those modules costs ~1 ms to import, and ``cli.py`` keeps a plain ``query`` off click
-altogether.
+``cli_read``, ``cli_review``, ``cli_panel``, ``cli_serve`` and ``cli_tools``, imported only
+when one of their commands runs (or when every command must be listed: ``--help``,
+completion, ``.commands``): each of those modules costs ~1 ms to import, and ``cli.py`` keeps
+a plain ``query`` off click altogether.
 
 Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug.
 """
@@ -79,8 +79,11 @@ LAZY_COMMANDS: Final = {
     ),
     **dict.fromkeys(("verify", "recheck", "config"), "cli_panel"),
     **dict.fromkeys(("tool", "tools", "runs", "mcp"), "cli_tools"),
+    **dict.fromkeys(("serve", "tokens"), "cli_serve"),
 }
-COMMAND_MODULES: Final = ("cli_panel", "cli_read", "cli_review", "cli_store", "cli_tools")
+COMMAND_MODULES: Final = (
+    *("cli_panel", "cli_read", "cli_review", "cli_serve", "cli_store", "cli_tools"),
+)
 
 
 class LazyGroup(click.Group):
