@@ -216,8 +216,8 @@ def _first_line(proc: subprocess.Popen[bytes], log: Path, timeout: float) -> str
     return buf.split(b"\n", 1)[0].decode()
 
 
-@pytest.fixture
-def served(
+@pytest.fixture(name="served")
+def served_fixture(
     store: MemoryStore, add_signer: Callable[..., str], tmp_path: Path
 ) -> Iterator[Callable[..., Served]]:
     """``served(**options)``: a running server on the ``store`` fixture's repository."""

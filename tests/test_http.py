@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from http_support import Served, served  # noqa: F401 - the fixture
+from http_support import Served, served_fixture  # noqa: F401 - the fixture
 
 from truss_files.store import MemoryStore
 
