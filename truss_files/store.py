@@ -428,6 +428,9 @@ class MemoryStore:
                 + ", ".join(CONFLICT_POLICIES)
             )
         updates = {entry.id: entry}
+        corrected = self._corrected(entry, snap)
+        if corrected is not None:
+            updates[corrected.id] = corrected
         rivals = [e for e in self.same_key(entry, snap) if e.trust is Trust.VERIFIED]
         if not rivals or policy == "keep-both-flagged":
             return updates
@@ -442,8 +445,23 @@ class MemoryStore:
             updates[rival.id] = dataclasses.replace(
                 rival, trust=Trust.STALE, superseded_by=entry.id
             )
-        updates[entry.id] = dataclasses.replace(entry, supersedes=newest.id)
+        if corrected is None:
+            updates[entry.id] = dataclasses.replace(entry, supersedes=newest.id)
         return updates
+
+    def _corrected(self, entry: Entry, snap: Snapshot) -> Entry | None:
+        """A correction (memory.train) names the note it corrects in ``supersedes``, checked
+        when it was written; once the panel passes it, that note turns stale, superseded by
+        it, whatever the conflict policy. A note no longer live verified is left alone."""
+        if entry.kind is not Kind.CORRECTION or not entry.supersedes:
+            return None
+        try:
+            target = self.get(entry.supersedes, snap)
+        except (NotFound, UsageError):
+            return None
+        if target.trust is not Trust.VERIFIED or target.superseded_by is not None:
+            return None
+        return dataclasses.replace(target, trust=Trust.STALE, superseded_by=entry.id)
 
     def demote(self, ref: str, reason: str, *, verdict: Verdict | None = None) -> Entry:
         """Verified -> stale. ``verdict``: the FAIL verdict of a failed re-check, recorded in

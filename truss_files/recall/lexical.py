@@ -19,12 +19,12 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from itertools import chain, compress
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
-from ..model import Kind, Trust
+from ..model import Kind, Layer, Trust
 from .docs import KIND_CODE, LAYER_CODE, MARKED, SUPERSEDED, TRUST_CODE
 from .index import IndexView
-from .pipeline import Filter
+from .pipeline import Area, Filter
 from .segment import Segment
 
 __all__ = ["Candidates", "Match", "candidates", "lexical"]
@@ -156,6 +156,8 @@ def candidates(view: IndexView, flt: Filter) -> Candidates:
             _and(mask, in_key)
         for docno in gone:
             mask[docno] = 0
+        if flt.areas is not None:
+            _within_areas(seg, mask, flt.areas, bypass, gone)
         if flt.scope:
             wanted = tuple(flt.scope.items())
             for docno in [d for d, keep in enumerate(mask) if keep]:
@@ -164,6 +166,41 @@ def candidates(view: IndexView, flt: Filter) -> Candidates:
                     mask[docno] = 0
         masks.append(mask)
     return Candidates(view, masks)
+
+
+def _within_areas(
+    seg: Segment, mask: bytearray, areas: tuple[Area, ...], bypass: bytearray, gone: Any
+) -> None:
+    """Keep only documents inside one of ``areas``; let an ``own`` area's unverified documents
+    through the trust floor. Records are read only for documents of an area's layer."""
+    codes = {LAYER_CODE[a.layer] for a in areas}
+    own_codes = {LAYER_CODE[a.layer] for a in areas if a.own}
+    unverified = TRUST_CODE[Trust.UNVERIFIED]
+    cls, layers = seg.cls, seg.layer
+    for docno in range(seg.n):
+        code = layers[docno]
+        kept = mask[docno]
+        maybe_own = (
+            not kept
+            and code in own_codes
+            and cls[docno] & 3 == unverified
+            and bypass[cls[docno]]
+            and docno not in gone
+        )
+        if not kept and not maybe_own:
+            continue
+        if code not in codes:
+            mask[docno] = 0
+            continue
+        record = seg.record(docno)
+        layer, scope = _LAYER_OF[record[4]], dict(record[5])
+        if kept:
+            mask[docno] = any(a.holds(layer, scope) for a in areas)
+        else:
+            mask[docno] = any(a.own and a.holds(layer, scope) for a in areas)
+
+
+_LAYER_OF: Final = {x.value: x for x in Layer}
 
 
 def _and(mask: bytearray, other: bytes | bytearray) -> None:

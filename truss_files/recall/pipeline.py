@@ -21,7 +21,21 @@ from ..model import Entry, Kind, Layer, Trust
 from .bounds import query_terms
 from .docs import MARKER_PREFIX, document_tokens
 
-__all__ = ["Filter", "Hit", "document_tokens", "recall"]
+__all__ = ["Area", "Filter", "Hit", "document_tokens", "recall"]
+
+
+@dataclass(frozen=True)
+class Area:
+    """One part of the store a reader may see: a layer, and scope fields that every entry of
+    it must hold with these values. ``own``: the reader's own notes -- unverified entries of
+    this area pass the trust floor (as a run's own writes do), marked by their trust."""
+
+    layer: Layer
+    scope: tuple[tuple[str, str], ...] = ()
+    own: bool = False
+
+    def holds(self, layer: Layer, scope: Mapping[str, str]) -> bool:
+        return layer is self.layer and all(scope.get(k) == v for k, v in self.scope)
 
 
 @dataclass(frozen=True)
@@ -47,6 +61,7 @@ class Filter:
     visible_run: str | None = None
     skip_marked: bool = False
     ceiling: Trust | None = None
+    areas: tuple[Area, ...] | None = None
 
     @property
     def superseded_ok(self) -> bool:
@@ -71,10 +86,21 @@ class Filter:
             return False
         if self.skip_marked and entry.body.startswith(MARKER_PREFIX):
             return False
+        if self.areas is not None and not self.in_areas(entry):
+            return False
         return self.superseded_ok or entry.superseded_by is None
+
+    def in_areas(self, entry: Entry) -> bool:
+        return any(a.holds(entry.layer, entry.scope) for a in self.areas or ())
 
     def _visible(self, entry: Entry) -> bool:
         if entry.id in self.visible_ids:
+            return True
+        if (
+            self.areas is not None
+            and entry.trust is Trust.UNVERIFIED
+            and any(a.own and a.holds(entry.layer, entry.scope) for a in self.areas)
+        ):
             return True
         produced = entry.provenance.produced_by
         return (

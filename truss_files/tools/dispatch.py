@@ -86,6 +86,7 @@ class Call:
     run_id: str | None = None
     seq: int | None = None
     context: RunContext | None = None
+    call_id: str | None = None  # the provider's id of this call (a tool_use id), if any
     produced: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # -> Outcome.note
     _snap: Snapshot | None = None
@@ -301,7 +302,7 @@ class ToolSession:
 
         ledger = RunLedger(self.store, self.run_id) if self.durable and self.run_id else None
         if ledger is None:
-            return self._live(tool, tool_input)
+            return self._live(tool, tool_input, call_id)
         if not isinstance(tool_input, Mapping):
             raise UsageError("the tool input must be a JSON object")
         if call_id is not None and not CALL_ID.match(call_id):
@@ -337,7 +338,7 @@ class ToolSession:
                 text_result=tool.text_result,
             )
         seq = ledger.next_seq()
-        outcome, call = self._run(tool, tool_input, seq)
+        outcome, call = self._run(tool, tool_input, seq, call_id)
         # If recording fails the error says so, rather than hand back an observation a
         # replay could never reproduce.
         entry = ledger.record(
@@ -360,11 +361,13 @@ class ToolSession:
             note=outcome.note,
         )
 
-    def _live(self, tool: Tool, tool_input: Any) -> Outcome:
-        return self._run(tool, tool_input, None)[0]
+    def _live(self, tool: Tool, tool_input: Any, call_id: str | None) -> Outcome:
+        return self._run(tool, tool_input, None, call_id)[0]
 
-    def _run(self, tool: Tool, tool_input: Any, seq: int | None) -> tuple[Outcome, Call]:
-        call = Call(self, self.config(), self.run_id, seq, self.context)
+    def _run(
+        self, tool: Tool, tool_input: Any, seq: int | None, call_id: str | None = None
+    ) -> tuple[Outcome, Call]:
+        call = Call(self, self.config(), self.run_id, seq, self.context, call_id)
         try:
             check_input(tool.input_schema, tool_input)
             result = tool.handler(call, tool_input)

@@ -25,12 +25,19 @@ if TYPE_CHECKING:
 
 Handler = Callable[["Call", Mapping[str, Any]], dict[str, Any]]
 
-# Modules whose import registers tools. Later tool families (memory.ask / memory.train) add
-# their module here.
-BUILTIN_MODULES = ("query", "binding", "write")
+# Modules whose import registers tools.
+BUILTIN_MODULES = ("query", "binding", "write", "ask", "train")
 # The order tools are offered in (schema export, MCP listing); later tools follow in the
 # order they registered.
-ORDER = ("memory_query", "memory_view", "read_memory", "memory", "write_memory")
+ORDER = (
+    "memory_query",
+    "memory_view",
+    "read_memory",
+    "memory",
+    "write_memory",
+    "memory.ask",
+    "memory.train",
+)
 
 # gate -> (command-line flag, truss.toml line) that opens it.
 GATES: dict[str, tuple[str, str]] = {

@@ -1,8 +1,9 @@
 """Tool input checking against the registry's JSON schemas, and schema export per provider.
 
-The checker covers the subset of JSON Schema the registry uses (object, string, integer,
-boolean, array, enum, bounds) and words its errors for a model to read and correct. Export
-gives every served tool as Anthropic, OpenAI (function calling) or MCP definitions.
+The checker covers the subset of JSON Schema the registry uses (object, nested objects,
+string, integer, boolean, array, enum, bounds) and words its errors for a model to read and
+correct. Export gives every served tool as Anthropic, OpenAI (function calling) or MCP
+definitions.
 """
 
 from __future__ import annotations
@@ -141,6 +142,23 @@ def _check(schema: Mapping[str, Any], value: Any, where: str) -> None:
         if items:
             for i, item in enumerate(value):
                 _check(items, item, f"{where}[{i}]")
+    elif kind == "object":
+        if not isinstance(value, Mapping):
+            raise UsageError(f"`{where}` must be an object, got {_kind(value)}")
+        props: Mapping[str, Any] = schema.get("properties", {})
+        if schema.get("additionalProperties") is False:
+            unknown = sorted(set(value) - set(props))
+            if unknown:
+                raise UsageError(
+                    f"`{where}` has unknown field(s) {', '.join(repr(u) for u in unknown)}; "
+                    f"it takes: {', '.join(props)}"
+                )
+        for name in schema.get("required", ()):
+            if name not in value:
+                raise UsageError(f"`{where}.{name}` is required")
+        for name, sub in props.items():
+            if name in value:
+                _check(sub, value[name], f"{where}.{name}")
     enum = schema.get("enum")
     if enum is not None and value not in enum:
         raise UsageError(f"`{where}` must be one of: {', '.join(map(str, enum))}; got {value!r}")

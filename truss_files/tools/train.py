@@ -1,0 +1,449 @@
+"""memory.train: store one note from an event, once (CONTRACTS.md).
+
+Public entry point, served by the tool registry (``memory.train`` / ``memory_train``) and by
+the HTTP face::
+
+    train(store: MemoryStore, context: RunContext | None, inp: Mapping[str, Any], *,
+          call_id: str | None = None, run_id: str | None = None,
+          seq: int | None = None) -> dict[str, Any]
+
+``inp`` is the tool input (``{body, layer?, source?: {eventId, revision}, kind?,
+supersedes?: {entryId}}``, checked against ``INPUT_SCHEMA`` here too: a wrong shape raises
+``UsageError``). ``call_id`` is the tool call's id (a tool_use id, an HTTP request's
+idempotency key): the note's identity when it names no source. ``run_id``/``seq`` name the
+run's call when there is one (``produced_by`` of a note without a source). A missing run
+context raises ``NoRunContext``. Every rule's refusal is a reply, ``{"status": "failed",
+"reason", "usage"}``, never an exception.
+
+Rules:
+
+* One note per (enterprise, task, eventId, revision), or per (enterprise, task, call id)
+  without a source: its key is ``event:<eventId>`` (``call:<id>``), its ``produced_by`` and
+  ``sources`` ``event:<eventId>#<revision>``. The check runs inside the store's
+  compare-and-swap plan, on the tip the commit is made on, so of two processes racing with
+  one event exactly one commits and the other answers ``retained`` -- also after a restart:
+  the lookup reads git, nothing in memory.
+* It lands unverified, as one signed commit (``Truss-Op: write``, ``Truss-Event`` or
+  ``Truss-Call`` trailers). Author (the run's member, else its signer) and scope (task, team,
+  enterprise, project) come from the run.
+* Layers: task always; member and role on an original task only (not a clone); team and
+  enterprise only under a grant of this task version for that layer whose ``eventPrefix``
+  starts the source's event id, never on a clone. Event ids starting ``team:`` or ``gate:``
+  are reserved.
+* A correction (kind ``correction``) names ``supersedes``: a note this run may read, in the
+  layer being written; a team or enterprise note only under a grant whose prefix starts that
+  note's event id. The correction carries ``supersedes``; when the panel verifies it, the
+  note it names turns stale, superseded by it (``MemoryStore`` promote).
+* ``consolidating``: the note's word set overlaps a live note of its layer and part (same
+  task, team, ...) by Jaccard similarity >= ``CONSOLIDATE_AT`` (0.6): stored, and flagged for
+  a later merge. Below it: ``accepted``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import TrussError
+from ..model import MAX_BODY, Entry, Kind, Layer, Provenance, Trust, body_size, normalize_body
+from .registry import Annotations, Tool, register
+from .schema import check_input, check_json
+from .scope import (
+    EVENT_ID,
+    RESERVED_PREFIXES,
+    REVISION,
+    event_ref,
+    home,
+    readable,
+    require_context,
+    scope_of,
+    source_event,
+)
+
+if TYPE_CHECKING:
+    from ..gitstore import Plan, Snapshot
+    from ..store import MemoryStore
+    from .context import RunContext
+    from .dispatch import Call
+
+__all__ = ["CONSOLIDATE_AT", "INPUT_SCHEMA", "KINDS", "train"]
+
+KINDS: Final = ("fact", "inference", "preference", "correction")
+CONSOLIDATE_AT: Final = 0.6
+_CALL_ID_CHARS: Final = 128
+
+INPUT_SCHEMA: Final[Mapping[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "body": {
+            "type": "string",
+            "description": f"The note, in plain words or markdown (at most {MAX_BODY:,} bytes).",
+        },
+        "layer": {
+            "type": "string",
+            "enum": [x.value for x in Layer],
+            "default": "task",
+            "description": "Where the note lives: task (default); member, role (an original "
+            "task only); team, enterprise (only under a grant of this task).",
+        },
+        "source": {
+            "type": "object",
+            "properties": {
+                "eventId": {"type": "string", "maxLength": 200},
+                "revision": {"type": "string", "maxLength": 64},
+            },
+            "required": ["eventId", "revision"],
+            "additionalProperties": False,
+            "description": "The event this note comes from; training it again is a no-op.",
+        },
+        "kind": {"type": "string", "enum": list(KINDS), "default": "fact"},
+        "supersedes": {
+            "type": "object",
+            "properties": {"entryId": {"type": "string", "maxLength": 64}},
+            "required": ["entryId"],
+            "additionalProperties": False,
+            "description": "With kind correction: the note this one corrects.",
+        },
+    },
+    "required": ["body"],
+    "additionalProperties": False,
+}
+
+
+class _Refused(Exception):
+    """A rule refuses the note: the reply is ``failed`` with this reason."""
+
+
+def train(
+    store: MemoryStore,
+    context: RunContext | None,
+    inp: Mapping[str, Any],
+    *,
+    call_id: str | None = None,
+    run_id: str | None = None,
+    seq: int | None = None,
+) -> dict[str, Any]:
+    """The reply of memory.train; see the module docstring."""
+    check_json(inp)
+    check_input(INPUT_SCHEMA, inp)
+    ctx = require_context(context, "memory.train")
+    body = normalize_body(str(inp["body"]))
+    usage: dict[str, Any] = {"chars": len(body), "commits": 0}
+    try:
+        entry, key_match = _note(store, ctx, inp, body, call_id, run_id, seq)
+        similarity = _overlap(store, ctx, entry)
+        usage["similarity"] = round(similarity, 3)
+        stored, made = _commit(store, entry, key_match)
+    except _Refused as exc:
+        return {"status": "failed", "reason": str(exc), "usage": usage}
+    usage["commits"] = int(made)
+    if not made:
+        status = "retained"
+    elif similarity >= CONSOLIDATE_AT:
+        status = "consolidating"
+    else:
+        status = "accepted"
+    return {"status": status, "entry": _view(stored), "usage": usage}
+
+
+def _note(
+    store: MemoryStore,
+    ctx: RunContext,
+    inp: Mapping[str, Any],
+    body: str,
+    call_id: str | None,
+    run_id: str | None,
+    seq: int | None,
+) -> tuple[Entry, tuple[str, str | None]]:
+    """The entry to store, and what identifies a repeat of it: (key, produced_by)."""
+    kind = Kind(inp.get("kind", "fact"))
+    layer = Layer(inp.get("layer", "task"))
+    source = inp.get("source")
+    _check_body(body)
+    event_id: str | None = None
+    produced: str | None = None
+    if source is not None:
+        event_id, revision = str(source["eventId"]), str(source["revision"])
+        _check_event(event_id, revision)
+        key, produced = f"event:{event_id}", event_ref(event_id, revision)
+        sources: tuple[str, ...] = (produced,)
+        repeat: tuple[str, str | None] = (key, produced)
+    else:
+        if not call_id or len(call_id) > _CALL_ID_CHARS or not call_id.isprintable():
+            raise _Refused(
+                "this note names no source and the call has no id, so a retry could store it "
+                'twice: give "source": {"eventId": "<the event it comes from>", "revision": '
+                '"1"}'
+            )
+        key = f"call:{call_id}"
+        produced = f"run:{run_id}/{seq}" if run_id and seq else None
+        sources = ()
+        repeat = (key, None)
+    _check_layer(ctx, layer, event_id)
+    supersedes = _check_supersedes(store, ctx, inp, kind, layer)
+    scope = scope_of(ctx, layer)
+    author = f"member:{ctx.member}" if ctx.member else f"agent:{store.principal()}"
+    try:
+        entry = Entry(
+            kind=kind,
+            key=key,
+            body=body,
+            layer=layer,
+            scope=scope,
+            author=author,
+            created=store._now(),
+            provenance=Provenance(produced_by=produced, sources=sources),
+            supersedes=supersedes,
+        )
+        from ..model import check_key
+
+        check_key(entry.key)
+    except TrussError as exc:
+        raise _Refused(exc.message) from None
+    return entry, repeat
+
+
+def _check_body(body: str) -> None:
+    from .write import TOMBSTONE_MARK
+
+    if not body:
+        raise _Refused("the body is empty; a note needs the text of what was learned")
+    size = body_size(body)
+    if size > MAX_BODY:
+        raise _Refused(
+            f"the body is {size:,} bytes; the limit is {MAX_BODY:,}: split it into several "
+            "notes (each with its own event revision) or keep only what future tasks need"
+        )
+    if body.startswith(TOMBSTONE_MARK[:11]):
+        raise _Refused("a note may not start with '<!-- truss:'; that marks machine entries")
+
+
+def _check_event(event_id: str, revision: str) -> None:
+    if event_id.lower().startswith(RESERVED_PREFIXES):
+        raise _Refused(
+            f"event id '{event_id[:60]}' is reserved: ids starting "
+            f"{' or '.join(repr(p) for p in RESERVED_PREFIXES)} belong to the platform; give "
+            "the id of the event this note comes from"
+        )
+    if not EVENT_ID.fullmatch(event_id):
+        raise _Refused(
+            "source.eventId must be 1-200 characters of letters, digits and ._:/@+=~- "
+            "starting with a letter or digit"
+        )
+    if not REVISION.fullmatch(revision):
+        raise _Refused(
+            "source.revision must be 1-64 characters of letters, digits and ._:+=~- starting "
+            'with a letter or digit, e.g. "1"'
+        )
+
+
+def _check_layer(ctx: RunContext, layer: Layer, event_id: str | None) -> None:
+    if layer is Layer.TASK:
+        return
+    if layer in (Layer.MEMBER, Layer.ROLE):
+        if ctx.clone:
+            raise _Refused(
+                f"a clone of a task cannot write the {layer.value} layer; write it with "
+                'layer "task" (the original task may keep it for its member or role)'
+            )
+        if home(ctx, layer) is None:
+            raise _Refused(
+                f"this run names no {layer.value}, so there is no {layer.value} layer to write; "
+                'use layer "task"'
+            )
+        return
+    _granted(ctx, layer, event_id, "write")
+
+
+def _granted(ctx: RunContext, layer: Layer, event_id: str | None, what: str) -> None:
+    """Raise unless this task version may ``what`` the ``layer`` for ``event_id``."""
+    if ctx.clone:
+        raise _Refused(
+            f"a clone of a task cannot use a grant: it may not {what} the {layer.value} layer; "
+            'write to layer "task"'
+        )
+    grants = ctx.grants_for(layer)
+    if not grants:
+        raise _Refused(
+            f"this task version holds no grant for the {layer.value} layer; write to layer "
+            '"task" (a grant comes from the task\'s configuration, not from the input)'
+        )
+    if event_id is None:
+        raise _Refused(
+            f"the {layer.value} layer is written only from a granted source event: give "
+            '"source": {"eventId", "revision"} with an event id the grant covers'
+        )
+    if not any(event_id.startswith(g.event_prefix) for g in grants):
+        prefixes = ", ".join(repr(g.event_prefix) for g in grants)
+        raise _Refused(
+            f"the grant for the {layer.value} layer covers event ids starting {prefixes}; "
+            f"'{event_id[:60]}' is not one of them: {what} it in layer \"task\" instead"
+        )
+
+
+def _check_supersedes(
+    store: MemoryStore, ctx: RunContext, inp: Mapping[str, Any], kind: Kind, layer: Layer
+) -> str | None:
+    wanted = inp.get("supersedes")
+    if kind is not Kind.CORRECTION:
+        if wanted is not None:
+            raise _Refused('only a correction supersedes a note: give "kind": "correction"')
+        return None
+    if wanted is None:
+        raise _Refused(
+            'a correction names the note it corrects: give "supersedes": {"entryId": "<id>"} '
+            "(find the id with memory.ask)"
+        )
+    from ..errors import NotFound, UsageError
+
+    ref = str(wanted["entryId"])
+    try:
+        target = store.get(ref)
+    except (NotFound, UsageError):
+        target = None
+    if target is None or not readable(ctx, target) or target.trust is Trust.REJECTED:
+        raise _Refused(
+            f"there is no note {ref[:64]!r} in this run's memory; give the id of a note "
+            "memory.ask returned"
+        )
+    if target.superseded_by is not None:
+        raise _Refused(
+            f"note {target.id} is already superseded by {target.superseded_by}; correct that one"
+        )
+    if target.layer is not layer:
+        raise _Refused(
+            f"note {target.id} is in the {target.layer.value} layer; a correction retires a "
+            f'note only in the layer it is written to: give "layer": "{target.layer.value}"'
+        )
+    if layer in (Layer.TEAM, Layer.ENTERPRISE):
+        source = source_event(target)
+        _granted(ctx, layer, source[0] if source else None, "retire a note of")
+    return target.id
+
+
+def _overlap(store: MemoryStore, ctx: RunContext, entry: Entry) -> float:
+    """The highest Jaccard similarity of the note's word set with a live note of its layer
+    and part, among the few the recall index ranks closest (so the cost stays bounded)."""
+    from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+    from ..recall.engine import search_snapshot
+    from ..recall.pipeline import Filter
+    from ..recall.tokenize import tokenize
+
+    words = set(tokenize(entry.body))
+    area = home(ctx, entry.layer)
+    if not words or area is None:
+        return 0.0
+    query = " ".join(list(dict.fromkeys(tokenize(entry.body)))[:MAX_QUERY_TERMS])
+    if len(query) > MAX_QUERY_CHARS:
+        query = query[:MAX_QUERY_CHARS].rsplit(" ", 1)[0]
+    flt = Filter(min_trust=Trust.UNVERIFIED, areas=(area,), skip_marked=True)
+    try:
+        found = search_snapshot(store, store.snapshot(), query, flt, 10, mode="exact")
+    except TrussError:
+        return 0.0  # an unreadable index only loses the hint, never the write
+    best = 0.0
+    for hit in found.hits:
+        other = hit.entry
+        if other.id == entry.id or other.superseded_by is not None:
+            continue
+        theirs = set(tokenize(other.body))
+        best = max(best, len(words & theirs) / len(words | theirs) if theirs else 0.0)
+    return best
+
+
+def _commit(store: MemoryStore, entry: Entry, repeat: tuple[str, str | None]) -> tuple[Entry, bool]:
+    """One signed commit adding ``entry``, unless a note for the same source is there."""
+    from .. import entryfile
+    from ..gitstore import Plan
+    from ..store import trailers
+
+    found: list[Entry] = []
+
+    def plan(snap: Snapshot) -> Plan:
+        found[:] = _stored(snap, entry, repeat)
+        if found:
+            return Plan({}, "")
+        source = repeat[1]
+        marks = {"event": source} if source else {"call": entry.key[len("call:") :]}
+        message = f"truss: train {entry.kind.value} {entry.key[:80]}\n\n" + trailers(
+            op="write", entry=entry.id, trust="none -> unverified", **marks
+        )
+        return Plan({entry.path: entryfile.serialize(entry).encode()}, message)
+
+    try:
+        done = store._apply(plan, {"agent", "operator"})
+    except TrussError as exc:
+        raise _Refused(f"the note could not be stored: {exc.message}") from exc
+    if found:
+        return found[0], False
+    return entry, done is not None
+
+
+def _stored(snap: Snapshot, entry: Entry, repeat: tuple[str, str | None]) -> list[Entry]:
+    """The note already stored for this source (or call) in this task and enterprise."""
+    from .. import entryfile
+
+    key, produced = repeat
+    needle = entryfile.key_line(key)
+    for kind in KINDS:
+        for path, blob in snap.walk(f"memories/{kind}"):
+            if needle not in blob.data or not path.endswith(".md"):
+                continue
+            other = entryfile.parse(blob.data, path)
+            same = (
+                other.key == key
+                and other.scope.get("enterprise") == entry.scope.get("enterprise")
+                and other.scope.get("task") == entry.scope.get("task")
+                and (produced is None or other.provenance.produced_by == produced)
+            )
+            if same:
+                return [other]
+    return []
+
+
+def _view(entry: Entry) -> dict[str, Any]:
+    from ..views import entry_view
+
+    data = entry_view(entry, full=True)
+    source = source_event(entry)
+    data["sourceEventId"] = source[0] if source else None
+    return data
+
+
+def memory_train(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
+    if call.run_id is not None and inp.get("source") is None:
+        call.ledger_ref()  # numbers the call in a run without a ledger
+    result = train(
+        call.store,
+        call.context,
+        inp,
+        call_id=call.call_id,
+        run_id=call.run_id,
+        seq=call.seq,
+    )
+    if result["status"] in ("accepted", "consolidating"):
+        call.produced.append(result["entry"]["id"])
+        call.refresh()
+    return result
+
+
+register(
+    Tool(
+        name="memory.train",
+        description=(
+            "Teach memory one note learned from an event: `body` (the note), `source` "
+            "{eventId, revision} (the event; training it again changes nothing and answers "
+            "`retained`), `kind` (fact, inference, preference, or correction with "
+            "`supersedes` {entryId}) and `layer` (task by default; member, role, team and "
+            "enterprise only where this task is allowed). The note lands unverified until a "
+            "panel checks it. `status`: accepted, retained, consolidating (stored; close to "
+            "notes that will be merged) or failed with a `reason` saying what to do instead."
+        ),
+        input_schema=INPUT_SCHEMA,
+        handler=memory_train,
+        annotations=Annotations(
+            title="Train memory", read_only=False, destructive=False, idempotent=True
+        ),
+        gate="memory_write",
+    )
+)
