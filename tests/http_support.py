@@ -29,6 +29,8 @@ from truss_files.signing import Ed25519Signer
 from truss_files.store import MemoryStore
 
 SCRIPT = Path(sys.executable).parent / "truss-files"
+# ask/train send the route's own token unless told otherwise; None sends no header at all.
+OWN = "\0own-token"
 
 TASKS = """\
 [tasks.T-1]
@@ -110,19 +112,19 @@ class Served:
             parsed = None
         return Answer(resp.status, parsed, dict(resp.getheaders()), payload)
 
-    def ask(self, task: str, token: str | None = None, **params: Any) -> Answer:
+    def ask(self, task: str, token: str | None = OWN, **params: Any) -> Answer:
         query = urlencode(params)
         return self.request(
             "GET",
             f"/v1/tasks/{task}/memory/ask" + (f"?{query}" if query else ""),
-            token=self.read if token is None else token,
+            token=self.read if token == OWN else token,
         )
 
-    def train(self, task: str, body: Any, token: str | None = None, **kwargs: Any) -> Answer:
+    def train(self, task: str, body: Any, token: str | None = OWN, **kwargs: Any) -> Answer:
         return self.request(
             "POST",
             f"/v1/tasks/{task}/memory/train",
-            token=self.write if token is None else token,
+            token=self.write if token == OWN else token,
             body=body,
             **kwargs,
         )

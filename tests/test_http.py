@@ -132,8 +132,10 @@ def test_serve_refuses_a_key_that_holds_more_than_the_agent_role(
          "--port", "0"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert done.returncode == 1 and done.stdout == ""
-    assert "also holds operator, panel" in done.stderr
+    assert done.returncode == 1
+    error = json.loads(done.stdout)["error"]  # piped: the error as JSON, as every command
+    assert error["code"] == "config" and "also holds operator, panel" in error["message"]
+    assert "listening" not in done.stdout
 
 
 def test_only_serve_imports_the_web_stack() -> None:
@@ -239,4 +241,5 @@ def test_tokens_new_prints_the_token_once_and_stores_only_its_hash(tmp_path: Pat
          "--name", "ci"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert again.returncode == 1 and "already has a token named ci" in again.stderr
+    assert again.returncode == 1
+    assert "already has a token named ci" in json.loads(again.stdout)["error"]["message"]

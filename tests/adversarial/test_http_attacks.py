@@ -235,7 +235,7 @@ def test_the_log_holds_no_token_key_or_body(
     server.tasks.write_text("[tasks.broken\n")  # a configuration error is logged, too
     server.ask("T-1", purpose=purpose)
     log = server.stop()
-    assert "memory/train 200" in log and "memory/ask 401" in log  # it does log requests
+    assert "memory/train 200" in log and "memory/ask 403" in log  # it does log requests
     key_text = (tmp_path / "server_key").read_text()
     secret_lines = [line for line in key_text.splitlines() if "PRIVATE" not in line]
     for secret in [*server.secrets, CANARY, purpose, *secret_lines]:

@@ -6,6 +6,7 @@ needs neither.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import sys
 
@@ -104,15 +105,17 @@ def serve(
         max_body=max_body,
         body_timeout=body_timeout,
     )
-    http.serve(
-        options,
-        host=host,
-        port=port,
-        workers=workers,
-        sync_remote=sync_remote,
-        sync_every=sync_every,
-        echo=_say,
-    )
+    # Ctrl-C: uvicorn has shut down cleanly and hands the signal back; not an error.
+    with contextlib.suppress(KeyboardInterrupt):
+        http.serve(
+            options,
+            host=host,
+            port=port,
+            workers=workers,
+            sync_remote=sync_remote,
+            sync_every=sync_every,
+            echo=_say,
+        )
 
 
 def _say(line: str) -> None:

@@ -39,7 +39,7 @@ from starlette.routing import Route
 
 from ..errors import AccessError, ConfigError, ConflictError, ScopeError, TrussError, UsageError
 from ..server import tokens as token_file
-from ..server.tasks import TASK_ID, TaskRegistry
+from ..server.tasks import TaskRegistry
 from ..server.watched import Watched
 from . import http_openapi
 
@@ -54,6 +54,7 @@ ENV_OPTIONS = "TRUSS_HTTP_OPTIONS"
 ASK, TRAIN = "memory.ask", "memory.train"
 # An idempotency key becomes the tool call id of a train without a source.
 IDEMPOTENCY_HEADER = "idempotency-key"
+LOG_TASK = "truss.task"  # the ASGI scope key that hands a known task id to the log line
 MAX_IDEMPOTENCY_KEY = 128
 
 
@@ -144,7 +145,8 @@ class Backend:
         now = datetime.datetime.now(datetime.UTC)
         self.tokens.get().check(presented, need, now)
 
-    def context(self, task_id: str) -> RunContext:
+    def context(self, request: Request) -> RunContext:
+        task_id = request.path_params["taskId"]
         found = self.tasks.get().get(task_id)
         if found is None:
             raise HttpError(
@@ -152,6 +154,9 @@ class Backend:
                 "unknown_task",
                 "no such task in this server's task registry; check the task id",
             )
+        # Only a task id of the registry reaches the log: a client may send anything there,
+        # a token pasted in the wrong place included.
+        request.scope[LOG_TASK] = task_id
         return found
 
     def call(
@@ -191,16 +196,14 @@ def build_app(
         return JSONResponse(http_openapi.document(options.max_body))
 
     async def ask(request: Request) -> Response:
-        task_id = request.path_params["taskId"]
         backend.authorize(request.headers.get("authorization"), "tasks:read")
-        context = backend.context(task_id)
+        context = backend.context(request)
         tool_input = ask_input(request)
         return await _run(backend, context, ASK, tool_input, None)
 
     async def train(request: Request) -> Response:
-        task_id = request.path_params["taskId"]
         backend.authorize(request.headers.get("authorization"), "tasks:write")
-        context = backend.context(task_id)
+        context = backend.context(request)
         call_id = idempotency_key(request)
         body = await read_body(request, options.max_body, options.body_timeout)
         tool_input = parse_json(body)
@@ -348,7 +351,7 @@ class _Guard:
             log.info(
                 "%s %s %s %.1fms",
                 scope.get("method", "-"),
-                _route(str(scope.get("path", ""))),
+                _route(str(scope.get("path", "")), scope.get(LOG_TASK)),
                 status,
                 (time.perf_counter() - started) * 1000,
             )
@@ -394,12 +397,11 @@ def _answer(exc: Exception) -> Response:
     return error_response(500, "bug", "an unexpected error; the server's log names it")
 
 
-def _route(path: str) -> str:
-    """The path as logged: a task id only when it is a well-formed one, else a placeholder."""
+def _route(path: str, task: str | None) -> str:
+    """The path as logged: the route, with the task id only once the registry knew it."""
     parts = path.split("/")
-    if len(parts) == 6 and parts[1:3] == ["v1", "tasks"] and parts[4] == "memory":
-        task = parts[3] if TASK_ID.match(parts[3]) else "<invalid>"
-        return f"/v1/tasks/{task}/memory/{parts[5][:16] if parts[5].isalpha() else '?'}"
+    if len(parts) == 6 and parts[1:3] == ["v1", "tasks"] and parts[5] in ("ask", "train"):
+        return f"/v1/tasks/{task or '<unknown>'}/memory/{parts[5]}"
     return path if path in ("/healthz", "/openapi.json") else "<other>"
 
 
