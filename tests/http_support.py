@@ -229,6 +229,7 @@ def served_fixture(
         if not running:
             make.key = agent_key(store, add_signer, tmp_path)  # type: ignore[attr-defined]
         where = Path(store.git.workdir or store.git.git_dir)
+        options.setdefault("name", f"server-{len(running)}")
         found = start(where, make.key, tmp_path / "http", **options)  # type: ignore[attr-defined]
         running.append(found)
         return found

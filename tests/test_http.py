@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from http_support import Served, served_fixture  # noqa: F401 - the fixture
 
+from truss_files.audit import audit
 from truss_files.store import MemoryStore
 
 pytest.importorskip("uvicorn")
@@ -243,3 +244,121 @@ def test_tokens_new_prints_the_token_once_and_stores_only_its_hash(tmp_path: Pat
     )  # fmt: skip
     assert again.returncode == 1
     assert "already has a token named ci" in json.loads(again.stdout)["error"]["message"]
+
+
+# --------------------------------------------------------------------------- ask and train
+
+
+def _event(n: int | str, revision: str = "1") -> dict[str, str]:
+    return {"eventId": f"evt-{n}", "revision": revision}
+
+
+def test_a_trained_note_is_asked_back_in_full_over_http(
+    served: Callable[..., Served], store: MemoryStore
+) -> None:
+    server = served()
+    text = "The release check needs the preview URL before it can start."
+    trained = server.train("T-1", {"body": text, "source": _event(1)})
+    assert trained.status == 200 and trained.body["status"] == "accepted"
+    entry = store.get(trained.body["entry"]["id"])
+    assert entry.trust.value == "unverified" and entry.body == text
+    assert entry.provenance.produced_by == "event:evt-1#1"
+    asked = server.ask("T-1", purpose="what does the release check need")
+    assert asked.status == 200 and asked.body["status"] == "answered"
+    assert [e["id"] for e in asked.body["evidence"]] == [entry.id]
+    assert asked.body["evidence"][0]["trust"] == "unverified"
+    # Over HTTP nothing is left out and the answer carries the note's text.
+    assert not asked.body.get("omitted") and text in asked.body["answer"]
+    # Another task does not see T-1's unverified note: nothing in its scope.
+    other = server.ask("T-2", purpose="what does the release check need")
+    assert other.status == 200 and other.body["status"] == "insufficient_evidence"
+    assert other.body["evidence"] == []
+
+
+def test_train_is_idempotent_on_its_source_and_its_idempotency_key_across_restarts(
+    served: Callable[..., Served], store: MemoryStore
+) -> None:
+    server = served()
+    first = server.train("T-1", {"body": "Flaky checks retry once.", "source": _event(2)})
+    again = server.train("T-1", {"body": "Flaky checks retry once.", "source": _event(2)})
+    assert (first.body["status"], again.body["status"]) == ("accepted", "retained")
+    assert again.body["entry"]["id"] == first.body["entry"]["id"]
+    keyed = {"Idempotency-Key": "req-42"}
+    one = server.train("T-1", {"body": "Deploys wait for green."}, headers=keyed)
+    two = server.train("T-1", {"body": "Deploys wait for green."}, headers=keyed)
+    assert (one.body["status"], two.body["status"]) == ("accepted", "retained")
+    count = len(list(store.iter_entries()))
+    server.stop()
+    restarted = served()
+    assert (
+        restarted.train("T-1", {"body": "Flaky checks retry once.", "source": _event(2)}).body[
+            "status"
+        ]
+        == "retained"
+    )
+    assert (
+        restarted.train("T-1", {"body": "Deploys wait for green."}, headers=keyed).body["status"]
+        == "retained"
+    )
+    assert len(list(MemoryStore(store.git.workdir or ".").iter_entries())) == count
+
+
+def test_a_train_the_rules_refuse_is_a_200_saying_failed(
+    served: Callable[..., Served], store: MemoryStore
+) -> None:
+    server = served()
+    before = len(list(store.iter_entries()))
+    cases = [
+        {"body": "x", "layer": "team", "source": _event("no-grant")},  # prefix ci: is granted
+        {"body": "x", "source": {"eventId": "team:forged", "revision": "1"}},  # reserved
+        {"body": "x", "source": {"eventId": "gate:forged", "revision": "1"}},  # reserved
+    ]
+    for body in cases:
+        answer = server.train("T-1", body)
+        assert answer.status == 200 and answer.body["status"] == "failed", answer.raw
+        assert answer.body["reason"] and "entry" not in answer.body
+    clone = server.train(
+        "T-clone", {"body": "x", "layer": "team", "source": {"eventId": "ci:1", "revision": "1"}}
+    )
+    assert clone.body["status"] == "failed"
+    granted = server.train(
+        "T-1", {"body": "CI notes", "layer": "team", "source": {"eventId": "ci:7", "revision": "1"}}
+    )
+    assert granted.body["status"] == "accepted"
+    assert len(list(MemoryStore(store.git.workdir or ".").iter_entries())) == before + 1
+
+
+def test_concurrent_trains_lose_and_duplicate_nothing_while_asks_answer(
+    served: Callable[..., Served], store: MemoryStore
+) -> None:
+    """40 notes from 8 clients, each sent twice (a retry after a lost reply), asks alongside:
+    every note is stored exactly once and every ask is answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = served()
+    before = {e.id for e in store.iter_entries()}
+
+    def train(n: int) -> str:
+        body = {"body": f"Note {n}: service {n} restarts with backoff {n} s.", "source": _event(n)}
+        for _attempt in range(10):
+            answer = server.train("T-1", body)
+            if answer.status == 200:
+                assert answer.body["status"] in ("accepted", "consolidating", "retained")
+                return str(answer.body["entry"]["id"])
+            assert answer.status in (409, 503), answer.raw  # the store kept moving: retry
+        raise AssertionError(f"note {n} never landed")
+
+    def ask(n: int) -> int:
+        return server.ask("T-1", purpose=f"service {n} restarts").status
+
+    with ThreadPoolExecutor(8) as pool:
+        trains = [pool.submit(train, n % 40) for n in range(80)]
+        asks = [pool.submit(ask, n) for n in range(16)]
+        ids = [f.result() for f in trains]
+        statuses = [f.result() for f in asks]
+    assert statuses == [200] * 16
+    assert len(set(ids)) == 40 and ids[:40] == ids[40:]
+    now = {e.id for e in MemoryStore(store.git.workdir or ".").iter_entries()}
+    assert now - before == set(ids)
+    report = audit(store.git)
+    assert report.ok, [str(v) for v in report.violations]
