@@ -115,6 +115,10 @@ class Backend:
         self._signer = signer
         self._local = threading.local()
         self._signer_lock = threading.Lock()
+        # One train at a time per process: the threads queue here in order, and only one of
+        # them waits on the store's writer lock (a file lock polled with a deadline, where
+        # sixteen threads of one process would starve each other into compare-and-swap races).
+        self._train_lock = threading.Lock()
 
     @property
     def signer(self) -> Signer:
@@ -175,7 +179,8 @@ class Backend:
             return ask(store, context, tool_input, budget=None, timeout=self.options.ask_timeout)
         from ..tools.train import train
 
-        result = train(store, context, tool_input, call_id=call_id)
+        with self._train_lock:
+            result = train(store, context, tool_input, call_id=call_id)
         if self.after_write is not None and result.get("status") in WROTE:
             self.after_write()
         return result
