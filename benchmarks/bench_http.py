@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import http.client
+import itertools
 import json
 import os
 import re
@@ -173,6 +174,18 @@ def _asks(port: int, token: str, purposes: list[str]) -> Timings:
     return Timings(tuple(_concurrent(port, token, [job(p) for p in purposes])))
 
 
+def _alone(port: int, token: str, purposes: list[str], n: int) -> Timings:
+    client = Client(port, token)
+    asked = itertools.cycle(purposes)
+
+    def one() -> None:
+        status, _ = client.send("GET", f"/v1/tasks/T-1/memory/ask?purpose={quote(next(asked))}")
+        if status != 200:
+            raise RuntimeError(f"ask failed: {status}")
+
+    return measure(one, n)
+
+
 def _train(client: Client, n: int, prefix: str) -> tuple[str, str]:
     body = {
         "body": f"Service {prefix}{n} restarts after {n % 97} s of backoff on pool {n % 13}.",
@@ -237,16 +250,32 @@ def run(quick: bool) -> list[Figure]:
 
         query_t = measure(query, 9)
         results: dict[int, Timings] = {}
+        walls: dict[int, float] = {}
         for workers in (1, 2):
             progress(f"{n_asks} asks from {CLIENTS} clients, --workers {workers}")
             server = _serve(exe, path, key, tmp, env, workers)
             try:
                 _asks(server.port, token, purposes[:CLIENTS])  # warm every worker's caches
+                if workers == 1:
+                    progress(f"{CLIENTS * 2} asks from one client")
+                    alone = _alone(server.port, token, purposes, CLIENTS * 2)
+                started = time.perf_counter()
                 results[workers] = _asks(server.port, token, purposes)
+                walls[workers] = time.perf_counter() - started
             finally:
                 server.stop()
         one, two = results[1], results[2]
         size = label(total)
+        figures.append(
+            Figure(
+                name=f"ask over HTTP, one client, {size} notes (p50)",
+                value=alone.ms(),
+                unit="ms",
+                baseline_name="cold `truss-files query` same store, same floor (p50)",
+                baseline_value=query_t.ms(),
+                note=f"p95 {alone.ms('p95'):.1f} ms",
+            )
+        )
         for stat in ("p50", "p95"):
             figures.append(
                 Figure(
@@ -255,6 +284,7 @@ def run(quick: bool) -> list[Figure]:
                     unit="ms",
                     baseline_name="cold `truss-files query` same store, same floor (p50)",
                     baseline_value=query_t.ms(),
+                    note=f"{n_asks / walls[1]:.1f} asks/s in all; latency includes the queue",
                 )
             )
         figures.append(
@@ -264,7 +294,8 @@ def run(quick: bool) -> list[Figure]:
                 unit="ms",
                 baseline_name="--workers 1 (threads)",
                 baseline_value=one.ms(),
-                note=f"p95 {two.ms('p95'):.1f} ms vs {one.ms('p95'):.1f} ms",
+                note=f"p95 {two.ms('p95'):.1f} ms vs {one.ms('p95'):.1f} ms; "
+                f"{n_asks / walls[2]:.1f} asks/s vs {n_asks / walls[1]:.1f}",
             )
         )
         server = _serve(exe, path, key, tmp, env, 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -68,3 +69,43 @@ def test_no_private_key_is_committed() -> None:
         if path.is_file() and path.stat().st_size < 1_000_000:
             data = path.read_bytes()
             assert b"BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn" not in data, name
+
+
+def test_http_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    import shutil
+
+    import pytest
+    from click.testing import CliRunner
+
+    from truss_files.faces.cli import cli
+
+    if shutil.which("curl") is None:
+        pytest.skip("the HTTP walk-through calls curl, which is not installed here")
+    pytest.importorskip("uvicorn", reason="the HTTP walk-through needs the [http] extra")
+    for command in ("signers", "roles"):
+        if CliRunner().invoke(cli, [command, "--help"]).exit_code != 0:
+            pytest.skip(
+                f"the HTTP walk-through gives the server its agent key with `truss-files "
+                f"{command}`, which this build does not have yet"
+            )
+    script = _block_after("The HTTP API")
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("dashboard\ttasks:read") for line in lines), done.stdout
+    assert not any(line.startswith("tft_") for line in lines)  # tokens went to variables
+    trained = json.loads(next(line for line in lines if '"status"' in line and "entry" in line))
+    assert trained["status"] == "accepted"
+    asked = json.loads(next(line for line in lines if '"answer"' in line))
+    assert asked["status"] == "answered" and "preview URL" in asked["answer"]
+    assert lines[-1] == "401"
+    assert audit(GitStore(tmp_path / "mem")).ok
