@@ -85,8 +85,9 @@ def serve(
     without a restart. Prints `listening on http://HOST:PORT` once it accepts connections.
 
     \b
-    Example:
-      truss-files --store mem --key server_key serve --tasks tasks.toml --tokens tokens.toml
+    Example (with --store and --key, or TRUSS_STORE and TRUSS_KEY, naming the store and the
+    server's own key):
+      truss-files serve --tasks tasks.toml --tokens tokens.toml --port 0
     """
     from ..errors import ConfigError
 
