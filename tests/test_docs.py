@@ -71,6 +71,28 @@ def test_no_private_key_is_committed() -> None:
             assert b"BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn" not in data, name
 
 
+def test_enterprise_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    script = _block_after("Enterprise memory")
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    replies = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"')]
+    assert [r.get("status") for r in replies] == ["retained", "answered"]
+    answer = replies[-1]
+    assert answer["status"] == "answered" and answer["evidence"][0]["trust"] == "verified"
+    assert "preview URL" in answer["evidence"][0]["body"]
+    store = Path(os.environ["HOME"]) / "enterprise-memory"
+    assert audit(GitStore(store)).ok
+
+
 def test_http_walkthrough_runs_as_written(tmp_path: Path) -> None:
     import shutil
 

@@ -40,8 +40,10 @@ def test_tools_annotations_and_calls_in_process(store: MemoryStore) -> None:
                 "read_memory",
                 "memory",
                 "write_memory",
+                "memory_ask",
+                "memory_train",
             ]
-            for name in ("memory_query", "memory_view", "read_memory"):
+            for name in ("memory_query", "memory_view", "read_memory", "memory_ask"):
                 hints = listed[name].annotations
                 assert hints is not None and hints.read_only_hint is True
                 assert hints.open_world_hint is False
@@ -105,7 +107,7 @@ def test_only_served_tools_are_listed(store: MemoryStore) -> None:
         configure(store, memory=True, memory_write=False)
         async with Client(build_server(ToolSession(store, run_id="M3"))) as client:
             names = [t.name for t in (await client.list_tools()).tools]
-            assert names == ["memory_query", "memory_view", "read_memory"]
+            assert names == ["memory_query", "memory_view", "read_memory", "memory_ask"]
 
     run(reads_only)
 
@@ -133,7 +135,15 @@ def test_stdio_subprocess(store: MemoryStore, tmp_path: Path) -> None:
     async def main() -> None:
         async with Client(params) as client:
             names = [t.name for t in (await client.list_tools()).tools]
-            assert names == ["memory_query", "memory_view", "read_memory", "memory", "write_memory"]
+            assert names == [
+                "memory_query",
+                "memory_view",
+                "read_memory",
+                "memory",
+                "write_memory",
+                "memory_ask",
+                "memory_train",
+            ]
             found = await client.call_tool("memory_query", {"query": "postgres"})
             assert not found.is_error and found.structured_content is not None
             assert found.structured_content["entries"][0]["id"] == entry.id

@@ -142,6 +142,8 @@ def test_tools_schema_outside_a_store(tmp_path: Path, monkeypatch: pytest.Monkey
         "read_memory",
         "memory",
         "write_memory",
+        "memory_ask",
+        "memory_train",
     ]
     missing = cli(["--store", str(tmp_path / "nope"), "tools", "schema"])
     assert missing.exit_code == 1

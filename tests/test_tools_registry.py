@@ -12,8 +12,8 @@ from truss_files.store import MemoryStore
 from truss_files.tools import Serving, ToolSession, all_tools, lookup
 from truss_files.tools.schema import check_input, export
 
-READS = {"memory_query", "memory_view", "read_memory"}
-WRITES = {"memory", "write_memory"}
+READS = {"memory_query", "memory_view", "read_memory", "memory.ask"}
+WRITES = {"memory", "write_memory", "memory.train"}
 ALL = READS | WRITES
 
 
@@ -42,6 +42,7 @@ COMBINATIONS = [
     (False, False, ["memory"], ["memory_view"], {"memory_view"}),
     (True, True, [], [], set()),  # an empty allow list serves nothing
     (True, True, [], ["memory*"], set()),  # exact names, no patterns
+    (True, True, [], ["memory_ask", "memory.train"], {"memory.ask", "memory.train"}),
 ]
 
 
@@ -177,7 +178,7 @@ def test_cli_tool_and_schema_follow_the_store(
         assert done.exit_code == 0, done.output
         defs = __import__("json").loads(done.stdout)
         names = {d.get("name") or d.get("function", {}).get("name") for d in defs}
-        assert names == served
+        assert names == {name.replace(".", "_") for name in served}  # provider spellings
     inputs = {
         "memory_query": {"query": "x"},
         "memory_view": {"id": "0" * 32},

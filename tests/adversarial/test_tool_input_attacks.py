@@ -31,7 +31,7 @@ from truss_files.recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from truss_files.recall.engine import search
 from truss_files.recall.pipeline import Filter, recall
 from truss_files.store import MemoryStore
-from truss_files.tools import ToolSession
+from truss_files.tools import RunContext, ToolSession
 from truss_files.tools.registry import all_tools
 from truss_files.tools.schema import MAX_DEPTH, check_json
 
@@ -515,6 +515,8 @@ def field_value(name: str, schema: Mapping[str, Any]) -> st.SearchStrategy[Any]:
         return st.booleans()
     if kind == "array":
         return st.lists(field_value(name, schema.get("items", {})), max_size=4)
+    if kind == "object" and "properties" in schema:  # memory.train's source and supersedes
+        return st.one_of(schema_shaped(schema), json_values)
     return json_values
 
 
@@ -556,7 +558,17 @@ SCHEMAS = {tool.name: tool.input_schema for tool in all_tools()}
 
 @pytest.fixture
 def fuzz_session(seeded: MemoryStore) -> Iterator[ToolSession]:
-    yield ToolSession(seeded, flags=FLAGS, run_id="R-fuzz")
+    # A run context, so that memory.ask and memory.train run their rules, not just refuse.
+    context = RunContext.from_dict(
+        {
+            "taskId": "T-fuzz",
+            "teamId": "t",
+            "enterpriseId": "e",
+            "memberId": "m",
+            "grants": [{"layer": "team", "eventPrefix": "ci:"}],
+        }
+    )
+    yield ToolSession(seeded, flags=FLAGS, run_id="R-fuzz", context=context)
 
 
 def check_outcome(store: MemoryStore, session: ToolSession, name: str, tool_input: Any) -> None:

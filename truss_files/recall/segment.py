@@ -388,10 +388,15 @@ class Segment:
         return self._mm[start : start + 16]
 
     def record(self, docno: int) -> tuple[Any, ...]:
+        return _load_record(self.record_bytes(docno))
+
+    def record_bytes(self, docno: int) -> bytes:
+        """The stored form of ``record(docno)``: a filter can test it for a value's bytes
+        before paying for the whole record."""
         start = self._spans["roff"][0] + 8 * docno
         a, b = _SPAN.unpack_from(self._mm, start)
         base = self._spans["rec"][0]
-        return _load_record(self._mm[base + a : base + b])
+        return bytes(self._mm[base + a : base + b])
 
     # -- terms ---------------------------------------------------------------------------
 

@@ -308,14 +308,15 @@ def _answer(
             "No note in this task's, team's or enterprise's memory matches this purpose: "
             "nothing is known about it here yet."
         )
-    count = f"{len(evidence)} note{'s' if len(evidence) != 1 else ''}"
+    many = len(evidence) != 1
+    count = f"{len(evidence)} note{'s' if many else ''} in scope match{'' if many else 'es'}"
     if full:
-        parts = [f"{count} in scope match this purpose:"]
+        parts = [f"{count} this purpose:"]
         parts += [f"{_label(n, e)}:\n{e['body']}" for n, e in enumerate(evidence, 1)]
         text = "\n\n".join(parts)
     else:
         cited = "; ".join(_label(n, e) for n, e in enumerate(evidence, 1))
-        text = f"{count} in scope match this purpose: {cited}. Their text is in evidence."
+        text = f"{count} this purpose: {cited}. Their text is in evidence."
     if omitted:
         text += (
             f" {len(omitted)} more matched but did not fit this reply (see omitted); ask with "
