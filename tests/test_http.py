@@ -362,3 +362,19 @@ def test_concurrent_trains_lose_and_duplicate_nothing_while_asks_answer(
     assert now - before == set(ids)
     report = audit(store.git)
     assert report.ok, [str(v) for v in report.violations]
+
+
+def test_several_worker_processes_share_one_port(
+    served: Callable[..., Served], store: MemoryStore
+) -> None:
+    server = served(extra=("--workers", "2"))
+    trained = [
+        server.train("T-1", {"body": f"Worker note {n} about queue {n}.", "source": _event(n)})
+        for n in range(6)
+    ]
+    assert all(t.status == 200 and t.body["status"] != "failed" for t in trained)
+    asked = [server.ask("T-1", purpose=f"queue {n}") for n in range(6)]
+    assert all(a.status == 200 and a.body["status"] == "answered" for a in asked)
+    assert server.ask("T-1", token="", purpose="x").status == 401
+    log = server.stop()
+    assert log.count("memory/train 200") == 6
