@@ -15,7 +15,9 @@ with ``raise ... from exc``.
     ├── ConflictError         the store moved under us, or a work tree path has local edits
     ├── ConfigError           truss.toml / allowed_signers / user config problems
     ├── UntrustedHistory      a read above unverified from a history the audit rejects
-    └── StoreError            anything else about the repository (not a store, corrupt object)
+    ├── StoreError            anything else about the repository (not a store, corrupt object)
+    └── AccessError           an HTTP request without a valid token (401) or its scope (403)
+        └── ScopeError        a valid token that lacks the scope the route needs
 """
 
 from __future__ import annotations
@@ -84,3 +86,15 @@ class UntrustedHistory(TrussError):
 
 class StoreError(TrussError):
     code = "store"
+
+
+class AccessError(TrussError):
+    """No token, an unknown one or an expired one: the HTTP face answers 401."""
+
+    code = "unauthorized"
+
+
+class ScopeError(AccessError):
+    """A valid token without the scope a route needs: the HTTP face answers 403."""
+
+    code = "forbidden"

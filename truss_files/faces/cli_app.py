@@ -2,10 +2,10 @@
 
 Each command parses options, calls one library function and prints through one helper; heavy
 imports stay inside the commands that need them. The other commands live in ``cli_store``,
-``cli_read``, ``cli_review``, ``cli_panel``, ``cli_tools`` and ``cli_operator``, imported
-only when one of their commands runs (or when every command must be listed: ``--help``,
-completion, ``.commands``): each of those modules costs ~1 ms to import, and ``cli.py``
-keeps a plain ``query`` off click altogether.
+``cli_read``, ``cli_review``, ``cli_panel``, ``cli_tools``, ``cli_operator``, ``cli_identity``,
+``cli_context`` and ``cli_serve``, imported only when one of their commands runs (or when every
+command must be listed: ``--help``, completion, ``.commands``): each of those modules costs
+~1 ms to import, and ``cli.py`` keeps a plain ``query`` off click altogether.
 
 Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug.
 """
@@ -94,6 +94,7 @@ LAZY_COMMANDS: Final = {
     **dict.fromkeys(("identity", "principal"), "cli_identity"),
     **dict.fromkeys(("context", "delta"), "cli_context"),
     **dict.fromkeys(("signers", "roles"), "cli_operator"),
+    **dict.fromkeys(("serve", "tokens"), "cli_serve"),
 }
 COMMAND_MODULES: Final = (
     "cli_context",
@@ -102,6 +103,7 @@ COMMAND_MODULES: Final = (
     "cli_panel",
     "cli_read",
     "cli_review",
+    "cli_serve",
     "cli_store",
     "cli_tools",
 )
