@@ -178,6 +178,33 @@ def test_verdict_sign_formats(tf: Cli, tmp_path: Path) -> None:
     assert refused.exit_code == 1 and "error" in json.loads(refused.output)
 
 
+def test_show_text_is_the_belief_and_raw_is_the_file(tf: Cli, tmp_path: Path) -> None:
+    """On a terminal `show` says what is believed and who vouched for it, without the YAML
+    or the SSHSIG block; --raw prints the stored file byte for byte; JSON is unchanged."""
+    eid = tf.write("lesson", "ci-flakes", "Retry the network tests once.")
+    tf.ok("promote", eid, "--verdict", str(tf.verdict(eid, "PASS", tmp_path)))
+    text = tf.run("show", eid, fmt="text")
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    assert lines[0] == f"{eid[:12]}  lesson/ci-flakes  [verified]"
+    said = tf.ok("show", eid)
+    verdict = said["provenance"]["verified_by"]
+    assert any(
+        line.startswith(f"verified by {verdict['signer']} at ")
+        and verdict["verdict_id"][:12] in line
+        for line in lines
+    )
+    assert lines[-1] == "Retry the network tests once."
+    assert "SSH SIGNATURE" not in text.output and "---" not in text.output
+    raw = tf.run("show", eid, "--raw", fmt=None)
+    stored = tf.store.snapshot().read(said["path"])
+    assert raw.exit_code == 0 and raw.stdout_bytes == stored
+    assert b"-----BEGIN SSH SIGNATURE-----" in stored
+    assert set(said) >= {"id", "kind", "key", "body", "trust", "provenance", "path"}
+    unverified = tf.write("fact", "db", "Postgres.")
+    assert "not verified by a panel" in tf.run("show", unverified, fmt="text").output
+
+
 # --------------------------------------------------------------------------- the life of an entry
 
 
