@@ -32,7 +32,7 @@ from typing import Any
 
 from ..entryfile import parse, serialize
 from ..errors import ConflictError, EntryError
-from ..model import LEGAL_TRANSITIONS, Entry, Trust
+from ..model import LEGAL_TRANSITIONS, TRUST_RULE, Entry, Trust
 
 # How far along §2 a state is, within one verdict's lifetime.
 _PHASE = {Trust.UNVERIFIED: 0, Trust.VERIFIED: 1, Trust.REJECTED: 1, Trust.STALE: 2}
@@ -91,7 +91,8 @@ def merge_entries(base: Entry | None, ours: Entry, theirs: Entry) -> tuple[Entry
     win, lose = _trust_winner(base, ours, theirs)
     if _state(win) != _state(lose):
         notes.append(
-            f"trust: kept {_describe(win)} over {_describe(lose)} (further along DESIGN.md §2)"
+            f"trust: kept {_describe(win)} over {_describe(lose)} (the later verdict, or the "
+            "further state along unverified -> verified -> stale)"
         )
     merged = win
     for name in _LINKS:
@@ -194,7 +195,7 @@ def _check_legal(merged: Entry, sides: Mapping[str, Entry]) -> None:
         if (side.trust, merged.trust) not in LEGAL_TRANSITIONS:
             raise ConflictError(
                 f"merging would move {label} side's {side.trust.value} to "
-                f"{merged.trust.value}, which DESIGN.md §2 does not allow"
+                f"{merged.trust.value}, which the trust rules do not allow ({TRUST_RULE})"
             )
 
 
@@ -211,7 +212,7 @@ def _conflict(ours: bytes, theirs: bytes, reason: str, path: str | None) -> Merg
         + b"=======\n"
         + ended(theirs)
         + (
-            f">>>>>>> theirs (keep one side or a state DESIGN.md §2 allows, "
+            f">>>>>>> theirs (keep one side, or a state both sides can reach ({TRUST_RULE}); "
             f"then `git add {where}`)\n"
         ).encode()
     )
