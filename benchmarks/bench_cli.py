@@ -52,6 +52,7 @@ def run(quick: bool) -> list[Figure]:
         env.pop("TRUSS_STORE", None)
         python = command_runner([sys.executable, "-c", "pass"], env)
         commands = {
+            "truss-files -V": [exe, "-V"],
             "truss-files --help": [exe, "--help"],
             "truss-files --store S query x": [exe, "--store", str(store.git.git_dir), "query", "x"],
         }
@@ -68,4 +69,22 @@ def run(quick: bool) -> list[Figure]:
                     baseline_value=py_t.ms(),
                 )
             )
+        # `show` on a terminal renders the belief; its baseline is the raw file it replaced.
+        where = str(store.git.git_dir)
+        shown = entries[0].id
+        progress(f"show text vs --raw x {runs}")
+        text_t, raw_t = measure_pair(
+            command_runner([exe, "--store", where, "show", shown, "--format", "text"], env),
+            command_runner([exe, "--store", where, "show", shown, "--raw"], env),
+            runs,
+        )
+        figures.append(
+            Figure(
+                name="truss-files show ID, the belief as text (p50)",
+                value=text_t.ms(),
+                unit="ms",
+                baseline_name="show ID --raw",
+                baseline_value=raw_t.ms(),
+            )
+        )
     return figures

@@ -81,12 +81,63 @@ def tf(store: MemoryStore, tmp_path: Path) -> Cli:
 # --------------------------------------------------------------------------- documentation
 
 
-@pytest.mark.parametrize("path", list(_commands(cli)), ids=" ".join)
+def _every_command(group: click.Group) -> list[tuple[str, ...]]:
+    """Every group (but the top one) and every subcommand, as the words that reach it."""
+    return sorted({*_commands(group), *(p for p in _groups(group) if p)})
+
+
+def test_every_command_covers_the_groups_and_their_subcommands() -> None:
+    every = _every_command(cli)
+    for path in [("verdict",), ("verdict", "sign"), ("config",), ("keys",), ("keys", "new")]:
+        assert path in every
+    for path in [("runs",), ("runs", "show"), ("tools",), ("hooks",), ("hooks", "install")]:
+        assert path in every
+
+
+@pytest.mark.parametrize("path", _every_command(cli), ids=" ".join)
 def test_every_command_has_help_with_an_example(path: tuple[str, ...]) -> None:
     result = CliRunner().invoke(cli, [*path, "--help"])
     assert result.exit_code == 0, result.output
     assert "Example" in result.output
     assert f"truss-files {' '.join(path)}" in result.output  # the example runs this command
+
+
+# Commands whose output is fixed by whoever reads it, so --format would have nothing to choose:
+# git's textconv and merge-driver interfaces and a git hook's own output.
+NO_FORMAT = {("textconv",), ("merge-driver",), ("hook",)}
+
+
+@pytest.mark.parametrize("path", sorted(_commands(cli)), ids=" ".join)
+def test_every_command_takes_format(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert ("--format" in result.output) is (path not in NO_FORMAT), result.output
+
+
+def test_dash_v_prints_the_version() -> None:
+    from importlib.metadata import version
+
+    for flag in ("-V", "--version"):
+        result = CliRunner().invoke(cli, [flag])
+        assert result.exit_code == 0
+        assert result.output == f"truss-files, version {version('truss-files')}\n"
+    done = subprocess.run([str(SCRIPT), "-V"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and version("truss-files") in done.stdout
+
+
+def test_shell_completion_prints_a_script(tmp_path: Path) -> None:
+    """The line the README gives for bash completion prints a script that completes our
+    commands (run through the installed console script, as a shell would)."""
+    env = dict(os.environ, _TRUSS_FILES_COMPLETE="bash_source")
+    done = subprocess.run([str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "_truss_files_completion" in done.stdout and "complete " in done.stdout
+    # The script asks the program back for completions: that answer names our commands.
+    asked = {"COMP_WORDS": "truss-files ver", "COMP_CWORD": "1"}
+    env = dict(os.environ, _TRUSS_FILES_COMPLETE="bash_complete", **asked)
+    done = subprocess.run([str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "plain,verdict" in done.stdout.split(), done.stdout
+    assert "plain,verify" in done.stdout.split()
 
 
 @pytest.mark.parametrize("path", list(_groups(cli)), ids=lambda p: " ".join(p) or "truss-files")
@@ -108,6 +159,50 @@ def test_top_level_help_shows_how_to_start() -> None:
     assert "truss-files init" in result.output and "truss-files query" in result.output
     version = CliRunner().invoke(cli, ["--version"])
     assert version.exit_code == 0 and "0." in version.output
+
+
+def test_verdict_sign_formats(tf: Cli, tmp_path: Path) -> None:
+    """json (the default, even asked for): the signed verdict itself, which promote reads;
+    text: one line naming it; with -o, json names the file and the file holds the verdict."""
+    eid = tf.write("lesson", "formats", "Sign what you checked.")
+    signed = tf.run("verdict", "sign", eid, "--fail", fmt="json")
+    assert signed.exit_code == 0 and json.loads(signed.output)["entry"] == eid
+    line = tf.run("verdict", "sign", eid, "--fail", fmt="text")
+    assert line.exit_code == 0 and line.output.startswith("verdict ") and "FAIL on" in line.output
+    out = tmp_path / "v.json"
+    named = tf.ok("verdict", "sign", eid, "--pass", "-o", str(out))
+    assert named["path"] == str(out) and named["outcome"] == "PASS" and named["entry"] == eid
+    assert json.loads(out.read_text())["entry"] == eid
+    assert tf.ok("promote", eid, "--verdict", str(out))["trust"] == "verified"
+    refused = tf.run("verdict", "sign", "0" * 12, "--pass", fmt="json")
+    assert refused.exit_code == 1 and "error" in json.loads(refused.output)
+
+
+def test_show_text_is_the_belief_and_raw_is_the_file(tf: Cli, tmp_path: Path) -> None:
+    """On a terminal `show` says what is believed and who vouched for it, without the YAML
+    or the SSHSIG block; --raw prints the stored file byte for byte; JSON is unchanged."""
+    eid = tf.write("lesson", "ci-flakes", "Retry the network tests once.")
+    tf.ok("promote", eid, "--verdict", str(tf.verdict(eid, "PASS", tmp_path)))
+    text = tf.run("show", eid, fmt="text")
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    assert lines[0] == f"{eid[:12]}  lesson/ci-flakes  [verified]"
+    said = tf.ok("show", eid)
+    verdict = said["provenance"]["verified_by"]
+    assert any(
+        line.startswith(f"verified by {verdict['signer']} at ")
+        and verdict["verdict_id"][:12] in line
+        for line in lines
+    )
+    assert lines[-1] == "Retry the network tests once."
+    assert "SSH SIGNATURE" not in text.output and "---" not in text.output
+    raw = tf.run("show", eid, "--raw", fmt=None)
+    stored = tf.store.snapshot().read(said["path"])
+    assert raw.exit_code == 0 and raw.stdout_bytes == stored
+    assert b"-----BEGIN SSH SIGNATURE-----" in stored
+    assert set(said) >= {"id", "kind", "key", "body", "trust", "provenance", "path"}
+    unverified = tf.write("fact", "db", "Postgres.")
+    assert "not verified by a panel" in tf.run("show", unverified, fmt="text").output
 
 
 # --------------------------------------------------------------------------- the life of an entry

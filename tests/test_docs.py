@@ -189,6 +189,12 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
         assert lines[-1] == "401"
         assert audit(GitStore(home / "harness" / "mem"), environ={}).ok
 
+    env_block = said["Environment variables"].splitlines()
+    from importlib.metadata import version
+
+    assert f"truss-files, version {version('truss-files')}" in env_block
+    assert any(line.endswith("lesson/ci-flakes") for line in env_block)
+
     for store in ("agent-memory", "agent-identity", "ctx-store", "enterprise-memory"):
         assert audit(GitStore(home / store), environ={}).ok, store
     for store in ("agent-memory", "agent-identity", "ctx-store", "enterprise-memory"):

@@ -79,7 +79,7 @@ class Harness:
         )
 
     def tool(self, use: dict[str, Any], *flags: str) -> dict[str, Any]:
-        argv = ["tool", "--block", "--run", RUN, "--durable", "--memory-tools", "--memory-tool"]
+        argv = ["tool", "--block", "--run", RUN, "--durable", "--memory-tools", "--memory-write"]
         done = self.run(*argv, *flags, stdin=json.dumps(use))
         result: dict[str, Any] = json.loads(done.stdout)  # exactly one JSON object
         assert done.returncode == (1 if result["is_error"] else 0), done.stderr

@@ -124,7 +124,7 @@ def test_stdio_subprocess(store: MemoryStore, tmp_path: Path) -> None:
             "mcp",
             "--store",
             str(store.git.workdir),
-            "--memory-tool",
+            "--memory-write",
             "--run",
             "S1",
             "--durable",
@@ -261,7 +261,7 @@ def test_server_version_output_schemas_and_unserved_tools(store: MemoryStore) ->
             refused = await client.call_tool("memory", {"command": "view", "path": "/memories"})
             assert refused.is_error
             text = refused.content[0].text  # type: ignore[union-attr]
-            assert "not enabled" in text and "--memory-tool" in text
+            assert "not enabled" in text and "--memory-write" in text
             assert "memory_write = true" in text
             unknown = await client.call_tool("memory_frobnicate", {})
             assert unknown.is_error and "this store serves" in unknown.content[0].text  # type: ignore[union-attr]
@@ -335,3 +335,28 @@ def test_a_delete_hides_the_note_from_every_read_tool_of_the_run(store: MemorySt
     promote(store, stone.id)
     assert ids(other, "verified") == []
     assert new in ids(session, "unverified")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_an_error_before_the_server_starts_goes_to_stderr_in_the_asked_format(
+    tmp_path: Path, fmt: str
+) -> None:
+    """stdout belongs to MCP: a store that is not there is reported on stderr only, as a line
+    for a person (text) or the error object (json), exit 1."""
+    import subprocess
+
+    exe = str(Path(sys.executable).with_name("truss-files"))
+    missing = tmp_path / "no-store"
+    done = subprocess.run(
+        [exe, "mcp", "--store", str(missing), "--format", fmt],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    if fmt == "json":
+        error = json.loads(done.stderr)["error"]
+        assert error["code"] == "store" and str(missing) in error["message"]
+    else:
+        assert done.stderr.startswith(f"error: {missing}") and "truss-files init" in done.stderr

@@ -126,7 +126,8 @@ def test_a_merge_that_would_be_illegal_is_a_conflict(states: dict[str, Entry]) -
     unverified_linked = dataclasses.replace(states["base"], superseded_by="ef" * 16)
     result = merge_entry(None, _b(unverified_linked), _b(states["stale_v2"]), states["base"].path)
     assert not result.clean
-    assert "which trust never does" in result.reason
+    assert "do not allow" in result.reason and "verified -> stale" in result.reason
+    assert "§" not in result.text.decode() and "DESIGN" not in result.text.decode()
 
 
 def test_unparseable_side_and_different_entries_are_conflicts(

@@ -309,3 +309,42 @@ def test_an_interrupt_while_a_child_starts_is_held_then_delivered() -> None:
         assert signal.getsignal(signal.SIGTERM) is stop
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_reviewers_get_private_xdg_directories(tmp_path: Path) -> None:
+    """The caller's XDG directories point into the real home: a reviewer gets its own, inside
+    its private HOME, and what it writes there never reaches the real ones."""
+    real = tmp_path / "real-home"
+    caller = {
+        "XDG_CONFIG_HOME": real / ".config",
+        "XDG_DATA_HOME": real / ".local" / "share",
+        "XDG_STATE_HOME": real / ".local" / "state",
+        "XDG_CACHE_HOME": real / ".cache",
+        "XDG_RUNTIME_DIR": real / "run",
+    }
+    for where in caller.values():
+        where.mkdir(parents=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = dict(os.environ, HOME=str(real), **{k: str(v) for k, v in caller.items()})
+    dump = tmp_path / "env.json"
+    # A real reviewer process: prints its environment, then writes into each XDG directory.
+    script = f"{shlex.quote(sys.executable)} -c " + shlex.quote(
+        "import json, os, stat\n"
+        f"names = {sorted(caller)!r}\n"
+        "modes = {n: stat.S_IMODE(os.stat(os.environ[n]).st_mode) for n in names}\n"
+        f"json.dump({{'env': dict(os.environ), 'modes': modes}}, open({str(dump)!r}, 'w'))\n"
+        "for n in names:\n"
+        "    open(os.path.join(os.environ[n], 'left-by-reviewer'), 'w').write('x')\n"
+    )
+    with Workspace(workdir=work, environ=env) as ws:
+        assert CheckReviewer(script).review(subject(ws)).vote == PASS
+    seen = json.loads(dump.read_text())
+    home = Path(seen["env"]["HOME"])
+    assert home != real and not home.is_relative_to(real)
+    for name, where in caller.items():
+        given = Path(seen["env"][name])
+        assert given.is_relative_to(home) and given != where, name
+        assert list(where.iterdir()) == [], f"a reviewer wrote into the real {name}"
+    assert seen["modes"]["XDG_RUNTIME_DIR"] == 0o700
+    assert not home.exists()  # removed with the workspace

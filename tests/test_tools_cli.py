@@ -77,7 +77,7 @@ def test_block_round_trip(store: MemoryStore, path: str, key: str) -> None:
         },
     }
     done = cli(
-        ["--store", path, "tool", "--block", "--memory-tool", "--run", "R1"], create, key=key
+        ["--store", path, "tool", "--block", "--memory-write", "--run", "R1"], create, key=key
     )
     assert done.exit_code == 0
     assert out(done) == {
@@ -87,7 +87,7 @@ def test_block_round_trip(store: MemoryStore, path: str, key: str) -> None:
         "is_error": False,
     }
     again = cli(
-        ["--store", path, "tool", "memory", "--block", "--memory-tool", "--run", "R1"],
+        ["--store", path, "tool", "memory", "--block", "--memory-write", "--run", "R1"],
         create,
         key=key,
     )
@@ -109,7 +109,7 @@ def test_console_script_end_to_end(store: MemoryStore, path: str, key: str) -> N
     exe = Path(sys.executable).with_name("truss-files")
     env = dict(os.environ, TRUSS_KEY=key)
     done = subprocess.run(
-        [str(exe), "--store", path, "tool", "write_memory", "--memory-tool"],
+        [str(exe), "--store", path, "tool", "write_memory", "--memory-write"],
         input=json.dumps({"kind": "fact", "key": "db", "body": "postgres"}),
         capture_output=True,
         text=True,
@@ -135,7 +135,7 @@ def test_tools_schema_outside_a_store(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.chdir(tmp_path)
     none = cli(["tools", "schema"])
     assert none.exit_code == 0 and json.loads(none.stdout) == []
-    both = cli(["tools", "schema", "--format", "mcp", "--memory-tools", "--memory-tool"])
+    both = cli(["tools", "schema", "--format", "mcp", "--memory-tools", "--memory-write"])
     assert [d["name"] for d in json.loads(both.stdout)] == [
         "memory_query",
         "memory_view",
@@ -171,3 +171,38 @@ def test_cold_read_path_stays_light(store: MemoryStore, path: str) -> None:
         )
     assert json.loads(done.stdout)["entries"][0]["id"] == entry.id
     assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_the_write_switch_is_memory_write_and_the_old_name_still_works(
+    store: MemoryStore, path: str, key: str
+) -> None:
+    """--memory-write serves the write binding; --memory-tool (one letter from the read switch
+    --memory-tools) keeps working for old configurations but is no longer offered in help."""
+    view = {"command": "view", "path": "/memories"}
+    refused = cli(["--store", path, "tool", "memory"], view, key=key)
+    assert refused.exit_code == 1 and "--memory-write" in out(refused)["error"]["message"]
+    for flag in ("--memory-write", "--memory-tool"):
+        done = cli(["--store", path, "tool", "memory", flag, "--run", "R1"], view, key=key)
+        assert done.exit_code == 0, done.output
+    for command in (["tool"], ["tools", "schema"], ["mcp"], ["context"]):
+        shown = cli([*command, "--help"]).stdout
+        assert "--memory-write" in shown and "--memory-tools" in shown
+        assert "--memory-tool " not in shown and "--memory-tool\n" not in shown
+    # The read switch alone still serves no write.
+    schema = cli(["--store", path, "tools", "schema", "--memory-tools"])
+    assert "write_memory" not in {d["name"] for d in json.loads(schema.stdout)}
+    both = cli(["--store", path, "tools", "schema", "--memory-tool"])
+    assert "write_memory" in {d["name"] for d in json.loads(both.stdout)}
+
+
+def test_format_text_indents_the_same_object(store: MemoryStore, path: str) -> None:
+    entry = store.write("fact", "db", "The database is postgres.")
+    promote(store, entry.id)
+    line = cli(["--store", path, "tool", "memory_query"], {"query": "postgres"})
+    text = cli(["--store", path, "tool", "memory_query", "--format", "text"], {"query": "postgres"})
+    assert text.exit_code == 0 and len(text.stdout.splitlines()) > 1
+    assert len(line.stdout.splitlines()) == 1
+    assert json.loads(text.stdout) == json.loads(line.stdout)
+    bad = {"query": "x", "min_trust": "rejected"}
+    refused = cli(["--store", path, "tool", "memory_query", "--format", "text"], bad)
+    assert refused.exit_code == 1 and set(json.loads(refused.stdout)) == {"error"}

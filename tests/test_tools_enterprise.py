@@ -345,4 +345,4 @@ def test_registry_gates(store: MemoryStore) -> None:
     assert reads.call("memory.ask", {"purpose": "x"}).ok
     refused = reads.call("memory.train", {"body": "x", "source": src("e1")})
     assert refused.error is not None and refused.error["code"] == "tool_not_served"
-    assert "--memory-tool" in refused.error["message"]
+    assert "--memory-write" in refused.error["message"]

@@ -43,7 +43,7 @@ def run(
         path.write_text(json.dumps(ctx))
         extra = ["--run-context", str(path)]
     done = subprocess.run(
-        [str(SCRIPT), "--store", str(store.git.workdir), "tool", *args, "--memory-tool", *extra],
+        [str(SCRIPT), "--store", str(store.git.workdir), "tool", *args, "--memory-write", *extra],
         input=json.dumps(stdin),
         capture_output=True,
         text=True,
@@ -168,7 +168,7 @@ def test_schema_offers_both_tools(store: MemoryStore) -> None:
             "--format",
             "openai",
             "--memory-tools",
-            "--memory-tool",
+            "--memory-write",
         ],
         capture_output=True,
         text=True,

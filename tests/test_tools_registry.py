@@ -33,7 +33,7 @@ COMBINATIONS = [
     (None, None, [], None, set()),  # both default off without a config line
     (True, None, [], None, READS),
     (False, False, ["memory"], None, READS),  # --memory-tools
-    (False, False, ["memory_write"], None, WRITES),  # --memory-tool opens no read tool
+    (False, False, ["memory_write"], None, WRITES),  # --memory-write opens no read tool
     (False, True, [], None, WRITES),
     (True, True, [], None, ALL),
     (False, False, ["memory", "memory_write"], None, ALL),
@@ -67,7 +67,7 @@ def test_each_combination_serves_exactly(
                 # No flag opens the identity tool: only the store's signed truss.toml.
                 assert "identity = true" in message and "--" not in message
             elif tool.gate not in serving.gates:
-                flag = "--memory-tools" if tool.gate == "memory" else "--memory-tool"
+                flag = "--memory-tools" if tool.gate == "memory" else "--memory-write"
                 line = "memory = true" if tool.gate == "memory" else "memory_write = true"
                 assert flag in message and line in message
             else:
@@ -176,7 +176,7 @@ def test_cli_tool_and_schema_follow_the_store(
     served: set[str],
 ) -> None:
     configure(store, memory=memory, memory_write=write, allow_tools=allow)
-    switches = [{"memory": "--memory-tools", "memory_write": "--memory-tool"}[f] for f in flags]
+    switches = [{"memory": "--memory-tools", "memory_write": "--memory-write"}[f] for f in flags]
     path = str(store.git.workdir)
     for fmt in ("anthropic", "openai", "mcp"):
         done = cli(["--store", path, "tools", "schema", "--format", fmt, *switches])

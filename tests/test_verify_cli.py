@@ -262,3 +262,47 @@ def test_a_progress_bar_appears_only_on_a_terminal(store: MemoryStore, tmp_path:
     assert proc.returncode == 0
     assert json.loads(out)["promoted"] == 3
     assert b"verifying" in seen
+
+
+def test_verify_votes_carry_the_judges_rationale(store: MemoryStore, tmp_path: Path) -> None:
+    """votes[].reason is the judge's own rationale, not a restatement of its vote."""
+    script = tmp_path / "judge.py"
+    script.write_text(
+        "import json, sys\njson.load(sys.stdin)\n"
+        "print(json.dumps({'vote': 'FAIL', 'rationale': 'the deploy log says Thursdays'}))\n"
+    )
+    contract = tmp_path / "contract.toml"
+    contract.write_text(
+        '[policy]\nverification = "lazy"\n[panel.reviewers]\n'
+        f'fact = [{{type = "judge", command = {json.dumps(f"{sys.executable} {script}")}}}]\n'
+    )
+    entry = store.write("fact", "deploy-day", "Deploys happen on Tuesdays.")
+    code, out, err = invoke(
+        store, tmp_path, "verify", entry.id, "--contract", str(contract), "--format", "json"
+    )
+    assert code == 0, out + err
+    [row] = json.loads(out)["entries"]
+    assert row["status"] == "rejected"
+    assert [v["reason"] for v in row["votes"]] == ["the deploy log says Thursdays"]
+    # The signed verdict the entry keeps carries the same why.
+    verdict = store.get(entry.id).provenance.verified_by
+    assert verdict is not None and verdict["outcome"] == "FAIL"
+    assert verdict["votes"][0]["evidence"]["reason"] == "the deploy log says Thursdays"
+
+
+def test_log_shows_why_an_entry_was_demoted(store: MemoryStore, tmp_path: Path) -> None:
+    entry = store.write("fact", "a", "x")
+    store.promote(entry.id, store.sign_verdict(entry.id, "PASS", note="checked"))
+    code, out, err = invoke(
+        store, tmp_path, "demote", entry.id, "--reason", "the API changed in v2", "--format", "json"
+    )
+    assert code == 0, out + err
+    code, out, _ = invoke(store, tmp_path, "log", entry.id, "--format", "json")
+    items = json.loads(out)
+    assert [(i["op"], i["reason"]) for i in items] == [
+        ("write", None),
+        ("promote", None),
+        ("demote", "the API changed in v2"),
+    ]
+    code, out, _ = invoke(store, tmp_path, "log", entry.id, "--format", "text")
+    assert out.splitlines()[-1].endswith("reason: the API changed in v2")

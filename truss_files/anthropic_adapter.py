@@ -73,7 +73,7 @@ class TrussMemoryTool(BetaAbstractMemoryTool):
             if isinstance(store, MemoryStore)
             else MemoryStore(os.path.expanduser(os.fspath(store)))
         )
-        # Handing the tool to a runner is the explicit opt-in that --memory-tool is on the
+        # Handing the tool to a runner is the explicit opt-in that --memory-write is on the
         # command line; [policy] allow_tools still applies.
         self.session = ToolSession(
             memory,

@@ -84,6 +84,10 @@ LEGAL_TRANSITIONS: frozenset[tuple[Trust, Trust]] = frozenset(
         (Trust.STALE, Trust.VERIFIED),
     }
 )
+# The same rule in words, for messages (a user has no design document to look up).
+TRUST_RULE = (
+    "trust moves only unverified -> verified or rejected, verified -> stale, and stale -> verified"
+)
 
 
 class Layer(enum.StrEnum):

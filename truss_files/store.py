@@ -107,6 +107,7 @@ class LogItem:
     summary: str
     trust: str | None
     verdict: str | None
+    reason: str | None = None  # why a demote happened (its Truss-Reason trailer)
 
 
 class MemoryStore:
@@ -728,6 +729,7 @@ class MemoryStore:
                     summary=commit.message.splitlines()[0],
                     trust=trust,
                     verdict=next(iter(fields.get("Truss-Verdict", [])), None),
+                    reason=next(iter(fields.get("Truss-Reason", [])), None),
                 )
             )
         return items

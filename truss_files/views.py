@@ -61,6 +61,32 @@ def entry_text(entry: Entry, score: float | None = None) -> str:
     return f"{head}\n{body}"
 
 
+def entry_detail(entry: Entry) -> str:
+    """``show`` for a person: the belief and who vouched for it, not the file (``--raw``)."""
+    lines = [f"{entry.id[:12]}  {entry.kind.value}/{entry.key}  [{entry.trust.value}]"]
+    lines.append(
+        f"layer {entry.layer.value}, written by {entry.author or 'unknown'} at {entry.created}"
+    )
+    verdict = entry.provenance.verified_by
+    if verdict:
+        lines.append(
+            f"verified by {verdict.get('signer', '?')} at {verdict.get('time', '?')} "
+            f"({verdict.get('outcome', '?')}, quorum {verdict.get('quorum', '?')}, "
+            f"verdict {str(verdict.get('verdict_id', '?'))[:12]})"
+        )
+    else:
+        lines.append("not verified by a panel")
+    if entry.supersedes:
+        lines.append(f"supersedes {entry.supersedes[:12]}")
+    if entry.superseded_by:
+        lines.append(f"superseded by {entry.superseded_by[:12]}")
+    if entry.provenance.produced_by:
+        lines.append(f"produced by {entry.provenance.produced_by}")
+    lines.append("")
+    lines.append(entry.body.rstrip("\n"))
+    return "\n".join(lines)
+
+
 def skipped_report(skipped: Sequence[Skipped], *, as_json: bool) -> str:
     """What a listing says about the files it skipped: one warning line each, or one JSON
     object ``{"skipped": [{"path", "error"}]}``."""

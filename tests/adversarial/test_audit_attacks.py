@@ -236,7 +236,7 @@ def test_a_gitlink_under_memories(arena: Arena, path: str) -> None:
     assert queried.exit_code == 0, queried.output
     assert [e["id"] for e in json.loads(queried.output)["entries"]] == [entry.id]
     view = _cli(
-        a.work, "tool", "memory", "--memory-tool", "--run", "R1",
+        a.work, "tool", "memory", "--memory-write", "--run", "R1",
         input=json.dumps({"command": "view", "path": "/memories"}),
     )  # fmt: skip
     assert view.exit_code == 1, view.output

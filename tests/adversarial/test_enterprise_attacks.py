@@ -53,7 +53,7 @@ def tool(
             "tool",
             name,
             "--memory-tools",
-            "--memory-tool",
+            "--memory-write",
             "--run-context",
             str(ctx),
             *extra,
@@ -344,7 +344,7 @@ def test_processes_training_one_event_at_once_store_exactly_one_note(
         str(store.git.workdir),
         "tool",
         "memory.train",
-        "--memory-tool",
+        "--memory-write",
         "--run-context",
         str(ctx),
     ]

@@ -197,7 +197,7 @@ def test_attack_through_the_console_script(
     seeded: MemoryStore, args: list[str], stdin: bytes, exit_code: int, says: str
 ) -> None:
     before = git_state(seeded)
-    code, value, stderr = run_tool(seeded, [*args, "--memory-tools", "--memory-tool"], stdin)
+    code, value, stderr = run_tool(seeded, [*args, "--memory-tools", "--memory-write"], stdin)
     expected = "invalid_path" if args == ["memory"] else "invalid_input"
     message = assert_refused(value, expected)
     assert says in message
@@ -618,7 +618,7 @@ def test_fuzz_through_the_console_script(seeded: MemoryStore) -> None:
     def attack(case: tuple[str, bytes]) -> None:
         name, stdin = case
         before = refs(seeded)
-        code, value, stderr = run_tool(seeded, [name, "--memory-tools", "--memory-tool"], stdin)
+        code, value, stderr = run_tool(seeded, [name, "--memory-tools", "--memory-write"], stdin)
         assert "Traceback" not in stderr, stderr
         if code == 0:
             assert "error" not in value

@@ -127,7 +127,7 @@ def test_a_write_never_follows_a_symlink_out_of_the_repository(
             tmp_path / "operator_key",
             "tool",
             "memory",
-            "--memory-tool",
+            "--memory-write",
             stdin=json.dumps(request),
         )
         assert done.returncode == 1, done.stdout + done.stderr

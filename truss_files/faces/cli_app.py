@@ -199,7 +199,7 @@ def handled(func: F, *, error_format: str | None = None) -> F:
     envvar="TRUSS_SIGNER",
     help="builtin: in-process Ed25519 (default); ssh-keygen: your git user.signingkey.",
 )
-@click.version_option(package_name="truss-files")
+@click.version_option(None, "-V", "--version", package_name="truss-files", prog_name="truss-files")
 @click.pass_context
 def cli(ctx: click.Context, store: str | None, key: str | None, signer: str | None) -> None:
     """Signed, reviewable, revertible memory for LLM agents.
@@ -286,7 +286,12 @@ def _git_email(path: Path) -> str | None:
 
 @cli.group()
 def keys() -> None:
-    """Manage your signing keys (kept under your user config dir, mode 0600)."""
+    """Manage your signing keys (kept under your user config dir, mode 0600).
+
+    \b
+    Example:
+      truss-files keys new --name panel-bot && truss-files keys list
+    """
 
 
 @keys.command("new")

@@ -13,8 +13,20 @@ from typing import Any, TypeVar
 import click
 
 from .cli import Ctx, cli, handled, pass_ctx
+from .switches import gates, memory_switches
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# A harness injects this output as it is, so there is one shape; the option is there so that
+# every command takes --format, and it says so.
+JSON_ONLY_FORMAT = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json"]),
+    default="json",
+    show_default=True,
+    help="Always JSON: a harness injects this output as it is.",
+)
 
 
 def _json_errors(func: F) -> F:
@@ -55,8 +67,7 @@ def _who(agent: str | None, run_context: str | None) -> tuple[str | None, str | 
     metavar="FILE",
     help="JSON file with the run's agent and project (or TRUSS_RUN_CONTEXT).",
 )
-@click.option("--memory-tools", is_flag=True, help="Offer the read tools, as [tools] memory.")
-@click.option("--memory-tool", is_flag=True, help="Offer the write binding, as memory_write.")
+@memory_switches
 @click.pass_context
 @_json_errors
 def context(
@@ -67,7 +78,7 @@ def context(
     agent: str | None,
     run_context: str | None,
     memory_tools: bool,
-    memory_tool: bool,
+    memory_write: bool,
 ) -> None:
     """Print a run's prefix in cache order: tools, system (L0, L1), messages (L3, L4).
 
@@ -86,9 +97,12 @@ def context(
         raise click.UsageError("give --run RUN (or a subcommand: repin)")
     obj: Ctx = click_ctx.find_object(Ctx)  # type: ignore[assignment]
     agent, project = _who(agent, run_context)
-    gates = [g for g, on in (("memory", memory_tools), ("memory_write", memory_tool)) if on]
     prefix = obj.store().context(
-        run_id, principal=principal, agent=agent, project=project, gates=gates
+        run_id,
+        principal=principal,
+        agent=agent,
+        project=project,
+        gates=gates(memory_tools, memory_write),
     )
     _print(prefix.render(fmt))
 
@@ -96,7 +110,7 @@ def context(
 @context.command("repin")
 @click.option("--run", "run_id", required=True, metavar="RUN", help="A started run.")
 @click.option("--turn", required=True, type=click.IntRange(0), help="The run's turn number.")
-@click.option("--format", "fmt", type=click.Choice(["json"]), default="json", hidden=True)
+@JSON_ONLY_FORMAT
 @pass_ctx
 @_json_errors
 def context_repin(obj: Ctx, run_id: str, turn: int, fmt: str) -> None:
@@ -114,7 +128,7 @@ def context_repin(obj: Ctx, run_id: str, turn: int, fmt: str) -> None:
 @cli.command()
 @click.option("--since", "cursor", required=True, metavar="CURSOR", help="A printed cursor.")
 @click.option("--agent", envvar="TRUSS_AGENT", help="Only what this agent may read.")
-@click.option("--format", "fmt", type=click.Choice(["json"]), default="json", hidden=True)
+@JSON_ONLY_FORMAT
 @pass_ctx
 @_json_errors
 def delta(obj: Ctx, cursor: str, agent: str | None, fmt: str) -> None:

@@ -33,6 +33,10 @@ def identity() -> None:
     [identity] policy in truss.toml: locked (operators only), propose (default: the agent
     proposes, an operator approves) or self_amend (the panel checks each proposal against
     core). Every change is one signed commit; `truss-files revert COMMIT` undoes it.
+
+    \b
+    Example:
+      truss-files identity show --format text
     """
 
 
@@ -219,6 +223,10 @@ def principal() -> None:
     """Principals (L1): principals/<principal>.md, what the agent knows of one user.
 
     Written by that principal's own key or an operator's, in a signed commit.
+
+    \b
+    Example:
+      truss-files principal show alice@example.com
     """
 
 

@@ -184,7 +184,12 @@ def recheck(
 
 @cli.group("config")
 def config_group() -> None:
-    """Layered settings: truss.toml → user config → [agents.NAME] → --contract FILE."""
+    """Layered settings: truss.toml → user config → [agents.NAME] → --contract FILE.
+
+    \b
+    Example:
+      truss-files config show --agent build-bot
+    """
 
 
 @config_group.command("show")

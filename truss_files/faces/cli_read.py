@@ -20,20 +20,25 @@ if TYPE_CHECKING:
 
 @cli.command()
 @click.argument("entry_id")
+@click.option(
+    "--raw", is_flag=True, help="Print the entry's file as stored: front matter and signature."
+)
 @FORMAT_OPTION
 @pass_ctx
 @handled
-def show(obj: Ctx, entry_id: str, fmt: str | None) -> None:
+def show(obj: Ctx, entry_id: str, raw: bool, fmt: str | None) -> None:
     """Show one entry (any trust, for people; agents use the tools).
 
-    Refused for an entry above unverified while the branch's history fails the audit.
+    Text: the belief (kind, key, trust, body) and who verified it, when; --raw prints the
+    file itself. Refused for an entry above unverified while the branch's history fails the
+    audit.
 
     \b
-    Example:
+    Examples:
       truss-files show 5b0c8f3e
+      truss-files show 5b0c8f3e --raw > entry.md
     """
-    from ..entryfile import serialize
-    from ..views import entry_view
+    from ..views import entry_detail, entry_view
 
     store = obj.store()
     snap = store.snapshot()
@@ -41,7 +46,10 @@ def show(obj: Ctx, entry_id: str, fmt: str | None) -> None:
     withheld = _gate(store, snap, entry.trust)
     if withheld:
         click.echo(f"note: {withheld}", err=True)
-    emit(fmt, entry_view(entry, full=True), lambda _d: serialize(entry).rstrip("\n"))
+    if raw:
+        click.echo(snap.read(entry.path), nl=False)  # bytes: exactly the stored file
+        return
+    emit(fmt, entry_view(entry, full=True), lambda _d: entry_detail(entry))
 
 
 def _gate(store: MemoryStore, snap: Snapshot, trust: Trust) -> str | None:
@@ -140,6 +148,7 @@ def log(obj: Ctx, entry_id: str, fmt: str | None) -> None:
         lambda _d: "\n".join(
             f"{i.commit[:12]}  {i.time}  {i.op:<9} {i.trust or '-':<10}  by {i.signer}"
             + (f"  verdict {i.verdict[:12]}" if i.verdict else "")
+            + (f"  reason: {i.reason}" if i.reason else "")
             for i in items
         ),
     )

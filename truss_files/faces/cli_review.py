@@ -143,7 +143,12 @@ def merge_driver(base: str, ours: str, theirs: str, path: str) -> None:
 
 @cli.group()
 def hooks() -> None:
-    """Git hooks that enforce signatures and the audit (thin shims over it)."""
+    """Git hooks that enforce signatures and the audit (thin shims over it).
+
+    \b
+    Example:
+      truss-files hooks install
+    """
 
 
 @hooks.command("install")

@@ -3,6 +3,7 @@ revert; and repair, which puts the work tree back in step after a crash."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -205,7 +206,12 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
 
 @cli.group()
 def verdict() -> None:
-    """Panel verdicts: signed PASS/FAIL records for exactly one entry."""
+    """Panel verdicts: signed PASS/FAIL records for exactly one entry.
+
+    \b
+    Example:
+      truss-files verdict sign 5b0c8f3e --pass | truss-files promote 5b0c8f3e --verdict -
+    """
 
 
 @verdict.command("sign")
@@ -214,24 +220,42 @@ def verdict() -> None:
 @click.option("--fail", "outcome", flag_value="FAIL", help="The entry does not hold.")
 @click.option("--note", default="", help="Your evidence, recorded in the vote.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to a file.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "text"]),
+    default=None,
+    help="json: the signed verdict itself on stdout, the default even on a terminal, so it "
+    "pipes into promote (with -o: the file's name and the verdict's id); text: one line "
+    "saying what was signed.",
+)
 @pass_ctx
 @handled
 def verdict_sign(
-    obj: Ctx, entry_id: str, outcome: str | None, note: str, output: str | None
+    obj: Ctx, entry_id: str, outcome: str | None, note: str, output: str | None, fmt: str | None
 ) -> None:
     """Sign a verdict on an entry with your panel key; prints the verdict JSON.
 
+    With -o the verdict goes to the file and a line saying so to stderr (or, with --format
+    json, an object naming the file on stdout).
+
     \b
-    Example:
-      truss-files verdict sign 5b0c8f3e --pass --note "reproduced" -o v.json
-      truss-files promote 5b0c8f3e --verdict v.json
+    Examples:
+      truss-files verdict sign 5b0c8f3e --pass | truss-files promote 5b0c8f3e --verdict -
+      truss-files verdict sign 5b0c8f3e --fail --note "not reproduced" -o ~/v.json
     """
     if outcome is None:
         raise UsageError("say --pass or --fail")
     signed = obj.store().sign_verdict(entry_id, outcome, note=note)
+    said = f"verdict {signed.id} ({outcome} on {signed.entry[:12]}, signed by {signed.signer})"
     if output:
-        Path(output).write_text(signed.to_json())
-        click.echo(f"verdict {signed.id} ({outcome}) written to {output}", err=True)
+        Path(os.path.expanduser(output)).write_text(signed.to_json())
+        if fmt == "json":
+            emit(fmt, {**signed.summary(), "entry": signed.entry, "path": output})
+        else:
+            click.echo(f"{said} written to {output}", err=True)
+    elif fmt == "text":
+        click.echo(said)
     else:
         click.echo(signed.to_json(), nl=False)
 

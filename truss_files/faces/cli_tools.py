@@ -18,6 +18,7 @@ import click
 from ..errors import TrussError
 from .cli import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
+from .switches import gates, memory_switches
 
 if TYPE_CHECKING:
     from ..tools.dispatch import ToolSession
@@ -26,26 +27,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _tool_switches(func: F) -> F:
-    """--memory-tools / --memory-tool: the same switches on `tool`, `tools schema` and `mcp`."""
-    func = click.option(
-        "--memory-tool",
-        "memory_tool",
-        is_flag=True,
-        help="Serve the write binding (memory, write_memory), as [tools] memory_write = true.",
-    )(func)
-    func = click.option(
-        "--memory-tools",
-        "memory_tools",
-        is_flag=True,
-        help="Serve the read tools (memory_query, memory_view, read_memory), as [tools] "
-        "memory = true.",
-    )(func)
+    """--memory-tools / --memory-write and --store: the same on `tool`, `tools schema`, `mcp`."""
     return click.option(
         "--store",
         "store_path",
         metavar="PATH",
         help="The store (same as the global --store, accepted here too).",
-    )(func)
+    )(memory_switches(func))
 
 
 def _run_options(func: F) -> F:
@@ -63,16 +51,12 @@ def _run_options(func: F) -> F:
     )(func)
 
 
-def _flags(memory_tools: bool, memory_tool: bool) -> list[str]:
-    return [g for g, on in (("memory", memory_tools), ("memory_write", memory_tool)) if on]
-
-
 def _session(
     obj: Ctx,
     store_path: str | None,
     *,
     memory_tools: bool,
-    memory_tool: bool,
+    memory_write: bool,
     run_id: str | None = None,
     durable: bool = False,
     replay: bool = False,
@@ -87,7 +71,7 @@ def _session(
     return ToolSession(
         obj.store,
         path=obj.store_path or ".",
-        flags=_flags(memory_tools, memory_tool),
+        flags=gates(memory_tools, memory_write),
         run_id=run_id,
         durable=durable,
         replay=replay,
@@ -100,12 +84,14 @@ def _session(
 MAX_STDIN = 8 * 1024 * 1024
 
 
-def _out(data: Any, code: int) -> NoReturn:
-    text = json.dumps(data, ensure_ascii=False)
+def _out(data: Any, code: int, fmt: str | None = None) -> NoReturn:
+    # text: the same object, indented for a person; never a different shape, so a script that
+    # passes --format text still reads one JSON object.
+    text = json.dumps(data, ensure_ascii=False, indent=2 if fmt == "text" else None)
     try:
         raw = text.encode("utf-8")
     except UnicodeEncodeError:  # an unpaired surrogate got into a message: escape it
-        raw = json.dumps(data).encode("ascii")
+        raw = json.dumps(data, indent=2 if fmt == "text" else None).encode("ascii")
     # Bytes, so the locale's encoding of stdout can neither refuse nor change a character.
     click.echo(raw)
     sys.exit(code)
@@ -175,6 +161,15 @@ class _JsonCommand(click.Command):
 @click.option("--replay", is_flag=True, help="Answer from the run's signed memos only.")
 @_tool_switches
 @click.option("--block", is_flag=True, help="stdin: a tool_use block; stdout: a tool_result.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "text"]),
+    default="json",
+    show_default=True,
+    help="json: one object on one line, even on a terminal (a harness reads it); text: the "
+    "same object indented, for a person.",
+)
 @pass_ctx
 def tool_cmd(
     obj: Ctx,
@@ -185,8 +180,9 @@ def tool_cmd(
     replay: bool,
     store_path: str | None,
     memory_tools: bool,
-    memory_tool: bool,
+    memory_write: bool,
     block: bool,
+    fmt: str,
 ) -> None:
     """Call one agent tool: its JSON input on stdin, one JSON object on stdout.
 
@@ -200,8 +196,8 @@ def tool_cmd(
     \b
     Examples:
       echo '{"query": "flaky ci"}' | truss-files tool memory_query
-      echo '{"command": "view", "path": "/memories"}' | truss-files tool memory --memory-tool
-      truss-files tool --block --run R-1 --durable --memory-tool < tool_use.json
+      echo '{"command": "view", "path": "/memories"}' | truss-files tool memory --memory-write
+      truss-files tool --block --run R-1 --durable --memory-write < tool_use.json
     """
     from ..tools.blocks import parse_tool_use, tool_result
     from ..tools.registry import lookup
@@ -229,7 +225,7 @@ def tool_cmd(
             obj,
             store_path,
             memory_tools=memory_tools,
-            memory_tool=memory_tool,
+            memory_write=memory_write,
             run_id=run_id,
             durable=durable,
             replay=replay,
@@ -237,22 +233,27 @@ def tool_cmd(
         )
         outcome = session.call(name, data, call_id=use.id if use is not None else None)
     except TrussError as exc:
-        _out({"error": {"code": exc.code, "message": exc.message}}, 1)
+        _out({"error": {"code": exc.code, "message": exc.message}}, 1, fmt)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: still one JSON object
         traceback.print_exc()
         message = f"unexpected bug ({type(exc).__name__}); please report the trace on stderr"
-        _out({"error": {"code": "bug", "message": message}}, 3)
+        _out({"error": {"code": "bug", "message": message}}, 3, fmt)
     if outcome.note:
         click.echo(f"note: {outcome.note}", err=True)
     code = 0 if outcome.ok else 1
     if use is not None:
-        _out(tool_result(use, outcome), code)
-    _out(outcome.payload, code)
+        _out(tool_result(use, outcome), code, fmt)
+    _out(outcome.payload, code, fmt)
 
 
 @cli.group("tools")
 def tools_group() -> None:
-    """The agent tools this store serves, for harness configuration."""
+    """The agent tools this store serves, for harness configuration.
+
+    \b
+    Example:
+      truss-files tools schema --format openai --memory-tools
+    """
 
 
 @tools_group.command("schema")
@@ -268,24 +269,24 @@ def tools_group() -> None:
 @pass_ctx
 @handled
 def tools_schema(
-    obj: Ctx, fmt: str, store_path: str | None, memory_tools: bool, memory_tool: bool
+    obj: Ctx, fmt: str, store_path: str | None, memory_tools: bool, memory_write: bool
 ) -> None:
     """Print the definitions of every tool this store serves, as a JSON list.
 
     Served: the read tools when [tools] memory = true (or --memory-tools), the write binding
-    when [tools] memory_write = true (or --memory-tool), then filtered by [policy]
+    when [tools] memory_write = true (or --memory-write), then filtered by [policy]
     allow_tools. Outside a store only the flags count.
 
     \b
     Examples:
       truss-files tools schema --format anthropic
-      truss-files tools schema --format openai --memory-tool
+      truss-files tools schema --format openai --memory-write
     """
     from ..errors import StoreError
     from ..tools.registry import Serving
     from ..tools.schema import export
 
-    flags = _flags(memory_tools, memory_tool)
+    flags = gates(memory_tools, memory_write)
     if store_path:
         obj.store_path = store_path
     try:
@@ -299,7 +300,12 @@ def tools_schema(
 
 @cli.group("runs")
 def runs_group() -> None:
-    """Durable runs: the signed tool-call ledgers under refs/truss/runs/."""
+    """Durable runs: the signed tool-call ledgers under refs/truss/runs/.
+
+    \b
+    Example:
+      truss-files runs list --format json
+    """
 
 
 @runs_group.command("list")
@@ -377,6 +383,16 @@ def runs_show(obj: Ctx, run_id: str, store_path: str | None, fmt: str | None) ->
 @cli.command("mcp")
 @_run_options
 @_tool_switches
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="How an error before the server starts is printed, always on stderr (stdout carries "
+    "only MCP messages): text for a person reading the client's log, json "
+    '({"error": {"code", "message"}}) for a supervisor that parses it.',
+)
 @pass_ctx
 @handled
 def mcp_cmd(
@@ -386,33 +402,43 @@ def mcp_cmd(
     run_context: str | None,
     store_path: str | None,
     memory_tools: bool,
-    memory_tool: bool,
+    memory_write: bool,
+    fmt: str,
 ) -> None:
     """Serve this store's agent tools over MCP on stdio (needs the [mcp] extra).
 
     The served tools follow truss.toml [tools] and [policy] allow_tools, like `tool`. The
     session is one run: its own unverified writes are visible to it. Without --run a fresh
-    run id is made (printed on stderr).
+    run id is made (printed on stderr). Once the server runs, errors are MCP tool errors.
 
     \b
     Examples:
       truss-files mcp --store /abs/path/to/store
       claude mcp add truss-files -- truss-files mcp --store /abs/path/to/store
     """
-    from .mcp import new_run_id, serve
+    from .mcp import build_server, new_run_id
 
     run = run_id or new_run_id()
-    session = _session(
-        obj,
-        store_path,
-        memory_tools=memory_tools,
-        memory_tool=memory_tool,
-        run_id=run,
-        durable=durable,
-        run_context=run_context,
-    )
+    try:
+        session = _session(
+            obj,
+            store_path,
+            memory_tools=memory_tools,
+            memory_write=memory_write,
+            run_id=run,
+            durable=durable,
+            run_context=run_context,
+        )
+        server = build_server(session)
+    except TrussError as exc:
+        if fmt == "json":
+            payload = {"error": {"code": exc.code, "message": exc.message}}
+            click.echo(json.dumps(payload, ensure_ascii=False), err=True)
+        else:
+            click.echo(f"error: {exc.message}", err=True)
+        sys.exit(1)
     click.echo(f"truss-files mcp: store {obj.store_path or '.'}, run {run}", err=True)
-    serve(session)
+    server.run("stdio")
 
 
 __all__ = ["cli"]

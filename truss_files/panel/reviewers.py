@@ -377,8 +377,9 @@ class JudgeReviewer:
             vote, rationale, problem = parse_answer(result.stdout)
             if problem is None:
                 evidence["rationale"] = rationale
-                reason = f"judge voted {vote}"
-                return Ballot(self.name, self.kind, vote, reason, evidence, rationale)
+                # The reason a person reads in verify's votes is the judge's own why.
+                reason = rationale or f"judge voted {vote} and gave no rationale"
+                return Ballot(self.name, self.kind, vote, reason, evidence)
             broken = problem
         return Ballot(self.name, self.kind, ABSTAIN, broken, evidence, result.tail)
 

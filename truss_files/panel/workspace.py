@@ -6,9 +6,11 @@ repository, its index and its work tree are never touched, so a reviewer (or a v
 killed halfway) cannot leave anything half-written in the store. It is made lazily, once per
 run, and shared by the reviewers of that run. A configured directory may replace it.
 
-Each command also gets a fresh, empty HOME (and user config dir) and an environment without
-``TRUSS_*``, the ssh agent socket or git's repository overrides: nothing a reviewer runs can
-find the panel key through the environment.
+Each command also gets a fresh, empty HOME, with its own XDG config, data, cache, state and
+runtime directories inside it (the caller's would point into the real home, where keys,
+caches and agent sockets live), and an environment without ``TRUSS_*``, the ssh agent socket
+or git's repository overrides: nothing a reviewer runs can find the panel key through the
+environment, nor leave anything in the real home.
 """
 
 from __future__ import annotations
@@ -45,6 +47,18 @@ STRIPPED = frozenset(
     }
 )
 STRIPPED_PREFIXES = ("TRUSS_",)
+
+# Each XDG base directory a reviewer gets, relative to its private HOME (the spec's defaults,
+# so a tool that ignores the variables lands in the same place). The runtime directory holds
+# agent sockets (gpg-agent's among them), so it is replaced too, and made private (0700) as
+# the spec asks.
+XDG_DIRS = {
+    "XDG_CONFIG_HOME": ".config",
+    "XDG_DATA_HOME": ".local/share",
+    "XDG_STATE_HOME": ".local/state",
+    "XDG_CACHE_HOME": ".cache",
+    "XDG_RUNTIME_DIR": ".run",
+}
 
 _MODE_TREE = 0o040000
 _MODE_LINK = 0o120000
@@ -111,6 +125,8 @@ class Workspace:
         self._homes += 1
         home = self.root / f"home-{self._homes}"
         (home / ".config" / "truss-files").mkdir(parents=True)
+        for sub in XDG_DIRS.values():
+            (home / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
         env = reviewer_env(self.environ, home)
         env.update(extra or {})
         return env
@@ -123,7 +139,7 @@ def reviewer_env(base: Mapping[str, str], home: Path) -> dict[str, str]:
         if name not in STRIPPED and not name.startswith(STRIPPED_PREFIXES)
     }
     env["HOME"] = str(home)
-    env["XDG_CONFIG_HOME"] = str(home / ".config")
+    env.update({name: str(home / sub) for name, sub in XDG_DIRS.items()})
     env["TRUSS_CONFIG_DIR"] = str(home / ".config" / "truss-files")
     env["GIT_CONFIG_NOSYSTEM"] = "1"
     return env

@@ -4,7 +4,7 @@ Both sides of a conflict on ``memories/<kind>/<xx>/<id>.md`` hold the same entry
 names the id and the id covers every immutable field, so only the mutable fields can differ —
 trust and its verdict, the supersede links, salience, sources, checks and ``created``.
 
-Trust is settled first, along the trust arrows. A side that left trust where the base had it yields
+Trust is settled first, by DESIGN.md §2. A side that left trust where the base had it yields
 to the side that moved it. When both moved, the state further along wins: states are ordered
 by the time of the verdict behind them, then by phase (unverified, then verified or rejected,
 then stale), so "promoted" on one side and "promoted, then demoted" on the other gives stale,
@@ -32,9 +32,9 @@ from typing import Any
 
 from ..entryfile import parse, serialize
 from ..errors import ConflictError, EntryError
-from ..model import LEGAL_TRANSITIONS, Entry, Trust
+from ..model import LEGAL_TRANSITIONS, TRUST_RULE, Entry, Trust
 
-# How far along the trust arrows a state is, within one verdict's lifetime.
+# How far along §2 a state is, within one verdict's lifetime.
 _PHASE = {Trust.UNVERIFIED: 0, Trust.VERIFIED: 1, Trust.REJECTED: 1, Trust.STALE: 2}
 _PASS_HISTORY = (Trust.VERIFIED, Trust.STALE)
 _LINKS = ("supersedes", "superseded_by")
@@ -91,8 +91,8 @@ def merge_entries(base: Entry | None, ours: Entry, theirs: Entry) -> tuple[Entry
     win, lose = _trust_winner(base, ours, theirs)
     if _state(win) != _state(lose):
         notes.append(
-            f"trust: kept {_describe(win)} over {_describe(lose)} "
-            "(further along unverified -> verified or rejected -> stale)"
+            f"trust: kept {_describe(win)} over {_describe(lose)} (the later verdict, or the "
+            "further state along unverified -> verified -> stale)"
         )
     merged = win
     for name in _LINKS:
@@ -195,8 +195,7 @@ def _check_legal(merged: Entry, sides: Mapping[str, Entry]) -> None:
         if (side.trust, merged.trust) not in LEGAL_TRANSITIONS:
             raise ConflictError(
                 f"merging would move {label} side's {side.trust.value} to "
-                f"{merged.trust.value}, which trust never does (it moves only unverified -> "
-                "verified or rejected, verified -> stale, stale -> verified)"
+                f"{merged.trust.value}, which the trust rules do not allow ({TRUST_RULE})"
             )
 
 
@@ -213,7 +212,7 @@ def _conflict(ours: bytes, theirs: bytes, reason: str, path: str | None) -> Merg
         + b"=======\n"
         + ended(theirs)
         + (
-            f">>>>>>> theirs (keep one side, or a state trust can reach from both, "
+            f">>>>>>> theirs (keep one side, or a state both sides can reach ({TRUST_RULE}); "
             f"then `git add {where}`)\n"
         ).encode()
     )

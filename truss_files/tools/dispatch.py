@@ -216,7 +216,7 @@ class ToolSession:
     """The tools one agent run may call, against one store, optionally as a durable run.
 
     ``flags`` names the gates opened on the command line (``memory`` for --memory-tools,
-    ``memory_write`` for --memory-tool). ``durable`` records every call on
+    ``memory_write`` for --memory-write). ``durable`` records every call on
     ``refs/truss/runs/<run_id>``; ``replay`` answers every call from that ledger. ``agent``
     and ``contract`` pick the settings layers (as ``--agent`` / ``--contract`` do for
     ``verify``; unset, ``TRUSS_AGENT`` / ``TRUSS_CONTRACT``): they decide the recall mode of

@@ -44,7 +44,7 @@ ORDER = (
 # only the store's signed truss.toml can offer an agent a way to amend its own identity.
 GATES: dict[str, tuple[str | None, str]] = {
     "memory": ("--memory-tools", "[tools] memory = true"),
-    "memory_write": ("--memory-tool", "[tools] memory_write = true"),
+    "memory_write": ("--memory-write", "[tools] memory_write = true"),
     "identity": (None, "[tools] identity = true"),
 }
 
