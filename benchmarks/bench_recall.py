@@ -53,7 +53,7 @@ from .bench_cli import console_script
 from .common import (
     Figure,
     Timings,
-    commit_files,
+    commit_trusted,
     label,
     measure,
     measure_pair,
@@ -98,7 +98,7 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool) -> list[Figure]:
     progress(f"{tag}: generating and committing {n} notes")
     corpus = generate(n, seed=n)
     store = new_store(tmp / f"store-{n}.git")
-    commit_files(store, corpus.files, f"bench: {n} notes")
+    commit_trusted(store, corpus.entries, corpus.files, f"bench: {n} notes")
     git_dir = store.git.git_dir
     candidates = [document_tokens(e) for e in corpus.entries if e.trust is Trust.VERIFIED]
     asked = queries(40 if n < 100_000 else 20, seed=n)

@@ -33,7 +33,7 @@ import pygit2
 from truss_files import entryfile
 from truss_files.gitstore import Plan, Snapshot
 from truss_files.initstore import init_store
-from truss_files.model import Entry, Kind, Layer
+from truss_files.model import Entry, Kind, Layer, Trust
 from truss_files.signing import Ed25519Signer
 from truss_files.store import MemoryStore, trailers
 
@@ -316,6 +316,41 @@ def commit_files(
     body = f"{message}\n\n" + trailers(op="write", entries=str(len(files)))
     body += "\n" + trailers(trust="none -> unverified")
     return signed_apply(store, lambda _snap: Plan(files, body), {"agent", "operator"}, ref=ref)
+
+
+def commit_trusted(
+    store: MemoryStore, entries: Sequence[Entry], files: Mapping[str, bytes], message: str
+) -> pygit2.Commit:
+    """``files`` (the rendered ``entries``, verified or unverified) committed as the audit
+    accepts, so the read gate serves them: every entry lands unverified in one signed commit,
+    then one commit gives each verified entry a PASS verdict signed for its id."""
+    from truss_files.panel.verdict import sign_verdict
+
+    decided = [e for e in entries if e.trust is Trust.VERIFIED]
+    landing = dict(files)
+    for entry in decided:
+        landing[entry.path] = entryfile.serialize(_trusted(entry, Trust.UNVERIFIED, None)).encode()
+    tip = commit_files(store, landing, message)
+    if not decided:
+        return tip
+    principal = store.principal()
+    vote = {"reviewer": principal, "kind": "human", "vote": "PASS", "evidence": {}}
+    promoted = {}
+    for entry in decided:
+        verdict = sign_verdict(
+            entry.id, "PASS", [vote], signer=store.signer, principal=principal,
+            quorum="1-of-1", policy="manual", now="2026-11-29T11:00:00Z",
+        )  # fmt: skip
+        promoted[entry.path] = entryfile.serialize(
+            _trusted(entry, Trust.VERIFIED, verdict.to_dict())
+        ).encode()
+    body = f"{message}: verdicts\n\n" + trailers(op="promote", entries=str(len(promoted)))
+    return signed_apply(store, lambda _snap: Plan(promoted, body), {"panel"})
+
+
+def _trusted(entry: Entry, trust: Trust, verdict: Mapping[str, Any] | None) -> Entry:
+    provenance = dataclasses.replace(entry.provenance, verified_by=verdict)
+    return dataclasses.replace(entry, trust=trust, provenance=provenance)
 
 
 def flat_path(entry: Entry) -> str:
