@@ -29,7 +29,13 @@ def _emit_change(fmt: str | None, change: Any) -> None:
 
 @cli.group("signers")
 def signers_group() -> None:
-    """Who may sign: the keys in .truss/allowed_signers (operators only change them)."""
+    """Who may sign: the keys in .truss/allowed_signers (operators only change them).
+
+    \b
+    Example:
+      truss-files signers add alice@example.com alice.pub
+      truss-files signers list --format text
+    """
 
 
 @signers_group.command("add")
@@ -126,7 +132,13 @@ def signers_list(obj: Ctx, fmt: str | None) -> None:
 
 @cli.group("roles")
 def roles_group() -> None:
-    """Who holds which role in truss.toml [roles]: operator, panel or agent."""
+    """Who holds which role in truss.toml [roles]: operator, panel or agent.
+
+    \b
+    Example:
+      truss-files roles grant panel alice@example.com
+      truss-files roles revoke panel alice@example.com
+    """
 
 
 @roles_group.command("grant")

@@ -63,6 +63,7 @@ from .output import FORMAT_OPTION, emit, want_json
     type=click.FloatRange(0.1, 600),
     help="Seconds a client has to send its whole body (408 after).",
 )
+@FORMAT_OPTION
 @pass_ctx
 @handled
 def serve(
@@ -76,13 +77,15 @@ def serve(
     sync_every: float,
     max_body: int,
     body_timeout: float,
+    fmt: str | None,
 ) -> None:
     """Serve memory.ask and memory.train over HTTP (needs the [http] extra).
 
     Each task of the registry (--tasks) is a run context; bearer tokens (--tokens) carry the
     scopes tasks:read (ask) and tasks:write (train). The server signs its writes with its own
     key, which must hold the agent role and no other. Edits to either file take effect
-    without a restart. Prints `listening on http://HOST:PORT` once it accepts connections.
+    without a restart. Prints `listening on http://HOST:PORT` once it accepts connections;
+    --format says how an error before that is printed (the server then logs as text).
 
     \b
     Example (with --store and --key, or TRUSS_STORE and TRUSS_KEY, naming the store and the
@@ -127,7 +130,13 @@ def _say(line: str) -> None:
 
 @cli.group()
 def tokens() -> None:
-    """Bearer tokens of the HTTP API (only their hashes are stored)."""
+    """Bearer tokens of the HTTP API (only their hashes are stored).
+
+    \b
+    Example:
+      truss-files tokens new --file tokens.toml --scope tasks:read --name dashboard
+      truss-files tokens list --file tokens.toml --format text
+    """
 
 
 @tokens.command("new")
