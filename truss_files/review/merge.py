@@ -5,8 +5,8 @@ names the id and the id covers every immutable field, so only the mutable fields
 trust and its verdict, the supersede links, salience, sources, checks and ``created``.
 
 Trust is settled first, by the trust state machine. A side that left trust where the base had
-it yields to the side that moved it. When both moved, the state further along wins: states are ordered
-by the time of the verdict behind them, then by phase (unverified, then verified or rejected,
+it yields to the side that moved it. When both moved, the state further along wins: states are
+ordered by the time of the verdict behind them, then by phase (unverified, then verified or rejected,
 then stale), so "promoted" on one side and "promoted, then demoted" on the other gives stale,
 and two promotions with different verdicts keep the later verdict on every machine. A PASS
 history (verified or stale) against a FAIL (rejected) is a disagreement of the panel, never
