@@ -6,13 +6,14 @@ trust and its verdict, the supersede links, salience, sources, checks and ``crea
 
 Trust is settled first, by the trust state machine. A side that left trust where the base had
 it yields to the side that moved it. When both moved, the state further along wins: states are
-ordered by the time of the verdict behind them, then by phase (unverified, then verified or rejected,
-then stale), so "promoted" on one side and "promoted, then demoted" on the other gives stale,
-and two promotions with different verdicts keep the later verdict on every machine. A PASS
-history (verified or stale) against a FAIL (rejected) is a disagreement of the panel, never
-settled here. Links merge (a merge never unmakes a link); the other fields merge three-way and
-otherwise follow the side whose trust won. The result is checked against both sides: it must
-equal a side or be reachable from it by one legal arrow, or the merge is a conflict.
+ordered by the time of the verdict behind them, then by phase (unverified, then verified or
+rejected, then stale), so "promoted" on one side and "promoted, then demoted" on the other
+gives stale, and two promotions with different verdicts keep the later verdict on every
+machine. A PASS history (verified or stale) against a FAIL (rejected) is a disagreement of the
+panel, never settled here. Links merge (a merge never unmakes a link); the other fields merge
+three-way and otherwise follow the side whose trust won. The result is checked against both
+sides: it must equal a side or be reachable from it by one legal arrow, or the merge is a
+conflict.
 
 What cannot be settled is left as a conflict: standard ``<<<<<<<`` markers naming the reason
 are written into the file (which then no longer parses, so the pre-commit hook refuses it) and
