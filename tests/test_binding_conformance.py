@@ -242,6 +242,7 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         mv("/memories/lessons/deep/x.md", "/memories/x.md"),
         v("/memories/lessons"),
         v("/memories/lessons/deep"),
+        v("/memories/lesson"),
         v("/memories/lessons/deep/x.md"),
         v("/memories"),
         c("/memories/dir", "x"),
