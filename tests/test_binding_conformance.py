@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_tools_support import memory
+from test_tools_support import memory, promote
 
 from truss_files.store import MemoryStore
+from truss_files.tools.write import is_tombstone
 
 anthropic_tools = pytest.importorskip("anthropic.lib.tools")
 from anthropic.lib.tools import ToolError  # noqa: E402
@@ -32,12 +33,9 @@ from anthropic.lib.tools._beta_builtin_memory_tool import (  # noqa: E402
 #    a viewed file's header line, and a listing that shows any ends with one paragraph that
 #    starts "[unverified]". Removed from our output before comparing.
 # 2. Folder sizes. The SDK lists a folder with its file system's st_size (4.0K on ext4, other
-#    numbers on tmpfs, btrfs, overlayfs); ours always show 4.0K. The size column of lines
-#    naming a folder is not compared; file sizes are.
-# 3. Folders exist only while they hold a file: a folder emptied by delete or rename is gone
-#    here (as in git), where the SDK keeps an empty directory. Scripts below never look at
-#    an emptied folder; ``test_emptied_folder_is_gone`` pins our side.
-# 4. Refused where the SDK would not refuse or would crash: paths with "..", backslashes,
+#    numbers on tmpfs, btrfs, overlayfs); ours always show 4K, ext4's. The size column of
+#    lines naming a folder is not compared; file sizes are.
+# 3. Refused where the SDK would not refuse or would crash: paths with "..", backslashes,
 #    percent-encoding, NUL or control characters, look-alike characters or over 512
 #    characters (test_memory_tool_attacks.py), identity/ and principals/, a file over the
 #    64 KiB body limit (so the 999,999-line limit is never reached here), a text starting
@@ -228,6 +226,47 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         c("/memories/a.md", "again\n"),
         v("/memories/a.md"),
     ],
+    "emptied folders": [
+        c("/memories/dir/a.md", "A\n"),
+        c("/memories/dir/sub/b.md", "B\n"),
+        c("/memories/lessons/deep/x.md", "x"),
+        c("/memories/other.md", "O\n"),
+        c("/memories/third.md", "T\n"),
+        rm("/memories/dir/sub/b.md"),
+        v("/memories/dir/sub"),
+        v("/memories/dir"),
+        rm("/memories/dir/a.md"),
+        v("/memories/dir"),
+        v("/memories/dir/sub"),
+        v("/memories"),
+        mv("/memories/lessons/deep/x.md", "/memories/x.md"),
+        v("/memories/lessons"),
+        v("/memories/lessons/deep"),
+        v("/memories/lesson"),
+        v("/memories/lessons/deep/x.md"),
+        v("/memories"),
+        c("/memories/dir", "x"),
+        c("/memories/dir/sub", "x"),
+        sr("/memories/dir/sub", "a", "b"),
+        ins("/memories/lessons/deep", 0, "x"),
+        mv("/memories/x.md", "/memories/dir/sub"),
+        mv("/memories/x.md", "/memories/lessons"),
+        c("/memories/dir/sub/new.md", "N\n"),
+        v("/memories/dir"),
+        mv("/memories/other.md", "/memories/lessons/deep/o.md"),
+        v("/memories/lessons"),
+        rm("/memories/dir/sub/new.md"),
+        rm("/memories/dir/sub"),
+        v("/memories/dir/sub"),
+        v("/memories/dir"),
+        mv("/memories/third.md", "/memories/dir/t.md"),
+        rm("/memories/dir"),
+        v("/memories/dir"),
+        rm("/memories/lessons/deep/o.md"),
+        mv("/memories/lessons/deep", "/memories/moved"),
+        rm("/memories/lessons"),
+        v("/memories"),
+    ],
     "errors": [
         v("/etc/passwd"),
         c("/tmp/x.md", "x"),
@@ -278,7 +317,7 @@ def test_the_bytes_are_kept_exactly(store: MemoryStore) -> None:
 
 def test_the_line_limit_is_the_sdks(tmp_path: Path) -> None:
     """The SDK refuses to view more than 999,999 lines; our body limit (64 KiB) refuses such
-    a file at create already (difference 4), so the line check can never be reached."""
+    a file at create already (difference 3), so the line check can never be reached."""
     from truss_files.model import MAX_BODY
     from truss_files.tools.binding import MAX_LINES
 
@@ -309,12 +348,38 @@ def test_non_utf8_text_is_refused_before_it_is_stored(store: MemoryStore, tmp_pa
     assert not ok
 
 
-def test_emptied_folder_is_gone(store: MemoryStore) -> None:
-    """Difference 3: a folder exists only while it holds a file."""
-    memory(store, command="create", path="/memories/dir/x.md", file_text="x")
-    memory(store, command="delete", path="/memories/dir/x.md")
-    done = memory(store, command="view", path="/memories/dir")
-    assert done.text == "The path /memories/dir does not exist. Please provide a valid path."
+def test_an_emptied_folder_stays_as_in_the_sdk(store: MemoryStore, tmp_path: Path) -> None:
+    """A folder whose last file is deleted stays, empty, for the run that deleted it at
+    once and for every run once its tombstone is verified (which names the folder); the
+    texts are the SDK's, folder size included. Until then other runs still see the file."""
+    sdk = sdk_tool(tmp_path)
+    for step in (c("/memories/dir/sub/x.md", "x\n"), rm("/memories/dir/sub/x.md")):
+        assert sdk(step)[0]
+    want = {path: sdk(v(path))[1] for path in ("/memories/dir", "/memories/dir/sub")}
+    assert want["/memories/dir/sub"].endswith("items:\n4K\t/memories/dir/sub")
+    assert memory(store, "R0", **c("/memories/dir/sub/x.md", "x\n")).ok
+    [note] = store.list_entries()
+    promote(store, note.id)
+    assert memory(store, "R1", **rm("/memories/dir/sub/x.md")).ok
+    [stone] = [e for e in store.list_entries() if is_tombstone(e)]
+    assert stone.memory_path == "/memories/dir/sub"
+    for path, text in want.items():
+        assert memory(store, "R1", **v(path)).text == text
+        assert "/memories/dir/sub/x.md" in memory(store, "R2", **v(path)).text
+    promote(store, stone.id)
+    for run in ("R2", None):
+        for path, text in want.items():
+            assert memory(store, run, **v(path)).text == text
+        assert "does not exist" in memory(store, run, **v("/memories/dir/sub/x.md")).text
+    # A file goes into it again, by create and by rename.
+    assert memory(store, "R2", **c("/memories/top.md", "t\n")).ok
+    assert memory(store, "R2", **mv("/memories/top.md", "/memories/dir/sub/t.md")).ok
+    assert memory(store, "R2", **c("/memories/dir/n.md", "n\n")).ok
+    assert memory(store, "R2", **v("/memories/dir")).text.split("\n")[1:4] == [
+        "4K\t/memories/dir",
+        "2B\t/memories/dir/n.md [unverified]",
+        "4K\t/memories/dir/sub/",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -337,7 +402,7 @@ def test_emptied_folder_is_gone(store: MemoryStore) -> None:
 def test_refusals_where_the_sdk_differs(
     store: MemoryStore, first: str, second: str, message: str
 ) -> None:
-    """Difference 4: two paths naming one memory are one file at a time; the refusal names
+    """Difference 3: two paths naming one memory are one file at a time; the refusal names
     the other path. The first file is left as it was, still visible only at its own path."""
     assert memory(store, command="create", path=first, file_text="one\n").ok
     refused = memory(store, command="create", path=second, file_text="two\n")

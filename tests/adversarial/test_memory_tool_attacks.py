@@ -173,12 +173,17 @@ def test_another_runs_tombstone_waits_for_verification(seeded: MemoryStore) -> N
     for key in ("ci", "dns"):
         entries = seeded.list_entries(key=key)
         assert [e.trust for e in entries if not is_tombstone(e)] == [Trust.VERIFIED]
-        [stone] = [e for e in entries if is_tombstone(e)]
-        assert stone.trust is Trust.UNVERIFIED
-        promote(seeded, stone.id)
+        # ci has two: its delete's (keeping /memories/lessons) and the rename's (the emptied
+        # folder moves too), promoted in the order they were written.
+        stones = [e for e in entries if is_tombstone(e)]
+        assert len(stones) == {"ci": 2, "dns": 1}[key]
+        for stone in sorted(stones, key=lambda e: e.created):
+            assert stone.trust is Trust.UNVERIFIED
+            promote(seeded, stone.id)
     for run in ("R1", "R3", None):
         assert "does not exist" in view(run, "/memories/lessons/ci.md")
         assert "does not exist" in view(run, "/memories/lessons/dns.md")
+        assert "does not exist" in view(run, "/memories/lessons")
 
 
 def _commit(store: MemoryStore, entry: Entry) -> None:
@@ -207,6 +212,53 @@ def test_a_forged_memory_path_cannot_shadow_another_file(seeded: MemoryStore) ->
     assert "keep" in shown and "forged" not in shown
     listing = mem(seeded, "R5", command="view", path="/memories").text
     assert "/memories/fact/innocent.md" in listing
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "claimed"),
+    [
+        (Kind.FACT, "innocent", "/memories/planted/deep"),  # not a folder its key sat in
+        (Kind.FACT, "planted/x", "/memories/lessons/planted"),  # another kind's folder
+        (Kind.FACT, "identity/x", "/memories/identity"),  # not reachable
+        (Kind.FACT, "planted/x", "/memories/planted/../identity"),
+        (Kind.FACT, "planted/x", "/memories/planted/x.md"),  # a file's path keeps nothing
+        (Kind.FACT, "planted/x", "/memories/planted//"),  # not as the tool writes it
+    ],
+)
+def test_a_forged_tombstone_keeps_no_folder_it_did_not_empty(
+    seeded: MemoryStore, kind: Kind, key: str, claimed: str
+) -> None:
+    """A verified tombstone keeps only a folder its own key sat in, spelled as the tool
+    spells it; any other claim shows nothing, and the tree stays as it was. The control:
+    the same tombstone naming its own folder keeps it."""
+    from truss_files.tools.write import TOMBSTONE_BODY
+
+    before = mem(seeded, "R5", command="view", path="/memories").text
+
+    def stone(memory_path: str, at: str) -> Entry:
+        entry = Entry(
+            kind=kind,
+            key=key,
+            body=TOMBSTONE_BODY,
+            author="agent:operator@example.test",
+            created=at,
+            provenance=Provenance(produced_by="run:R1/9"),
+            memory_path=memory_path,
+        )
+        _commit(seeded, entry)
+        promote(seeded, entry.id)
+        return entry
+
+    stone(claimed, "2026-11-29T12:00:00Z")
+    assert mem(seeded, "R5", command="view", path="/memories").text == before
+    assert not mem(seeded, "R5", command="view", path=claimed).ok  # absent or refused
+    assert "     1\tkeep" in mem(seeded, "R5", command="view", path="/memories/lessons/ci.md").text
+    if key == "planted/x" and kind is Kind.FACT:
+        stone("/memories/planted", "2026-11-29T12:00:01Z")
+        assert mem(seeded, "R5", command="view", path="/memories/planted").text == (
+            "Here're the files and directories up to 2 levels deep in /memories/planted, "
+            "excluding hidden items:\n4K\t/memories/planted"
+        )
 
 
 @pytest.mark.parametrize(

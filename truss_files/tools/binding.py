@@ -11,8 +11,10 @@ dropped); any other path keeps its whole relative path as the key, with the conf
 default kind (``[tools] default_kind``, default ``fact``). Each entry written here records
 the path the model used (``Entry.memory_path``) and is shown there and only there; an entry
 written any other way shows at ``/memories/<kind>/<key>.md``. A folder exists while a file
-below it does. Two paths that name one entry (``lesson/x.md`` and ``lessons/x.md``) are one
-file at a time: creating the second is refused with the first's path.
+below it does, and stays, empty, once delete or rename took its last file away, as the SDK's
+directory does: the tombstone names the folder it emptied (``kept_folder``). Two paths that
+name one entry (``lesson/x.md`` and ``lessons/x.md``) are one file at a time: creating the
+second is refused with the first's path.
 
 What a run sees: verified entries, plus its own unverified writes, marked with the only three
 marks CONTRACTS.md allows (`` [unverified]`` after a listing line, ``[unverified] `` before a
@@ -43,6 +45,8 @@ from .memory_paths import (
     BindingError,
     VPath,
     entry_path,
+    kept_folder,
+    parent_folder,
     parse_path,
     shown_path,
 )
@@ -92,10 +96,12 @@ class Visible:
 
 @dataclass
 class View:
-    """The current visible entry of each (kind, key) for one run, built from one snapshot."""
+    """The current visible entry of each (kind, key) for one run, built from one snapshot;
+    ``kept``: the keys whose visible tombstone keeps the folder it emptied."""
 
     call: Call
     current: dict[tuple[Kind, str], Visible] = field(default_factory=dict)
+    kept: dict[tuple[Kind, str], str] = field(default_factory=dict)
 
     @classmethod
     def build(cls, call: Call, entries: Iterable[Entry]) -> View:
@@ -118,6 +124,8 @@ class View:
         for slot, (_, entry, own) in best.items():
             if not is_tombstone(entry):
                 view.current[slot] = Visible(entry, own)
+            elif (kept := kept_folder(entry)) is not None:
+                view.kept[slot] = kept
         return view
 
     def slot(self, vp: VPath) -> Visible | None:
@@ -135,6 +143,15 @@ class View:
         """Visible files below a folder path (the root: all of them)."""
         prefix = vp.norm + "/"
         return [v for v in self.current.values() if v.path.startswith(prefix)]
+
+    def kept_under(self, vp: VPath) -> dict[tuple[Kind, str], str]:
+        """The kept empty folders at ``vp`` or below it, by the key that keeps each."""
+        prefix = vp.norm + "/"
+        return {s: f for s, f in self.kept.items() if f == vp.norm or f.startswith(prefix)}
+
+    def holds(self, vp: VPath) -> bool:
+        """Whether ``vp`` is a folder: the root, or a files' or a kept empty folder."""
+        return vp.is_root or bool(self.under(vp) or self.kept_under(vp))
 
 
 def _scan(call: Call, snap: Snapshot, kinds: Iterable[Kind], key: str | None) -> list[Entry]:
@@ -170,10 +187,10 @@ def file_view(call: Call, vp: VPath) -> View:
     return view_of(call, vp.kind, vp.key)
 
 
-def folder(call: Call, vp: VPath) -> list[Visible]:
-    """The files below the folder ``vp``: a kind folder holds only its kind; any other
+def folder(call: Call, vp: VPath) -> View:
+    """What is needed to see the folder ``vp``: a kind folder holds only its kind; any other
     folder may hold entries of every kind (written under another default kind)."""
-    return view_of(call, vp.kind if vp.names_kind else None).under(vp)
+    return view_of(call, vp.kind if vp.names_kind else None)
 
 
 # -- the commands ------------------------------------------------------------------------
@@ -209,11 +226,15 @@ def _lines_keeping_cr(content: str) -> list[str]:
     return lines
 
 
-def _listing(shown: str, vp: VPath, items: list[Visible]) -> str:
+def _listing(shown: str, vp: VPath, view: View) -> str:
     """Two levels below the folder, in name order, each file at the path the model wrote."""
     base = vp.norm
     tree: dict[str, Any] = {}
-    for item in items:
+    for kept in view.kept_under(vp).values():
+        node = tree
+        for part in kept[len(base) + 1 :].split("/") if kept != base else ():
+            node = node.setdefault(part + "/", {})
+    for item in view.under(vp):
         rel = item.path[len(base) + 1 :].split("/")
         node = tree
         for part in rel[:-1]:
@@ -266,10 +287,10 @@ def cmd_view(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
         item = file_view(call, vp).file(vp)
         if item is not None:
             return _view_file(vp.text, item, inp.get("view_range"))
-    items = folder(call, vp)
-    if not items and not vp.is_root:
+    view = folder(call, vp)
+    if not view.holds(vp):
         raise _not_found(vp.text)
-    return _listing(vp.text, vp, items)
+    return _listing(vp.text, vp, view)
 
 
 def _view_file(path: str, item: Visible, view_range: Any) -> str:
@@ -301,7 +322,7 @@ def _existing_file(call: Call, vp: VPath) -> Visible:
     item = file_view(call, vp).file(vp) if vp.key is not None else None
     if item is not None:
         return item
-    if vp.is_root or folder(call, vp):
+    if folder(call, vp).holds(vp):
         raise BindingError(f"The path {vp.text} is not a file.", "not_a_file")
     raise _not_found(vp.text)
 
@@ -323,7 +344,7 @@ def _new_file(call: Call, vp: VPath, text: str) -> Entry:
 def cmd_create(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
     _require(inp, "create", "path", "file_text")
     vp = parse_path(inp["path"], dk)
-    if vp.is_root or folder(call, vp):
+    if folder(call, vp).holds(vp):
         raise BindingError(f"File {vp.text} already exists", "already_exists")
     if vp.key is None:
         raise BindingError(
@@ -396,9 +417,21 @@ def cmd_insert(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
     return f"The file {vp.text} has been edited."
 
 
-def _tombstone(call: Call, item: Visible) -> Entry:
-    src = item.entry
-    return new_entry(call, src.kind, src.key, "", tombstone=True, memory_path=item.path)
+def _tombstone(call: Call, slot: tuple[Kind, str], kept: str | None) -> Entry:
+    """A tombstone for this key that keeps the folder ``kept`` (``kept_folder``)."""
+    return new_entry(call, *slot, "", tombstone=True, memory_path=kept)
+
+
+def _tombstones(call: Call, slots: Iterable[tuple[Kind, str]], gone: VPath) -> list[Entry]:
+    """Tombstones for these keys, each keeping the folder that held ``gone`` (a file or a
+    folder), as the SDK keeps it. A new tombstone for the key that kept an empty folder
+    below ``gone`` lets that folder go too."""
+    kept = parent_folder(gone.norm)
+    return [_tombstone(call, slot, kept) for slot in slots]
+
+
+def _slot(item: Visible) -> tuple[Kind, str]:
+    return item.entry.kind, item.entry.key
 
 
 def cmd_delete(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
@@ -407,10 +440,14 @@ def cmd_delete(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
     if vp.is_root:
         raise BindingError("Cannot delete the /memories directory itself", "invalid_path")
     item = file_view(call, vp).file(vp) if vp.key is not None else None
-    targets = [item] if item is not None else folder(call, vp)
-    if not targets:
+    if item is not None:
+        slots = [_slot(item)]
+    else:
+        view = folder(call, vp)
+        slots = [*map(_slot, view.under(vp)), *view.kept_under(vp)]
+    if not slots:
         raise BindingError(f"The path {vp.text} does not exist", "not_found")
-    commit_entries(call, [_tombstone(call, t) for t in targets], f"memory delete {vp.norm}")
+    commit_entries(call, _tombstones(call, slots, vp), f"memory delete {vp.norm}")
     return f"Successfully deleted {vp.text}"
 
 
@@ -420,7 +457,7 @@ def cmd_rename(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
     new = parse_path(inp["new_path"], dk)
     if old.is_root:
         raise BindingError("Cannot rename the /memories directory itself", "invalid_path")
-    exists = new.is_root or folder(call, new)
+    exists = folder(call, new).holds(new)
     if exists or (new.key is not None and file_view(call, new).file(new) is not None):
         raise BindingError(f"The destination {new.text} already exists", "already_exists")
     if new.norm.startswith(old.norm + "/"):
@@ -430,14 +467,18 @@ def cmd_rename(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
         )
     item = file_view(call, old).file(old) if old.key is not None else None
     moves: list[tuple[Visible, VPath]] = []
+    emptied: dict[tuple[Kind, str], str] = {}  # kept folders below old: they move with it
     if item is not None:
         moves.append((item, new))
     else:
-        for visible in folder(call, old):
+        view = folder(call, old)
+        for visible in view.under(old):
             moves.append((visible, parse_path(new.norm + visible.path[len(old.norm) :], dk)))
-    if not moves:
+        emptied = view.kept_under(old)
+    if not moves and not emptied:
         raise BindingError(f"The path {old.text} does not exist", "not_found")
-    written: list[Entry] = []
+    written = _carried(call, emptied, old, new, dk)
+    gone: list[tuple[Kind, str]] = list(emptied)
     for visible, dest in moves:
         if dest.key is None:
             raise BindingError(
@@ -451,9 +492,29 @@ def cmd_rename(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
             raise _taken(held, dest.text)
         written.append(_new_file(call, dest, visible.body))
         if not same_slot:  # the moved copy replaces its original in one slot: no tombstone
-            written.append(_tombstone(call, visible))
+            gone.append(_slot(visible))
+    written += _tombstones(call, gone, old)
     commit_entries(call, written, f"memory rename {old.norm} -> {new.norm}")
     return f"Successfully renamed {old.text} to {new.text}"
+
+
+def _carried(
+    call: Call, emptied: Mapping[tuple[Kind, str], str], old: VPath, new: VPath, dk: Kind
+) -> list[Entry]:
+    """Tombstones that keep the moved copies of the empty folders below ``old``: one for
+    each, named after a file that emptied it, so each folder is kept where a file could
+    have been (``kept_folder``)."""
+    out: dict[str, Entry] = {}
+    for (_, key), kept in emptied.items():
+        moved = new.norm + kept[len(old.norm) :]
+        if moved in out:
+            continue
+        dest = parse_path(f"{moved}/{key.rsplit('/', 1)[-1]}", dk)
+        held = file_view(call, dest).slot(dest)
+        if held is not None:
+            raise _taken(held, dest.text)
+        out[moved] = _tombstone(call, (dest.kind, dest.key), moved)  # type: ignore[arg-type]
+    return list(out.values())
 
 
 COMMANDS = {

@@ -10,6 +10,7 @@ The texts are the SDK's (``Path must start with /memories, got: â€¦``, ``Path â€
 A first folder that names a kind (singular or plural) gives the kind; any other path is a key
 under the default kind. An entry shows at the path the model wrote it at (``memory_path``),
 when that path names exactly its kind and key; otherwise at ``/memories/<kind>/<key>.md``.
+A tombstone's ``memory_path`` names the folder its delete or rename emptied, which stays.
 """
 
 from __future__ import annotations
@@ -164,3 +165,30 @@ def shown_path(entry: Entry) -> str:
     if written is not None and _written_path(written, entry.kind, entry.key):
         return written
     return entry_path(entry)
+
+
+def parent_folder(path: str) -> str | None:
+    """The folder that holds ``path`` (a normalised path), None for the root."""
+    head = path.rsplit("/", 1)[0]
+    return head if head != ROOT else None
+
+
+@lru_cache(maxsize=4096)
+def _kept_folder(memory_path: str, kind: Kind, key: str) -> str | None:
+    try:
+        vp = parse_path(memory_path, kind)
+    except UsageError:
+        return None
+    folders = key.split("/")[:-1]
+    if vp.kind is not kind or vp.norm != memory_path or list(vp.rest) != folders[: len(vp.rest)]:
+        return None
+    return memory_path
+
+
+def kept_folder(tombstone: Entry) -> str | None:
+    """The folder a tombstone keeps (empty, as the SDK keeps a directory whose last file
+    went): its ``memory_path``, when that names a folder its own key sat in, so a hand-made
+    tombstone cannot make a folder appear anywhere else (a file's path keeps nothing)."""
+    if tombstone.memory_path is None:
+        return None
+    return _kept_folder(tombstone.memory_path, tombstone.kind, tombstone.key)
