@@ -29,7 +29,12 @@ def _emit_change(fmt: str | None, change: Any) -> None:
 
 @cli.group("signers")
 def signers_group() -> None:
-    """Who may sign: the keys in .truss/allowed_signers (operators only change them)."""
+    """Who may sign: the keys in .truss/allowed_signers (operators only change them).
+
+    \b
+    Example:
+      truss-files signers add reviewer-2 reviewer-2.pub
+    """
 
 
 @signers_group.command("add")
@@ -126,7 +131,12 @@ def signers_list(obj: Ctx, fmt: str | None) -> None:
 
 @cli.group("roles")
 def roles_group() -> None:
-    """Who holds which role in truss.toml [roles]: operator, panel or agent."""
+    """Who holds which role in truss.toml [roles]: operator, panel or agent.
+
+    \b
+    Example:
+      truss-files roles grant panel reviewer-2
+    """
 
 
 @roles_group.command("grant")

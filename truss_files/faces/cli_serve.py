@@ -63,6 +63,15 @@ from .output import FORMAT_OPTION, emit, want_json
     type=click.FloatRange(0.1, 600),
     help="Seconds a client has to send its whole body (408 after).",
 )
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="How an error before the server starts is printed: text for a person, json "
+    '({"error": {"code", "message"}}) for a supervisor that parses it.',
+)
 @pass_ctx
 @handled
 def serve(
@@ -76,6 +85,7 @@ def serve(
     sync_every: float,
     max_body: int,
     body_timeout: float,
+    fmt: str,
 ) -> None:
     """Serve memory.ask and memory.train over HTTP (needs the [http] extra).
 
@@ -127,7 +137,12 @@ def _say(line: str) -> None:
 
 @cli.group()
 def tokens() -> None:
-    """Bearer tokens of the HTTP API (only their hashes are stored)."""
+    """Bearer tokens of the HTTP API (only their hashes are stored).
+
+    \b
+    Example:
+      truss-files tokens new --file tokens.toml --scope tasks:read
+    """
 
 
 @tokens.command("new")

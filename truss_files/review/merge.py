@@ -4,7 +4,7 @@ Both sides of a conflict on ``memories/<kind>/<xx>/<id>.md`` hold the same entry
 names the id and the id covers every immutable field, so only the mutable fields can differ —
 trust and its verdict, the supersede links, salience, sources, checks and ``created``.
 
-Trust is settled first, by DESIGN.md §2. A side that left trust where the base had it yields
+Trust is settled first. A side that left trust where the base had it yields
 to the side that moved it. When both moved, the state further along wins: states are ordered
 by the time of the verdict behind them, then by phase (unverified, then verified or rejected,
 then stale), so "promoted" on one side and "promoted, then demoted" on the other gives stale,
@@ -34,7 +34,7 @@ from ..entryfile import parse, serialize
 from ..errors import ConflictError, EntryError
 from ..model import LEGAL_TRANSITIONS, TRUST_RULE, Entry, Trust
 
-# How far along §2 a state is, within one verdict's lifetime.
+# How far along the trust state machine a state is, within one verdict's lifetime.
 _PHASE = {Trust.UNVERIFIED: 0, Trust.VERIFIED: 1, Trust.REJECTED: 1, Trust.STALE: 2}
 _PASS_HISTORY = (Trust.VERIFIED, Trust.STALE)
 _LINKS = ("supersedes", "superseded_by")
