@@ -63,15 +63,7 @@ from .output import FORMAT_OPTION, emit, want_json
     type=click.FloatRange(0.1, 600),
     help="Seconds a client has to send its whole body (408 after).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="How an error before the server starts is printed: text for a person, json "
-    '({"error": {"code", "message"}}) for a supervisor that parses it.',
-)
+@FORMAT_OPTION
 @pass_ctx
 @handled
 def serve(
@@ -85,7 +77,7 @@ def serve(
     sync_every: float,
     max_body: int,
     body_timeout: float,
-    fmt: str,
+    fmt: str | None,
 ) -> None:
     """Serve memory.ask and memory.train over HTTP (needs the [http] extra).
 
