@@ -242,8 +242,7 @@ def _worst_query(
     searcher: Searcher, git_dir: Path, asked: Sequence[str], tag: str, quick: bool
 ) -> list[Figure]:
     """The bounded worst case beside an ordinary query, over every note (floor unverified:
-    the most candidates), warm and in a fresh searcher (a new process's first query, which
-    also computes the epsilon floor's mean idf for the common words)."""
+    the most candidates), warm and in a fresh searcher (a new process's first query)."""
     progress(f"{tag}: worst-case accepted query")
     worst = worst_query()
     flt = Filter(min_trust=Trust.UNVERIFIED)
@@ -285,7 +284,7 @@ def _worst_query(
             "same, warm p50",
             bad.ms(),
             target=1000.0,
-            note="a new process's first query: index opened, epsilon-floor mean idf computed",
+            note="a new process's first query: index opened, postings of the common words read",
         )
     )
     return figures

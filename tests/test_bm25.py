@@ -3,20 +3,31 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from pathlib import Path
 
 import pytest
+from bm25_reference import BM25Okapi, LuceneOkapi, okapi_top, overlap
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from rank_bm25 import BM25Okapi
 
-from truss_files.recall.bm25 import BM25, Candidates, Postings, Scored, rank, score_subset
+from truss_files.recall.bm25 import (
+    BM25,
+    Candidates,
+    Postings,
+    Scored,
+    rank,
+    score_subset,
+    term_idf,
+)
+from truss_files.recall.evaluate import load_corpus, load_queries
+from truss_files.recall.tokenize import tokenize
 
 TOL = 1e-9
 VOCAB = ["alpha", "beta", "gamma", "delta", "eps", "zeta"]
 UNKNOWN = ["unknown", "nowhere"]
 
-# Small vocabularies make terms appear in more than half the docs often, which is what exercises
-# BM25Okapi's negative-idf -> epsilon * average_idf path.
+# Small vocabularies make terms appear in more than half the docs often: where Okapi's own idf
+# would go negative.
 docs_strategy = st.lists(
     st.lists(st.sampled_from(VOCAB), min_size=0, max_size=10), min_size=1, max_size=25
 )
@@ -31,13 +42,13 @@ def doc_ids(n: int) -> list[str]:
 
 
 def reference(docs: list[list[str]], query: list[str], **params: float) -> list[float]:
-    return [float(x) for x in BM25Okapi(docs, **params).get_scores(query)]
+    return [float(x) for x in LuceneOkapi(docs, **params).get_scores(query)]
 
 
 def expected_top(
     ids: list[str], docs: list[list[str]], ref: list[float], query: list[str], limit: int
 ) -> list[tuple[str, float]]:
-    """BM25Okapi's ranking restricted to docs containing a query term, ties by id."""
+    """The reference's ranking restricted to docs containing a query term, ties by id."""
     terms = set(query)
     hits = [(i, s) for i, d, s in zip(ids, docs, ref, strict=True) if terms.intersection(d)]
     hits.sort(key=lambda h: (-h[1], h[0]))
@@ -47,9 +58,8 @@ def expected_top(
 def assert_same_ranking(got: list[Scored], want: list[tuple[str, float]]) -> None:
     """Same ranking as the reference, where scores within TOL of each other count as tied.
 
-    Exact ties are broken by doc_id in both. Near-ties are not comparable: when the mean idf
-    cancels to ~0 (it can be exactly 0 mathematically), both implementations score matches at
-    +-1e-17 and the sign is rounding noise, so only the score profile is checked there.
+    Exact ties are broken by doc_id in both; scores a few ulp apart (numpy sums in another
+    order) may swap, so only the score profile is checked there.
     """
     ref = dict(want)
     assert len(got) == len(want)
@@ -64,12 +74,12 @@ def assert_same_ranking(got: list[Scored], want: list[tuple[str, float]]) -> Non
             assert a.doc_id < b.doc_id
 
 
-# -- equality with rank_bm25 ------------------------------------------------------------------
+# -- equal scores to rank_bm25's arithmetic with Lucene's idf ----------------------------------
 
 
 @settings(max_examples=400, deadline=None)
 @given(docs_strategy, query_strategy)
-def test_scores_equal_bm25okapi(docs: list[list[str]], query: list[str]) -> None:
+def test_scores_equal_reference(docs: list[list[str]], query: list[str]) -> None:
     assume(any(docs))  # BM25Okapi divides by zero when every doc is empty
     ids = doc_ids(len(docs))
     ours = BM25(dict(zip(ids, docs, strict=True))).scores(query)
@@ -87,22 +97,21 @@ def test_scores_equal_bm25okapi(docs: list[list[str]], query: list[str]) -> None
     # term; we score those 0. Stay inside the range where the reference is defined.
     st.floats(0.1, 3.0),
     st.floats(0.0, 0.95),
-    st.floats(0.0, 1.0),
 )
-def test_scores_equal_bm25okapi_other_parameters(
-    docs: list[list[str]], query: list[str], k1: float, b: float, epsilon: float
+def test_scores_equal_reference_other_parameters(
+    docs: list[list[str]], query: list[str], k1: float, b: float
 ) -> None:
     assume(any(docs))
     ids = doc_ids(len(docs))
-    ours = BM25(list(zip(ids, docs, strict=True)), k1=k1, b=b, epsilon=epsilon).scores(query)
-    ref = reference(docs, query, k1=k1, b=b, epsilon=epsilon)
+    ours = BM25(list(zip(ids, docs, strict=True)), k1=k1, b=b).scores(query)
+    ref = reference(docs, query, k1=k1, b=b)
     for doc_id, want in zip(ids, ref, strict=True):
         assert abs(ours[doc_id] - want) <= TOL
 
 
 @settings(max_examples=400, deadline=None)
 @given(docs_strategy, query_strategy, st.integers(1, 12))
-def test_top_agrees_with_bm25okapi(docs: list[list[str]], query: list[str], limit: int) -> None:
+def test_top_agrees_with_reference(docs: list[list[str]], query: list[str], limit: int) -> None:
     assume(any(docs))
     ids = doc_ids(len(docs))
     got = BM25(dict(zip(ids, docs, strict=True))).top(query, limit)
@@ -110,9 +119,21 @@ def test_top_agrees_with_bm25okapi(docs: list[list[str]], query: list[str], limi
     assert_same_ranking(got, want)
 
 
-def test_epsilon_path_is_exercised_and_matches() -> None:
-    # "common" is in 4 of 5 docs: raw idf is negative, so BM25Okapi floors it at
-    # epsilon * average idf; "rare" keeps its positive idf.
+@settings(max_examples=400, deadline=None)
+@given(docs_strategy, query_strategy)
+def test_every_match_scores_above_zero(docs: list[list[str]], query: list[str]) -> None:
+    ids = doc_ids(len(docs))
+    bm = BM25(dict(zip(ids, docs, strict=True)))
+    hits = bm.top(query, len(docs))
+    assert {h.doc_id for h in hits} == {
+        i for i, d in zip(ids, docs, strict=True) if set(query) & set(d)
+    }
+    assert all(h.score > 0 for h in hits)
+
+
+def test_common_term_keeps_a_positive_idf() -> None:
+    # "common" is in 4 of 5 docs: Okapi's own idf is negative there (rank-bm25 patches it with a
+    # mean over the vocabulary); Lucene's stays positive and below the rare term's.
     docs = [
         ["common", "rare", "x"],
         ["common", "y"],
@@ -120,14 +141,12 @@ def test_epsilon_path_is_exercised_and_matches() -> None:
         ["common", "w", "v", "u"],
         ["t"],
     ]
-    ids = ["a", "b", "c", "d", "e"]
-    okapi = BM25Okapi(docs)
     assert math.log(5 - 4 + 0.5) - math.log(4 + 0.5) < 0
-    assert okapi.idf["common"] == pytest.approx(0.25 * okapi.average_idf)
-    query = ["common", "rare", "common", "missing"]
-    ours = BM25(dict(zip(ids, docs, strict=True))).scores(query)
-    for doc_id, want in zip(ids, okapi.get_scores(query), strict=True):
-        assert ours[doc_id] == pytest.approx(float(want), abs=TOL)
+    assert 0 < term_idf(5, 4) < term_idf(5, 1)
+    ours = BM25(dict(zip("abcde", docs, strict=True)))
+    hits = ours.top(["common", "rare", "missing"], 5)
+    assert [h.doc_id for h in hits][0] == "a"
+    assert all(h.score > 0 for h in hits) and len(hits) == 4
 
 
 def test_repeated_query_terms_count_each_time() -> None:
@@ -139,15 +158,15 @@ def test_repeated_query_terms_count_each_time() -> None:
         assert twice[doc_id] == pytest.approx(2 * once[doc_id], abs=TOL)
 
 
-def test_single_matching_candidate_is_returned_despite_negative_score() -> None:
-    # One candidate: n = N = 1, idf and the mean idf are negative, so Okapi scores the match
-    # below zero. It is still the answer to the query.
+def test_single_or_exact_hit_on_a_small_store_scores_above_zero() -> None:
+    # Okapi's idf scored a single correct hit -0.67 (n = N = 1) and an exact hit 0.0.
+    assert float(BM25Okapi([["rust", "borrow", "checker"]]).get_scores(["borrow"])[0]) < 0
     hits = rank({"only": ["rust", "borrow", "checker"]}, ["borrow"], 5)
     assert [h.doc_id for h in hits] == ["only"]
-    assert hits[0].score < 0
-    assert hits[0].score == pytest.approx(
-        float(BM25Okapi([["rust", "borrow", "checker"]]).get_scores(["borrow"])[0]), abs=TOL
-    )
+    assert hits[0].score > 0
+    exact = rank({"a": ["borrow", "checker"], "b": ["borrow", "checker"]}, ["borrow"], 5)
+    assert [h.doc_id for h in exact] == ["a", "b"]
+    assert all(h.score > 0 for h in exact)
 
 
 def test_top_excludes_docs_without_query_terms_and_breaks_ties_by_id() -> None:
@@ -255,20 +274,6 @@ def test_score_subset_none_means_all(docs: list[list[str]], query: list[str]) ->
     assert score_subset(postings, set(ids), query, 50) == everything
 
 
-def test_subset_average_idf_paths_agree() -> None:
-    # Small subsets count their own docs, large ones count the complement; both must agree
-    # with a fresh index over the subset.
-    rng = random.Random(5)
-    vocab = [f"t{i}" for i in range(12)]
-    docs = [rng.choices(vocab, k=rng.randint(1, 8)) for _ in range(60)]
-    ids = [f"d{i:02d}" for i in range(60)]
-    postings = postings_of(ids, docs)
-    for size in (1, 2, 10, 29, 30, 31, 45, 59):
-        chosen = set(rng.sample(ids, size))
-        fresh = BM25({i: d for i, d in zip(ids, docs, strict=True) if i in chosen}).postings
-        assert postings.candidates(chosen).average_idf() == fresh.candidates().average_idf()
-
-
 def test_trust_isolation_stuffed_docs_cannot_move_candidates() -> None:
     rng = random.Random(11)
     vocab = [f"w{i}" for i in range(40)]
@@ -281,7 +286,6 @@ def test_trust_isolation_stuffed_docs_cannot_move_candidates() -> None:
     before = postings.candidates(candidate_ids)
     before_scores = before.scores(query)
     before_top = before.top(query, 20)
-    before_avg_idf = before.average_idf()
 
     # 1,000 unverified notes stuffed with the query terms: in the index, not among candidates.
     for i in range(1000):
@@ -289,7 +293,6 @@ def test_trust_isolation_stuffed_docs_cannot_move_candidates() -> None:
     after = postings.candidates(candidate_ids)
     assert after.scores(query) == before_scores  # exactly, not approximately
     assert after.top(query, 20) == before_top
-    assert after.average_idf() == before_avg_idf
     assert score_subset(postings, candidate_ids, query, 20) == before_top
     # Sanity: ranked over everything, the stuffed notes do take over.
     assert all(h.doc_id.startswith("u") for h in score_subset(postings, None, query, 20))
@@ -310,7 +313,7 @@ def test_candidates_reusable_across_queries() -> None:
     postings = postings_of(["a", "b", "c"], [["x", "y"], ["y"], ["z"]])
     cands = Candidates(postings, ["a", "b"])
     assert cands.n == 2 and cands.avgdl == 1.5
-    assert [h.doc_id for h in cands.top(["y"], 5)] == ["a", "b"]
+    assert [h.doc_id for h in cands.top(["y"], 5)] == ["b", "a"]  # "b" is the shorter
     assert [h.doc_id for h in cands.top(["x", "y"], 5)] == ["a", "b"]
     assert cands.top(["z"], 5) == []  # "c" is not a candidate
 
@@ -357,3 +360,54 @@ def test_incremental_add_remove_equals_fresh_build(
     assert score_subset(postings, None, query, 10) == score_subset(fresh, None, query, 10)
     subset = set(list(live)[::2])
     assert score_subset(postings, subset, query, 10) == score_subset(fresh, subset, query, 10)
+
+
+# -- ranking agreement with rank_bm25's BM25Okapi -----------------------------------------------
+#
+# The idf differs from Okapi's, so scores do; the ranking should not move much where Okapi's own
+# idf is defined (every query term in at most half the documents): both idfs fall with df, and
+# only the relative weight of a query's terms shifts. Measured when set: mean top-10 overlap
+# 0.991 on the relevance set (min 0.9), 0.936 on the synthetic corpus below (131 queries). The
+# floor 0.9 leaves room for a tokenizer change while still failing on a swapped sign or a wrong
+# df. Where a query term sits in more than half the documents, Okapi's ranking rests on its
+# epsilon patch, which is what was dropped: no agreement is asked there (0.71 measured), only
+# positive scores.
+
+AGREEMENT_FLOOR = 0.9
+RELEVANCE = Path(__file__).parent / "relevance"
+
+
+def test_top_ten_agree_with_bm25okapi_on_the_relevance_set() -> None:
+    corpus = load_corpus(RELEVANCE / "corpus.yaml")
+    ids = [n.id for n in corpus]
+    docs = [tokenize(n.body) for n in corpus]
+    okapi = BM25Okapi(docs)
+    ours = BM25(dict(zip(ids, docs, strict=True)))
+    overlaps = []
+    for q in load_queries(RELEVANCE / "queries.yaml"):
+        tokens = tokenize(q.query)
+        got = [h.doc_id for h in ours.top(tokens, 10)]
+        overlaps.append(overlap(got, okapi_top(okapi, ids, docs, tokens, 10)))
+    assert sum(overlaps) / len(overlaps) >= AGREEMENT_FLOOR, overlaps
+    assert min(overlaps) >= 0.5, overlaps
+
+
+def test_top_ten_agree_with_bm25okapi_on_a_synthetic_corpus() -> None:
+    rng = random.Random(8)
+    vocab = [f"w{i}" for i in range(2000)]
+    zipf = [1 / (i + 1) for i in range(len(vocab))]
+    docs = [rng.choices(vocab, zipf, k=rng.randint(10, 120)) for _ in range(3000)]
+    ids = [f"d{i:05d}" for i in range(len(docs))]
+    okapi = BM25Okapi(docs)
+    ours = BM25(dict(zip(ids, docs, strict=True)))
+    defined: list[float] = []
+    common: list[float] = []
+    for _ in range(400):
+        query = rng.choices(vocab, zipf, k=rng.randint(1, 5))
+        hits = ours.top(query, 10)
+        assert all(h.score > 0 for h in hits)
+        share = overlap([h.doc_id for h in hits], okapi_top(okapi, ids, docs, query, 10))
+        widespread = any(2 * ours.postings.doc_freq(t) > len(docs) for t in query)
+        (common if widespread else defined).append(share)
+    assert len(defined) >= 100 and common
+    assert sum(defined) / len(defined) >= AGREEMENT_FLOOR

@@ -6,7 +6,7 @@ import dataclasses
 import random
 
 import pytest
-from rank_bm25 import BM25Okapi
+from bm25_reference import LuceneOkapi
 from test_recall_support import (
     FLOORS,
     KINDS,
@@ -135,10 +135,9 @@ def test_layers_scope_runs_and_markers(store: MemoryStore) -> None:
 
 
 def test_top_ten_agree_with_rank_bm25(store: MemoryStore) -> None:
-    """Our top 10 are BM25Okapi's top 10 over the same candidates and the same tokens."""
+    """Our top 10 are rank-bm25's top 10 (its arithmetic, Lucene's idf) over the same
+    candidates and the same tokens, and every hit scores above 0."""
     rng = random.Random(11)
-    # Enough words that no query term sits in half the candidates: BM25Okapi's epsilon floor
-    # is summed in another order there, and ties would differ by an ulp (see bm25.py).
     vocab = [f"{a}{b}" for a in ("cache", "retry", "flaky", "index", "guard") for b in range(60)]
     entries = [
         store.new_entry(
@@ -154,9 +153,9 @@ def test_top_ten_agree_with_rank_bm25(store: MemoryStore) -> None:
     flt = Filter()
     candidates = [e for e in store.iter_entries() if flt.admits(e)]
     assert len(candidates) == 120
-    okapi = BM25Okapi([document_tokens(e) for e in candidates])
+    okapi = LuceneOkapi([document_tokens(e) for e in candidates])
     for query in ("flaky7 retry7 guard3", "index1 cache12", "cache0 cache0 retry59", "guard42"):
-        # A repeated query term is scored once (recall.bounds): BM25Okapi over distinct terms.
+        # A repeated query term is scored once (recall.bounds): the reference over distinct terms.
         tokens = list(dict.fromkeys(tokenize(query)))
         scores = okapi.get_scores(tokens)
         terms = set(tokens)
@@ -169,9 +168,22 @@ def test_top_ten_agree_with_rank_bm25(store: MemoryStore) -> None:
         )[:10]
         got = searcher.query(query, flt, 10, mode="exact").hits
         assert got and (len(got) == 10 or query == "guard42")
+        assert all(h.score > 0 for h in got)
         assert [h.entry.id for h in got] == [i for _, i in want]
         for hit, (neg, _) in zip(got, want, strict=True):
             assert hit.score == pytest.approx(-neg, rel=1e-12, abs=1e-12)
+
+
+def test_a_single_or_exact_hit_in_a_small_store_scores_above_zero(store: MemoryStore) -> None:
+    # Okapi's idf scored these -0.67 and 0.0: agent code keeping score > 0 lost the answer.
+    only = store.new_entry("fact", "rust", "rust borrow checker")
+    commit_entries(store, [dataclasses.replace(only, trust=Trust.VERIFIED)], "truss: import")
+    hits = Searcher(store.git.workdir).query("borrow", Filter(), 10, mode="exact").hits
+    assert [h.entry.id for h in hits] == [only.id] and hits[0].score > 0
+    twin = store.new_entry("fact", "rust-twin", "rust borrow checker")
+    commit_entries(store, [dataclasses.replace(twin, trust=Trust.VERIFIED)], "truss: import")
+    hits = Searcher(store.git.workdir).query("rust borrow checker", Filter(), 10, mode="exact").hits
+    assert len(hits) == 2 and all(h.score > 0 for h in hits)
 
 
 def test_filter_admits_visible_run_only_for_unverified(store: MemoryStore) -> None:
@@ -188,8 +200,6 @@ def test_filter_admits_visible_run_only_for_unverified(store: MemoryStore) -> No
 def test_index_scoring_uses_the_bm25_defaults() -> None:
     from truss_files.recall import bm25, lexical
 
-    assert (lexical.DEFAULT_K1, lexical.DEFAULT_B, lexical.DEFAULT_EPSILON) == (
-        bm25.DEFAULT_K1,
-        bm25.DEFAULT_B,
-        bm25.DEFAULT_EPSILON,
-    )
+    assert (lexical.DEFAULT_K1, lexical.DEFAULT_B) == (bm25.DEFAULT_K1, bm25.DEFAULT_B)
+    # lexical repeats bm25.term_idf's expression rather than import it: the same floats.
+    assert lexical.lexical_idf(7, 3) == bm25.term_idf(7, 3)

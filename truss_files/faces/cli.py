@@ -177,7 +177,7 @@ def run_plain_query(given: dict[str, str], text: str, options: dict[str, str]) -
         from ..errors import TrussError
 
         try:
-            from .query import run_query
+            from .query import floor_note, run_query
 
             data, render = run_query(
                 given.get("--store") or ".",
@@ -193,6 +193,9 @@ def run_plain_query(given: dict[str, str], text: str, options: dict[str, str]) -
                 scope=options.get("--scope"),
             )
             _emit(fmt, data, render)
+            note = None if _want_json(fmt) else floor_note(data)
+            if note:
+                _echo(note, err=True)
         except TrussError as exc:
             _fail(exc, fmt)
             return 1

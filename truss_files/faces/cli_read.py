@@ -169,7 +169,7 @@ def log(obj: Ctx, entry_id: str, fmt: str | None) -> None:
     "--mode",
     type=click.Choice(["exact", "semantic", "hybrid"]),
     help="exact: BM25; semantic: embeddings; hybrid: both, fused by rank "
-    "(default: [recall] mode in truss.toml, else exact).",
+    "(default: [recall] mode of the layered settings, as `config show` prints it).",
 )
 @click.option("--layer", type=click.Choice(LAYERS), help="Only entries of this layer.")
 @click.option("--agent", help="Read as this agent under [memory] scope (default: every scope).")
@@ -207,7 +207,7 @@ def query(
       truss-files query "why are builds slow" --mode hybrid
       truss-files query "release steps" --agent build-bot   # what build-bot may read
     """
-    from .query import run_query
+    from .query import floor_note, run_query
 
     data, text_of = run_query(
         obj.store_path or ".",
@@ -223,6 +223,9 @@ def query(
         scope=scope,
     )
     emit(fmt, data, text_of)
+    note = None if want_json(fmt) else floor_note(data)
+    if note:
+        click.echo(note, err=True)
 
 
 @cli.command("audit")

@@ -1,24 +1,24 @@
 """Okapi BM25 over a candidate set, with corpus statistics taken from the candidates alone.
 
 Recall filters first (trust, kind, key, layer) and ranks second. The statistics BM25 needs --
-number of documents ``N``, average document length ``avgdl``, per-term document frequency ``n``,
-and the average idf used for the epsilon floor -- are computed over the candidate set only, so
-text outside it (an unverified note stuffed with the query's words) cannot move a candidate's
-score or rank. ``tests/test_bm25.py`` checks that property directly.
+number of documents ``N``, average document length ``avgdl`` and per-term document frequency
+``n`` -- are computed over the candidate set only, so text outside it (an unverified note
+stuffed with the query's words) cannot move a candidate's score or rank. ``tests/test_bm25.py``
+checks that property directly.
 
-Scores equal ``rank_bm25.BM25Okapi(candidate_token_lists).get_scores(query)`` to 1e-9, for the
-same parameters (defaults k1=1.5, b=0.75, epsilon=0.25)::
+The formula (defaults k1=1.5, b=0.75)::
 
-    idf(t)   = log(N - n + 0.5) - log(n + 0.5), replaced by epsilon * mean(idf over the
-               candidates' whole vocabulary) where negative (n > N/2)
+    idf(t)   = ln(1 + (N - n + 0.5) / (n + 0.5))
     score(d) = sum over query tokens t, repeats included, of
                idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avgdl))
 
-The arithmetic follows rank_bm25's operation order, so scores are bit-identical except when the
-epsilon floor is used: the vocabulary mean is summed per distinct df, in df order (a canonical
-order, so it depends on the candidate set alone), where rank_bm25 sums per term in vocabulary
-order; the difference is a few ulp. When that mean is ~0 (it can cancel exactly), scores of
-matching docs are rounding noise around 0 in both implementations and their order is arbitrary.
+The idf is Lucene's (and tantivy's): it is positive for every n <= N, so a document holding a
+query term always scores above 0 -- callers may keep ``score > 0``. rank-bm25's ``BM25Okapi``
+uses ``ln((N - n + 0.5) / (n + 0.5))`` instead, which goes negative for a term in more than half
+the candidates (a single correct hit scored -0.67, an exact one 0.0) and is patched there with
+a mean idf over the whole vocabulary -- a cost on every cold query with a common word. The two
+rank the same documents first almost always (``tests/test_bm25.py`` measures the top-10
+overlap on the relevance set and a synthetic corpus); the scores differ.
 
 Pieces:
 
@@ -36,11 +36,8 @@ Pieces:
     The convenience API over a plain ``doc_id -> tokens`` mapping.
 
 What ``top`` returns: exactly the candidates containing at least one query token (by exact
-term), sorted by score descending, ties by doc_id ascending, at most ``limit``. It does not
-filter on ``score > 0``: with the epsilon floor a matching doc can score 0 or below (a single
-candidate containing the query term has n = N = 1, a negative idf and a negative mean idf), and
-such a doc is still a match the caller asked for. Candidates sharing no query token (score exactly
-0 in Okapi) are never returned.
+term), sorted by score descending, ties by doc_id ascending, at most ``limit``; every one scores
+above 0. Candidates sharing no query token (score exactly 0) are never returned.
 
 Cost, with ``S`` the candidate set, ``q`` the distinct query terms and ``P_t`` the postings of
 term t:
@@ -50,11 +47,6 @@ term t:
 * a query: O(sum over t of min(|P_t|, 4|S|)) to find each term's postings among the candidates,
   plus O(matching postings) Python arithmetic, plus O(matches * log limit) for the top-k heap.
   Candidates without a query term cost nothing.
-* the epsilon floor, only when some query term is in more than half of the candidates: the mean
-  idf needs the df of every term in the candidates' vocabulary. All docs: O(V) at C speed (a
-  histogram of posting-list lengths). A subset: O(terms of the smaller of S and its complement),
-  counted with ``collections.Counter`` (C), plus O(V) when counting the complement. Cached on the
-  ``Candidates`` object.
 
 numpy is not used (and not imported: cold CLI start matters). Scoring touches only matching
 postings; vectorizing them means copying dict entries into arrays and back. Measured on 100k
@@ -75,14 +67,12 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from operator import itemgetter
 
 __all__ = ["BM25", "Candidates", "Postings", "Scored", "rank", "score_subset"]
 
 DEFAULT_K1 = 1.5
 DEFAULT_B = 0.75
-DEFAULT_EPSILON = 0.25
 
 
 @dataclass(frozen=True)
@@ -97,7 +87,7 @@ class Postings:
     """An inverted index over documents: term -> {doc_id: tf}, doc lengths, per-doc terms.
 
     Mutations bump ``version``; a ``Candidates`` built earlier refuses to score afterwards,
-    because its cached ``N``/``avgdl``/idf mean would be stale.
+    because its cached ``N``/``avgdl`` would be stale.
 
     Memory is one dict entry per (term, doc) pair plus one tuple slot per (doc, term) pair (the
     latter makes ``remove_doc`` and subset vocabularies cheap).
@@ -211,15 +201,14 @@ class Candidates:
     """BM25 statistics of one candidate subset of a ``Postings``; ranks queries within it.
 
     Build once per candidate set and reuse for several queries: ``N`` and ``avgdl`` are computed
-    here (O(|S|); O(1) for all docs), the mean idf lazily on first need.
+    here (O(|S|); O(1) for all docs).
     """
 
-    __slots__ = ("postings", "ids", "n", "avgdl", "_version", "_avg_idf")
+    __slots__ = ("postings", "ids", "n", "avgdl", "_version")
 
     def __init__(self, postings: Postings, candidate_ids: Iterable[str] | None = None) -> None:
         self.postings = postings
         self._version = postings.version
-        self._avg_idf: float | None = None
         lengths = postings._len
         ids: frozenset[str] | None = None
         if candidate_ids is None:
@@ -246,7 +235,6 @@ class Candidates:
         *,
         k1: float = DEFAULT_K1,
         b: float = DEFAULT_B,
-        epsilon: float = DEFAULT_EPSILON,
     ) -> dict[str, float]:
         """Scores of the candidates that contain at least one query token (others score 0)."""
         self._check_fresh()
@@ -268,11 +256,11 @@ class Candidates:
             if term in term_info:
                 info = term_info[term]
             else:
-                info = term_info[term] = self._term_info(term, post, ids, n_docs, epsilon)
+                info = term_info[term] = self._term_info(term, post, ids, n_docs)
             if info is None:
                 continue
             matches, idf = info
-            # Same operation order as BM25Okapi.get_scores, so the floats come out identical.
+            # lexical.scores does the same operations in the same order: they agree bit for bit.
             if not acc:
                 # First contribution to every doc (0.0 + x == x): a comprehension, ~25% faster.
                 acc = {
@@ -293,7 +281,6 @@ class Candidates:
         post: dict[str, dict[str, int]],
         ids: frozenset[str] | None,
         n_docs: int,
-        epsilon: float,
     ) -> tuple[list[tuple[str, int]], float] | None:
         plist = post.get(term)
         if not plist:
@@ -311,10 +298,7 @@ class Candidates:
         if not matches:
             return None
         df = len(matches)
-        idf = math.log(n_docs - df + 0.5) - math.log(df + 0.5)
-        if idf < 0:
-            idf = epsilon * self.average_idf()
-        return matches, idf
+        return matches, term_idf(n_docs, df)
 
     def top(
         self,
@@ -323,7 +307,6 @@ class Candidates:
         *,
         k1: float = DEFAULT_K1,
         b: float = DEFAULT_B,
-        epsilon: float = DEFAULT_EPSILON,
     ) -> list[Scored]:
         """The best ``limit`` candidates containing a query token: score desc, then doc_id asc."""
         if limit < 0:
@@ -331,49 +314,8 @@ class Candidates:
         if limit == 0:
             self._check_fresh()
             return []
-        acc = self.scores(query_tokens, k1=k1, b=b, epsilon=epsilon)
+        acc = self.scores(query_tokens, k1=k1, b=b)
         return _top_k(acc, limit)
-
-    def average_idf(self) -> float:
-        """Mean raw idf (negatives included) over the candidates' vocabulary, as BM25Okapi."""
-        self._check_fresh()
-        if self._avg_idf is None:
-            self._avg_idf = self._compute_average_idf()
-        return self._avg_idf
-
-    def _compute_average_idf(self) -> float:
-        postings = self.postings
-        post = postings._post
-        ids = self.ids
-        # Histogram df -> number of terms with that df; the idf depends on df only, so the mean
-        # needs one log pair per distinct df instead of one per term.
-        if ids is None:
-            hist = Counter(map(len, post.values()))
-        elif 2 * len(ids) <= len(postings._len):
-            # One Counter over all the candidates' terms: a single C loop, no per-doc call.
-            df = Counter(chain.from_iterable(map(postings._terms.__getitem__, ids)))
-            hist = Counter(df.values())
-        else:
-            # Large subset: count what is left out and subtract it from the full df.
-            left_out = Counter(
-                chain.from_iterable(map(postings._terms.__getitem__, postings._len.keys() - ids))
-            )
-            hist = Counter()
-            for term, plist in post.items():
-                n_in = len(plist) - left_out[term] if term in left_out else len(plist)
-                if n_in:
-                    hist[n_in] += 1
-        vocab = sum(hist.values())
-        if vocab == 0:
-            return 0.0
-        n_docs = self.n
-        total = 0.0
-        # Summed in df order, so the result depends only on the candidate set, not on which path
-        # or insertion history produced the histogram: adding docs outside the candidates cannot
-        # change even the last bit.
-        for df_value, count in sorted(hist.items()):
-            total += count * (math.log(n_docs - df_value + 0.5) - math.log(df_value + 0.5))
-        return total / vocab
 
     def _check_fresh(self) -> None:
         if self.postings.version != self._version:
@@ -388,7 +330,6 @@ def score_subset(
     *,
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
-    epsilon: float = DEFAULT_EPSILON,
 ) -> list[Scored]:
     """Top ``limit`` of ``candidate_ids`` (``None``: all) for the query, statistics over them only.
 
@@ -396,11 +337,11 @@ def score_subset(
     rebuilding anything. To run several queries over one candidate set, use
     ``postings.candidates(ids)`` once and call ``top`` on it.
     """
-    return Candidates(postings, candidate_ids).top(query_tokens, limit, k1=k1, b=b, epsilon=epsilon)
+    return Candidates(postings, candidate_ids).top(query_tokens, limit, k1=k1, b=b)
 
 
 class BM25:
-    """BM25Okapi over a fixed set of documents -- pass the filtered candidates only.
+    """BM25 over a fixed set of documents -- pass the filtered candidates only.
 
     ``docs`` maps doc_id -> tokens (or is an iterable of ``(doc_id, tokens)`` pairs; a repeated
     id is an error). Construction is O(total tokens).
@@ -408,18 +349,15 @@ class BM25:
 
     k1: float = DEFAULT_K1
     b: float = DEFAULT_B
-    epsilon: float = DEFAULT_EPSILON
 
     def __init__(
         self,
         docs: Mapping[str, Sequence[str]] | Iterable[tuple[str, Sequence[str]]],
         k1: float = DEFAULT_K1,
         b: float = DEFAULT_B,
-        epsilon: float = DEFAULT_EPSILON,
     ) -> None:
         self.k1 = k1
         self.b = b
-        self.epsilon = epsilon
         postings = Postings()
         pairs = docs.items() if isinstance(docs, Mapping) else docs
         for doc_id, tokens in pairs:
@@ -435,13 +373,12 @@ class BM25:
         lengths: Mapping[str, int] | None = None,
         k1: float = DEFAULT_K1,
         b: float = DEFAULT_B,
-        epsilon: float = DEFAULT_EPSILON,
     ) -> BM25:
         """Build from per-doc term frequencies (lengths default to the sum of frequencies)."""
         postings = Postings()
         for doc_id, tf in term_freqs.items():
             postings.add_term_freqs(doc_id, tf, None if lengths is None else lengths[doc_id])
-        return cls.from_postings(postings, k1=k1, b=b, epsilon=epsilon)
+        return cls.from_postings(postings, k1=k1, b=b)
 
     @classmethod
     def from_postings(
@@ -449,13 +386,11 @@ class BM25:
         postings: Postings,
         k1: float = DEFAULT_K1,
         b: float = DEFAULT_B,
-        epsilon: float = DEFAULT_EPSILON,
     ) -> BM25:
         """Rank over every doc of ``postings`` (which must not be mutated afterwards)."""
         self = cls.__new__(cls)
         self.k1 = k1
         self.b = b
-        self.epsilon = epsilon
         self._init_from(postings)
         return self
 
@@ -467,13 +402,18 @@ class BM25:
         return len(self.postings)
 
     def scores(self, query_tokens: Sequence[str]) -> dict[str, float]:
-        """Every doc's score, in insertion order (same values as BM25Okapi.get_scores)."""
-        matched = self._candidates.scores(query_tokens, k1=self.k1, b=self.b, epsilon=self.epsilon)
+        """Every doc's score, in insertion order (0.0 for a doc without a query term)."""
+        matched = self._candidates.scores(query_tokens, k1=self.k1, b=self.b)
         return {doc_id: matched.get(doc_id, 0.0) for doc_id in self.postings._len}
 
     def top(self, query_tokens: Sequence[str], limit: int) -> list[Scored]:
         """See the module docstring: docs containing a query token, score desc, doc_id asc."""
-        return self._candidates.top(query_tokens, limit, k1=self.k1, b=self.b, epsilon=self.epsilon)
+        return self._candidates.top(query_tokens, limit, k1=self.k1, b=self.b)
+
+
+def term_idf(n_docs: int, df: int) -> float:
+    """Lucene's idf: above 0 for every ``0 < df <= n_docs``, so a match never scores <= 0."""
+    return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
 
 def rank(

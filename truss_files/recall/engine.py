@@ -42,7 +42,7 @@ from .bounds import query_terms
 from .docs import MARKED, SUPERSEDED, TRUST_CODE, entry_of
 from .gitread import GitDir
 from .index import Index, IndexView
-from .lexical import Candidates, Match, candidates, lexical
+from .lexical import Candidates, Match, candidates, lexical, scores
 from .pipeline import Filter, Hit
 from .salience import DEPTH, salience_policy
 
@@ -86,6 +86,9 @@ class RecallResult:
     skipped: dict[str, str] = field(default_factory=dict)
     tree: str | None = None
     withheld: str | None = None  # why entries above unverified were kept out (read gate)
+    # Nothing at the floor matched: how many entries below it hold a query term (the
+    # filter's other conditions kept), so an empty answer can say how to widen it.
+    below_floor: int = 0
 
 
 def check_mode(mode: str, source: str = "--mode") -> str:
@@ -191,6 +194,10 @@ class Searcher:
         hits = [Hit(self._entry(view, m), m.score) for m in ranked]
         if salience not in (None, "off"):
             hits = salience_policy(salience).order(hits, limit)
+        below = 0
+        if not hits and flt.min_trust is not Trust.UNVERIFIED and terms:
+            wide = self.candidates(view, replace(flt, min_trust=Trust.UNVERIFIED))
+            below = len(scores(wide, terms)) - len(scores(cands, terms))
         return RecallResult(
             mode=mode,
             min_trust=flt.min_trust,
@@ -199,6 +206,7 @@ class Searcher:
             skipped=dict(view.invalid),
             tree=view.tree,
             withheld=view.refused,
+            below_floor=below,
         )
 
     def _semantic_or_hybrid(

@@ -7,18 +7,18 @@ masks alone -- ``N`` is their count, the total length ``sum(compress(lengths, ma
 query term's postings are filtered with ``compress(docnos, map(mask.__getitem__, docnos))``,
 so no Python code runs per non-matching document.
 
-Scores repeat ``bm25.Candidates.scores`` operation for operation (which repeats
-``rank_bm25.BM25Okapi``), so they are bit-identical to ranking the admitted entries' tokens
-with either; the epsilon floor's mean idf is summed the same way, in df order.
+Scores repeat ``bm25.Candidates.scores`` operation for operation, so they are bit-identical to
+ranking the admitted entries' tokens with it. The idf is Lucene's never-negative one (see
+``bm25``): it needs each query term's document frequency among the candidates and nothing else,
+so a query holding a common word costs no more than its postings.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter
 from collections.abc import Sequence
-from itertools import chain, compress
+from itertools import compress
 from typing import Any, Final, NamedTuple
 
 from ..model import Kind, Layer, Trust
@@ -32,7 +32,6 @@ __all__ = ["Candidates", "Match", "candidates", "lexical"]
 # bm25.DEFAULT_* (a test checks they agree); not imported, to keep bm25 off the query path.
 DEFAULT_K1: Final = 1.5
 DEFAULT_B: Final = 0.75
-DEFAULT_EPSILON: Final = 0.25
 _REJECTED: Final = TRUST_CODE[Trust.REJECTED]
 _Postings = tuple[int, list[int], list[int]]  # (segment number, docnos, term frequencies)
 _RANK_OF_CODE: Final = {code: trust.rank for trust, code in TRUST_CODE.items()}
@@ -62,52 +61,9 @@ class Candidates:
         )
         # int / int, exactly as BM25Okapi computes it.
         self.avgdl = total / self.n if self.n and total else 0.0
-        self._avg_idf: float | None = None
 
     def docnos(self, seg: int) -> list[int]:
         return [d for d, keep in enumerate(self.masks[seg]) if keep]
-
-    def average_idf(self) -> float:
-        """Mean idf over the candidates' vocabulary (what BM25Okapi floors negative idf with)."""
-        if self._avg_idf is None:
-            df: Counter[str] = Counter()
-            for seg, mask in zip(self.view.segments, self.masks, strict=True):
-                vocab = seg.vocab()
-                for tid, count in enumerate(_doc_freqs(seg, mask)):
-                    if count:
-                        df[vocab[tid]] += count
-            hist = Counter(df.values())
-            vocab_size = sum(hist.values())
-            total = 0.0
-            for df_value, count in sorted(hist.items()):
-                total += count * (math.log(self.n - df_value + 0.5) - math.log(df_value + 0.5))
-            self._avg_idf = total / vocab_size if vocab_size else 0.0
-        return self._avg_idf
-
-
-def _doc_freqs(seg: Segment, mask: bytearray) -> list[int]:
-    """Per term id of ``seg``: how many admitted documents hold it.
-
-    Counting the term ids of every admitted document cost ~1 s at 100k (any query holding a
-    word common enough for the epsilon floor paid it). A term's document frequency over the
-    whole segment is the length of its posting list, so only the smaller side is counted:
-    the admitted documents, or the left-out ones taken from the whole.
-    """
-    admitted = mask.count(1)
-    whole = seg.doc_freqs()
-    if admitted == seg.n:
-        return whole
-    if admitted <= seg.n // 2:
-        out = [0] * len(whole)
-        for tid, count in Counter(
-            chain.from_iterable(map(seg.term_ids, compress(range(seg.n), mask)))
-        ).items():
-            out[tid] = count
-        return out
-    left_out = compress(range(seg.n), (not keep for keep in mask))
-    for tid, count in Counter(chain.from_iterable(map(seg.term_ids, left_out))).items():
-        whole[tid] -= count
-    return whole
 
 
 def candidates(view: IndexView, flt: Filter) -> Candidates:
@@ -228,7 +184,6 @@ def scores(
     *,
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
-    epsilon: float = DEFAULT_EPSILON,
 ) -> dict[int, float]:
     """``{(segment << 32) | docno: score}`` of the candidates holding a query token."""
     if cands.n == 0 or cands.avgdl == 0.0:
@@ -238,7 +193,7 @@ def scores(
     avgdl = cands.avgdl
     k1p1 = k1 + 1
     one_minus_b = 1 - b
-    term_info = {term: _term_info(cands, term, n_docs, epsilon) for term in query_tokens}
+    term_info = {term: _term_info(cands, term, n_docs) for term in query_tokens}
     # A query of common words touches most documents once per term: their length norm is
     # then computed once per document, not once per posting (the same expression, so the
     # same floats).
@@ -274,7 +229,7 @@ def scores(
                 )
                 continue
             get = acc.get
-            # Same operation order as BM25Okapi.get_scores, so the floats come out identical.
+            # Same operation order as bm25.Candidates.scores, so the floats come out identical.
             if norm is not None:
                 for docno, tf in zip(docnos, tfs, strict=True):
                     key = base | docno
@@ -288,9 +243,7 @@ def scores(
     return acc
 
 
-def _term_info(
-    cands: Candidates, term: str, n_docs: int, epsilon: float
-) -> tuple[list[_Postings], float] | None:
+def _term_info(cands: Candidates, term: str, n_docs: int) -> tuple[list[_Postings], float] | None:
     matches: list[_Postings] = []
     df = 0
     for number, (seg, mask) in enumerate(zip(cands.view.segments, cands.masks, strict=True)):
@@ -309,10 +262,12 @@ def _term_info(
             df += len(kept)
     if not df:
         return None
-    idf = math.log(n_docs - df + 0.5) - math.log(df + 0.5)
-    if idf < 0:
-        idf = epsilon * cands.average_idf()
-    return matches, idf
+    return matches, lexical_idf(n_docs, df)
+
+
+def lexical_idf(n_docs: int, df: int) -> float:
+    """``bm25.term_idf``, repeated to keep bm25 off the query path (a test checks they agree)."""
+    return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
 
 def lexical(cands: Candidates, query_tokens: Sequence[str], limit: int) -> list[Match]:

@@ -22,7 +22,7 @@ tbuckets   u32 per bucket + 1, then ``tmap``: per bucket a marshal ``{term: term
 pdoc/ptf   u32 docno and u16 term frequency of every posting, grouped by term, docno ascending
 roff/rec   u64 offsets and the marshal record of each document (what rebuilds its ``Entry``)
 foff       u32 per document + 1, then ``fterm``/``ftf``: the forward index (term ids, tfs)
-vocab      marshal list of the terms (only merges and the epsilon floor need it)
+vocab      marshal list of the terms (only merges need it)
 kbuckets   like tbuckets, ``kmap``: ``"kind\\0key"`` -> tuple of docnos
 runs       marshal ``{run id: tuple of docnos}`` for entries produced by a run
 =========  =================================================================================
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import marshal
 import mmap
-import operator
 import os
 import struct
 import sys
@@ -44,7 +43,7 @@ from array import array
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import accumulate, chain, islice, repeat
+from itertools import accumulate, chain, repeat
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -437,22 +436,13 @@ class Segment:
             found = self._cache["runs"] = marshal.loads(self._raw("runs"))
         return found
 
-    # -- whole-segment reads (merges, the epsilon floor) ---------------------------------
+    # -- whole-segment reads (merges) ---------------------------------------------------
 
     def vocab(self) -> list[str]:
         found = self._cache.get("vocab")
         if found is None:
             found = self._cache["vocab"] = marshal.loads(self._raw("vocab"))
         return found
-
-    def doc_freqs(self) -> list[int]:
-        """Per term id, how many documents of this segment hold it (its postings' length)."""
-        tstart = self._array("tstart", "I")
-        return list(map(operator.sub, islice(tstart, 1, None), tstart))
-
-    def term_ids(self, docno: int) -> array[int]:
-        foff = self._array("foff", "I")
-        return self._array("fterm", "I")[foff[docno] : foff[docno + 1]]
 
     def forward(self, docno: int) -> dict[str, int]:
         """The term frequencies of one document (what a merge copies)."""

@@ -243,6 +243,7 @@ class ToolSession:
         # ``store``: an open MemoryStore, a path, or a function that opens one (the CLI's,
         # which knows the signer). ``path`` is where cheap reads look when it is a function.
         self._store: MemoryStore | None = None
+        self._store_checked = False
         self._open: Callable[[], MemoryStore] | None = None
         if isinstance(store, str | os.PathLike):
             where = os.path.expanduser(os.fspath(store))
@@ -281,6 +282,15 @@ class ToolSession:
         """The store's environment once it is open (what ``settings_for`` reads), else ours."""
         return self._store.environ if self._store is not None else os.environ
 
+    def _require_store(self) -> None:
+        """A git repository without a store is an error for every tool, reads included (an
+        empty answer there would read as "nothing matches"); checked once per session."""
+        if self._store is None and not self._store_checked:
+            from .tipconfig import require_store
+
+            require_store(self.path)
+            self._store_checked = True
+
     def has_settings_layers(self) -> bool:
         """Whether a layer above truss.toml (user config, agent, contract) may set anything."""
         return has_layers_above_store(self.environ, agent=self.agent, contract=self.contract)
@@ -313,6 +323,7 @@ class ToolSession:
                 # number no JSON client reads, or nesting that exhausts the stack is refused
                 # here as invalid input, never met later as a crash.
                 check_name(name)
+                self._require_store()
                 tool = self.serving.require(name)
             except TrussError as exc:
                 safe = name if isinstance(name, str) and name.isascii() else ascii(name)

@@ -103,6 +103,8 @@ QUERY_OUT: dict[str, Any] = {
         "min_trust": {"type": "string", "enum": FLOORS},
         "entries": {"type": "array", "items": _ENTRY_OUT},
         "withheld": {"type": "string"},
+        # Nothing at the floor matched but this many entries below it do (min_trust widens).
+        "below_floor": {"type": "integer", "minimum": 1},
         "conflicts": _CONFLICTS_OUT,
     },
     "required": ["min_trust", "entries"],
@@ -196,6 +198,8 @@ def memory_query(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     }
     if result.withheld:
         out["withheld"] = result.withheld
+    if result.below_floor:
+        out["below_floor"] = result.below_floor
     conflicts = _conflicts([h.entry for h in result.hits], result.related)
     if conflicts:
         out["conflicts"] = conflicts

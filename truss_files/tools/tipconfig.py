@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 
 # Kept equal to settings.GLOBAL_FILE and the platformdirs app name keys.config_dir uses (a
 # test checks the resulting path); importing either module would cost the cold read path.
@@ -70,6 +70,31 @@ def tip_config(path: str | os.PathLike[str]) -> TipConfig | None:
         return TipConfig(tomllib.loads(objects.blob(entry.sha).decode("utf-8")))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"truss.toml: not valid TOML ({exc}); fix the file") from exc
+
+
+def require_store(path: str | os.PathLike[str]) -> None:
+    """Raise ``StoreError`` when ``path`` is inside a git repository that holds no truss store
+    (no ``.truss/allowed_signers`` at its branch tip), as a write there does: a read would
+    otherwise answer an empty list, which reads as "nothing matches". Refs this reader cannot
+    read (reftable) are left to the store, which opens through pygit2."""
+    from ..recall.gitread import GitDir, Objects
+
+    git = GitDir.discover(path)
+    try:
+        ref, tip = git.head()
+    except LookupError:
+        return
+    if tip is not None:
+        objects = Objects(git)
+        truss = objects.subtree(objects.commit_tree(tip), ".truss")
+        if truss is not None and objects.entry(truss, "allowed_signers") is not None:
+            return
+    branch = (ref or "HEAD").removeprefix("refs/heads/")
+    raise StoreError(
+        f"{git.path_str} holds no truss store (no .truss/allowed_signers at the tip of "
+        f"{branch}); run `truss-files init` in that repository to make one, or pass "
+        "--store PATH"
+    )
 
 
 def user_config_file(environ: Mapping[str, str]) -> Path:
