@@ -18,13 +18,13 @@ query parameter or body field can add to it or change it.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
 from ..tools.context import RunContext
+from .watched import toml_tables
 
 # A task id is a path segment: no '/', no '..', nothing a URL or a log line would mangle.
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -38,13 +38,7 @@ class TaskRegistry:
 
     @classmethod
     def parse(cls, data: bytes, source: str = "tasks.toml") -> TaskRegistry:
-        try:
-            doc = tomllib.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{source}: not valid TOML ({exc}); fix the task registry") from exc
-        table = doc.get("tasks", {})
-        if not isinstance(table, dict) or set(doc) - {"tasks"}:
-            raise ConfigError(f"{source}: holds only [tasks.TASK_ID] tables")
+        table = toml_tables(data, source, "tasks.TASK_ID", "fix the task registry")
         return cls({task: _context(task, item, source) for task, item in table.items()})
 
     def get(self, task_id: str) -> RunContext | None:

@@ -23,13 +23,13 @@ import hmac
 import os
 import re
 import secrets
-import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import AccessError, ConfigError, ScopeError, UsageError
+from .watched import toml_tables
 
 SCOPES = ("tasks:read", "tasks:write")
 PREFIX = "tft_"
@@ -67,13 +67,7 @@ class TokenFile:
 
     @classmethod
     def parse(cls, data: bytes, source: str = "tokens.toml") -> TokenFile:
-        try:
-            doc = tomllib.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{source}: not valid TOML ({exc}); fix or recreate it") from exc
-        table = doc.get("tokens", {})
-        if not isinstance(table, dict) or set(doc) - {"tokens"}:
-            raise ConfigError(f"{source}: holds only [tokens.NAME] tables")
+        table = toml_tables(data, source, "tokens.NAME", "fix or recreate it")
         return cls(tuple(_token(name, item, source) for name, item in table.items()))
 
     def check(self, presented: str | None, need: str, now: datetime.datetime) -> Token:

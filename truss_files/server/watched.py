@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import threading
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..errors import ConfigError
 
@@ -51,3 +52,19 @@ class Watched(Generic[T]):
             return self.path.read_bytes()
         except OSError as exc:
             raise ConfigError(f"cannot read {self.path}: {exc.strerror}") from exc
+
+
+def toml_tables(data: bytes, source: str, header: str, fix: str) -> dict[str, Any]:
+    """The tables under ``header`` (``tasks.TASK_ID``: the ``[tasks.*]`` tables) of a file
+    that holds nothing else; ``fix`` says what to do when it is not valid TOML."""
+    section = header.split(".", 1)[0]
+    from ..errors import ConfigError
+
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{source}: not valid TOML ({exc}); {fix}") from exc
+    table = doc.get(section, {})
+    if not isinstance(table, dict) or set(doc) - {section}:
+        raise ConfigError(f"{source}: holds only [{header}] tables")
+    return table
