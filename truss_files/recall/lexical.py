@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import compress
 from typing import Any, Final, NamedTuple
@@ -35,6 +36,9 @@ DEFAULT_B: Final = 0.75
 _REJECTED: Final = TRUST_CODE[Trust.REJECTED]
 _Postings = tuple[int, list[int], list[int]]  # (segment number, docnos, term frequencies)
 _RANK_OF_CODE: Final = {code: trust.rank for trust, code in TRUST_CODE.items()}
+# A query term held by more than 1 in COMMON_SHARE candidates is "common": its postings are
+# walked only when the rarer terms' documents cannot decide the top (``_pruned``).
+COMMON_SHARE: Final = 20
 
 
 class Match(NamedTuple):
@@ -274,8 +278,113 @@ def lexical(cands: Candidates, query_tokens: Sequence[str], limit: int) -> list[
     """The best ``limit`` candidates holding a query token: score desc, then entry id asc."""
     if limit <= 0 or not query_tokens:
         return []
-    acc = scores(cands, query_tokens)
+    acc = _pruned(cands, query_tokens, limit)
+    if acc is None:
+        acc = scores(cands, query_tokens)
     return top(cands.view, acc, limit)
+
+
+def _pruned(cands: Candidates, query_tokens: Sequence[str], limit: int) -> dict[int, float] | None:
+    """The scores of the documents holding one of the query's rarer terms, when those alone
+    decide the top ``limit``; None when they may not (the caller then scores every match).
+
+    A word in most notes has a small idf, and a document holding only such words scores below
+    the sum of their bounds (``idf * (k1 + 1)``, which no term frequency reaches). So the
+    documents of the rare terms are scored in full (every term, in query order: the same
+    floats as ``scores``), the common terms' frequencies looked up by bisection in their
+    postings; when the ``limit``-th best of them beats that sum, no document holding only
+    common words can place, and their postings are never walked. A query holding a word of
+    half the notes then costs about what its rare words cost (the common-word cliff)."""
+    n_docs = cands.n
+    if n_docs == 0 or cands.avgdl == 0.0:
+        return {}
+    distinct = list(dict.fromkeys(query_tokens))
+    if len(distinct) < 2:
+        return None
+    found = {term: _postings(cands, term) for term in distinct}
+    df = {term: _masked_count(cands, found[term]) for term in distinct}
+    by_df = sorted((t for t in distinct if df[t]), key=lambda t: (df[t], t))
+    common = {t for t in by_df[1:] if df[t] * COMMON_SHARE > n_docs}
+    if not common:
+        return None
+    k1, b = DEFAULT_K1, DEFAULT_B
+    k1p1 = k1 + 1
+    one_minus_b = 1 - b
+    avgdl = cands.avgdl
+    idf = {t: lexical_idf(n_docs, df[t]) for t in by_df}
+    bound = sum(idf[t] * k1p1 for t in query_tokens if t in common)
+    rare = {t: _term_info(cands, t, n_docs) for t in by_df if t not in common}
+    union: list[set[int]] = [set() for _ in cands.view.segments]
+    for info in rare.values():
+        for number, docnos, _tfs in info[0] if info is not None else ():
+            union[number].update(docnos)
+    if sum(map(len, union)) < limit:
+        return None
+    ordered = [(number, sorted(docs)) for number, docs in enumerate(union) if docs]
+    acc: dict[int, float] = {}
+    get = acc.get
+    for term in query_tokens:
+        weight = idf.get(term)
+        if weight is None:
+            continue
+        info = rare.get(term)
+        if info is not None:
+            for number, docnos, tfs in info[0]:
+                lengths = cands.view.segments[number].lengths
+                base = number << 32
+                for docno, tf in zip(docnos, tfs, strict=True):
+                    key = base | docno
+                    acc[key] = get(key, 0.0) + weight * (
+                        tf * k1p1 / (tf + k1 * (one_minus_b + b * lengths[docno] / avgdl))
+                    )
+            continue
+        postings = dict(found[term])
+        for number, docnos in ordered:
+            held = postings.get(number)
+            if held is None:
+                continue
+            post_docs, post_tfs = held
+            lengths = cands.view.segments[number].lengths
+            base = number << 32
+            end = len(post_docs)
+            at = 0
+            for docno in docnos:
+                at = bisect_left(post_docs, docno, at, end)
+                if at == end:
+                    break
+                if post_docs[at] != docno:
+                    continue
+                tf = post_tfs[at]
+                key = base | docno
+                acc[key] = get(key, 0.0) + weight * (
+                    tf * k1p1 / (tf + k1 * (one_minus_b + b * lengths[docno] / avgdl))
+                )
+    cut = heapq.nlargest(limit, acc.values())[-1]
+    # Strictly above, with room for rounding: an equal score could still win on its id.
+    if cut > bound * (1 + 1e-9):
+        return acc
+    return None
+
+
+def _postings(cands: Candidates, term: str) -> list[tuple[int, tuple[Any, Any]]]:
+    """``(segment number, (docnos, tfs))`` of every segment holding ``term``, unmasked."""
+    out = []
+    for number, seg in enumerate(cands.view.segments):
+        held = seg.postings(term)
+        if held is not None:
+            out.append((number, held))
+    return out
+
+
+def _masked_count(cands: Candidates, found: list[tuple[int, tuple[Any, Any]]]) -> int:
+    """How many candidates hold the term: its document frequency, counted in C."""
+    total = 0
+    for number, (docnos, _tfs) in found:
+        if cands.whole[number]:
+            total += len(docnos)
+        else:
+            total += sum(map(cands.masks[number].__getitem__, docnos))
+    return total
 
 
 def top(view: IndexView, acc: dict[int, float], limit: int) -> list[Match]:
