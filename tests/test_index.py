@@ -7,6 +7,7 @@ import json
 import marshal
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from test_recall_support import (
 from truss_files.errors import StoreError, UntrustedHistory
 from truss_files.model import Trust, content_id
 from truss_files.recall import index as index_module
+from truss_files.recall.docs import TRUST_CODE
 from truss_files.recall.engine import Searcher, search
 from truss_files.recall.gitread import GitDir
 from truss_files.recall.index import Index
@@ -316,3 +318,148 @@ def test_bulk_imports_update_through_worker_processes(
     made = set(recall_dir(store).glob("*.seg")) - before
     assert made and not any(p.name.startswith(f"seg-{os.getpid()}-") for p in made)  # workers'
     check_against_pipeline(store, "bulk imported flaky", Filter(min_trust=Trust.UNVERIFIED), 200)
+
+
+# -- a damaged, stale, foreign or planted index ---------------------------------------------
+
+
+def _section(seg_path: Path, name: str) -> tuple[int, int]:
+    seg = Segment(seg_path)
+    try:
+        return seg._spans[name]
+    finally:
+        seg.close()
+
+
+def _biggest_segment(store: MemoryStore) -> Path:
+    return max(recall_dir(store).glob("*.seg"), key=lambda p: p.stat().st_size)
+
+
+def test_class_bytes_flipped_in_place_are_caught_not_served(store: MemoryStore) -> None:
+    """Every document's class byte rewritten to "verified", length and header intact: the
+    records contradict them, so the index is rebuilt and no unverified or rejected entry is
+    served at the verified floor."""
+    made = mixed_store(store)
+    Searcher(store.git.workdir).query(QUERY, Filter())
+    seg = _biggest_segment(store)
+    start, size = _section(seg, "cls")
+    data = bytearray(seg.read_bytes())
+    verified = TRUST_CODE[Trust.VERIFIED]
+    for at in range(start, start + size):
+        data[at] = (data[at] & ~3) | verified
+    seg.write_bytes(bytes(data))
+    found = check_against_pipeline(store, QUERY, Filter(min_trust=Trust.VERIFIED), limit=50)
+    assert found.hits and all(h.entry.trust is Trust.VERIFIED for h in found.hits)
+    assert made["u1"].id not in {h.entry.id for h in found.hits}
+    assert seg.name not in marshal.loads((recall_dir(store) / "head").read_bytes())["segments"]
+    everything(store)
+
+
+@pytest.mark.parametrize(
+    "section",
+    ["pdoc", "ptf", "rec", "roff", "tmap", "tstart", "len", "cls", "layer", "ids", "pcrc", "kmap"],
+)
+def test_garbage_inside_a_segment_is_rebuilt_not_a_crash(store: MemoryStore, section: str) -> None:
+    """Random bytes over one section of a segment (its length unchanged): the answer is the
+    pipeline's, never an exception or another answer."""
+    mixed_store(store)
+    Searcher(store.git.workdir).query(QUERY, Filter())
+    seg = _biggest_segment(store)
+    start, size = _section(seg, section)
+    data = bytearray(seg.read_bytes())
+    data[start : start + size] = os.urandom(size)
+    seg.write_bytes(bytes(data))
+    everything(store)
+
+
+def test_an_index_of_an_older_commit_is_brought_forward(store: MemoryStore, tmp_path: Path) -> None:
+    """The cache folder of an earlier commit put back after more writes (a restored backup):
+    the answer is the current tree's."""
+    made = mixed_store(store)
+    search(store.git.workdir, QUERY, Filter())
+    old = tmp_path / "old-recall"
+    shutil.copytree(recall_dir(store), old)
+    promote(store, made["u1"])
+    store.write("lesson", "flaky-later", "Quarantine flaky CI network tests, retry later.")
+    search(store.git.workdir, QUERY, Filter())
+    shutil.rmtree(recall_dir(store))
+    shutil.copytree(old, recall_dir(store))
+    found = check_against_pipeline(store, QUERY, Filter(min_trust=Trust.VERIFIED), limit=50)
+    assert made["u1"].id in {h.entry.id for h in found.hits}
+    everything(store)
+
+
+def test_an_index_from_another_repository_is_rebuilt(
+    store: MemoryStore, bare_store: MemoryStore, tmp_path: Path
+) -> None:
+    """Another store's cache copied in: its head names a tree this repository lacks, so the
+    diff fails and the index is rebuilt from this store's tree."""
+    mixed_store(store)
+    other = bare_store
+    other.write("lesson", "flaky-elsewhere", "Flaky CI network tests retry postgres elsewhere.")
+    search(other.git.git_dir, QUERY, Filter(min_trust=Trust.UNVERIFIED))
+    shutil.rmtree(recall_dir(store), ignore_errors=True)
+    shutil.copytree(recall_dir(other), recall_dir(store))
+    everything(store)
+    found = search(store.git.workdir, QUERY, Filter(min_trust=Trust.UNVERIFIED), limit=50)
+    assert "flaky-elsewhere" not in {h.entry.key for h in found.hits}
+
+
+def test_a_planted_index_folder_link_is_not_followed(
+    store: MemoryStore, bare_store: MemoryStore, tmp_path: Path
+) -> None:
+    """``.git/truss/recall`` replaced by a link to a forged index: another store's cache whose
+    head claims this store's tree. The link is removed, not followed; nothing is written
+    through it; the index is rebuilt in a real folder and answers for this store."""
+    mixed_store(store)
+    tree = Searcher(store.git.workdir).view().tree
+    other = bare_store
+    other.write("lesson", "planted", "Flaky CI network tests retry postgres borrow deploy.")
+    search(other.git.git_dir, QUERY, Filter(min_trust=Trust.UNVERIFIED))
+    planted = tmp_path / "planted"
+    shutil.copytree(recall_dir(other), planted)
+    head = marshal.loads((planted / "head").read_bytes())
+    head["tree"] = tree  # the forgery: "this index holds your tree"
+    (planted / "head").write_bytes(marshal.dumps(head))
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in planted.iterdir())
+    shutil.rmtree(recall_dir(store))
+    recall_dir(store).symlink_to(planted, target_is_directory=True)
+    found = check_against_pipeline(store, QUERY, Filter(min_trust=Trust.UNVERIFIED), limit=50)
+    assert "planted" not in {h.entry.key for h in found.hits}
+    assert not recall_dir(store).is_symlink() and recall_dir(store).is_dir()
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in planted.iterdir()) == before
+    everything(store)
+
+
+@pytest.mark.parametrize("target", ["head", "segment"])
+def test_a_planted_file_link_is_not_followed(
+    store: MemoryStore, tmp_path: Path, target: str
+) -> None:
+    """The head or a segment replaced by a link to a file elsewhere: opened without following
+    links, so it reads as missing and the index is rebuilt; the file linked to is unchanged."""
+    mixed_store(store)
+    search(store.git.workdir, QUERY, Filter())
+    folder = recall_dir(store)
+    victim = folder / "head" if target == "head" else _biggest_segment(store)
+    outside = tmp_path / "outside"
+    content = victim.read_bytes()
+    outside.write_bytes(content)
+    victim.unlink()
+    victim.symlink_to(outside)
+    everything(store)
+    assert outside.read_bytes() == content
+    assert not (folder / "head").is_symlink()
+
+
+def test_a_linked_cache_root_is_an_error_that_says_what_to_do(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    """``.git/truss`` (shared with the read gate) as a link: refused with the fix, not used."""
+    mixed_store(store)
+    search(store.git.workdir, QUERY, Filter())
+    root = store.git.git_dir / "truss"
+    moved = tmp_path / "elsewhere"
+    shutil.move(str(root), moved)
+    root.symlink_to(moved, target_is_directory=True)
+    with pytest.raises(StoreError, match="not a plain folder.*remove it"):
+        Searcher(store.git.workdir).query(QUERY, Filter())

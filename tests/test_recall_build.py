@@ -34,7 +34,7 @@ from truss_files.recall.docs import doc_meta, to_doc
 from truss_files.recall.gitread import GitDir, Objects, walk_tree
 from truss_files.recall.index import Index
 from truss_files.recall.scan import scan, scan_meta
-from truss_files.recall.segment import Doc, write_segment
+from truss_files.recall.segment import Doc, Segment, SegmentError, write_segment
 from truss_files.recall.tokenize import split_words, tokenize, word_tokens
 from truss_files.store import MemoryStore, trailers
 
@@ -181,6 +181,22 @@ def reference_write(path: Path, docs: Sequence[Doc]) -> None:
         roff.append(roff[-1] + len(chunk))
     tbuckets, tmap = mod._hash_map(term_id)
     kbuckets, kmap = mod._hash_map({g: tuple(v) for g, v in groups.items()})
+    pdoc = array("I", [(k >> 16) & 0xFFFFFFFF for k in packed]).tobytes()
+    ptf = array("H", [k & 0xFFFF for k in packed]).tobytes()
+    # Checksums: each term's over the term and its postings, each record's over its id and
+    # bytes, each hash-map bucket's over its bytes.
+    pcrc = array("I")
+    for tid, term in enumerate(vocab):
+        a, b = tstart[tid], tstart[tid + 1]
+        pcrc.append(zlib.crc32(term.encode() + pdoc[4 * a : 4 * b] + ptf[2 * a : 2 * b]))
+    rcrc = array("I", [zlib.crc32(d.id.encode() + r) for d, r in zip(docs, records, strict=True)])
+
+    def bucket_crcs(offsets: bytes, blob: bytes) -> bytes:
+        bounds = array("I", offsets)
+        return array(
+            "I", [zlib.crc32(blob[bounds[i] : bounds[i + 1]]) for i in range(len(bounds) - 1)]
+        ).tobytes()
+
     sections = {
         "ids": b"".join(d.id.encode("ascii") for d in docs),
         "cls": bytes(d.cls for d in docs),
@@ -190,8 +206,11 @@ def reference_write(path: Path, docs: Sequence[Doc]) -> None:
         "tstart": tstart.tobytes(),
         "tbuckets": tbuckets,
         "tmap": tmap,
-        "pdoc": array("I", [(k >> 16) & 0xFFFFFFFF for k in packed]).tobytes(),
-        "ptf": array("H", [k & 0xFFFF for k in packed]).tobytes(),
+        "tcrc": bucket_crcs(tbuckets, tmap),
+        "pcrc": pcrc.tobytes(),
+        "rcrc": rcrc.tobytes(),
+        "pdoc": pdoc,
+        "ptf": ptf,
         "roff": roff.tobytes(),
         "rec": b"".join(records),
         "foff": foff.tobytes(),
@@ -200,6 +219,7 @@ def reference_write(path: Path, docs: Sequence[Doc]) -> None:
         "vocab": marshal.dumps(vocab),
         "kbuckets": kbuckets,
         "kmap": kmap,
+        "kcrc": bucket_crcs(kbuckets, kmap),
         "runs": marshal.dumps({r: tuple(v) for r, v in runs.items()}),
     }
     mod._write_sections(path, n, len(vocab), sections)
@@ -444,3 +464,36 @@ def test_postings_are_the_forward_index_sorted_by_term(n_terms: int) -> None:
     assert got["ptf"] == np.minimum(tf, 0xFFFF)[order].astype(np.uint16).tobytes()
     starts = np.searchsorted(fterm[order], np.arange(n_terms + 1))
     assert got["tstart"] == starts.astype(np.uint32).tobytes()
+
+
+def test_a_pickled_record_may_name_datetime_and_nothing_else(tmp_path: Path) -> None:
+    """A record marshal cannot write (a YAML datetime in a verdict) comes back; a record
+    pickled to call anything else (here ``os.system``) is refused as damage, never run."""
+    import datetime
+
+    when = datetime.datetime(2026, 11, 29, 11, 0, tzinfo=datetime.UTC)
+    record = ("lesson", "k", "body", 0, 0, (), None, "", 0.5, None, (), {"time": when})
+    doc = Doc(
+        id="0" * 32, cls=0, layer=0, length=1, tf={"body": 1}, record=record,
+        group="lesson\0k", run=None, chash=b"\0" * 16,
+    )  # fmt: skip
+    write_segment(tmp_path / "ok.seg", [doc])
+    seg = Segment(tmp_path / "ok.seg")
+    assert seg.record(0) == record
+    seg.close()
+
+    class Planted:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (os.system, (f"touch {tmp_path / 'ran'}",))
+
+    # Checksums and all, as a writer with write access to .git could plant it.
+    planted = Doc(
+        id="0" * 32, cls=0, layer=0, length=1, tf={"body": 1}, record=(*record[:-1], Planted()),
+        group="lesson\0k", run=None, chash=b"\0" * 16,
+    )  # fmt: skip
+    write_segment(tmp_path / "planted.seg", [planted])
+    seg = Segment(tmp_path / "planted.seg")
+    with pytest.raises(SegmentError, match="not a record value"):
+        seg.record(0)
+    seg.close()
+    assert not (tmp_path / "ran").exists()

@@ -32,19 +32,21 @@ pygit2 import for it: 0.26 s beside 0.07 s warm.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import ConfigError, UntrustedHistory, UsageError
+from ..errors import ConfigError, TrussError, UntrustedHistory, UsageError
 from ..model import Entry, Trust
 from .bounds import query_terms
-from .docs import MARKED, SUPERSEDED, TRUST_CODE, entry_of
+from .docs import KIND_CODE, MARKED, SUPERSEDED, TRUST_CODE, entry_of
 from .gitread import GitDir
 from .index import Index, IndexView
 from .lexical import Candidates, Match, candidates, lexical, scores
 from .pipeline import Filter, Hit
 from .salience import DEPTH, salience_policy
+from .segment import SegmentError
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
@@ -67,6 +69,9 @@ RECALL_MODES: Final = ("exact", "semantic", "hybrid")
 FUSION_DEPTH: Final = 100  # each ranking contributes its top 100 to a hybrid fusion
 _VERIFIED: Final = TRUST_CODE[Trust.VERIFIED]
 _UNVERIFIED: Final = TRUST_CODE[Trust.UNVERIFIED]
+# What reading a segment whose bytes changed in place raises (marshal, struct, an index past
+# the end, a code no table holds).
+_DAMAGE: Final = (SegmentError, IndexError, ValueError, EOFError, TypeError, KeyError, struct.error)
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,32 @@ class Searcher:
 
         When the history of the commit read fails the audit, a floor above unverified raises
         ``UntrustedHistory``; at unverified, nothing above it is a candidate and ``withheld``
-        says why."""
+        says why.
+
+        A segment damaged in place (bytes changed, length and header intact) shows as a
+        decoding error or as a record that contradicts its class byte: the index is dropped
+        and the query answered once more from a rebuilt one. A second failure is raised."""
+        args = (text, flt, limit, mode, tree, at_tip, commit, salience)
+        try:
+            return self._query(*args)
+        except TrussError:
+            raise
+        except _DAMAGE:
+            self.index.discard()
+            self._candidates.clear()
+        return self._query(*args)
+
+    def _query(
+        self,
+        text: str,
+        flt: Filter | None,
+        limit: int,
+        mode: str | None,
+        tree: str | None,
+        at_tip: bool,
+        commit: str | None,
+        salience: str | None,
+    ) -> RecallResult:
         flt = flt or Filter()
         if limit < 1:
             raise UsageError(f"limit must be at least 1, got {limit}")
@@ -232,7 +262,13 @@ class Searcher:
     @staticmethod
     def _entry(view: IndexView, match: Match) -> Entry:
         seg = view.segments[match.seg]
-        return entry_of(seg.record(match.docno), seg.doc_id(match.docno))
+        entry = entry_of(seg.record(match.docno), seg.doc_id(match.docno))
+        code = seg.cls[match.docno]
+        # The filter read the class byte, the caller gets the record: they must agree, or a
+        # flipped byte could pass an unverified entry off at the verified floor.
+        if code & 3 != TRUST_CODE[entry.trust] or code >> 4 != KIND_CODE[entry.kind]:
+            raise SegmentError(f"{seg.path.name}: document {match.docno} contradicts its record")
+        return entry
 
     @staticmethod
     def _related(view: IndexView, hits: Sequence[Hit]) -> list[Entry]:

@@ -34,13 +34,14 @@ from __future__ import annotations
 import contextlib
 import marshal
 import os
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..errors import ConfigError, EntryError, StoreError
 from .gitread import Change, GitDir, Objects, diff_trees
-from .segment import FORMAT, Doc, Segment, SegmentError, write_segment
+from .segment import FORMAT, NOFOLLOW, Doc, Segment, SegmentError, write_segment
 from .tokenize import TOKENIZER_VERSION
 
 if TYPE_CHECKING:
@@ -224,6 +225,7 @@ class Index:
         return opened
 
     def _view(self, tree: str | None, at_tip: bool) -> IndexView:
+        self._guard_dir()
         for _attempt in range(3):
             head = self._load_head()
             tip = self.tip_info(head) if at_tip else None
@@ -263,9 +265,47 @@ class Index:
         deleted = [head.deleted.get(name, set()) for name in head.segments]
         return IndexView(head.tree, segments, deleted, head.invalid, tip or head.tip, head.state)
 
+    def _guard_dir(self) -> None:
+        """The cache must be a plain folder of this git directory. A symbolic link (or a file)
+        planted at ``.git/truss/recall`` is never followed -- the index it points to could name
+        this tree and hold anything -- but removed (the link, not its target), so the index is
+        rebuilt in a real folder. ``.git/truss`` itself is shared with the read gate: a link
+        there is an error to resolve by hand."""
+        try:
+            parent = os.lstat(self.git.cache_str)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(parent.st_mode):
+            raise StoreError(
+                f"{self.git.cache_str} is not a plain folder (a symbolic link?); remove it and "
+                "run the command again: the caches it holds are rebuilt"
+            )
+        try:
+            mode = os.lstat(self.dir_str).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(mode):
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.dir_str)
+        self._head_cache = None
+        self._segments = {}
+
+    def discard(self) -> None:
+        """Forget the index (its head), so the next view rebuilds it: for a segment found
+        damaged while read, whose header and length still checked out."""
+        with self._lock(), contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.dir_str, "head"))
+        self._head_cache = None
+        self._segments = {}
+
     def _load_head(self) -> _Head | None:
         try:
-            with open(os.path.join(self.dir_str, "head"), "rb") as handle:
+            fd = os.open(os.path.join(self.dir_str, "head"), os.O_RDONLY | NOFOLLOW)
+        except OSError:
+            return None  # missing, or a link planted in its place (never followed): rebuild
+        try:
+            with open(fd, "rb") as handle:
                 data = handle.read()
         except OSError:
             return None
@@ -296,6 +336,7 @@ class Index:
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
+        self._guard_dir()
         self.dir.mkdir(parents=True, exist_ok=True)
         try:
             import fcntl

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMAT",
+    "NOFOLLOW",
     "Doc",
     "Segment",
     "SegmentError",
@@ -62,11 +63,15 @@ __all__ = [
 ]
 
 MAGIC: Final = b"TRUSSEG\x01"
-FORMAT: Final = 1
+FORMAT: Final = 2
+# Sections checked piece by piece as they are read (a term's postings, a record, a bucket);
+# every other section is checked whole, against the header's CRC, before its first use.
+_PIECEWISE: Final = frozenset({"pdoc", "ptf", "rec", "tmap", "kmap"})
 _U32: Final = struct.Struct("<I")
 _PAIR: Final = struct.Struct("=II")
 _SPAN: Final = struct.Struct("=QQ")
 MAX_TF: Final = 0xFFFF
+NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
 class SegmentError(Exception):
@@ -137,13 +142,37 @@ def _dump_record(record: tuple[Any, ...]) -> bytes:
 
 
 def _load_record(data: bytes) -> tuple[Any, ...]:
-    if data[:1] == b"m":
-        found: tuple[Any, ...] = marshal.loads(data[1:])
-        return found
+    """A record back; bytes that do not decode to a tuple are a damaged segment. Pickled
+    records may name datetime's classes and nothing else: a segment is a file anyone who can
+    write ``.git`` can replace, and a pickle naming any other callable would run it."""
+    try:
+        if data[:1] == b"m":
+            found = marshal.loads(data[1:])
+        elif data[:1] == b"p":
+            found = _unpickle(data[1:])
+        else:
+            raise ValueError("unknown record encoding")
+    except Exception as exc:  # noqa: BLE001 - any decoder failure on these bytes is damage
+        raise SegmentError(f"a record does not decode ({exc}); the index is rebuilt") from exc
+    if not isinstance(found, tuple):
+        raise SegmentError("a record is not a tuple; the index is rebuilt")
+    return found
+
+
+def _unpickle(data: bytes) -> Any:
+    import io
     import pickle
 
-    found = pickle.loads(data[1:])  # noqa: S301 - our own cache, written by write_segment
-    return found
+    class _DatetimeOnly(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            if module == "datetime" and name in _PICKLED_TYPES:
+                return super().find_class(module, name)
+            raise pickle.UnpicklingError(f"{module}.{name} is not a record value")
+
+    return _DatetimeOnly(io.BytesIO(data)).load()
+
+
+_PICKLED_TYPES: Final = frozenset({"date", "datetime", "time", "timedelta", "timezone"})
 
 
 def write_segment(path: StrPath, docs: Sequence[Doc]) -> None:
@@ -228,6 +257,20 @@ def finish_segment(
     the dumped records (``dump_records``), the term and group maps, the runs."""
     tbuckets, tmap = _hash_map(term_id)
     kbuckets, kmap = _hash_map({g: tuple(v) for g, v in groups.items()})
+    pdoc, ptf = memoryview(columns["pdoc"]), memoryview(columns["ptf"])
+    starts = array("I")
+    starts.frombytes(columns["tstart"])
+    pcrc = array(
+        "I",
+        (
+            zlib.crc32(ptf[2 * a : 2 * b], zlib.crc32(pdoc[4 * a : 4 * b], zlib.crc32(t.encode())))
+            for t, a, b in zip(vocab, starts, starts[1:], strict=False)
+        ),
+    )
+    ids = columns["ids"]
+    rcrc = array(
+        "I", (zlib.crc32(r, zlib.crc32(ids[32 * d : 32 * d + 32])) for d, r in enumerate(records))
+    )
     sections: dict[str, bytes | Sequence[bytes]] = {
         "ids": columns["ids"],
         "cls": columns["cls"],
@@ -237,6 +280,9 @@ def finish_segment(
         "tstart": columns["tstart"],
         "tbuckets": tbuckets,
         "tmap": tmap,
+        "tcrc": _chunk_crcs(tbuckets, tmap),
+        "pcrc": pcrc.tobytes(),
+        "rcrc": rcrc.tobytes(),
         "pdoc": columns["pdoc"],
         "ptf": columns["ptf"],
         "roff": array("Q", accumulate(map(len, records), initial=0)).tobytes(),
@@ -247,9 +293,20 @@ def finish_segment(
         "vocab": marshal.dumps(vocab),
         "kbuckets": kbuckets,
         "kmap": kmap,
+        "kcrc": _chunk_crcs(kbuckets, kmap),
         "runs": marshal.dumps({r: tuple(v) for r, v in runs.items()}),
     }
     _write_sections(path, n, len(vocab), sections)
+
+
+def _chunk_crcs(offsets: bytes, blob: bytes) -> bytes:
+    """The CRC of each bucket of a hash map (``_hash_map``), checked as a lookup reads it."""
+    bounds = array("I")
+    bounds.frombytes(offsets)
+    view = memoryview(blob)
+    return array(
+        "I", (zlib.crc32(view[a:b]) for a, b in zip(bounds, bounds[1:], strict=False))
+    ).tobytes()
 
 
 def dump_records(records: Sequence[tuple[Any, ...]]) -> list[bytes]:
@@ -264,11 +321,14 @@ def _write_sections(
     path: StrPath, n: int, n_terms: int, sections: Mapping[str, bytes | Sequence[bytes]]
 ) -> None:
     spans: dict[str, tuple[int, int]] = {}
+    crcs: dict[str, int] = {}
     offset = 0
     for name, data in sections.items():
         size = len(data) if isinstance(data, bytes) else sum(map(len, data))
         spans[name] = (offset, size)
         offset += size
+        if name not in _PIECEWISE:
+            crcs[name] = zlib.crc32(data) if isinstance(data, bytes) else 0
     header = marshal.dumps(
         {
             "format": FORMAT,
@@ -277,6 +337,7 @@ def _write_sections(
             "terms": n_terms,
             "data": offset,
             "sections": spans,
+            "crc": crcs,
         }
     )
     folder, name = os.path.split(os.fspath(path))
@@ -299,8 +360,12 @@ class Segment:
         self._path = os.fspath(path)
         name = os.path.basename(self._path)
         try:
-            with open(path, "rb") as handle:
-                self._mm = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            # A link planted in place of a segment is not followed (ELOOP): rebuilt instead.
+            fd = os.open(self._path, os.O_RDONLY | NOFOLLOW)
+            try:
+                self._mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            finally:
+                os.close(fd)
         except (OSError, ValueError) as exc:  # ValueError: an empty file cannot be mapped
             raise SegmentError(f"{name}: {exc}") from exc
         mm = self._mm
@@ -321,6 +386,7 @@ class Segment:
         self.n: int = header["docs"]
         self.n_terms: int = header["terms"]
         self._spans = {k: (base + a, n) for k, (a, n) in header["sections"].items()}
+        self._crc: dict[str, int] = header["crc"]
         self._cache: dict[str, Any] = {}
 
     @property
@@ -333,8 +399,17 @@ class Segment:
         self._mm.close()
 
     def _raw(self, name: str) -> bytes:
+        """A whole section, checked against the header's CRC: a byte changed in place (the
+        length and header intact) is damage, never a different answer."""
         start, size = self._spans[name]
-        return self._mm[start : start + size]
+        data = self._mm[start : start + size]
+        if zlib.crc32(data) != self._crc.get(name):
+            raise SegmentError(f"{os.path.basename(self._path)}: section {name} is damaged")
+        return data
+
+    def _checked(self, name: str) -> None:
+        if name not in self._cache:
+            self._cache[name] = self._raw(name)
 
     def _array(self, name: str, code: str) -> array[int]:
         found = self._cache.get(name)
@@ -343,6 +418,9 @@ class Segment:
             found.frombytes(self._raw(name))
             self._cache[name] = found
         return found
+
+    def _damaged(self, what: str) -> SegmentError:
+        return SegmentError(f"{os.path.basename(self._path)}: {what} is damaged")
 
     # -- per-document columns ------------------------------------------------------------
 
@@ -375,6 +453,7 @@ class Segment:
         key = doc_id.encode("ascii")
         if len(key) != 32:
             return None
+        self._checked("ids")
         docno = bisect_left(
             range(self.n), key, key=lambda i: mm[start + 32 * i : start + 32 * i + 32]
         )
@@ -383,11 +462,17 @@ class Segment:
         return None
 
     def content_hash(self, docno: int) -> bytes:
+        self._checked("chash")
         start = self._spans["chash"][0] + 16 * docno
         return self._mm[start : start + 16]
 
     def record(self, docno: int) -> tuple[Any, ...]:
-        return _load_record(self.record_bytes(docno))
+        data = self.record_bytes(docno)
+        (want,) = _U32.unpack_from(self._mm, self._spans["rcrc"][0] + 4 * docno)
+        start = self._spans["ids"][0] + 32 * docno
+        if zlib.crc32(data, zlib.crc32(self._mm[start : start + 32])) != want:
+            raise self._damaged(f"the record of document {docno}")
+        return _load_record(data)
 
     def record_bytes(self, docno: int) -> bytes:
         """The stored form of ``record(docno)``: a filter can test it for a value's bytes
@@ -399,7 +484,7 @@ class Segment:
 
     # -- terms ---------------------------------------------------------------------------
 
-    def _lookup(self, buckets: str, table: str, name: str) -> Any:
+    def _lookup(self, buckets: str, table: str, crcs: str, name: str) -> Any:
         start, size = self._spans[buckets]
         n_buckets = size // 4 - 1
         if n_buckets <= 0:
@@ -407,18 +492,33 @@ class Segment:
         slot = zlib.crc32(name.encode()) & (n_buckets - 1)
         a, b = _PAIR.unpack_from(self._mm, start + 4 * slot)
         base = self._spans[table][0]
-        return marshal.loads(self._mm[base + a : base + b]).get(name)
+        data = self._mm[base + a : base + b]
+        (want,) = _U32.unpack_from(self._mm, self._spans[crcs][0] + 4 * slot)
+        if zlib.crc32(data) != want:
+            raise self._damaged(f"bucket {slot} of {table}")
+        try:
+            return marshal.loads(data).get(name)
+        except (ValueError, EOFError, TypeError, AttributeError) as exc:
+            raise self._damaged(f"bucket {slot} of {table}") from exc
 
     def postings(self, term: str) -> tuple[array[int], array[int]] | None:
         """``(docnos ascending, term frequencies)`` of ``term``, or None."""
-        tid = self._lookup("tbuckets", "tmap", term)
+        tid = self._lookup("tbuckets", "tmap", "tcrc", term)
         if tid is None:
             return None
-        a, b = _PAIR.unpack_from(self._mm, self._spans["tstart"][0] + 4 * tid)
+        try:
+            a, b = _PAIR.unpack_from(self._mm, self._spans["tstart"][0] + 4 * tid)
+            (want,) = _U32.unpack_from(self._mm, self._spans["pcrc"][0] + 4 * tid)
+        except (struct.error, TypeError) as exc:
+            raise self._damaged(f"the term table at {term!r}") from exc
+        pdoc = self._span_slice("pdoc", 4 * a, 4 * b)
+        ptf = self._span_slice("ptf", 2 * a, 2 * b)
+        if zlib.crc32(ptf, zlib.crc32(pdoc, zlib.crc32(term.encode()))) != want:
+            raise self._damaged(f"the postings of {term!r}")
         docs = array("I")
-        docs.frombytes(self._span_slice("pdoc", 4 * a, 4 * b))
+        docs.frombytes(pdoc)
         tfs = array("H")
-        tfs.frombytes(self._span_slice("ptf", 2 * a, 2 * b))
+        tfs.frombytes(ptf)
         return docs, tfs
 
     def _span_slice(self, name: str, a: int, b: int) -> bytes:
@@ -427,7 +527,7 @@ class Segment:
 
     def group(self, kind: str, key: str) -> tuple[int, ...]:
         """Docnos of every document with this kind and key (any trust)."""
-        found = self._lookup("kbuckets", "kmap", f"{kind}\0{key}")
+        found = self._lookup("kbuckets", "kmap", "kcrc", f"{kind}\0{key}")
         return found if found is not None else ()
 
     def runs(self) -> dict[str, tuple[int, ...]]:
