@@ -179,7 +179,16 @@ def reference_write(path: Path, docs: Sequence[Doc]) -> None:
     roff = array("Q", [0])
     for chunk in records:
         roff.append(roff[-1] + len(chunk))
-    tbuckets, tmap = mod._hash_map(term_id)
+    # A term held by COUNTED_AT documents or more also carries its documents per class.
+    term_map: dict[str, object] = dict(term_id)
+    for tid, term in enumerate(vocab):
+        held = [(k >> 16) & 0xFFFFFFFF for k in packed[tstart[tid] : tstart[tid + 1]]]
+        if len(held) >= mod.COUNTED_AT:
+            per_class: dict[int, int] = {}
+            for docno in held:
+                per_class[docs[docno].cls] = per_class.get(docs[docno].cls, 0) + 1
+            term_map[term] = (tid, tuple(sorted(per_class.items())))
+    tbuckets, tmap = mod._hash_map(term_map)
     kbuckets, kmap = mod._hash_map({g: tuple(v) for g, v in groups.items()})
     pdoc = array("I", [(k >> 16) & 0xFFFFFFFF for k in packed]).tobytes()
     ptf = array("H", [k & 0xFFFF for k in packed]).tobytes()
@@ -256,8 +265,11 @@ def test_write_segment_matches_the_reference_writer(tmp_path_factory: Any, raw: 
         )
         for i, d in enumerate(raw)
     ]
-    write_segment(folder / "new.seg", docs)
-    reference_write(folder / "old.seg", docs)
+    # Counted at 3 documents rather than hundreds, so these small segments carry counts.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(segment_module, "COUNTED_AT", 3)
+        write_segment(folder / "new.seg", docs)
+        reference_write(folder / "old.seg", docs)
     assert segment_bytes(folder / "new.seg") == segment_bytes(folder / "old.seg")
 
 

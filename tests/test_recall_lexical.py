@@ -7,10 +7,11 @@ import dataclasses
 import random
 
 import pytest
-from test_recall_support import check_against_pipeline, commit_entries
+from test_recall_support import check_against_pipeline, commit_entries, promote, reject
 
 from truss_files.model import Entry, Kind, Trust
 from truss_files.recall import lexical as lexical_module
+from truss_files.recall import segment as segment_module
 from truss_files.recall.engine import Searcher
 from truss_files.recall.lexical import lexical, scores, top
 from truss_files.recall.pipeline import Filter
@@ -46,7 +47,10 @@ def _notes(store: MemoryStore, n: int, seed: int, prefix: str) -> list[Entry]:
 
 
 @pytest.fixture
-def common_store(store: MemoryStore) -> MemoryStore:
+def common_store(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> MemoryStore:
+    # Terms of 8 documents or more carry their counts per class (hundreds in a real store),
+    # so these small segments take the counted path too.
+    monkeypatch.setattr(segment_module, "COUNTED_AT", 8)
     commit_entries(store, _notes(store, 400, 1, "note"), "truss: import notes")
     return store
 
@@ -111,3 +115,36 @@ def test_a_flood_of_common_words_below_the_floor_moves_nothing(
     wide = searcher.query("pgbouncer service", Filter(min_trust=Trust.UNVERIFIED), 50)
     assert any(h.entry.key.startswith("flood-") for h in wide.hits)
     assert all(h.entry.trust is not Trust.REJECTED for h in wide.hits)
+
+
+def test_counted_frequencies_less_deleted_documents(common_store: MemoryStore) -> None:
+    """Document frequencies from the per-class counts, once entries of the counted segment
+    are replaced (promoted, rejected, rewritten: deleted there, added to a new segment),
+    equal the mask walked posting by posting -- under filters of classes and others."""
+    searcher = Searcher(common_store.git.git_dir)
+    searcher.query("service", Filter())
+    notes = [e for e in common_store.iter_entries() if e.trust is Trust.UNVERIFIED][:40]
+    for entry in notes[:15]:
+        promote(common_store, entry)
+    for entry in notes[15:25]:
+        reject(common_store, entry)
+    common_store.write_many(
+        [common_store.new_entry("lesson", e.key, e.body + " service") for e in notes[25:]]
+    )
+    view = searcher.view()
+    service = tokenize("service")[0]  # as the index holds it (stemmed)
+    counted = [seg.counted_postings(service) for seg in view.segments]
+    assert any(view.deleted) and any(c is not None and c[2] for c in counted)
+    for flt in (
+        Filter(),
+        Filter(min_trust=Trust.UNVERIFIED),
+        Filter(kind=Kind.LESSON),
+        Filter(min_trust=Trust.UNVERIFIED, key="note-3"),
+    ):
+        cands = searcher.candidates(view, flt)
+        for term in tokenize(" ".join(COMMON + RARE)):
+            found = lexical_module._postings(cands, term)
+            walked = sum(sum(map(cands.masks[n].__getitem__, held[0])) for n, held, _c in found)
+            assert lexical_module._masked_count(cands, found) == walked
+        for query in QUERIES:
+            check_against_pipeline(common_store, query, flt)

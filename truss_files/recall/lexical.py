@@ -53,9 +53,13 @@ class Match(NamedTuple):
 class Candidates:
     """The admitted documents of a view: a 0/1 mask per segment, their count and length."""
 
-    def __init__(self, view: IndexView, masks: list[bytearray]) -> None:
+    def __init__(self, view: IndexView, masks: list[bytearray], table: bytes | None = None) -> None:
         self.view = view
         self.masks = masks
+        # The class table when each mask is it applied to the class bytes, less the deleted
+        # documents, and nothing else: a common term's stored counts per class then give
+        # its document frequency (``_masked_count``).
+        self.table = table
         counts = [m.count(1) for m in masks]
         self.n = sum(counts)
         # Segments whose every document is admitted: their postings need no mask.
@@ -132,7 +136,17 @@ def candidates(view: IndexView, flt: Filter) -> Candidates:
                 ):
                     mask[docno] = 0
         masks.append(mask)
-    return Candidates(view, masks)
+    by_class_only = not (
+        flt.visible_ids
+        or flt.visible_run is not None
+        or flt.layers is not None
+        or flt.key is not None
+        or flt.areas is not None
+        or flt.hidden_ids
+        or flt.scope
+        or flt.reader is not None
+    )
+    return Candidates(view, masks, main_table if by_class_only else None)
 
 
 def _within_areas(
@@ -338,7 +352,7 @@ def _pruned(cands: Candidates, query_tokens: Sequence[str], limit: int) -> dict[
                         tf * k1p1 / (tf + k1 * (one_minus_b + b * lengths[docno] / avgdl))
                     )
             continue
-        postings = dict(found[term])
+        postings = {number: held for number, held, _counts in found[term]}
         for number, docnos in ordered:
             held = postings.get(number)
             if held is None:
@@ -366,22 +380,36 @@ def _pruned(cands: Candidates, query_tokens: Sequence[str], limit: int) -> dict[
     return None
 
 
-def _postings(cands: Candidates, term: str) -> list[tuple[int, tuple[Any, Any]]]:
-    """``(segment number, (docnos, tfs))`` of every segment holding ``term``, unmasked."""
+_Held = tuple[int, tuple[Any, Any], Any]  # segment number, (docnos, tfs), class counts
+
+
+def _postings(cands: Candidates, term: str) -> list[_Held]:
+    """``(segment number, (docnos, tfs), counts)`` of each segment holding ``term``, unmasked."""
     out = []
     for number, seg in enumerate(cands.view.segments):
-        held = seg.postings(term)
+        held = seg.counted_postings(term)
         if held is not None:
-            out.append((number, held))
+            out.append((number, held[:2], held[2]))
     return out
 
 
-def _masked_count(cands: Candidates, found: list[tuple[int, tuple[Any, Any]]]) -> int:
-    """How many candidates hold the term: its document frequency, counted in C."""
+def _masked_count(cands: Candidates, found: list[_Held]) -> int:
+    """How many candidates hold the term: its document frequency. From the segment's counts
+    per class when the filter is one of classes (less the deleted documents that hold it),
+    else by walking its postings through the mask (in C, ~60 ns a posting)."""
     total = 0
-    for number, (docnos, _tfs) in found:
+    table = cands.table
+    for number, (docnos, _tfs), counts in found:
         if cands.whole[number]:
             total += len(docnos)
+        elif counts is not None and table is not None:
+            total += sum(n for code, n in counts if table[code])
+            cls = cands.view.segments[number].cls
+            end = len(docnos)
+            for docno in cands.view.deleted[number]:
+                if table[cls[docno]]:
+                    at = bisect_left(docnos, docno, 0, end)
+                    total -= at < end and docnos[at] == docno
         else:
             total += sum(map(cands.masks[number].__getitem__, docnos))
     return total

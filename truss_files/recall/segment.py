@@ -41,7 +41,7 @@ import sys
 import zlib
 from array import array
 from bisect import bisect_left
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, chain, repeat
 from typing import TYPE_CHECKING, Any, Final
@@ -71,6 +71,7 @@ _U32: Final = struct.Struct("<I")
 _PAIR: Final = struct.Struct("=II")
 _SPAN: Final = struct.Struct("=QQ")
 MAX_TF: Final = 0xFFFF
+COUNTED_AT: Final = 512  # documents: a term this common carries its counts per class
 NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -255,11 +256,13 @@ def finish_segment(
 ) -> None:
     """Write a segment from its columns and the parts every writer encodes the same way:
     the dumped records (``dump_records``), the term and group maps, the runs."""
-    tbuckets, tmap = _hash_map(term_id)
-    kbuckets, kmap = _hash_map({g: tuple(v) for g, v in groups.items()})
-    pdoc, ptf = memoryview(columns["pdoc"]), memoryview(columns["ptf"])
     starts = array("I")
     starts.frombytes(columns["tstart"])
+    docnos = array("I")
+    docnos.frombytes(columns["pdoc"])
+    tbuckets, tmap = _hash_map(_with_class_counts(term_id, starts, docnos, columns["cls"]))
+    kbuckets, kmap = _hash_map({g: tuple(v) for g, v in groups.items()})
+    pdoc, ptf = memoryview(columns["pdoc"]), memoryview(columns["ptf"])
     pcrc = array(
         "I",
         (
@@ -297,6 +300,25 @@ def finish_segment(
         "runs": marshal.dumps({r: tuple(v) for r, v in runs.items()}),
     }
     _write_sections(path, n, len(vocab), sections)
+
+
+def _with_class_counts(
+    term_id: Mapping[str, int], starts: array[int], docnos: array[int], cls: bytes
+) -> Mapping[str, Any]:
+    """The term map, where a term held by ``COUNTED_AT`` documents or more maps to ``(term
+    id, ((class byte, documents), ...))``: its document frequency per class, so a query under
+    a filter of classes alone (trust floor, kind, superseded, marked) knows how many
+    candidates hold a common word without walking its postings."""
+    common = [t for t, i in term_id.items() if starts[i + 1] - starts[i] >= COUNTED_AT]
+    if not common:
+        return term_id
+    out: dict[str, Any] = dict(term_id)
+    for term in common:
+        tid = term_id[term]
+        held = docnos[starts[tid] : starts[tid + 1]]
+        counts = Counter(bytes(map(cls.__getitem__, held)))
+        out[term] = (tid, tuple(sorted(counts.items())))
+    return out
 
 
 def _chunk_crcs(offsets: bytes, blob: bytes) -> bytes:
@@ -503,9 +525,20 @@ class Segment:
 
     def postings(self, term: str) -> tuple[array[int], array[int]] | None:
         """``(docnos ascending, term frequencies)`` of ``term``, or None."""
+        found = self.counted_postings(term)
+        return None if found is None else found[:2]
+
+    def counted_postings(
+        self, term: str
+    ) -> tuple[array[int], array[int], tuple[tuple[int, int], ...] | None] | None:
+        """``postings(term)`` and, for a common term (``COUNTED_AT``), its document counts
+        per class byte: ``((class, documents), ...)``."""
         tid = self._lookup("tbuckets", "tmap", "tcrc", term)
         if tid is None:
             return None
+        counts = None
+        if isinstance(tid, tuple):
+            tid, counts = tid
         try:
             a, b = _PAIR.unpack_from(self._mm, self._spans["tstart"][0] + 4 * tid)
             (want,) = _U32.unpack_from(self._mm, self._spans["pcrc"][0] + 4 * tid)
@@ -519,7 +552,7 @@ class Segment:
         docs.frombytes(pdoc)
         tfs = array("H")
         tfs.frombytes(ptf)
-        return docs, tfs
+        return docs, tfs, counts
 
     def _span_slice(self, name: str, a: int, b: int) -> bytes:
         start = self._spans[name][0]
