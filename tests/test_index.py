@@ -463,3 +463,21 @@ def test_a_linked_cache_root_is_an_error_that_says_what_to_do(
     root.symlink_to(moved, target_is_directory=True)
     with pytest.raises(StoreError, match="not a plain folder.*remove it"):
         Searcher(store.git.workdir).query(QUERY, Filter())
+
+
+def test_an_update_that_meets_a_damaged_segment_rebuilds(store: MemoryStore) -> None:
+    """The ids of the big segment damaged in place, then an entry of it promoted: bringing the
+    index forward must find that entry there to delete it, fails the check, and rebuilds --
+    the index's own update, no query's retry."""
+    made = mixed_store(store)
+    Searcher(store.git.workdir).query(QUERY, Filter())
+    seg = _biggest_segment(store)
+    start, size = _section(seg, "ids")
+    data = bytearray(seg.read_bytes())
+    data[start : start + 32] = b"f" * 32
+    seg.write_bytes(bytes(data))
+    promote(store, made["u1"])
+    index = Index(GitDir.discover(store.git.workdir))
+    index.view()
+    assert index.stats["op"] == "rebuild"
+    everything(store)

@@ -364,7 +364,10 @@ class Index:
             except (KeyError, ValueError, StoreError):
                 changes = None  # e.g. the old tree is gone (history rewritten): rebuild
             if changes is not None and len(changes) <= REBUILD_AT:
-                new = self._apply(head, changes, target, tip)
+                try:
+                    new = self._apply(head, changes, target, tip)
+                except SegmentError:
+                    new = None  # a segment read for a merge or a deletion is damaged: rebuild
                 if new is not None:
                     self.stats = {"op": "update", "changed": len(changes)}
                     self.stats["seconds"] = time.perf_counter() - started
