@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..errors import ConfigError, TrussError, UntrustedHistory, UsageError
 from ..model import Entry, Trust
@@ -69,6 +69,7 @@ RECALL_MODES: Final = ("exact", "semantic", "hybrid")
 FUSION_DEPTH: Final = 100  # each ranking contributes its top 100 to a hybrid fusion
 _VERIFIED: Final = TRUST_CODE[Trust.VERIFIED]
 _UNVERIFIED: Final = TRUST_CODE[Trust.UNVERIFIED]
+_T = TypeVar("_T")
 # What reading a segment whose bytes changed in place raises (marshal, struct, an index past
 # the end, a code no table holds).
 _DAMAGE: Final = (SegmentError, IndexError, ValueError, EOFError, TypeError, KeyError, struct.error)
@@ -176,14 +177,7 @@ class Searcher:
         decoding error or as a record that contradicts its class byte: the index is dropped
         and the query answered once more from a rebuilt one. A second failure is raised."""
         args = (text, flt, limit, mode, tree, at_tip, commit, salience)
-        try:
-            return self._query(*args)
-        except TrussError:
-            raise
-        except _DAMAGE:
-            self.index.discard()
-            self._candidates.clear()
-        return self._query(*args)
+        return _once_more(self, lambda: self._query(*args))
 
     def _query(
         self,
@@ -295,6 +289,21 @@ class Searcher:
         return list(out.values())
 
 
+def _once_more(searcher: Searcher, work: Callable[[], _T]) -> _T:
+    """``work()``; when it meets a segment damaged in place (bytes changed, length and header
+    intact: a failed check, a decoding error, a record that contradicts its class byte), the
+    index is dropped and ``work()`` runs once more on a rebuilt one. A second failure is
+    raised."""
+    try:
+        return work()
+    except TrussError:
+        raise
+    except _DAMAGE:
+        searcher.index.discard()
+        searcher._candidates.clear()
+    return work()
+
+
 def run_deleted(view: IndexView, run_id: str) -> frozenset[str]:
     """Ids of the entries a run has deleted for itself: for each of its own unverified
     tombstones, the entries of the same kind and key written before it (by ``created``, then
@@ -385,8 +394,11 @@ def search_snapshot(
 def run_deleted_snapshot(store: MemoryStore, snap: Snapshot, run_id: str) -> frozenset[str]:
     """``run_deleted`` at the commit of ``snap``, for entries fetched by id."""
     searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
-    view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
-    return run_deleted(view, run_id)
+    tree = snap.tree_id("memories")
+    return _once_more(
+        searcher,
+        lambda: run_deleted(searcher.view(tree, at_tip=False, commit=snap.oid), run_id),
+    )
 
 
 def related_snapshot(store: MemoryStore, snap: Snapshot, entries: Sequence[Entry]) -> list[Entry]:
@@ -394,7 +406,12 @@ def related_snapshot(store: MemoryStore, snap: Snapshot, entries: Sequence[Entry
     entry at the commit of ``snap`` sharing its kind and key with a live verified one of
     ``entries``, where two or more exist -- from the index's (kind, key) groups, not a scan."""
     searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
-    view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
-    if view.refused is not None:
-        return []  # verified entries only: the caller's own gate has refused or capped them
-    return searcher._related(view, [Hit(e, 0.0) for e in entries])
+    tree = snap.tree_id("memories")
+
+    def related() -> list[Entry]:
+        view = searcher.view(tree, at_tip=False, commit=snap.oid)
+        if view.refused is not None:
+            return []  # verified entries only: the caller's own gate has refused or capped them
+        return searcher._related(view, [Hit(e, 0.0) for e in entries])
+
+    return _once_more(searcher, related)
