@@ -9,8 +9,15 @@ so no Python code runs per non-matching document.
 
 Scores repeat ``bm25.Candidates.scores`` operation for operation, so they are bit-identical to
 ranking the admitted entries' tokens with it. The idf is Lucene's never-negative one (see
-``bm25``): it needs each query term's document frequency among the candidates and nothing else,
-so a query holding a common word costs no more than its postings.
+``bm25``): it needs each query term's document frequency among the candidates and nothing else.
+
+A query holding a common word (a word of half the notes) need not cost its postings. Its
+document frequency comes from the counts per class byte a segment keeps for each term of 512
+documents or more (under a filter of classes alone), and when the documents of the query's
+rarer words decide the top (``_pruned``: the ``limit``-th of their scores above what the
+common words could add to any other document) the common word's postings are only probed by
+bisection for those documents. At 100k notes, 30% verified, a warm query with one of the 20
+commonest words went from 14.6 ms to 2.7 ms p50 (the same answers, bit for bit).
 """
 
 from __future__ import annotations
@@ -36,6 +43,10 @@ DEFAULT_B: Final = 0.75
 _REJECTED: Final = TRUST_CODE[Trust.REJECTED]
 _Postings = tuple[int, list[int], list[int]]  # (segment number, docnos, term frequencies)
 _RANK_OF_CODE: Final = {code: trust.rank for trust, code in TRUST_CODE.items()}
+# One probe (a bisection and a sum for one document) costs about this many postings walked
+# by ``scores``; a query of common words only (the worst the bounds accept: 32 of them) would
+# otherwise probe each for every document of the rarest.
+PROBE_COST: Final = 4
 # A query term held by more than 1 in COMMON_SHARE candidates is "common": its postings are
 # walked only when the rarer terms' documents cannot decide the top (``_pruned``).
 COMMON_SHARE: Final = 20
@@ -332,8 +343,10 @@ def _pruned(cands: Candidates, query_tokens: Sequence[str], limit: int) -> dict[
     for info in rare.values():
         for number, docnos, _tfs in info[0] if info is not None else ():
             union[number].update(docnos)
-    if sum(map(len, union)) < limit:
-        return None
+    size = sum(map(len, union))
+    probes = size * sum(1 for t in query_tokens if t in common)
+    if size < limit or probes * PROBE_COST > sum(df[t] for t in common):
+        return None  # too few to decide, or probing would cost more than walking
     ordered = [(number, sorted(docs)) for number, docs in enumerate(union) if docs]
     acc: dict[int, float] = {}
     get = acc.get
