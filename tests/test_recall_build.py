@@ -208,6 +208,13 @@ def reference_write(path: Path, docs: Sequence[Doc]) -> None:
 
     sections = {
         "ids": b"".join(d.id.encode("ascii") for d in docs),
+        "icrc": array(
+            "I",
+            [
+                zlib.crc32(b"".join(d.id.encode() for d in docs[i : i + 64]))
+                for i in range(0, n, 64)
+            ],
+        ).tobytes(),
         "cls": bytes(d.cls for d in docs),
         "chash": b"".join(d.chash for d in docs),
         "layer": bytes(d.layer for d in docs),

@@ -66,11 +66,12 @@ MAGIC: Final = b"TRUSSEG\x01"
 FORMAT: Final = 2
 # Sections checked piece by piece as they are read (a term's postings, a record, a bucket);
 # every other section is checked whole, against the header's CRC, before its first use.
-_PIECEWISE: Final = frozenset({"pdoc", "ptf", "rec", "tmap", "kmap"})
+_PIECEWISE: Final = frozenset({"ids", "pdoc", "ptf", "rec", "tmap", "kmap"})
 _U32: Final = struct.Struct("<I")
 _PAIR: Final = struct.Struct("=II")
 _SPAN: Final = struct.Struct("=QQ")
 MAX_TF: Final = 0xFFFF
+ID_BLOCK: Final = 64  # ids per CRC of the ids section: a lookup checks the blocks it reads
 COUNTED_AT: Final = 512  # documents: a term this common carries its counts per class
 NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
@@ -263,6 +264,7 @@ def finish_segment(
     tbuckets, tmap = _hash_map(_with_class_counts(term_id, starts, docnos, columns["cls"]))
     kbuckets, kmap = _hash_map({g: tuple(v) for g, v in groups.items()})
     pdoc, ptf = memoryview(columns["pdoc"]), memoryview(columns["ptf"])
+    ids = columns["ids"]
     pcrc = array(
         "I",
         (
@@ -270,12 +272,15 @@ def finish_segment(
             for t, a, b in zip(vocab, starts, starts[1:], strict=False)
         ),
     )
-    ids = columns["ids"]
     rcrc = array(
         "I", (zlib.crc32(r, zlib.crc32(ids[32 * d : 32 * d + 32])) for d, r in enumerate(records))
     )
     sections: dict[str, bytes | Sequence[bytes]] = {
         "ids": columns["ids"],
+        "icrc": array(
+            "I",
+            (zlib.crc32(ids[at : at + 32 * ID_BLOCK]) for at in range(0, len(ids), 32 * ID_BLOCK)),
+        ).tobytes(),
         "cls": columns["cls"],
         "chash": columns["chash"],
         "layer": columns["layer"],
@@ -469,17 +474,29 @@ class Segment:
         return self._mm[start : start + 32].decode("ascii")
 
     def find(self, doc_id: str) -> int | None:
-        """The docno of ``doc_id``, by binary search over the sorted ids."""
+        """The docno of ``doc_id``, by binary search over the sorted ids; every block of ids
+        the search reads is checked against its CRC first (a changed id could hide an entry
+        a deletion must find)."""
         start = self._spans["ids"][0]
         mm = self._mm
         key = doc_id.encode("ascii")
         if len(key) != 32:
             return None
-        self._checked("ids")
-        docno = bisect_left(
-            range(self.n), key, key=lambda i: mm[start + 32 * i : start + 32 * i + 32]
-        )
-        if docno < self.n and mm[start + 32 * docno : start + 32 * docno + 32] == key:
+        checked: set[int] = self._cache.setdefault("icrc-ok", set())
+
+        def id_at(i: int) -> bytes:
+            block = i // ID_BLOCK
+            if block not in checked:
+                a = start + 32 * ID_BLOCK * block
+                b = min(a + 32 * ID_BLOCK, start + 32 * self.n)
+                (want,) = _U32.unpack_from(mm, self._spans["icrc"][0] + 4 * block)
+                if zlib.crc32(mm[a:b]) != want:
+                    raise self._damaged(f"block {block} of the ids")
+                checked.add(block)
+            return mm[start + 32 * i : start + 32 * i + 32]
+
+        docno = bisect_left(range(self.n), key, key=id_at)
+        if docno < self.n and id_at(docno) == key:
             return docno
         return None
 
