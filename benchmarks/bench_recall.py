@@ -68,6 +68,8 @@ from .corpus import QUERY_CLASSES, classify, document_frequency, generate, reali
 from .peers import (
     COLD_QUERY,
     ENGINES,
+    add_fts5,
+    add_tantivy,
     build_fts5,
     build_tantivy,
     disk_size,
@@ -216,14 +218,14 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
     def our_cli(query: str) -> list[str]:
         return [console_script(), "--store", str(git_dir), "query", query]
 
-    cold = _cold_rows(table, "truss-files", tag, our_cli, asked, common, env, runs)
+    cold, py = _cold_rows(table, "truss-files", tag, our_cli, asked, common, env, runs)
     figures.append(
         Figure(
             f"{tag}: cold CLI query p50",
             cold.ms(),
             "ms",
             "python -c pass",
-            _PY_PASS[-1].ms(),
+            py.ms(),
             target=TARGETS["cold"].get(nominal),
             note="each run a different query of the 60",
         )
@@ -263,7 +265,7 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
     table.put(
         f"cold CLI query, {tag} (vs `python -c pass`)",
         "rank-bm25",
-        f"{okapi_cold.ms() / _PY_PASS[-1].ms():.1f}x ({okapi_cold.ms():.0f} ms)",
+        f"{okapi_cold.ms() / py.ms():.1f}x ({okapi_cold.ms():.0f} ms)",
     )
     table.put(f"peak RSS, cold query process, {tag}", "rank-bm25", f"{okapi_rss:.0f} MB")
 
@@ -291,17 +293,12 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
         f"update after one write p50, {tag}", "truss-files", f"{upd.ms():.1f} ms", update=upd.ms()
     )
 
-    figures += _peers(tmp, n, verified, asked, classes, common, env, runs, table)
+    figures += _peers(tmp, n, corpus.entries, asked, classes, common, env, runs, table)
     figures += table.targets()
 
     if nominal == 10_000:
         figures += _semantic(tmp, git_dir, searcher, asked, env, runs)
     return figures
-
-
-# The last ``python -c pass`` timings measured beside a cold query (each engine's cold rows
-# are measured against their own alternated ``python -c pass`` runs; figures reuse the last).
-_PY_PASS: list[Timings] = []
 
 
 def _warm_rows(
@@ -337,11 +334,12 @@ def _cold_rows(
     common: Sequence[str],
     env: dict[str, str],
     runs: int,
-) -> Timings:
+) -> tuple[Timings, Timings]:
     """Cold query processes, each run a different query, alternated with ``python -c pass``:
-    over all queries and over the common-word ones. Returns the all-queries timings."""
+    over all queries and over the common-word ones. Returns the all-queries timings and their
+    ``python -c pass``."""
     python = _runner([sys.executable, "-c", "pass"], env)
-    result = None
+    result: tuple[Timings, Timings] | None = None
     for which, pool, measure_name in (
         ("", asked, "cold_all"),
         (" with a word in >50% of notes", common, "cold_common"),
@@ -352,14 +350,13 @@ def _cold_rows(
             _runner(argv_of(pool[next(turn) % len(pool)]), env)()
 
         cold, py = measure_pair(one, python, runs)
-        _PY_PASS.append(py)
         table.put(
             f"cold CLI query{which}, {tag} (vs `python -c pass`)",
             column,
             f"{cold.ms() / py.ms():.1f}x ({cold.ms():.0f} ms)",
             **{measure_name: cold.ms()},
         )
-        result = result or cold
+        result = result or (cold, py)
     assert result is not None
     return result
 
@@ -367,7 +364,7 @@ def _cold_rows(
 def _peers(
     tmp: Path,
     n: int,
-    verified: Sequence[Entry],
+    entries: Sequence[Entry],
     asked: Sequence[str],
     classes: Sequence[str],
     common: Sequence[str],
@@ -378,7 +375,7 @@ def _peers(
     """tantivy (en_stem; fed our tokens) and SQLite FTS5 over the same verified notes: build,
     size, warm p50 / p95 per class, cold process per query vs ``python -c pass``, peak RSS."""
     tag = label(n)
-    docs = [(e.id, f"{e.key}\n{e.body}") for e in verified]
+    docs = [(e.id, f"{e.key}\n{e.body}") for e in entries if e.trust is Trust.VERIFIED]
     figures: list[Figure] = []
     for engine in ENGINES:
         progress(f"{tag}: peer {engine}")
@@ -399,11 +396,13 @@ def _peers(
         table.put(f"index on disk, {tag}", engine, f"{size:.1f} MB", disk=size)
 
         if engine == "fts5":
-            conn = open_fts5(where)
+            conn = open_fts5(where, writable=True)
             answer: Callable[[str], list[str]] = partial(query_fts5, conn)
+            add: Callable[[str, str], None] = partial(add_fts5, conn)
         else:
             opened = open_tantivy(where, engine.removeprefix("tantivy-"))
             answer = partial(query_tantivy, opened)
+            add = partial(add_tantivy, opened)
         for q in asked[:5]:
             answer(q)
         samples = [timed(partial(answer, q)) for q in list(asked) * 2]
@@ -417,6 +416,28 @@ def _peers(
         _cold_rows(table, engine, tag, argv_of, asked, common, env, runs)
         rss = _peak_rss(COLD_QUERY, [engine, str(where), asked[0]], env)
         table.put(f"peak RSS, cold query process, {tag}", engine, f"{rss:.0f} MB")
+
+        # Last, so the figures above saw the notes as built.
+        writes = [
+            timed(partial(add, f"bench-new-{i}", f"a new note {i} about {asked[i]}"))
+            for i in range(7)
+        ]
+        table.put(
+            f"update after one write p50, {tag}", engine, f"{Timings(tuple(writes)).ms():.1f} ms"
+        )
+
+    # Our index holds every trust class (the floor is a filter), the peers the verified notes
+    # only: the same peer over every note says what that costs.
+    progress(f"{tag}: tantivy-ours over every note")
+    every = tmp / f"tantivy-all-{n}"
+    all_docs = [(e.id, f"{e.key}\n{e.body}") for e in entries]
+    took = timed(partial(build_tantivy, all_docs, every, "ours"))
+    row = f"full build / index on disk over all {n} notes (every trust class)"
+    table.put(row, "tantivy-ours", f"{took:.2f} s / {disk_size(every) / 1e6:.1f} MB")
+    ours_build = table.values[("build", "truss-files")]
+    ours_disk = table.values[("disk", "truss-files")]
+    table.put(row, "truss-files", f"{ours_build:.2f} s / {ours_disk:.1f} MB")
+    shutil.rmtree(every, ignore_errors=True)
     return figures
 
 

@@ -11,6 +11,7 @@ compared (and reused) outside ``bench_recall``:
   Both keep term frequencies but no positions (BM25 needs no more) and the id as a stored field.
 * ``build_fts5(docs, path)`` / ``open_fts5`` / ``query_fts5``: an FTS5 table with the
   ``porter unicode61`` tokenizer, ranked by ``bm25()``; query words are ORed, as BM25 does.
+* ``add_tantivy`` / ``add_fts5``: one more note, committed and visible to the next query.
 * ``COLD_QUERY``: the code a cold process runs (``python -c COLD_QUERY ENGINE INDEX QUERY``):
   open the index, answer one query, print the top 10 ids -- what a CLI query costs each peer.
 """
@@ -29,6 +30,8 @@ __all__ = [
     "COLD_QUERY",
     "ENGINES",
     "TantivyIndex",
+    "add_fts5",
+    "add_tantivy",
     "build_fts5",
     "build_tantivy",
     "disk_size",
@@ -41,6 +44,7 @@ __all__ = [
 ENGINES = ("tantivy-en_stem", "tantivy-ours", "fts5")
 TANTIVY_VARIANTS = ("en_stem", "ours")
 WRITER_HEAP = 256_000_000  # bytes shared by tantivy's writer threads: one segment per thread
+_ONE_DOC_HEAP = 15_000_000  # tantivy's floor per writer thread
 _WORDS = re.compile(r"[^\W_]+")
 
 
@@ -119,6 +123,20 @@ def query_tantivy(engine: TantivyIndex, query: str, k: int = 10) -> list[str]:
     return [engine.searcher.doc(address)["id"][0] for _, address in hits]
 
 
+def add_tantivy(engine: TantivyIndex, doc_id: str, text: str) -> None:
+    """One write brought to search: a writer, one document, commit, a fresh searcher -- what
+    a CLI write followed by a query costs the peer."""
+    import tantivy
+
+    writer = engine.index.writer(heap_size=_ONE_DOC_HEAP, num_threads=1)
+    body = _our_text(text) if engine.variant == "ours" else text
+    writer.add_document(tantivy.Document(id=doc_id, body=body))
+    writer.commit()
+    writer.wait_merging_threads()
+    engine.index.reload()
+    engine.searcher = engine.index.searcher()
+
+
 def build_fts5(docs: Iterable[tuple[str, str]], path: Path) -> None:
     """Index ``(id, text)`` pairs into a new SQLite FTS5 table in the database at ``path``."""
     path.unlink(missing_ok=True)
@@ -135,8 +153,14 @@ def build_fts5(docs: Iterable[tuple[str, str]], path: Path) -> None:
         conn.close()
 
 
-def open_fts5(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+def open_fts5(path: Path, *, writable: bool = False) -> sqlite3.Connection:
+    return sqlite3.connect(path) if writable else sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def add_fts5(conn: sqlite3.Connection, doc_id: str, text: str) -> None:
+    """One write, committed (FTS5 folds it into its segments as it goes)."""
+    conn.execute("INSERT INTO notes (id, body) VALUES (?, ?)", (doc_id, text))
+    conn.commit()
 
 
 def query_fts5(conn: sqlite3.Connection, query: str, k: int = 10) -> list[str]:
