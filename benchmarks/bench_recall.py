@@ -1,8 +1,19 @@
-"""Recall: the index cache against rank-bm25 over the same candidates, at 1k / 10k / 100k notes.
+"""Recall: the index cache against tantivy, SQLite FTS5 and rank-bm25, at 1k / 10k / 100k notes.
 
-Corpus: ``benchmarks.corpus.generate`` (seeded; 20-200 words a note, 30% verified), committed
-to a bare store in one signed commit. Queries: 2-4 Zipf-drawn words. Every figure sits beside
-a baseline measured in the same run:
+Corpus: ``benchmarks.corpus.generate`` (seeded; 20-200 words of prose and code identifiers a
+note, 30% verified), committed to a bare store in one signed commit. Queries: 60 from
+``corpus.realistic_queries`` -- questions with common words, identifiers, plain words -- each
+classed by measurement (``corpus.classify``). ``TRUSS_BENCH_RECALL_SIZES`` (e.g. ``100000``)
+picks the sizes. Every figure sits beside a baseline measured in the same run:
+
+* **peers** (``benchmarks.peers``), built from the same verified notes our default trust
+  floor serves: tantivy with its ``en_stem`` tokenizer, tantivy fed our tokens (the
+  like-for-like peer, and the reference of every target), SQLite FTS5 (``porter``). Each has
+  full build (median of 3), index on disk, warm p50 / p95 overall and per query class, a cold
+  process per query (a different query each run) beside ``python -c pass`` over all queries
+  and over the common-word ones, the cold process's peak RSS, update after one write, and
+  recall@5 on ``tests/relevance``. The run ends with the issue's side-by-side table and each
+  of its targets as our ratio to tantivy fed our tokens, met or not (``recall_table``).
 
 * **index build** (read, parse and tokenize every file from git; write the segments) beside
   ``rank_bm25.BM25Okapi(candidate tokens)`` -- building rank-bm25 over the verified candidates
@@ -101,9 +112,12 @@ TABLES: list[str] = []
 
 def sizes(quick: bool) -> tuple[int, ...]:
     chosen = os.environ.get(SIZES_ENV, "").strip()
-    if chosen:
-        return tuple(int(part) for part in chosen.replace(",", " ").split())
-    return QUICK_SIZES if quick else SIZES
+    if not chosen:
+        return QUICK_SIZES if quick else SIZES
+    parts = chosen.replace(",", " ").split()
+    if not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise SystemExit(f"{SIZES_ENV}={chosen!r}: give note counts, e.g. 100000 or 1000,10000")
+    return tuple(int(part) for part in parts)
 
 
 def run(quick: bool) -> list[Figure]:
