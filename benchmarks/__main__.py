@@ -53,6 +53,8 @@ def run_child(name: str, quick: bool, emit: Path) -> None:
         "module": name,
         "figures": [f.to_dict() for f in figures],
         "peak_rss_mb": common.peak_rss_mb(),
+        # Free-form tables a module fills as it runs (e.g. bench_recall's side-by-side).
+        "tables": list(getattr(module, "TABLES", [])),
     }
     emit.write_text(json.dumps(payload))
 
@@ -119,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         figures = [Figure.from_dict(f) for f in result["figures"]]  # type: ignore[attr-defined]
         common.print_table(figures)
+        for table in result.get("tables", []):  # type: ignore[attr-defined]
+            print(f"\n{table}", flush=True)
         print(f"({result['seconds']:.0f} s, peak RSS {result['peak_rss_mb']:.0f} MB)", flush=True)
 
     all_figures = [

@@ -1,8 +1,19 @@
-"""Recall: the index cache against rank-bm25 over the same candidates, at 1k / 10k / 100k notes.
+"""Recall: the index cache against tantivy, SQLite FTS5 and rank-bm25, at 1k / 10k / 100k notes.
 
-Corpus: ``benchmarks.corpus.generate`` (seeded; 20-200 words a note, 30% verified), committed
-to a bare store in one signed commit. Queries: 2-4 Zipf-drawn words. Every figure sits beside
-a baseline measured in the same run:
+Corpus: ``benchmarks.corpus.generate`` (seeded; 20-200 words of prose and code identifiers a
+note, 30% verified), committed to a bare store in one signed commit. Queries: 60 from
+``corpus.realistic_queries`` -- questions with common words, identifiers, plain words -- each
+classed by measurement (``corpus.classify``). ``TRUSS_BENCH_RECALL_SIZES`` (e.g. ``100000``)
+picks the sizes. Every figure sits beside a baseline measured in the same run:
+
+* **peers** (``benchmarks.peers``), built from the same verified notes our default trust
+  floor serves: tantivy with its ``en_stem`` tokenizer, tantivy fed our tokens (the
+  like-for-like peer, and the reference of every target), SQLite FTS5 (``porter``). Each has
+  full build (median of 3), index on disk, warm p50 / p95 overall and per query class, a cold
+  process per query (a different query each run) beside ``python -c pass`` over all queries
+  and over the common-word ones, the cold process's peak RSS, update after one write, and
+  recall@5 on ``tests/relevance``. The run ends with the issue's side-by-side table and each
+  of its targets as our ratio to tantivy fed our tokens, met or not (``recall_table``).
 
 * **index build** (read, parse and tokenize every file from git; write the segments) beside
   ``rank_bm25.BM25Okapi(candidate tokens)`` -- building rank-bm25 over the verified candidates
@@ -30,17 +41,18 @@ from __future__ import annotations
 import compileall
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 
 from rank_bm25 import BM25Okapi
 
 import truss_files
-from truss_files.model import Trust
+from truss_files.model import Entry, Trust
 from truss_files.recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from truss_files.recall.docs import document_tokens
 from truss_files.recall.engine import Searcher
@@ -62,12 +74,28 @@ from .common import (
     scaled,
     scratch,
     timed,
-    vocabulary,
 )
-from .corpus import VOCAB_SIZE, generate, queries
+from .corpus import QUERY_CLASSES, classify, document_frequency, generate, realistic_queries, words
+from .peers import (
+    COLD_QUERY,
+    ENGINES,
+    add_fts5,
+    add_tantivy,
+    build_fts5,
+    build_tantivy,
+    disk_size,
+    open_fts5,
+    open_tantivy,
+    query_fts5,
+    query_tantivy,
+    rank_fn,
+)
+from .recall_table import SideBySide
 
 SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = (1_000, 10_000)
+SIZES_ENV = "TRUSS_BENCH_RECALL_SIZES"  # e.g. "100000": only these sizes, quick or not
+QUERIES = 60
 TARGETS = {
     "cold": {10_000: 60.0, 100_000: 120.0},
     "warm": {10_000: 2.0, 100_000: 15.0},
@@ -77,13 +105,33 @@ TARGETS = {
 RELEVANCE = Path(__file__).resolve().parent.parent / "tests" / "relevance"
 
 
+# The issue-shaped side-by-side tables, filled by ``run``; the runner prints them after the
+# figures (``__main__.run_child`` picks up a module's ``TABLES``).
+TABLES: list[str] = []
+
+
+def sizes(quick: bool) -> tuple[int, ...]:
+    chosen = os.environ.get(SIZES_ENV, "").strip()
+    if not chosen:
+        return QUICK_SIZES if quick else SIZES
+    parts = chosen.replace(",", " ").split()
+    if not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise SystemExit(f"{SIZES_ENV}={chosen!r}: give note counts, e.g. 100000 or 1000,10000")
+    return tuple(int(part) for part in parts)
+
+
 def run(quick: bool) -> list[Figure]:
     compileall.compile_dir(Path(truss_files.__file__).parent, quiet=1)
+    compileall.compile_dir(Path(__file__).parent, quiet=1)
     figures: list[Figure] = []
+    tables: list[SideBySide] = []
     with scratch("recall") as tmp:
-        for size in QUICK_SIZES if quick else SIZES:
-            figures += _size(tmp, scaled(size, floor=200), size, quick)
-    figures += _relevance()
+        for size in sizes(quick):
+            table = SideBySide(label(scaled(size, floor=200)))
+            figures += _size(tmp, scaled(size, floor=200), size, quick, table)
+            tables.append(table)
+        figures += _relevance(tmp, tables)
+    TABLES[:] = [t.render() for t in tables]
     return figures
 
 
@@ -93,16 +141,24 @@ def _okapi_query(okapi: BM25Okapi, query: str) -> list[int]:
     return sorted(range(len(scores)), key=lambda i: -scores[i])[:10]
 
 
-def _size(tmp: Path, n: int, nominal: int, quick: bool) -> list[Figure]:
+def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> list[Figure]:
     tag = label(n)
     progress(f"{tag}: generating and committing {n} notes")
     corpus = generate(n, seed=n)
     store = new_store(tmp / f"store-{n}.git")
     commit_trusted(store, corpus.entries, corpus.files, f"bench: {n} notes")
     git_dir = store.git.git_dir
-    candidates = [document_tokens(e) for e in corpus.entries if e.trust is Trust.VERIFIED]
-    asked = queries(40 if n < 100_000 else 20, seed=n)
+    verified = corpus.verified
+    candidates = [document_tokens(e) for e in verified]
+    asked = realistic_queries(QUERIES, seed=n)
+    df, docs = document_frequency(candidates)
+    classes = [classify(q, df, docs) for q in asked]
     figures: list[Figure] = []
+    table.notes.append(
+        f"{len(asked)} queries: "
+        + ", ".join(f"{classes.count(c)} {c}" for c in QUERY_CLASSES)
+        + f" (common-word: a token in more than half of the {docs} verified notes)"
+    )
 
     # -- full build ------------------------------------------------------------------------
     progress(f"{tag}: index build")
@@ -129,6 +185,11 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool) -> list[Figure]:
             f"5k; runs: {', '.join(f'{t:.2f}' for t in build_t.samples)} s",
         )
     )
+    build_row = f"full index build, {tag} (median of 3)"
+    table.put(build_row, "truss-files", f"{build_t.p50:.2f} s", build=build_t.p50)
+    table.put(build_row, "rank-bm25", f"{okapi_t.p50:.2f} s")
+    our_disk = disk_size(cache) / 1e6
+    table.put(f"index on disk, {tag}", "truss-files", f"{our_disk:.1f} MB", disk=our_disk)
 
     # -- warm queries ----------------------------------------------------------------------
     progress(f"{tag}: warm queries")
@@ -137,7 +198,7 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool) -> list[Figure]:
     flt = Filter()
     ours = [timed(partial(searcher.query, q, flt, 10, mode="exact")) for q in asked * 2]
     okapi = BM25Okapi(candidates)
-    base_q = asked if n < 100_000 else asked[:8]
+    base_q = asked if n < 100_000 else asked[::6]
     theirs = [timed(partial(_okapi_query, okapi, q)) for q in base_q]
     warm, okapi_warm = Timings(tuple(ours)), Timings(tuple(theirs))
     for stat in ("p50", "p95"):
@@ -151,6 +212,12 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool) -> list[Figure]:
                 target=TARGETS["warm"].get(nominal) if stat == "p50" else None,
             )
         )
+    _warm_rows(table, "truss-files", tag, ours, classes * 2)
+    table.put(
+        f"warm query p50 / p95, {tag}",
+        "rank-bm25",
+        f"{okapi_warm.ms():.2f} / {okapi_warm.ms('p95'):.2f} ms",
+    )
 
     figures += _worst_query(searcher, git_dir, asked, tag, quick)
 
@@ -158,10 +225,14 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool) -> list[Figure]:
     progress(f"{tag}: cold CLI queries")
     env = dict(os.environ, TRUSS_CONFIG_DIR=str(tmp / "config"), HOME=str(tmp))
     env.pop("TRUSS_STORE", None)
-    cli = [console_script(), "--store", str(git_dir), "query", asked[0]]
-    python = [sys.executable, "-c", "pass"]
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
     runs = 5 if quick else 9
-    cold, py = measure_pair(_runner(cli, env), _runner(python, env), runs)
+    common = [q for q, c in zip(asked, classes, strict=True) if c == "common-word"] or asked
+
+    def our_cli(query: str) -> list[str]:
+        return [console_script(), "--store", str(git_dir), "query", query]
+
+    cold, py = _cold_rows(table, "truss-files", tag, our_cli, asked, common, env, runs)
     figures.append(
         Figure(
             f"{tag}: cold CLI query p50",
@@ -170,13 +241,16 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool) -> list[Figure]:
             "python -c pass",
             py.ms(),
             target=TARGETS["cold"].get(nominal),
+            note="each run a different query of the 60",
         )
     )
+    cli = our_cli(asked[0])
     cli_rss = _peak_rss(_CLI_PROCESS, cli[1:], env)
     py_rss = _peak_rss("pass", [], env)
     figures.append(
         Figure(f"{tag}: cold CLI query peak RSS", cli_rss, "MB", "python -c pass", py_rss)
     )
+    table.put(f"peak RSS, cold query process, {tag}", "truss-files", f"{cli_rss:.0f} MB")
 
     # -- cold rank-bm25 (a process per query, no cache, tokens already there) --------------
     tokens_file = tmp / f"tokens-{n}.pickle"
@@ -192,15 +266,22 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool) -> list[Figure]:
             okapi_cold.ms(),
         )
     )
+    okapi_rss = _peak_rss(_OKAPI_PROCESS, okapi_cli[3:], env)
     figures.append(
         Figure(
             f"{tag}: cold CLI query peak RSS (vs rank-bm25)",
             cli_rss,
             "MB",
             "rank-bm25 process peak RSS",
-            _peak_rss(_OKAPI_PROCESS, okapi_cli[3:], env),
+            okapi_rss,
         )
     )
+    table.put(
+        f"cold CLI query, {tag} (vs `python -c pass`)",
+        "rank-bm25",
+        f"{okapi_cold.ms() / py.ms():.1f}x ({okapi_cold.ms():.0f} ms)",
+    )
+    table.put(f"peak RSS, cold query process, {tag}", "rank-bm25", f"{okapi_rss:.0f} MB")
 
     # -- incremental update after one write ------------------------------------------------
     progress(f"{tag}: incremental updates")
@@ -222,20 +303,166 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool) -> list[Figure]:
             note=f"slowest of {len(updates)}: {max(updates) * 1e3:.1f} ms (when segments merge)",
         )
     )
+    table.put(
+        f"update after one write p50, {tag}", "truss-files", f"{upd.ms():.1f} ms", update=upd.ms()
+    )
+
+    figures += _peers(tmp, n, corpus.entries, asked, classes, common, env, runs, table)
+    figures += table.targets()
 
     if nominal == 10_000:
         figures += _semantic(tmp, git_dir, searcher, asked, env, runs)
     return figures
 
 
+def _warm_rows(
+    table: SideBySide, column: str, tag: str, samples: Sequence[float], classes: Sequence[str]
+) -> Timings:
+    """Overall and per-class warm p50 / p95 of one engine into the table."""
+    overall = Timings(tuple(samples))
+    table.put(
+        f"warm query p50 / p95, {tag}",
+        column,
+        f"{overall.ms():.2f} / {overall.ms('p95'):.2f} ms",
+        warm_p50=overall.ms(),
+        warm_p95=overall.ms("p95"),
+    )
+    for cls in QUERY_CLASSES:
+        some = tuple(t for t, c in zip(samples, classes, strict=True) if c == cls)
+        if some:
+            part = Timings(some)
+            table.put(
+                f"warm p50 / p95, {cls} queries",
+                column,
+                f"{part.ms():.2f} / {part.ms('p95'):.2f} ms",
+            )
+    return overall
+
+
+def _cold_rows(
+    table: SideBySide,
+    column: str,
+    tag: str,
+    argv_of: Callable[[str], list[str]],
+    asked: Sequence[str],
+    common: Sequence[str],
+    env: dict[str, str],
+    runs: int,
+) -> tuple[Timings, Timings]:
+    """Cold query processes, each run a different query, alternated with ``python -c pass``:
+    over all queries and over the common-word ones. Returns the all-queries timings and their
+    ``python -c pass``."""
+    python = _runner([sys.executable, "-c", "pass"], env)
+    result: tuple[Timings, Timings] | None = None
+    for which, pool, measure_name in (
+        ("", asked, "cold_all"),
+        (" with a word in >50% of notes", common, "cold_common"),
+    ):
+        turn = iter(range(10**6))
+
+        def one(pool: Sequence[str] = pool, turn: Iterator[int] = turn) -> None:
+            _runner(argv_of(pool[next(turn) % len(pool)]), env)()
+
+        cold, py = measure_pair(one, python, runs)
+        table.put(
+            f"cold CLI query{which}, {tag} (vs `python -c pass`)",
+            column,
+            f"{cold.ms() / py.ms():.1f}x ({cold.ms():.0f} ms)",
+            **{measure_name: cold.ms()},
+        )
+        result = result or (cold, py)
+    assert result is not None
+    return result
+
+
+def _peers(
+    tmp: Path,
+    n: int,
+    entries: Sequence[Entry],
+    asked: Sequence[str],
+    classes: Sequence[str],
+    common: Sequence[str],
+    env: dict[str, str],
+    runs: int,
+    table: SideBySide,
+) -> list[Figure]:
+    """tantivy (en_stem; fed our tokens) and SQLite FTS5 over the same verified notes: build,
+    size, warm p50 / p95 per class, cold process per query vs ``python -c pass``, peak RSS."""
+    tag = label(n)
+    docs = [(e.id, f"{e.key}\n{e.body}") for e in entries if e.trust is Trust.VERIFIED]
+    figures: list[Figure] = []
+    for engine in ENGINES:
+        progress(f"{tag}: peer {engine}")
+        where = tmp / f"{engine}-{n}" if engine != "fts5" else tmp / f"fts5-{n}.sqlite"
+
+        def build(engine: str = engine, where: Path = where) -> None:
+            if engine == "fts5":
+                build_fts5(docs, where)
+            else:
+                shutil.rmtree(where, ignore_errors=True)
+                build_tantivy(docs, where, engine.removeprefix("tantivy-"))
+
+        built = Timings(tuple(timed(build) for _ in range(3)))
+        size = disk_size(where) / 1e6
+        table.put(
+            f"full index build, {tag} (median of 3)", engine, f"{built.p50:.2f} s", build=built.p50
+        )
+        table.put(f"index on disk, {tag}", engine, f"{size:.1f} MB", disk=size)
+
+        if engine == "fts5":
+            conn = open_fts5(where, writable=True)
+            answer: Callable[[str], list[str]] = partial(query_fts5, conn)
+            add: Callable[[str, str], None] = partial(add_fts5, conn)
+        else:
+            opened = open_tantivy(where, engine.removeprefix("tantivy-"))
+            answer = partial(query_tantivy, opened)
+            add = partial(add_tantivy, opened)
+        for q in asked[:5]:
+            answer(q)
+        samples = [timed(partial(answer, q)) for q in list(asked) * 2]
+        warm = _warm_rows(table, engine, tag, samples, list(classes) * 2)
+        ours = table.values[("warm_p50", "truss-files")]
+        figures.append(Figure(f"{tag}: warm query p50 vs {engine}", ours, "ms", engine, warm.ms()))
+
+        def argv_of(query: str, engine: str = engine, where: Path = where) -> list[str]:
+            return [sys.executable, "-c", COLD_QUERY, engine, str(where), query]
+
+        _cold_rows(table, engine, tag, argv_of, asked, common, env, runs)
+        rss = _peak_rss(COLD_QUERY, [engine, str(where), asked[0]], env)
+        table.put(f"peak RSS, cold query process, {tag}", engine, f"{rss:.0f} MB")
+
+        # Last, so the figures above saw the notes as built.
+        writes = [
+            timed(partial(add, f"bench-new-{i}", f"a new note {i} about {asked[i]}"))
+            for i in range(7)
+        ]
+        table.put(
+            f"update after one write p50, {tag}", engine, f"{Timings(tuple(writes)).ms():.1f} ms"
+        )
+
+    # Our index holds every trust class (the floor is a filter), the peers the verified notes
+    # only: the same peer over every note says what that costs.
+    progress(f"{tag}: tantivy-ours over every note")
+    every = tmp / f"tantivy-all-{n}"
+    all_docs = [(e.id, f"{e.key}\n{e.body}") for e in entries]
+    took = timed(partial(build_tantivy, all_docs, every, "ours"))
+    row = f"full build / index on disk over all {n} notes (every trust class)"
+    table.put(row, "tantivy-ours", f"{took:.2f} s / {disk_size(every) / 1e6:.1f} MB")
+    ours_build = table.values[("build", "truss-files")]
+    ours_disk = table.values[("disk", "truss-files")]
+    table.put(row, "truss-files", f"{ours_build:.2f} s / {ours_disk:.1f} MB")
+    shutil.rmtree(every, ignore_errors=True)
+    return figures
+
+
 def worst_query() -> str:
     """The costliest query the bounds accept: ``MAX_QUERY_TERMS`` distinct words, the corpus's
     most common (each in most notes), repeated up to ``MAX_QUERY_CHARS`` characters."""
-    common = vocabulary(VOCAB_SIZE, seed=7)[:MAX_QUERY_TERMS]  # Zipf rank order
-    words = list(common)
-    while len(" ".join([*words, common[len(words) % len(common)]])) <= MAX_QUERY_CHARS:
-        words.append(common[len(words) % len(common)])
-    return " ".join(words)
+    common = [w for w in words() if tokenize(w)][:MAX_QUERY_TERMS]  # Zipf rank order
+    chosen = list(common)
+    while len(" ".join([*chosen, common[len(chosen) % len(common)]])) <= MAX_QUERY_CHARS:
+        chosen.append(common[len(chosen) % len(common)])
+    return " ".join(chosen)
 
 
 def _worst_query(
@@ -339,7 +566,7 @@ def _semantic(
     return figures
 
 
-def _relevance() -> list[Figure]:
+def _relevance(tmp: Path, tables: Sequence[SideBySide]) -> list[Figure]:
     from truss_files.recall.evaluate import (
         bm25_rank_fn,
         evaluate,
@@ -361,6 +588,15 @@ def _relevance() -> list[Figure]:
         embedder = WordLlamaEmbedder()
         results["semantic"] = evaluate(semantic_rank_fn(corpus, embedder), corpus, asked, k=5)
         results["hybrid"] = evaluate(hybrid_rank_fn(corpus, embedder), corpus, asked, k=5)
+    notes = [(note.id, note.body) for note in corpus]
+    for engine in ENGINES:
+        built_in = tmp / f"relevance-{engine}"
+        results[engine] = evaluate(rank_fn(engine, notes, built_in), corpus, asked, k=5)
+    row = "recall@5 on tests/relevance (with stemming)"
+    for table in tables:
+        table.put(row, "truss-files", f"{exact['recall@5']:.3f}", recall5=exact["recall@5"])
+        for engine in ENGINES:
+            table.put(row, engine, f"{results[engine]['recall@5']:.3f}")
     figures = []
     where = f"tests/relevance ({len(corpus)} notes, {len(asked)} queries)"
     for mode, result in results.items():

@@ -5,10 +5,14 @@ Toy sizes (``--scale``), no timing assertions: a timing belongs in the benchmark
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 RATIO = re.compile(r"\s(\d+\.\d+|inf)x(\s|$)")
@@ -61,3 +65,120 @@ def test_unknown_benchmark_is_refused_with_the_choices() -> None:
     )
     assert done.returncode != 0
     assert "bench_write" in done.stderr
+
+
+# -- the recall benchmark's peers ------------------------------------------------------------
+
+
+@pytest.fixture
+def bench_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``benchmarks`` lives beside the package, not in it: importable from the repository."""
+    monkeypatch.syspath_prepend(str(REPO))
+
+
+def _rare_identifier(notes: list[tuple[str, str]]) -> tuple[str, str]:
+    """An identifier written in exactly one of ``notes`` (and the note's id); the commonest
+    such, so it is a real one of the corpus and not a fluke of a single draw."""
+    from benchmarks.corpus import identifiers
+
+    holders: dict[str, set[str]] = {}
+    for doc_id, text in notes:
+        for word in text.replace("`", " ").split():
+            holders.setdefault(word.rstrip("."), set()).add(doc_id)
+    name = next(n for n in identifiers() if len(holders.get(n, ())) == 1)
+    return name, next(iter(holders[name]))
+
+
+@pytest.mark.usefixtures("bench_package")
+def test_peers_find_the_one_note_that_names_an_identifier(
+    tmp_path: Path, bench_package: None
+) -> None:
+    from rank_bm25 import BM25Okapi
+
+    from benchmarks.corpus import generate
+    from benchmarks.peers import ENGINES, rank_fn
+    from truss_files.recall.tokenize import tokenize
+
+    corpus = generate(400, seed=5)
+    notes = [(e.id, f"{e.key}\n{e.body}") for e in corpus.verified]
+    name, holder = _rare_identifier(notes)
+    found = {}
+    for engine in ENGINES:
+        found[engine] = rank_fn(engine, notes, tmp_path / engine)(name, 10)
+    okapi = BM25Okapi([tokenize(text) for _, text in notes])
+    scores = okapi.get_scores(tokenize(name))
+    found["rank-bm25"] = [notes[max(range(len(notes)), key=lambda i: scores[i])][0]]
+    assert {engine: ids[0] for engine, ids in found.items()} == dict.fromkeys(found, holder), name
+
+
+@pytest.mark.usefixtures("bench_package")
+def test_peers_take_query_syntax_as_words_and_refuse_nothing(
+    tmp_path: Path, bench_package: None
+) -> None:
+    """A query is words, never the peer's query language: quotes, field prefixes, operators
+    and wildcards neither raise nor widen the match; a query of no words answers nothing."""
+    from benchmarks.peers import ENGINES, rank_fn
+
+    notes = [("a", "the retry_policy of http.client"), ("b", "deploy fails on Friday")]
+    hostile = ['retry" OR body:*', "id:b AND NOT retry", "retry*", "NEAR(retry policy)", "'"]
+    for engine in ENGINES:
+        answer = rank_fn(engine, notes, tmp_path / engine)
+        for query in hostile:
+            assert answer(query, 10) in (["a"], []), (engine, query)
+        assert answer('" : * ( )', 10) == [], engine
+        assert answer("friday deploy", 10) == ["b"], engine
+
+
+@pytest.mark.usefixtures("bench_package")
+def test_query_classes_are_measured_not_declared() -> None:
+    from collections import Counter
+
+    from benchmarks.corpus import classify
+
+    df, docs = Counter({"error": 9, "retri": 2, "polici": 1}), 10
+    assert classify("why does the error stay", df, docs) == "common-word"
+    assert classify("retry_policy", df, docs) == "identifier"
+    assert classify("RetryPolicy timeout", df, docs) == "identifier"
+    assert classify("raised E1042 on v2.3.1", df, docs) == "identifier"
+    assert classify("retry policy", df, docs) == "plain"
+    # "the" is in every note but the tokenizer drops it: not a common word for the engines.
+    assert classify("the retry", Counter({"the": 10}), docs) == "plain"
+
+
+def test_bench_recall_prints_the_side_by_side_table(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--json", str(out), "recall"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env={**os.environ, "TRUSS_BENCH_RECALL_SIZES": "300"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = done.stdout
+    head = "| figure | truss-files | tantivy (en_stem) | tantivy (our tokens) | SQLite FTS5 |"
+    assert head in text, text[-3000:]
+    table = text[text.index(head) :].splitlines()
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in table if line.startswith("| ")}
+    for row in (
+        "warm query p50 / p95, 300",
+        "warm p50 / p95, common-word queries",
+        "warm p50 / p95, identifier queries",
+        "warm p50 / p95, plain queries",
+        "cold CLI query, 300 (vs `python -c pass`)",
+        "cold CLI query with a word in >50% of notes, 300 (vs `python -c pass`)",
+        "full index build, 300 (median of 3)",
+        "index on disk, 300",
+        "peak RSS, cold query process, 300",
+        "recall@5 on tests/relevance (with stemming)",
+    ):
+        cells = rows[row].strip("| ").split(" | ")[1:5]
+        assert all(cell != "—" for cell in cells), rows[row]
+    for target in ("warm query p50", "warm query p95", "cold CLI query (common-word queries)"):
+        line = rows[target]
+        assert re.search(r"\| \d+\.\d\dx \| [\d.]+x tantivy \| (met|NOT met) \|$", line), line
+    assert re.search(r"\| update after one write \| [\d.]+ ms \| 10 ms \| (met|NOT met) \|", text)
+    assert "common-word, " in text and " identifier, " in text and " plain " in text
+    figures = json.loads(out.read_text())[0]["figures"]
+    assert any(f["name"].startswith("300: target full rebuild") for f in figures)
