@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from itertools import compress
 
 import pytest
 from test_recall_support import check_against_pipeline, commit_entries, promote, reject
@@ -118,9 +119,10 @@ def test_a_flood_of_common_words_below_the_floor_moves_nothing(
 
 
 def test_counted_frequencies_less_deleted_documents(common_store: MemoryStore) -> None:
-    """Document frequencies from the per-class counts, once entries of the counted segment
-    are replaced (promoted, rejected, rewritten: deleted there, added to a new segment),
-    equal the mask walked posting by posting -- under filters of classes and others."""
+    """Document frequencies and lengths from the sums per class, once entries of the counted
+    segment are replaced (promoted, rejected, rewritten: deleted there, added to a new
+    segment), equal the mask walked posting by posting -- under filters of classes and
+    others."""
     searcher = Searcher(common_store.git.git_dir)
     searcher.query("service", Filter())
     notes = [e for e in common_store.iter_entries() if e.trust is Trust.UNVERIFIED][:40]
@@ -142,6 +144,11 @@ def test_counted_frequencies_less_deleted_documents(common_store: MemoryStore) -
         Filter(min_trust=Trust.UNVERIFIED, key="note-3"),
     ):
         cands = searcher.candidates(view, flt)
+        lengths = sum(
+            sum(compress(seg.lengths, mask))
+            for seg, mask in zip(view.segments, cands.masks, strict=True)
+        )
+        assert cands.avgdl == lengths / cands.n  # from the sums per class when it can
         for term in tokenize(" ".join(COMMON + RARE)):
             found = lexical_module._postings(cands, term)
             walked = sum(sum(map(cands.masks[n].__getitem__, held[0])) for n, held, _c in found)

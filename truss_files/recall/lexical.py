@@ -75,14 +75,31 @@ class Candidates:
         self.n = sum(counts)
         # Segments whose every document is admitted: their postings need no mask.
         self.whole = [c == len(m) for c, m in zip(counts, masks, strict=True)]
-        total = sum(
-            sum(compress(seg.lengths, mask)) for seg, mask in zip(view.segments, masks, strict=True)
-        )
+        if table is not None:
+            total = sum(
+                _class_length(seg, table, gone)
+                for seg, gone in zip(view.segments, view.deleted, strict=True)
+            )
+        else:
+            total = sum(
+                sum(compress(seg.lengths, mask))
+                for seg, mask in zip(view.segments, masks, strict=True)
+            )
         # int / int, exactly as BM25Okapi computes it.
         self.avgdl = total / self.n if self.n and total else 0.0
 
     def docnos(self, seg: int) -> list[int]:
         return [d for d, keep in enumerate(self.masks[seg]) if keep]
+
+
+def _class_length(seg: Segment, table: bytes, gone: set[int]) -> int:
+    """The total length of a segment's documents whose class ``table`` admits, less the
+    deleted ones: from the segment's stored sums per class, not its length column."""
+    total = sum(length for code, (_n, length) in seg.class_stats().items() if table[code])
+    if gone:
+        cls, lengths = seg.cls, seg.lengths
+        total -= sum(lengths[d] for d in gone if table[cls[d]])
+    return total
 
 
 def candidates(view: IndexView, flt: Filter) -> Candidates:

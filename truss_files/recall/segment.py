@@ -326,6 +326,23 @@ def _with_class_counts(
     return out
 
 
+def _class_stats(cls: bytes | Sequence[bytes], lens: bytes | Sequence[bytes]) -> bytes:
+    """``{class byte: (documents, their total length)}``, marshalled: a filter of classes
+    alone then knows its candidates' count and average length without summing a column."""
+    lengths = array("I")
+    lengths.frombytes(lens if isinstance(lens, bytes) else b"".join(lens))
+    codes = cls if isinstance(cls, bytes) else b"".join(cls)
+    stats: dict[int, list[int]] = {}
+    for code, length in zip(codes, lengths, strict=True):
+        entry = stats.get(code)
+        if entry is None:
+            stats[code] = [1, length]
+        else:
+            entry[0] += 1
+            entry[1] += length
+    return marshal.dumps({code: tuple(v) for code, v in sorted(stats.items())})
+
+
 def _chunk_crcs(offsets: bytes, blob: bytes) -> bytes:
     """The CRC of each bucket of a hash map (``_hash_map``), checked as a lookup reads it."""
     bounds = array("I")
@@ -347,6 +364,8 @@ def dump_records(records: Sequence[tuple[Any, ...]]) -> list[bytes]:
 def _write_sections(
     path: StrPath, n: int, n_terms: int, sections: Mapping[str, bytes | Sequence[bytes]]
 ) -> None:
+    if "cls" in sections and "len" in sections:
+        sections = {**sections, "cstat": _class_stats(sections["cls"], sections["len"])}
     spans: dict[str, tuple[int, int]] = {}
     crcs: dict[str, int] = {}
     offset = 0
@@ -579,6 +598,13 @@ class Segment:
         """Docnos of every document with this kind and key (any trust)."""
         found = self._lookup("kbuckets", "kmap", "kcrc", f"{kind}\0{key}")
         return found if found is not None else ()
+
+    def class_stats(self) -> dict[int, tuple[int, int]]:
+        """``{class byte: (documents, their total length)}`` (deleted documents included)."""
+        found = self._cache.get("cstat")
+        if found is None:
+            found = self._cache["cstat"] = marshal.loads(self._raw("cstat"))
+        return found
 
     def runs(self) -> dict[str, tuple[int, ...]]:
         found = self._cache.get("runs")
