@@ -16,11 +16,28 @@ first (``bounds.query_terms``: length and distinct terms, each term scored once)
 comes from the caller, else from ``[recall] mode`` in the truss.toml of the branch tip, else
 ``exact``.
 
-Measured (``python -m benchmarks recall``; 2 shared cores; 30% of notes verified): warm exact
-query p50 0.60 ms at 10k and 7.1 ms at 100k (rank-bm25 over the same candidates: 2.4 / 44 ms);
-index update after one write 2.8 / 3.4 ms; a cold ``truss-files query`` process 55 / 73 ms
-beside ``python -c pass`` at 25-27 ms (it runs without click: ``faces/cli.py``); a full index
-rebuild 0.7 s / 5-6 s (``build.py``). Semantic: 2.9 ms warm at 10k, 150 ms cold.
+Measured (``python -m benchmarks recall``: tantivy fed our tokens and SQLite FTS5 beside it over
+the same verified notes; 2 shared cores; 30% of notes verified; medians, two runs): at 10k /
+100k notes a warm exact query p50 0.69-0.73 / 2.1-2.4 ms, p95 3-6 / 17-18 ms (tantivy 0.05 /
+0.12 ms and 0.07 / 0.34-0.39 ms; rank-bm25 over the same candidates 2.3 / 44-71 ms); a cold
+``truss-files query`` process 57-67 / 58-62 ms beside ``python -c pass`` at 23 ms and
+tantivy's own process at 40-42 ms at 100k (1.4-1.55x it; 1.5-1.7x for queries holding a word
+of half the notes); the update after one write 2.7-3.1 / 3.1-3.3 ms (tantivy 7.6-13 ms); a full
+rebuild from git 1.6-2.3 / 8.6-9.7 s (tantivy 0.14-0.34 / 1.3-1.7 s, tokens in hand); the
+index on disk 26 / 244 MB with every trust class and the records (tantivy over every note: 2.9
+/ 23 MB); peak RSS of the cold query 24 / 71 MB (tantivy 22 / 23 MB); recall@5 on
+``tests/relevance`` 0.850, as tantivy fed our tokens. Semantic: 3-4 ms warm at 10k, ~190-260 ms
+cold.
+
+Why this engine and not tantivy, which is faster on all of that but the update: its BM25
+takes its statistics from the whole index (an index per trust floor gives the floor's, not a
+kind's, key's, layer's or scope's candidates'), scores in f32 over lengths quantised to a byte
+(fed our tokens, over 3,000 notes of the benchmark corpus, its top 10 kept the order of exact
+BM25 in 3 of 50 queries; mean overlap 0.95), and keeps deleted documents in its statistics
+until a merge (an updated index scores unlike a rebuilt one). Recall here promises the filter
+first, statistics from the admitted candidates alone, and the in-memory pipeline's scores bit
+for bit, however the index got there. The cold query is mostly imports (the engine's share is
+~5 ms at 100k); the warm gap is Python.
 
 Every view passes the read gate (``readgate``): ~30 us on a warm query (one small file);
 after new commits it audits just those (``python -m benchmarks readgate``, ~400-1,800
