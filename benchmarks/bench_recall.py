@@ -147,6 +147,9 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
     corpus = generate(n, seed=n)
     store = new_store(tmp / f"store-{n}.git")
     commit_trusted(store, corpus.entries, corpus.files, f"bench: {n} notes")
+    # The kernel writes the new objects back to disk for a while; a build timed during that
+    # measures the disk (the first of three builds at 100k took 5-17x the others without it).
+    os.sync()
     git_dir = store.git.git_dir
     verified = corpus.verified
     candidates = [document_tokens(e) for e in verified]
@@ -309,6 +312,16 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
 
     figures += _peers(tmp, n, corpus.entries, asked, classes, common, env, runs, table)
     figures += table.targets()
+    table.notes.append(
+        "what each index holds: ours every note of every trust class (the floor is a filter) "
+        "with each entry's full record, so a query answers entries without reading git; the "
+        "peers the verified notes' terms and frequencies (no positions) and the id alone"
+    )
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    table.notes.append(
+        f"load average (1, 5, 15 min) at the end: {load} on {os.cpu_count()} cores: other "
+        "processes share this machine, so compare ratios within the run, not across runs"
+    )
 
     if nominal == 10_000:
         figures += _semantic(tmp, git_dir, searcher, asked, env, runs)
