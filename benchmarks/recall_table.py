@@ -104,8 +104,9 @@ class SideBySide:
                 limit = f"{UPDATE_LIMIT_MS:g} ms"
             else:
                 ratio, limit = f"{figure.ratio:.2f}x", what.rsplit("<= ", 1)[1]
+            how = " (alternated run by run)" if figure.baseline_name.endswith("by run") else ""
             lines.append(
-                f"| {what.split(' <=')[0]} | {ratio} | {limit} | "
+                f"| {what.split(' <=')[0]}{how} | {ratio} | {limit} | "
                 f"{'met' if figure.met else 'NOT met'} |"
             )
         recall = self.values.get(("recall5", "truss-files"))
