@@ -45,7 +45,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -147,6 +147,9 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
     corpus = generate(n, seed=n)
     store = new_store(tmp / f"store-{n}.git")
     commit_trusted(store, corpus.entries, corpus.files, f"bench: {n} notes")
+    # The kernel writes the new objects back to disk for a while; a build timed during that
+    # measures the disk (the first of three builds at 100k took 5-17x the others without it).
+    os.sync()
     git_dir = store.git.git_dir
     verified = corpus.verified
     candidates = [document_tokens(e) for e in verified]
@@ -307,8 +310,18 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
         f"update after one write p50, {tag}", "truss-files", f"{upd.ms():.1f} ms", update=upd.ms()
     )
 
-    figures += _peers(tmp, n, corpus.entries, asked, classes, common, env, runs, table)
+    figures += _peers(tmp, n, corpus.entries, asked, classes, common, our_cli, env, runs, table)
     figures += table.targets()
+    table.notes.append(
+        "what each index holds: ours every note of every trust class (the floor is a filter) "
+        "with each entry's full record, so a query answers entries without reading git; the "
+        "peers the verified notes' terms and frequencies (no positions) and the id alone"
+    )
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    table.notes.append(
+        f"load average (1, 5, 15 min) at the end: {load} on {os.cpu_count()} cores: other "
+        "processes share this machine, so compare ratios within the run, not across runs"
+    )
 
     if nominal == 10_000:
         figures += _semantic(tmp, git_dir, searcher, asked, env, runs)
@@ -358,12 +371,7 @@ def _cold_rows(
         ("", asked, "cold_all"),
         (" with a word in >50% of notes", common, "cold_common"),
     ):
-        turn = iter(range(10**6))
-
-        def one(pool: Sequence[str] = pool, turn: Iterator[int] = turn) -> None:
-            _runner(argv_of(pool[next(turn) % len(pool)]), env)()
-
-        cold, py = measure_pair(one, python, runs)
+        cold, py = measure_pair(_cycling(argv_of, pool, env), python, runs)
         table.put(
             f"cold CLI query{which}, {tag} (vs `python -c pass`)",
             column,
@@ -375,6 +383,30 @@ def _cold_rows(
     return result
 
 
+def _cold_head_to_head(
+    table: SideBySide,
+    ours: Callable[[str], list[str]],
+    theirs: Callable[[str], list[str]],
+    asked: Sequence[str],
+    common: Sequence[str],
+    env: dict[str, str],
+    runs: int,
+) -> None:
+    """Our cold CLI query and the peer's cold script alternated run by run, the same query on
+    both sides: the ratio the cold targets use, free of the drift between separate rows."""
+    for pool, measure_name in ((asked, "cold_all"), (common, "cold_common")):
+        a, b = measure_pair(_cycling(ours, pool, env), _cycling(theirs, pool, env), runs)
+        table.paired[measure_name] = (a.ms(), b.ms())
+
+
+def _cycling(
+    argv_of: Callable[[str], list[str]], pool: Sequence[str], env: dict[str, str]
+) -> Callable[[], None]:
+    """A process run that asks the next query of ``pool`` each time it is called."""
+    turn = iter(range(10**9))
+    return lambda: _runner(argv_of(pool[next(turn) % len(pool)]), env)()
+
+
 def _peers(
     tmp: Path,
     n: int,
@@ -382,6 +414,7 @@ def _peers(
     asked: Sequence[str],
     classes: Sequence[str],
     common: Sequence[str],
+    our_cli: Callable[[str], list[str]],
     env: dict[str, str],
     runs: int,
     table: SideBySide,
@@ -439,6 +472,9 @@ def _peers(
         table.put(
             f"update after one write p50, {tag}", engine, f"{Timings(tuple(writes)).ms():.1f} ms"
         )
+
+        if engine == "tantivy-ours":
+            _cold_head_to_head(table, our_cli, argv_of, asked, common, env, runs)
 
     # Our index holds every trust class (the floor is a filter), the peers the verified notes
     # only: the same peer over every note says what that costs.

@@ -41,6 +41,8 @@ class SideBySide:
     rows: dict[str, dict[str, str]] = field(default_factory=dict)
     values: dict[tuple[str, str], float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # measure -> (ours, reference) timed alternately in one loop; preferred for the targets
+    paired: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def put(self, row: str, column: str, text: str, **measures: float) -> None:
         self.rows.setdefault(row, {})[column] = text
@@ -53,6 +55,10 @@ class SideBySide:
         for what, measure, limit in TARGETS:
             ours = self.values.get((measure, "truss-files"))
             ref = self.values.get((measure, REFERENCE))
+            how = ""
+            if measure in self.paired:
+                ours, ref = self.paired[measure]
+                how = ", alternated run by run"
             if ours is None or ref is None:
                 continue
             figures.append(
@@ -60,7 +66,7 @@ class SideBySide:
                     f"{self.tag}: target {what} <= {limit:g}x tantivy",
                     ours,
                     _UNITS[measure],
-                    f"tantivy (our tokens) {what}",
+                    f"tantivy (our tokens) {what}{how}",
                     ref,
                     target=limit * ref,
                 )
@@ -98,8 +104,9 @@ class SideBySide:
                 limit = f"{UPDATE_LIMIT_MS:g} ms"
             else:
                 ratio, limit = f"{figure.ratio:.2f}x", what.rsplit("<= ", 1)[1]
+            how = " (alternated run by run)" if figure.baseline_name.endswith("by run") else ""
             lines.append(
-                f"| {what.split(' <=')[0]} | {ratio} | {limit} | "
+                f"| {what.split(' <=')[0]}{how} | {ratio} | {limit} | "
                 f"{'met' if figure.met else 'NOT met'} |"
             )
         recall = self.values.get(("recall5", "truss-files"))
