@@ -223,6 +223,7 @@ def _forge(
         "bad checkpoint signature": lambda: sigstore.tampered_log("checkpoint"),
         "expired at integrated time": lambda: sigstore.log_time_shift(11 * 60),
         "not yet valid at integrated time": lambda: sigstore.certificate_shift(120),
+        "untrusted CA with the trusted CA's names": sigstore.untrusted_ca,
     }
     if case == "another identity":
         return sign(sigstore, identity="https://github.com/org/other/.github/w.yml@x"), honest
@@ -241,6 +242,7 @@ FORGED = [
     ("another issuer", "Certificate's OIDCIssuer does not match"),
     ("another artifact", "digest mismatch"),
     ("untrusted CA and log", "failed to build timestamp certificate chain"),
+    ("untrusted CA with the trusted CA's names", "failed to build timestamp certificate chain"),
     ("expired at integrated time", "certificate chain"),
     ("not yet valid at integrated time", "certificate chain"),
     ("tampered inclusion proof", "invalid log entry: inclusion proof contains invalid root hash"),
@@ -267,6 +269,55 @@ def test_real_verifier_refuses_forged_bundle(
         sign(sigstore_local),
         issuer=sigstore_local.issuer_url,
     )
+
+
+def test_sct_from_untrusted_ct_key_is_refused_by_signer_and_verifier(
+    sigstore_local: LocalSigstore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The helper makes bundles the verifier accepts when nothing is forged...
+    honest = sigstore_local.sign_unchecked(ARTIFACT)
+    verify(monkeypatch, sigstore_local.trusted_root, honest, issuer=sigstore_local.issuer_url)
+    with sigstore_local.untrusted_ct_log():
+        # ...sigstore's own signer checks the SCT before it signs anything...
+        with pytest.raises(VerificationError, match="SCT verify failed"):
+            sign(sigstore_local)
+        forged = sigstore_local.sign_unchecked(ARTIFACT)
+    # ...and the verifier refuses the certificate whose SCT no trusted CT key signed.
+    with pytest.raises(VerificationError, match="failed to verify SCT on signing certificate"):
+        verify(monkeypatch, sigstore_local.trusted_root, forged, issuer=sigstore_local.issuer_url)
+
+
+def test_ambient_github_actions_credential_in_another_process(
+    sigstore_local: LocalSigstore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A "CI" process finds its token the way sigstore does (the ``id`` package)."""
+    out = tmp_path / "bundle.json"
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "import id\n"
+        "from sigstore.models import ClientTrustConfig\n"
+        "from sigstore.oidc import IdentityToken\n"
+        "from sigstore.sign import SigningContext\n"
+        "token = IdentityToken(id.detect_credential('sigstore'))\n"
+        "config = ClientTrustConfig.from_json(Path(sys.argv[1]).read_text())\n"
+        "with SigningContext.from_trust_config(config).signer(token) as signer:\n"
+        "    Path(sys.argv[2]).write_text(signer.sign_artifact(sys.argv[3].encode()).to_json())\n"
+    )
+    env = {**os.environ, **sigstore_local.ambient_env()}
+    argv = [sys.executable, "-c", script, str(sigstore_local.trust_config_json), str(out), "ci"]
+    subprocess.run(argv, check=True, timeout=60, env=env)
+    verify(
+        monkeypatch,
+        sigstore_local.trusted_root,
+        Bundle.from_json(out.read_bytes()),
+        artifact=b"ci",
+        issuer=GITHUB_ACTIONS_ISSUER,
+    )
+
+    env["ACTIONS_ID_TOKEN_REQUEST_TOKEN"] = "guessed"
+    refused = subprocess.run(argv, timeout=60, env=env, capture_output=True, text=True)
+    assert refused.returncode != 0 and "unknown ACTIONS_ID_TOKEN_REQUEST_TOKEN" in refused.stderr
 
 
 def test_bundle_edited_after_signing_is_refused(

@@ -7,6 +7,7 @@ import binascii
 import contextlib
 import datetime
 import json
+import secrets
 import shutil
 import tempfile
 import threading
@@ -14,20 +15,23 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 from .fulcio import CsrRefused, CtLog, FulcioCA, pem
-from .oidc import DEFAULT_IDENTITY, OidcIssuer, TokenRefused
+from .oidc import DEFAULT_IDENTITY, GITHUB_ACTIONS_ISSUER, OidcIssuer, TokenRefused
 from .rekor import TAMPER_KINDS, EntryRefused, TransparencyLog
 from .trust import client_trust_config, signing_config, trusted_root
+from .unchecked import sign_unchecked
 
 if TYPE_CHECKING:
-    from sigstore.models import ClientTrustConfig, TrustedRoot
+    from sigstore.models import Bundle, ClientTrustConfig, TrustedRoot
 
 MAX_BODY = 1 << 20
 SIGNING_CERT_PATH = "/api/v2/signingCert"
 LOG_ENTRIES_PATH = "/api/v1/log/entries"
 LOG_INFO_PATH = "/api/v1/log"
 OIDC_PREFIX = "/oidc"
+AMBIENT_PATH = "/actions/idtoken"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -63,11 +67,25 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, sigstore.oidc.jwks())
         elif path == LOG_INFO_PATH:
             self._send(200, sigstore.rekor.info())
+        elif path == AMBIENT_PATH:
+            self._ambient_token(sigstore)
         elif path == "/api/v2/trustBundle":
             chain = {"certificates": [pem(c) for c in sigstore.fulcio.chain]}
             self._send(200, {"chains": [chain]})
         else:
             self._refuse(404, f"no such path {path}")
+
+    def _ambient_token(self, sigstore: LocalSigstore) -> None:
+        """GitHub Actions' token request: a bearer request token and the audience wanted."""
+        auth = self.headers.get("Authorization", "")
+        grant = sigstore._ambient.get(auth.partition(" ")[2]) if " " in auth else None
+        if grant is None:
+            self._refuse(401, "unknown ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+            return
+        audience = parse_qs(urlsplit(self.path).query).get("audience", ["sigstore"])[0]
+        identity, issuer, expires_in = grant
+        token = sigstore.issue_token(identity, issuer, audience=audience, expires_in=expires_in)
+        self._send(200, {"value": token})
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib hook name
         sigstore = self.server.sigstore
@@ -139,6 +157,7 @@ class LocalSigstore:
         self.trusted_root_json.write_text(json.dumps(root, indent=2))
         self.trust_config_json.write_text(json.dumps(client_trust_config(root, config), indent=2))
         self._thread: threading.Thread | None = None
+        self._ambient: dict[str, tuple[str, str | None, int]] = {}
 
     @classmethod
     def start(cls) -> LocalSigstore:
@@ -197,6 +216,30 @@ class LocalSigstore:
             identity, issuer, audience=audience, expires_in=expires_in, extra_claims=extra_claims
         )
 
+    def sign_unchecked(
+        self, artifact: bytes, token: str | None = None, *, base_url: str | None = None
+    ) -> Bundle:
+        """A hashedrekord bundle made without sigstore's signer and its checks (see
+        ``unchecked``); ``base_url`` points the requests at another deployment."""
+        return sign_unchecked(base_url or self.url, token or self.issue_token(), artifact)
+
+    def ambient_env(
+        self,
+        identity: str = DEFAULT_IDENTITY,
+        issuer: str | None = GITHUB_ACTIONS_ISSUER,
+        *,
+        expires_in: int = 600,
+    ) -> dict[str, str]:
+        """Environment of a GitHub Actions job allowed ``id-token: write``: sigstore's own
+        ambient detection (the ``id`` package) fetches a token for ``identity`` from here."""
+        request_token = secrets.token_urlsafe(24)
+        self._ambient[request_token] = (identity, issuer, expires_in)
+        return {
+            "GITHUB_ACTIONS": "true",
+            "ACTIONS_ID_TOKEN_REQUEST_URL": f"{self.url}{AMBIENT_PATH}?api-version=2.0",
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN": request_token,
+        }
+
     # Knobs for forged cases (each restores the honest behaviour on exit) -----------------
 
     @contextlib.contextmanager
@@ -231,3 +274,27 @@ class LocalSigstore:
             yield
         finally:
             self.fulcio.validity_shift = datetime.timedelta(0)
+
+    @contextlib.contextmanager
+    def untrusted_ca(self) -> Iterator[None]:
+        """Certificates from a CA outside the trusted root that copies the trusted CA's names
+        (not its keys); SCTs and log entries stay honest."""
+        honest = self.fulcio
+        self.fulcio = FulcioCA(self.ct_log)
+        self.fulcio.validity_shift = honest.validity_shift
+        try:
+            yield
+        finally:
+            self.fulcio = honest
+
+    @contextlib.contextmanager
+    def untrusted_ct_log(self) -> Iterator[None]:
+        """Honest certificates whose embedded SCT is signed by a CT key outside the trusted
+        root. sigstore's signer checks the SCT itself, so bundles for this case come from
+        ``sign_unchecked``."""
+        honest = self.fulcio.ct_log
+        self.fulcio.ct_log = CtLog()
+        try:
+            yield
+        finally:
+            self.fulcio.ct_log = honest
