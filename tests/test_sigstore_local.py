@@ -28,6 +28,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ObjectIdentifier
+from sigstore import dsse
 from sigstore.errors import VerificationError
 from sigstore.models import Bundle, ClientTrustConfig, TrustedRoot
 from sigstore.oidc import IdentityToken
@@ -158,6 +159,39 @@ def test_many_entries_each_proves_inclusion_in_a_growing_tree(
             bundle,
             artifact=artifact,
             issuer=sigstore_local.issuer_url,
+        )
+
+
+def test_dsse_statement_signed_and_verified(
+    sigstore_local: LocalSigstore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-toto statements go to the log as dsse 0.0.1 entries."""
+    statement = (
+        dsse.StatementBuilder()
+        .subjects(
+            [dsse.Subject(name="commit", digest={"sha256": hashlib.sha256(ARTIFACT).hexdigest()})]
+        )
+        .predicate_type("https://truss-files.test/verdict/v1")
+        .predicate({"verdict": "pass"})
+        .build()
+    )
+    context = SigningContext.from_trust_config(sigstore_local.trust_config)
+    with context.signer(IdentityToken(sigstore_local.issue_token())) as signer:
+        bundle = Bundle.from_json(signer.sign_dsse(statement).to_json())
+    assert bundle.log_entry._inner.kind_version.kind == "dsse"
+    policy = Identity(identity=DEFAULT_IDENTITY, issuer=sigstore_local.issuer_url)
+    with no_network(monkeypatch):
+        payload_type, payload = Verifier(trusted_root=sigstore_local.trusted_root).verify_dsse(
+            bundle, policy
+        )
+    assert payload_type == "application/vnd.in-toto+json"
+    assert json.loads(payload)["predicate"] == {"verdict": "pass"}
+    with (
+        no_network(monkeypatch),
+        pytest.raises(VerificationError, match="SANs do not match"),
+    ):
+        Verifier(trusted_root=sigstore_local.trusted_root).verify_dsse(
+            bundle, Identity(identity="someone@example.test", issuer=sigstore_local.issuer_url)
         )
 
 
@@ -431,13 +465,72 @@ def test_ca_refuses_request_without_proof_of_possession(sigstore_local: LocalSig
     assert code == 400 and "proof of possession" in answer["message"]
 
 
-def test_log_refuses_entry_whose_signature_does_not_verify(sigstore_local: LocalSigstore) -> None:
-    bundle = sign(sigstore_local)
-    body = json.loads(bundle.log_entry._inner.canonicalized_body)
-    before = len(sigstore_local.rekor.tree)
+def _hashedrekord(sigstore: LocalSigstore) -> dict[str, Any]:
+    return json.loads(sign(sigstore).log_entry._inner.canonicalized_body)
+
+
+def _other_digest(sigstore: LocalSigstore) -> dict[str, Any]:
+    body = _hashedrekord(sigstore)
     body["spec"]["data"]["hash"]["value"] = hashlib.sha256(b"something else").hexdigest()
-    code, answer = _post(f"{sigstore_local.url}/api/v1/log/entries", body)
-    assert code == 400 and "does not verify" in answer["message"]
+    return body
+
+
+def _dsse_other_payload(sigstore: LocalSigstore) -> dict[str, Any]:
+    """A real envelope's signature moved onto another payload."""
+    honest = _dsse_request(sigstore)
+    envelope = json.loads(honest["spec"]["proposedContent"]["envelope"])
+    envelope["payload"] = base64.b64encode(b'{"forged": true}').decode()
+    honest["spec"]["proposedContent"]["envelope"] = json.dumps(envelope)
+    return honest
+
+
+def _dsse_request(sigstore: LocalSigstore) -> dict[str, Any]:
+    from sigstore._internal.rekor.client import RekorClient
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    statement = (
+        dsse.StatementBuilder()
+        .subjects([dsse.Subject(name="x", digest={"sha256": "00" * 32})])
+        .predicate_type("https://truss-files.test/x")
+        .build()
+    )
+    cert = sign(sigstore).signing_certificate  # any certificate: the key is what is checked
+    envelope = dsse._sign(key, statement)
+    request = RekorClient(sigstore.url)._build_dsse_request(envelope, cert)
+    # Honest but for the key: the envelope is signed by `key`, the verifier is the certificate.
+    return dict(request)
+
+
+LOG_REFUSALS = [
+    ("signature over another digest", _other_digest, "does not verify"),
+    ("dsse signature over another payload", _dsse_other_payload, "does not verify"),
+    ("dsse signed by a key not the certificate's", _dsse_request, "does not verify"),
+    ("unknown kind", lambda s: {"kind": "rekord", "apiVersion": "0.0.1"}, "only hashedrekord"),
+    ("not an object", lambda s: ["hashedrekord"], "entry has no kind"),
+    (
+        "undecodable signature",
+        lambda s: {
+            **_hashedrekord(s),
+            "spec": {**_hashedrekord(s)["spec"], "signature": {"content": "%%", "publicKey": {}}},
+        },
+        "entry has no spec.signature.publicKey.content",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "body", "message"), LOG_REFUSALS, ids=[c[0] for c in LOG_REFUSALS]
+)
+def test_log_refuses_entry_that_does_not_verify(
+    case: str,
+    body: Callable[[LocalSigstore], Any],
+    message: str,
+    sigstore_local: LocalSigstore,
+) -> None:
+    proposed = body(sigstore_local)
+    before = len(sigstore_local.rekor.tree)
+    code, answer = _post(f"{sigstore_local.url}/api/v1/log/entries", proposed)
+    assert code == 400 and message in answer["message"], (case, answer)
     assert len(sigstore_local.rekor.tree) == before
 
 

@@ -1,4 +1,4 @@
-"""A Rekor-style (API v1) transparency log of ``hashedrekord`` 0.0.1 entries.
+"""A Rekor-style (API v1) transparency log of ``hashedrekord`` and ``dsse`` 0.0.1 entries.
 
 Each entry is a leaf of a real RFC 6962 tree; the answer carries the entry's inclusion proof
 against the tree just after it was added, a checkpoint for that tree in the signed-note format,
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import threading
 import time
@@ -126,10 +127,16 @@ class TransparencyLog:
         }
 
     def _checked_body(self, proposed: Any) -> bytes:
-        """Canonical body of a hashedrekord 0.0.1 whose signature verifies under its
-        certificate's key, as Rekor checks before it logs anything."""
-        if _field(proposed, "kind") != "hashedrekord" or _field(proposed, "apiVersion") != "0.0.1":
-            raise EntryRefused("only hashedrekord 0.0.1 entries are accepted")
+        """Canonical body of an entry whose signatures verify under its certificates' keys, as
+        Rekor checks before it logs anything."""
+        kind = (_field(proposed, "kind"), _field(proposed, "apiVersion"))
+        if kind == ("hashedrekord", "0.0.1"):
+            return self._hashedrekord_body(proposed)
+        if kind == ("dsse", "0.0.1"):
+            return _dsse_body(proposed)
+        raise EntryRefused("only hashedrekord 0.0.1 and dsse 0.0.1 entries are accepted")
+
+    def _hashedrekord_body(self, proposed: Any) -> bytes:
         algorithm = _field(proposed, "spec", "data", "hash", "algorithm")
         digest_hex = _field(proposed, "spec", "data", "hash", "value")
         signature_b64 = _field(proposed, "spec", "signature", "content")
@@ -139,12 +146,11 @@ class TransparencyLog:
         try:
             digest = bytes.fromhex(digest_hex)
             signature = base64.b64decode(signature_b64, validate=True)
-            cert = x509.load_pem_x509_certificate(base64.b64decode(cert_b64, validate=True))
+            key = _certificate_key(cert_b64)
         except (ValueError, TypeError, binascii.Error) as exc:
             raise EntryRefused(f"entry fields do not decode: {exc}") from exc
-        key = cert.public_key()
-        if len(digest) != 32 or not isinstance(key, ec.EllipticCurvePublicKey):
-            raise EntryRefused("entry needs a SHA-256 digest and an ECDSA certificate")
+        if len(digest) != 32:
+            raise EntryRefused("spec.data.hash.value must be a SHA-256 digest")
         try:
             key.verify(signature, digest, ec.ECDSA(Prehashed(hashes.SHA256())))
         except InvalidSignature as exc:
@@ -159,3 +165,64 @@ class TransparencyLog:
                 },
             }
         )
+
+
+def _certificate_key(cert_b64: Any) -> ec.EllipticCurvePublicKey:
+    cert = x509.load_pem_x509_certificate(base64.b64decode(cert_b64, validate=True))
+    key = cert.public_key()
+    if not isinstance(key, ec.EllipticCurvePublicKey):
+        raise EntryRefused("the signing certificate's key must be ECDSA")
+    return key
+
+
+def _pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE pre-authentication encoding: what an envelope's signatures cover."""
+    kind = payload_type.encode()
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
+
+
+def _dsse_body(proposed: Any) -> bytes:
+    """A dsse 0.0.1 entry as Rekor stores it: envelope and payload hashes, and each signature
+    with its verifier, once every signature verifies over the envelope's PAE."""
+    envelope_json = _field(proposed, "spec", "proposedContent", "envelope")
+    verifiers = _field(proposed, "spec", "proposedContent", "verifiers")
+    if not isinstance(envelope_json, str):
+        raise EntryRefused("spec.proposedContent.envelope must be the envelope's JSON text")
+    try:
+        envelope = json.loads(envelope_json)
+        payload = base64.b64decode(_field(envelope, "payload"), validate=True)
+        payload_type = _field(envelope, "payloadType")
+        signatures = [
+            base64.b64decode(_field(sig, "sig"), validate=True)
+            for sig in _field(envelope, "signatures")
+        ]
+        keys = [_certificate_key(v) for v in verifiers]
+    except (ValueError, TypeError, binascii.Error) as exc:
+        raise EntryRefused(f"entry fields do not decode: {exc}") from exc
+    if not signatures or len(keys) != 1 or not isinstance(payload_type, str):
+        raise EntryRefused("a dsse entry needs signatures, a payloadType and one verifier")
+    for signature in signatures:
+        try:
+            keys[0].verify(signature, _pae(payload_type, payload), ec.ECDSA(hashes.SHA256()))
+        except InvalidSignature as exc:
+            raise EntryRefused("entry signature does not verify under its certificate") from exc
+    return _canonical(
+        {
+            "apiVersion": "0.0.1",
+            "kind": "dsse",
+            "spec": {
+                "envelopeHash": {
+                    "algorithm": "sha256",
+                    "value": hashlib.sha256(envelope_json.encode()).hexdigest(),
+                },
+                "payloadHash": {
+                    "algorithm": "sha256",
+                    "value": hashlib.sha256(payload).hexdigest(),
+                },
+                "signatures": [
+                    {"signature": b64(signature), "verifier": verifiers[0]}
+                    for signature in signatures
+                ],
+            },
+        }
+    )
