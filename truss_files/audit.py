@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pygit2
 
 from . import entryfile
-from .config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
+from .config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TRUSTED_ROOT_PATH, TrustPolicy
 from .context.proposal import (
     APPLIED,
     CORE_PATH,
@@ -34,7 +34,7 @@ from .context.proposal import (
     principal_of_path,
 )
 from .context.proposal import parse as parse_proposal
-from .errors import EntryError, TrussError, UsageError
+from .errors import EntryError, KeylessError, TrussError, UsageError
 from .gitstore import GitStore, Snapshot
 from .initstore import find_root, pinned_root
 from .model import LEGAL_TRANSITIONS, Trust
@@ -42,7 +42,9 @@ from .panel.verdict import Verdict, check_verdict
 from .store import parse_trailers
 
 STORE_PREFIXES = ("memories/", "identity/", "principals/", ".truss/")
-OPERATOR_PATHS = (CONFIG_PATH, SIGNERS_PATH, CORE_PATH)
+OPERATOR_PATHS = (CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, CORE_PATH)
+# The files a commit's children are judged by (the parent's policy).
+POLICY_PATHS = (SIGNERS_PATH, CONFIG_PATH, TRUSTED_ROOT_PATH)
 
 
 @dataclass(frozen=True)
@@ -77,12 +79,12 @@ class _Policies:
 
     def __init__(self, repo: pygit2.Repository) -> None:
         self.repo = repo
-        self.cache: dict[tuple[str | None, str | None], TrustPolicy] = {}
+        self.cache: dict[tuple[str | None, ...], TrustPolicy] = {}
         # Commit id -> the (allowed_signers, truss.toml) its children are judged by, where
         # that differs from its tree: a key smuggled in without an operator's signature must
         # not make what it later signs look trusted.
-        self.held: dict[str, tuple[bytes | None, bytes | None]] = {}
-        self.held_cache: dict[tuple[bytes | None, bytes | None], TrustPolicy] = {}
+        self.held: dict[str, tuple[bytes | None, ...]] = {}
+        self.held_cache: dict[tuple[bytes | None, ...], TrustPolicy] = {}
 
     def of(self, snap: Snapshot) -> TrustPolicy:
         held = self.held.get(snap.oid or "")
@@ -90,16 +92,14 @@ class _Policies:
             if held not in self.held_cache:
                 self.held_cache[held] = TrustPolicy.from_files(*held)
             return self.held_cache[held]
-        key = (snap.blob_id(SIGNERS_PATH), snap.blob_id(CONFIG_PATH))
+        key = tuple(snap.blob_id(path) for path in POLICY_PATHS)
         if key not in self.cache:
-            self.cache[key] = TrustPolicy.from_files(
-                snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH)
-            )
+            self.cache[key] = TrustPolicy.from_files(*(snap.read(path) for path in POLICY_PATHS))
         return self.cache[key]
 
-    def _effective(self, snap: Snapshot) -> tuple[bytes | None, bytes | None]:
+    def _effective(self, snap: Snapshot) -> tuple[bytes | None, ...]:
         held = self.held.get(snap.oid or "")
-        return held if held is not None else (snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH))
+        return held if held is not None else tuple(snap.read(path) for path in POLICY_PATHS)
 
     def carry(self, commit: pygit2.Commit, found: list[Violation]) -> None:
         """Record the policy ``commit``'s children are judged by: a policy file changed by a
@@ -113,14 +113,14 @@ class _Policies:
         if not tainted and not any((p.oid or "") in self.held for p in parents):
             return  # the common case: the tree's own files are the policy
         after = []
-        for n, path in enumerate((SIGNERS_PATH, CONFIG_PATH)):
+        for n, path in enumerate(POLICY_PATHS):
             if tainted:
                 after.append(self._effective(parents[0])[n])
                 continue
             source = next((p for p in parents if p.blob_id(path) == snap.blob_id(path)), None)
             after.append(self._effective(source)[n] if source is not None else snap.read(path))
-        if tuple(after) != (snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH)):
-            self.held[str(commit.id)] = (after[0], after[1])
+        if tuple(after) != tuple(snap.read(path) for path in POLICY_PATHS):
+            self.held[str(commit.id)] = tuple(after)
 
 
 def audit(
@@ -660,6 +660,8 @@ def _check_entry(
             try:
                 verdict = Verdict.from_dict(new.provenance.verified_by, path)
                 check_verdict(verdict, new.id, outcome, policy)
+            except KeylessError as exc:
+                report(path, exc.rule, exc.detail)
             except TrussError as exc:
                 report(path, "verdict", str(exc))
     return {"panel"}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from . import entryfile
-from .config import CONFIG_PATH, SIGNERS_PATH, StoreConfig, TrustPolicy
+from .config import CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, StoreConfig, TrustPolicy
 from .errors import (
     ConfigError,
     EntryError,
@@ -125,7 +125,7 @@ class MemoryStore:
         self._signer = signer
         self.clock = clock
         self.environ = os.environ if environ is None else environ
-        self._policies: dict[tuple[str | None, str | None], TrustPolicy] = {}
+        self._policies: dict[tuple[str | None, ...], TrustPolicy] = {}
 
     # -- configuration and identity ------------------------------------------------------
 
@@ -144,10 +144,16 @@ class MemoryStore:
         snap = snap or self.snapshot()
         # One write asks three times (author, identity, pre-swap check) and the two files
         # rarely change: parse once per pair of blob ids, as audit does (~10% of a write).
-        key = (snap.blob_id(SIGNERS_PATH), snap.blob_id(CONFIG_PATH))
+        key = (
+            snap.blob_id(SIGNERS_PATH),
+            snap.blob_id(CONFIG_PATH),
+            snap.blob_id(TRUSTED_ROOT_PATH),
+        )
         found = self._policies.get(key)
         if found is None:
-            found = TrustPolicy.from_files(snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH))
+            found = TrustPolicy.from_files(
+                snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH), snap.read(TRUSTED_ROOT_PATH)
+            )
             self._policies[key] = found
         return found
 
@@ -694,6 +700,40 @@ class MemoryStore:
             principal=principal,
             quorum=quorum,
             policy=policy,
+            now=self._now(),
+        )
+
+    def sign_keyless_verdict(
+        self,
+        ref: str,
+        outcome: str,
+        *,
+        note: str = "",
+        token: str | None = None,
+        trust_config: str | None = None,
+    ) -> Verdict:
+        """A verdict signed with sigstore by the OIDC identity of ``token`` (or the ambient
+        one in CI); refused before signing when that identity does not hold the panel role."""
+        from .panel.verdict import sign_keyless_verdict
+        from .signing import keyless
+
+        entry = self.get(ref)
+        identity, raw = keyless.token_identity(token)
+        if identity.principal not in self.config().roles()["panel"]:
+            raise UsageError(
+                f"{identity.principal} does not hold the panel role; a verdict it signs would "
+                "be refused. Ask an operator to run `truss-files roles grant panel "
+                f"'{identity.principal}'`"
+            )
+        return sign_keyless_verdict(
+            entry.id,
+            outcome,
+            None,
+            note=note,
+            token=raw,
+            trust_config=trust_config,
+            quorum="1-of-1",
+            policy="manual",
             now=self._now(),
         )
 

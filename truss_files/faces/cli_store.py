@@ -229,24 +229,60 @@ def verdict() -> None:
     "pipes into promote (with -o: the file's name and the verdict's id); text: one line "
     "saying what was signed.",
 )
+@click.option(
+    "--sigstore",
+    "keyless",
+    is_flag=True,
+    help="Sign keylessly with sigstore (the `sigstore` extra): your OIDC identity instead of "
+    "a panel key; the verdict carries the bundle.",
+)
+@click.option(
+    "--identity-token",
+    envvar="SIGSTORE_IDENTITY_TOKEN",
+    help="With --sigstore: the OIDC token to sign with (default: the CI's ambient identity).",
+)
+@click.option(
+    "--trust-config",
+    type=click.Path(dir_okay=False),
+    help="With --sigstore: a ClientTrustConfig JSON for a private sigstore deployment "
+    "(default: the public instance).",
+)
 @pass_ctx
 @handled
 def verdict_sign(
-    obj: Ctx, entry_id: str, outcome: str | None, note: str, output: str | None, fmt: str | None
+    obj: Ctx,
+    entry_id: str,
+    outcome: str | None,
+    note: str,
+    output: str | None,
+    fmt: str | None,
+    keyless: bool,
+    identity_token: str | None,
+    trust_config: str | None,
 ) -> None:
     """Sign a verdict on an entry with your panel key; prints the verdict JSON.
 
     With -o the verdict goes to the file and a line saying so to stderr (or, with --format
-    json, an object naming the file on stdout).
+    json, an object naming the file on stdout). With --sigstore the verdict is signed by an
+    OIDC identity (a CI workflow's, say) that truss.toml [roles] panel names as
+    sigstore:<issuer>|<identity>.
 
     \b
     Examples:
       truss-files verdict sign 5b0c8f3e --pass | truss-files promote 5b0c8f3e --verdict -
       truss-files verdict sign 5b0c8f3e --fail --note "not reproduced" -o ~/v.json
+      truss-files verdict sign 5b0c8f3e --pass --sigstore -o verdict.json
     """
     if outcome is None:
         raise UsageError("say --pass or --fail")
-    signed = obj.store().sign_verdict(entry_id, outcome, note=note)
+    if not keyless and trust_config:
+        raise UsageError("--trust-config goes with --sigstore")
+    if keyless:
+        signed = obj.store().sign_keyless_verdict(
+            entry_id, outcome, note=note, token=identity_token, trust_config=trust_config
+        )
+    else:
+        signed = obj.store().sign_verdict(entry_id, outcome, note=note)
     said = f"verdict {signed.id} ({outcome} on {signed.entry[:12]}, signed by {signed.signer})"
     if output:
         Path(os.path.expanduser(output)).write_text(signed.to_json())

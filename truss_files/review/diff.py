@@ -17,7 +17,7 @@ from typing import Any
 import pygit2
 
 from ..audit import audit, is_store_path
-from ..config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
+from ..config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TRUSTED_ROOT_PATH, TrustPolicy
 from ..context.proposal import CORE_PATH, SELF_PATH
 from ..entryfile import parse
 from ..errors import EntryError, TrussError, UsageError
@@ -414,7 +414,9 @@ def _signer(repo: pygit2.Repository, commit: pygit2.Commit, cache: dict[str, str
         return cache[cid]
     snap = Snapshot(repo, commit.parents[0] if commit.parents else commit)
     try:
-        policy = TrustPolicy.from_files(snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH))
+        policy = TrustPolicy.from_files(
+            snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH), snap.read(TRUSTED_ROOT_PATH)
+        )
         principal, _ = policy.check_signature(
             signature.decode("ascii", "replace"), payload, GIT_NAMESPACE, set()
         )
