@@ -178,13 +178,43 @@ def check_commits(
 ) -> Iterator[list[Violation]]:
     """The violations of each commit in turn (parents before children): a policy change that
     failed the rules stays out of the policy its descendants are judged by."""
+    from .attest import read_notes
+
     policies = _Policies(repo)
+    notes = read_notes(repo)
     for commit in commits:
         is_root = root is not None and str(commit.id) == root
         broken = check_commit(repo, commit, is_root, policies)
+        note = notes.get(str(commit.id))
+        if note is not None:
+            broken.extend(check_note(repo, commit, note, policies, is_root))
         if not is_root:
             policies.carry(commit, broken)
         yield broken
+
+
+def check_note(
+    repo: pygit2.Repository,
+    commit: pygit2.Commit,
+    note: pygit2.Oid,
+    policies: _Policies | None = None,
+    is_root: bool = False,
+) -> list[Violation]:
+    """The violations of the sigstore attestation (a git note) on ``commit``, judged by the
+    policy the commit itself is judged by: its first parent's (the root: its own)."""
+    from .attest import note_problems
+
+    policies = policies or _Policies(repo)
+    parents = list(commit.parents)
+    snap = Snapshot(repo, commit if is_root or not parents else parents[0])
+    try:
+        policy = policies.of(snap)
+    except TrussError as exc:
+        return [Violation(str(commit.id), "", "policy", f"no policy to judge its note by: {exc}")]
+    return [
+        Violation(str(commit.id), "", rule, f"{message} (note in refs/notes/truss-sigstore)")
+        for rule, message in note_problems(repo, str(commit.id), note, policy)
+    ]
 
 
 def _descends(

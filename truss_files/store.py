@@ -488,7 +488,11 @@ class MemoryStore:
             message += trailers(op=op, entry=entry.id, trust=moves, **extra)
             return Plan(changes, message)
 
-        self._apply(plan, need)
+        done = self._apply(plan, need)
+        if done is not None:
+            from .attest import transition_attest
+
+            transition_attest(self, done[0])
         return result[0]
 
     def promote(self, ref: str, verdict: Verdict, *, conflict: str | None = None) -> Entry:
@@ -658,6 +662,9 @@ class MemoryStore:
         personal = any(p.startswith(("identity/", "principals/")) for p in changed)
         done = self._apply(plan, {"operator"} if personal else {"panel", "operator"})
         assert done is not None
+        from .attest import transition_attest
+
+        transition_attest(self, done[0])
         return done[0]
 
     # -- verdicts ------------------------------------------------------------------------

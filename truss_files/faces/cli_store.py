@@ -296,6 +296,55 @@ def verdict_sign(
         click.echo(signed.to_json(), nl=False)
 
 
+@verdict.command("verify")
+@click.argument("path", metavar="FILE")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def verdict_verify(obj: Ctx, path: str, fmt: str | None) -> None:
+    """Explain one verdict file (or -): who signed it, and whether this store accepts it.
+
+    An SSH-signed verdict is checked against .truss/allowed_signers; a keyless one against
+    the trusted root (pinned at .truss/trusted_root.json, or the one sigstore ships), offline,
+    and its identity against truss.toml [roles] panel. A refusal names the rule it breaks
+    (sigstore-identity, sigstore-issuer, sigstore-artifact, sigstore-untrusted-certificate,
+    sigstore-expired-certificate, sigstore-log, ...) and exits 1.
+
+    \b
+    Example:
+      truss-files verdict verify verdict.json
+    """
+    from ..panel.verdict import check_keyless, check_verdict, check_votes
+
+    found = _load_verdict(path)
+    store = obj.store()
+    policy = store.policy()
+    keyless = None
+    if found.bundle is not None or found.signer.startswith("sigstore:"):
+        keyless = check_keyless(found, policy).to_dict()
+        check_votes(found)
+    else:
+        check_verdict(found, found.entry, found.outcome, policy)
+    try:
+        trust: str | None = store.get(found.entry).trust.value
+    except TrussError:
+        trust = None
+    data = {**found.summary(), "entry": found.entry, "valid": True, "keyless": keyless}
+    data["entry_trust"] = trust
+    how = (
+        f"keylessly by {keyless['identity']} (issuer {keyless['issuer']}, log index "
+        f"{keyless['log_index']})"
+        if keyless
+        else f"by {found.signer} ({found.key.split()[0] if found.key else 'no key'})"
+    )
+    text = (
+        f"verdict {found.id}: {found.outcome} on {found.entry}, signed {how}; valid here, "
+        "and the signer holds the panel role"
+        + (f"; the entry is {trust}" if trust else "; no such entry in this store")
+    )
+    emit(fmt, data, text)
+
+
 def _load_verdict(path: str) -> Any:
     from ..panel.verdict import Verdict
 

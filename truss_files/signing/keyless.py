@@ -319,6 +319,14 @@ def _check_chain(cert: Certificate, root: TrustedRoot, data: Mapping[str, Any], 
             "by a certificate authority of the trusted root; pin your deployment's "
             f"trusted_root.json at {TRUSTED_ROOT_PATH} (an operator's commit)",
         )
+    trusted_logs = _ct_log_ids(root)
+    for sct in _scts(cert):
+        if trusted_logs and sct not in trusted_logs:
+            raise KeylessError(
+                "sigstore-untrusted-certificate",
+                f"{what}: the certificate's timestamp (SCT) comes from a certificate "
+                "transparency log the trusted root does not name",
+            )
     when = _integrated(_log_entry(data))
     start = int(cert.not_valid_before_utc.timestamp())
     end = int(cert.not_valid_after_utc.timestamp())
@@ -327,8 +335,36 @@ def _check_chain(cert: Certificate, root: TrustedRoot, data: Mapping[str, Any], 
             "sigstore-expired-certificate",
             f"{what}: the certificate is valid {cert.not_valid_before_utc:%Y-%m-%dT%H:%M:%SZ} "
             f"to {cert.not_valid_after_utc:%Y-%m-%dT%H:%M:%SZ}, but the log recorded the "
-            f"signature at {when}",
+            f"signature at {_iso(when)}",
         )
+
+
+def _scts(cert: Certificate) -> list[bytes]:
+    from cryptography import x509
+
+    try:
+        found = cert.extensions.get_extension_for_class(
+            x509.PrecertificateSignedCertificateTimestamps
+        ).value
+    except x509.ExtensionNotFound:
+        return []
+    return [sct.log_id for sct in found]
+
+
+def _ct_log_ids(root: TrustedRoot) -> frozenset[bytes]:
+    """The key ids of the root's CT logs (empty when they cannot be read: then sigstore's own
+    SCT check alone decides, under the ``sigstore-log`` name)."""
+    try:
+        raw = json.loads(root._inner.to_json())  # the wire form; no public accessor
+        return frozenset(base64.b64decode(log["logId"]["keyId"]) for log in raw.get("ctlogs", []))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return frozenset()
+
+
+def _iso(epoch: int) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _issued_by(cert: Certificate, ca: Certificate) -> bool:
