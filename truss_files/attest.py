@@ -5,9 +5,8 @@ transition) signs ``truss-files attest <commit id>`` keylessly and stores the no
 ``{"commit", "signer", "bundle"}`` under ``refs/notes/truss-sigstore``. The note is outside
 the branch, so it changes no commit; it is self-authenticating, so the notes ref itself needs
 no signature: the audit, the gate and ``log`` verify each note offline against the trusted
-root of the annotated commit's parent (the same policy the commit is judged by), and a note's
-signer must be a sigstore principal the store names -- in ``[roles]`` or in ``[sigstore]
-attesters``.
+root in force once the annotated commit is made, and a note's signer must be a sigstore
+principal the store names there -- in ``[roles]`` or in ``[sigstore] attesters``.
 
 Notes are read straight from the notes ref's tree (one blob per annotated commit, named by its
 id, possibly fanned out as ``ab/cdef...``), so an audit without notes pays nothing.

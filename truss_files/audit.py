@@ -185,11 +185,11 @@ def check_commits(
     for commit in commits:
         is_root = root is not None and str(commit.id) == root
         broken = check_commit(repo, commit, is_root, policies)
-        note = notes.get(str(commit.id))
-        if note is not None:
-            broken.extend(check_note(repo, commit, note, policies, is_root))
         if not is_root:
             policies.carry(commit, broken)
+        note = notes.get(str(commit.id))
+        if note is not None:
+            broken.extend(check_note(repo, commit, note, policies))
         yield broken
 
 
@@ -198,17 +198,16 @@ def check_note(
     commit: pygit2.Commit,
     note: pygit2.Oid,
     policies: _Policies | None = None,
-    is_root: bool = False,
 ) -> list[Violation]:
     """The violations of the sigstore attestation (a git note) on ``commit``, judged by the
-    policy the commit itself is judged by: its first parent's (the root: its own)."""
+    policy in force once the commit is made -- the one its children are judged by (a policy
+    change that broke the rules does not count) -- so the commit that pins a trusted root or
+    names an attester can itself be attested."""
     from .attest import note_problems
 
     policies = policies or _Policies(repo)
-    parents = list(commit.parents)
-    snap = Snapshot(repo, commit if is_root or not parents else parents[0])
     try:
-        policy = policies.of(snap)
+        policy = policies.of(Snapshot(repo, commit))
     except TrussError as exc:
         return [Violation(str(commit.id), "", "policy", f"no policy to judge its note by: {exc}")]
     return [
