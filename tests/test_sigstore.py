@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sigstore_local import GITHUB_ACTIONS_ISSUER, LocalSigstore
+from sigstore_local import DEFAULT_IDENTITY, GITHUB_ACTIONS_ISSUER, LocalSigstore
 from sigstore_support import (
     SCRIPT,
     audit_json,
@@ -265,3 +265,45 @@ def test_attest_refuses_an_identity_the_store_does_not_name(
             trust_config=str(sigstore_local.trust_config_json),
         )
     assert read_notes(store.git.repo) == {}
+
+
+def test_diff_markdown_and_log_name_the_keyless_signer_and_the_attestation(
+    store: MemoryStore, sigstore_local: LocalSigstore
+) -> None:
+    trust_instance(store, sigstore_local)
+    entry = store.write(Kind.FACT, "preview-url", "The release check needs the preview URL.")
+    start = str(store.git.tip().id)  # type: ignore[union-attr]
+    store.promote(entry.id, keyless_verdict(store, sigstore_local, entry.id))
+    attest(
+        store,
+        token=sigstore_local.issue_token(),
+        trust_config=str(sigstore_local.trust_config_json),
+    )
+    base = ["--store", str(store.git.workdir)]
+    shown = CliRunner().invoke(cli, [*base, "diff", f"{start}..HEAD", "--format", "markdown"])
+    assert shown.exit_code == 0, shown.output
+    assert (
+        f"keyless: {DEFAULT_IDENTITY} via {sigstore_local.issuer_url}, log index " in shown.output
+    )
+    logged = CliRunner().invoke(cli, [*base, "log", entry.id, "--format", "text"])
+    assert logged.exit_code == 0, logged.output
+    assert f"keyless verdict: {DEFAULT_IDENTITY} via {sigstore_local.issuer_url}, log index" in (
+        logged.output
+    )
+    assert f"attested: {principal(sigstore_local)}, log index" in logged.output
+
+
+def test_the_merge_driver_takes_a_valid_keyless_verdict(
+    store: MemoryStore, sigstore_local: LocalSigstore
+) -> None:
+    from truss_files import entryfile
+    from truss_files.review.merge import merge_entry
+    from truss_files.store import _with_trust
+
+    trust_instance(store, sigstore_local)
+    entry = store.write(Kind.FACT, "k", "a body")
+    verdict = keyless_verdict(store, sigstore_local, entry.id)
+    plain = entryfile.serialize(entry).encode()
+    passed = entryfile.serialize(_with_trust(entry, Trust.VERIFIED, verdict.to_dict())).encode()
+    merged = merge_entry(plain, plain, passed, store.resolve(entry.id), store.policy())
+    assert merged.clean and merged.text == passed

@@ -108,6 +108,10 @@ class LogItem:
     trust: str | None
     verdict: str | None
     reason: str | None = None  # why a demote happened (its Truss-Reason trailer)
+    # A keyless verdict's signer as verified offline, or why it does not verify.
+    keyless: str | None = None
+    # The commit's sigstore attestation (a git note), verified offline, or why not.
+    attested: str | None = None
 
 
 class MemoryStore:
@@ -754,6 +758,9 @@ class MemoryStore:
         tip = self.git.tip()
         if tip is None:
             return []
+        from .attest import read_notes
+
+        notes = read_notes(repo)
         walker = repo.walk(
             tip.id, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
         )
@@ -764,9 +771,13 @@ class MemoryStore:
                 continue
             fields = parse_trailers(commit.message)
             trust = None
+            keyless = None
             if blob is not None:
                 data = repo[blob].data  # type: ignore[attr-defined]
-                trust = entryfile.parse(data, path).trust.value
+                parsed = entryfile.parse(data, path)
+                trust = parsed.trust.value
+                if before is not None and commit.parents:
+                    keyless = self._keyless_of(parsed, commit, before, path)
             items.append(
                 LogItem(
                     commit=str(commit.id),
@@ -777,9 +788,47 @@ class MemoryStore:
                     trust=trust,
                     verdict=next(iter(fields.get("Truss-Verdict", [])), None),
                     reason=next(iter(fields.get("Truss-Reason", [])), None),
+                    keyless=keyless,
+                    attested=self._attested(commit, notes),
                 )
             )
         return items
+
+    def _keyless_of(
+        self, entry: Entry, commit: pygit2.Commit, before: Any, path: str
+    ) -> str | None:
+        """How a keyless verdict that this commit recorded checks out, offline."""
+        verdict = entry.provenance.verified_by
+        if not verdict or "bundle" not in verdict:
+            return None
+        old = entryfile.parse(self.git.repo[before].data, path)  # type: ignore[attr-defined]
+        if old.provenance.verified_by == verdict:
+            return None  # recorded by an earlier commit
+        from .errors import KeylessError, TrussError
+        from .panel.verdict import check_keyless
+
+        try:
+            found = check_keyless(
+                Verdict.from_dict(verdict), self.policy(Snapshot(self.git.repo, commit.parents[0]))
+            )
+        except KeylessError as exc:
+            return f"INVALID [{exc.rule}] {exc.detail}"
+        except TrussError as exc:
+            return f"INVALID {exc.message}"
+        return f"{found.identity} via {found.issuer}, log index {found.log_index}"
+
+    def _attested(self, commit: pygit2.Commit, notes: Mapping[str, Any]) -> str | None:
+        note = notes.get(str(commit.id))
+        if note is None:
+            return None
+        from .attest import describe_note
+        from .audit import check_note
+
+        found = check_note(self.git.repo, commit, note)
+        if found:
+            return "INVALID " + "; ".join(f"[{v.rule}] {v.message}" for v in found)
+        said = describe_note(self.git.repo, note) or {}
+        return f"{said.get('signer')}, log index {said.get('log_index')}"
 
     def _signer_of(self, commit: pygit2.Commit) -> str:
         signature, payload = commit.gpg_signature

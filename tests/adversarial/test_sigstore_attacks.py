@@ -357,3 +357,30 @@ def test_the_gate_refuses_a_forged_keyless_verdict(
     assert pushed.returncode != 0
     assert f"commit {commit[:12]} {path}: [sigstore-identity]" in pushed.stderr
     assert server_repo.references["refs/heads/main"].target == before
+
+
+def test_the_merge_driver_and_log_refuse_a_forged_keyless_verdict(
+    keyless_store: tuple[MemoryStore, Entry, Entry],
+    sigstore_local: LocalSigstore,
+    signed_commit: Callable[..., str],
+) -> None:
+    from truss_files.review.merge import merge_entry
+
+    store, entry, _ = keyless_store
+    forged = keyless_verdict(store, sigstore_local, entry.id, identity=MALLORY)
+    forged = _relabel(forged, signer=principal(sigstore_local))
+    path = store.resolve(entry.id)
+    plain = entryfile.serialize(entry).encode()
+    smuggled = entryfile.serialize(_with_trust(entry, Trust.VERIFIED, forged.to_dict())).encode()
+    merged = merge_entry(plain, plain, smuggled, path, store.policy())
+    assert not merged.clean
+    assert "their side's keyless verdict does not verify: [sigstore-identity]" in merged.reason
+    assert b"<<<<<<<" in merged.text
+
+    signed_commit(
+        store,
+        {path: smuggled},
+        message=f"truss: promote\n\nTruss-Op: promote\nTruss-Entry: {entry.id}",
+    )
+    item = store.log(entry.id)[-1]
+    assert item.keyless is not None and item.keyless.startswith("INVALID [sigstore-identity]")

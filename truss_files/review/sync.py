@@ -328,7 +328,7 @@ def _merge(
         if a is None or b is None:
             problems.append(f"{path}: deleted on one side")
             continue
-        result = merge_entry(base_snap.read(path), a, b, path)
+        result = merge_entry(base_snap.read(path), a, b, path, store.policy(ours_snap))
         if not result.clean:
             problems.append(f"{path}: {result.reason}")
             continue

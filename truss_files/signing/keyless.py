@@ -239,6 +239,23 @@ def describe(bundle: Any, what: str) -> KeylessIdentity:
     return KeylessIdentity(issuer, sans[0] if sans else "")
 
 
+def claimed(bundle: Any) -> tuple[str, str, int | None] | None:
+    """(identity, issuer, log index) a bundle claims, read without sigstore (cheap, for
+    ``diff`` and ``log``); None when it cannot be read. Unverified: the audit judges."""
+    from cryptography import x509
+
+    try:
+        material = bundle["verificationMaterial"]
+        der = base64.b64decode(material["certificate"]["rawBytes"])
+        cert = x509.load_der_x509_certificate(der)
+        entries = material.get("tlogEntries") or [{}]
+        index = int(entries[0]["logIndex"]) if "logIndex" in entries[0] else None
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    issuer, sans = _cert_identity(cert)
+    return (sans[0] if sans else "", issuer, index)
+
+
 def _bundle(bundle: Any, what: str) -> tuple[Bundle, dict[str, Any]]:
     from sigstore.models import Bundle
 
