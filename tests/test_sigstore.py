@@ -29,7 +29,7 @@ from sigstore_support import (
 from truss_files.attest import NOTES_REF, attest, read_notes
 from truss_files.audit import audit
 from truss_files.config import TRUSTED_ROOT_PATH
-from truss_files.errors import UsageError
+from truss_files.errors import KeylessError, UsageError
 from truss_files.faces.cli_app import cli
 from truss_files.model import Kind, Trust
 from truss_files.operators import grant_role
@@ -185,15 +185,23 @@ def test_pinning_the_trusted_root_is_an_operator_commit(
 
 
 def test_without_a_pinned_root_the_shipped_production_root_is_used_offline(
-    store: MemoryStore, sigstore_local: LocalSigstore
+    store: MemoryStore, sigstore_local: LocalSigstore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import socket
+
     grant_role(store, "panel", principal(sigstore_local))
     entry = store.write(Kind.FACT, "k", "a body")
     verdict = keyless_verdict(store, sigstore_local, entry.id)
     tip = store.git.tip()
+
+    def refuse(*_args: object) -> None:
+        raise AssertionError("verification touched the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
     # The private instance is no production CA: refused by name, against sigstore's own root.
-    with pytest.raises(Exception, match="sigstore-untrusted-certificate"):
+    with pytest.raises(KeylessError) as refused:
         store.promote(entry.id, verdict)
+    assert refused.value.rule == "sigstore-untrusted-certificate"
     assert store.git.tip() == tip
 
 

@@ -143,10 +143,12 @@ def _sync_notes(store: MemoryStore, runner: _Git, remote: str) -> str | None:
 
     repo = store.git.repo
     tracking = f"refs/notes/remotes/{remote}/truss-sigstore"
-    theirs = runner.remote_tip(remote, NOTES_REF)
+    # A pattern, so a remote without attestations is no error: one fetch, no ls-remote.
+    runner.run("fetch", "--quiet", "--no-tags", remote, f"+{NOTES_REF}*:{tracking}*")
+    found_ref = repo.references.get(tracking)
+    theirs = str(found_ref.target) if found_ref is not None else None
     ours = read_notes(repo)
     if theirs is not None:
-        runner.run("fetch", "--quiet", "--no-tags", remote, f"+{NOTES_REF}:{tracking}")
         found = []
         for cid, blob in notes_of(repo, theirs).items():
             if ours.get(cid) == blob:

@@ -18,22 +18,18 @@ rules below); they only name failures, they never accept anything sigstore would
 from __future__ import annotations
 
 import base64
-import functools
-import hashlib
 import json
-import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import TRUSTED_ROOT_PATH
 from ..errors import KeylessError, UsageError
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
-    from sigstore.models import Bundle, TrustedRoot
+    from sigstore.models import Bundle
 
 PREFIX = "sigstore:"
 
@@ -212,10 +208,11 @@ def verify(
             "sigstore-identity",
             f"{what}: signed by {', '.join(sans) or 'no identity'}, not {expected.identity}",
         )
-    _check_artifact(cert, data, payload, what)
-    root = _trusted_root(trusted_root)
-    _check_chain(cert, root, data, what)
-    verifier = _verifier(trusted_root)
+    from . import keyless_checks as checks
+
+    checks.check_artifact(cert, data, payload, what)
+    checks.check_chain(cert, checks.trusted_root(trusted_root), data, what)
+    verifier = checks.verifier(trusted_root)
     try:
         verifier.verify_artifact(
             payload, parsed, Identity(identity=expected.identity, issuer=expected.issuer)
@@ -226,17 +223,10 @@ def verify(
             f"{what}: the transparency log entry or the certificate's signed timestamp does "
             f"not verify against the trusted root ({exc})",
         ) from exc
-    entry = _log_entry(data)
+    entry = checks.log_entry(data)
     return KeylessSignature(
-        issuer, expected.identity, int(entry.get("logIndex", -1)), _integrated(entry)
+        issuer, expected.identity, int(entry.get("logIndex", -1)), checks.integrated(entry)
     )
-
-
-def describe(bundle: Any, what: str) -> KeylessIdentity:
-    """The issuer and first identity a bundle's certificate claims (unverified)."""
-    parsed, _ = _bundle(bundle, what)
-    issuer, sans = _cert_identity(parsed.signing_certificate)
-    return KeylessIdentity(issuer, sans[0] if sans else "")
 
 
 def claimed(bundle: Any) -> tuple[str, str, int | None] | None:
@@ -300,145 +290,11 @@ def _cert_identity(cert: Certificate) -> tuple[str, list[str]]:
     return issuer, sans
 
 
-def _check_artifact(cert: Certificate, data: Mapping[str, Any], payload: bytes, what: str) -> None:
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    signature = data.get("messageSignature")
-    if not isinstance(signature, dict):
-        raise KeylessError("sigstore-bundle", f"{what}: the bundle holds no message signature")
-    digest = (signature.get("messageDigest") or {}).get("digest")
-    if digest is not None and digest != base64.b64encode(hashlib.sha256(payload).digest()).decode():
-        raise KeylessError(
-            "sigstore-artifact",
-            f"{what}: the bundle was made for other bytes (another entry, verdict or commit)",
-        )
-    key = cert.public_key()
-    try:
-        raw = base64.b64decode(str(signature.get("signature", "")), validate=True)
-        if not isinstance(key, ec.EllipticCurvePublicKey):
-            raise InvalidSignature
-        key.verify(raw, payload, ec.ECDSA(hashes.SHA256()))
-    except (InvalidSignature, ValueError) as exc:
-        raise KeylessError(
-            "sigstore-artifact",
-            f"{what}: the signature is not over these bytes (another entry, verdict or commit)",
-        ) from exc
-
-
-def _check_chain(cert: Certificate, root: TrustedRoot, data: Mapping[str, Any], what: str) -> None:
-    cas = root.get_fulcio_certs()
-    if not any(_issued_by(cert, ca) for ca in cas):
-        raise KeylessError(
-            "sigstore-untrusted-certificate",
-            f"{what}: the signing certificate ({cert.issuer.rfc4514_string()}) was not issued "
-            "by a certificate authority of the trusted root; pin your deployment's "
-            f"trusted_root.json at {TRUSTED_ROOT_PATH} (an operator's commit)",
-        )
-    trusted_logs = _ct_log_ids(root)
-    for sct in _scts(cert):
-        if trusted_logs and sct not in trusted_logs:
-            raise KeylessError(
-                "sigstore-untrusted-certificate",
-                f"{what}: the certificate's timestamp (SCT) comes from a certificate "
-                "transparency log the trusted root does not name",
-            )
-    when = _integrated(_log_entry(data))
-    start = int(cert.not_valid_before_utc.timestamp())
-    end = int(cert.not_valid_after_utc.timestamp())
-    if not start <= when <= end:
-        raise KeylessError(
-            "sigstore-expired-certificate",
-            f"{what}: the certificate is valid {cert.not_valid_before_utc:%Y-%m-%dT%H:%M:%SZ} "
-            f"to {cert.not_valid_after_utc:%Y-%m-%dT%H:%M:%SZ}, but the log recorded the "
-            f"signature at {_iso(when)}",
-        )
-
-
-def _scts(cert: Certificate) -> list[bytes]:
-    from cryptography import x509
-
-    try:
-        found = cert.extensions.get_extension_for_class(
-            x509.PrecertificateSignedCertificateTimestamps
-        ).value
-    except x509.ExtensionNotFound:
-        return []
-    return [sct.log_id for sct in found]
-
-
-def _ct_log_ids(root: TrustedRoot) -> frozenset[bytes]:
-    """The key ids of the root's CT logs (empty when they cannot be read: then sigstore's own
-    SCT check alone decides, under the ``sigstore-log`` name)."""
-    try:
-        raw = json.loads(root._inner.to_json())  # the wire form; no public accessor
-        return frozenset(base64.b64decode(log["logId"]["keyId"]) for log in raw.get("ctlogs", []))
-    except (AttributeError, KeyError, TypeError, ValueError):
-        return frozenset()
-
-
-def _iso(epoch: int) -> str:
-    import datetime
-
-    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _issued_by(cert: Certificate, ca: Certificate) -> bool:
-    try:
-        cert.verify_directly_issued_by(ca)
-    except Exception:  # noqa: BLE001 - a mismatch of names, key type or signature
-        return False
-    return True
-
-
-def _log_entry(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    material = data.get("verificationMaterial") or {}
-    entries = material.get("tlogEntries") if isinstance(material, dict) else None
-    if not isinstance(entries, list) or not entries or not isinstance(entries[0], dict):
-        raise KeylessError("sigstore-log", "the bundle holds no transparency log entry")
-    return entries[0]
-
-
-def _integrated(entry: Mapping[str, Any]) -> int:
-    try:
-        return int(entry.get("integratedTime", 0))
-    except (TypeError, ValueError) as exc:
-        raise KeylessError(
-            "sigstore-log", "the log entry's integratedTime is not a number"
-        ) from exc
-
-
 def check_trusted_root(data: bytes) -> None:
     """Raise ``UsageError`` unless ``data`` is a sigstore trusted root."""
+    from .keyless_checks import trusted_root
+
     try:
-        _trusted_root(data)
+        trusted_root(data)
     except KeylessError as exc:
         raise UsageError(exc.detail) from exc
-
-
-@functools.lru_cache(maxsize=8)
-def _trusted_root(pinned: bytes | None) -> TrustedRoot:
-    from sigstore.models import ClientTrustConfig, TrustedRoot
-
-    if pinned is None:
-        # sigstore ships the production trusted root in its package; offline=True reads it
-        # (and any cached update) without a network. Its "offline mode" warning is noise here.
-        logging.getLogger("sigstore._internal.tuf").setLevel(logging.ERROR)
-        return ClientTrustConfig.production(offline=True).trusted_root
-    from sigstore_models.trustroot import v1 as trustroot_v1
-
-    try:
-        return TrustedRoot(trustroot_v1.TrustedRoot.from_json(pinned))
-    except Exception as exc:  # noqa: BLE001 - pydantic and sigstore errors alike
-        raise KeylessError(
-            "sigstore-trusted-root",
-            f"{TRUSTED_ROOT_PATH} is not a sigstore trusted root ({exc}); an operator must fix it",
-        ) from exc
-
-
-@functools.lru_cache(maxsize=8)
-def _verifier(pinned: bytes | None) -> Any:
-    from sigstore.verify import Verifier
-
-    return Verifier(trusted_root=_trusted_root(pinned))
