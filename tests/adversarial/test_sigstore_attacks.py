@@ -384,3 +384,30 @@ def test_the_merge_driver_and_log_refuse_a_forged_keyless_verdict(
     )
     item = store.log(entry.id)[-1]
     assert item.keyless is not None and item.keyless.startswith("INVALID [sigstore-identity]")
+
+
+def test_a_sigstore_principal_added_to_the_panel_by_a_non_operator_passes_nothing(
+    store: MemoryStore,
+    sigstore_local: LocalSigstore,
+    add_signer: Callable[..., str],
+    signed_commit: Callable[..., str],
+) -> None:
+    from truss_files.operators import pin_trusted_root
+
+    pin_trusted_root(store, sigstore_local.trusted_root_json.read_bytes())
+    agent = Ed25519Signer.generate("agent@example.test")
+    add_signer(store, agent, "agent@example.test", ("agent", "panel"))
+    mallory = principal(sigstore_local, MALLORY)
+
+    def smuggle(snap: Any) -> dict[str, bytes | None]:
+        toml = (snap.read("truss.toml") or b"").decode()
+        return {"truss.toml": toml.replace("panel = [", f'panel = ["{mallory}", ', 1).encode()}
+
+    grant = signed_commit(store, smuggle, signer=agent)
+    entry = store.write(Kind.FACT, "k", "a body")
+    # The library reads the tree it is given; the audit holds the operator's [roles].
+    store.promote(entry.id, keyless_verdict(store, sigstore_local, entry.id, identity=MALLORY))
+    promote = str(store.git.tip().id)  # type: ignore[union-attr]
+    found = {(v.commit, v.rule) for v in audit(store.git).violations}
+    assert (grant, "role") in found
+    assert (promote, "sigstore-identity") in found
