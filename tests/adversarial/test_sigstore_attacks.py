@@ -411,3 +411,39 @@ def test_a_sigstore_principal_added_to_the_panel_by_a_non_operator_passes_nothin
     found = {(v.commit, v.rule) for v in audit(store.git).violations}
     assert (grant, "role") in found
     assert (promote, "sigstore-identity") in found
+
+
+def test_git_merge_with_the_driver_refuses_a_forged_keyless_verdict_from_the_other_side(
+    keyless_store: tuple[MemoryStore, Entry, Entry],
+    sigstore_local: LocalSigstore,
+    signed_commit: Callable[..., str],
+) -> None:
+    import sys
+
+    store, entry, _ = keyless_store
+    work = store.git.workdir
+    assert work is not None
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, cwd=work, capture_output=True, text=True, timeout=120)
+
+    run("git", "branch", "side")
+    store.promote(entry.id, keyless_verdict(store, sigstore_local, entry.id))  # main: honest
+    run("git", "checkout", "-q", "side")
+    forged = _relabel(
+        keyless_verdict(store, sigstore_local, entry.id, identity=MALLORY),
+        signer=principal(sigstore_local),
+    )
+    path = store.resolve(entry.id)
+    smuggled = entryfile.serialize(_with_trust(entry, Trust.VERIFIED, forged.to_dict()))
+    signed_commit(store, {path: smuggled.encode()}, message="truss: promote\n\nTruss-Op: promote")
+    run("git", "checkout", "-q", "main")
+    honest = (work / path).read_bytes()
+    assert run(sys.executable, "-m", "truss_files", "install-drivers").returncode == 0
+    merged = run("git", "merge", "--no-edit", "side")
+    assert merged.returncode != 0
+    assert "their side's keyless verdict does not verify: [sigstore-identity]" in (
+        merged.stdout + merged.stderr
+    )
+    run("git", "merge", "--abort")
+    assert (work / path).read_bytes() == honest
