@@ -131,13 +131,15 @@ def audit(
     environ: Mapping[str, str] | None = None,
     start_audited: bool = False,
     on_commit: Callable[[str, int, int], None] | None = None,
+    attestations: bool = True,
 ) -> AuditReport:
     """Audit ``rev_range`` (``A..B``, one commit, or the branch) from the trust root.
 
     ``start_audited``: the caller has audited the history of ``A`` clean from this root
     already (the read gate's record), so ``B`` descends from the root when it descends from
     ``A``, which a walk of ``A..B`` alone shows. ``on_commit(commit id, checked, total)``
-    follows a long audit (once with 0 first).
+    follows a long audit (once with 0 first). ``attestations``: also verify the sigstore
+    notes on the commits (refs/notes/truss-sigstore).
     """
     env = os.environ if environ is None else environ
     repo = git.repo
@@ -167,21 +169,25 @@ def audit(
     commits: Iterable[pygit2.Commit] = _commits(repo, tip, root_commit, start)
     if on_commit is not None:
         commits = _counted(list(commits), on_commit)
-    for broken in check_commits(repo, commits, root_id):
+    for broken in check_commits(repo, commits, root_id, attestations=attestations):
         checked += 1
         violations.extend(broken)
     return AuditReport(root_id, checked, tuple(violations), tuple(notes))
 
 
 def check_commits(
-    repo: pygit2.Repository, commits: Iterable[pygit2.Commit], root: str | None
+    repo: pygit2.Repository,
+    commits: Iterable[pygit2.Commit],
+    root: str | None,
+    *,
+    attestations: bool = True,
 ) -> Iterator[list[Violation]]:
     """The violations of each commit in turn (parents before children): a policy change that
     failed the rules stays out of the policy its descendants are judged by."""
     from .attest import read_notes
 
     policies = _Policies(repo)
-    notes = read_notes(repo)
+    notes = read_notes(repo) if attestations else {}
     for commit in commits:
         is_root = root is not None and str(commit.id) == root
         broken = check_commit(repo, commit, is_root, policies)

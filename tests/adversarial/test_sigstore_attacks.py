@@ -254,12 +254,16 @@ def attested(
 
 
 def test_an_attestation_moved_to_another_commit_is_refused(
-    attested: tuple[MemoryStore, str, str],
+    attested: tuple[MemoryStore, str, str], sigstore_local: LocalSigstore
 ) -> None:
     store, tip, older = attested
+    entry = next(e for e in store.iter_entries() if e.key == "release-check")
+    store.promote(entry.id, keyless_verdict(store, sigstore_local, entry.id))
     _note(store, older, _note_of(store, tip))
     found = {(v.commit, v.rule) for v in audit(store.git).violations}
     assert found == {(older, "sigstore-artifact")}
+    # A note labels no entry's trust: the read gate still serves the verified entry.
+    assert [h.entry.id for h in store.query("release check preview URL").hits] == [entry.id]
 
 
 def test_an_attestation_relabelled_for_another_commit_is_refused(

@@ -244,6 +244,7 @@ def verdict() -> None:
 @click.option(
     "--trust-config",
     type=click.Path(dir_okay=False),
+    envvar="TRUSS_SIGSTORE_TRUST_CONFIG",
     help="With --sigstore: a ClientTrustConfig JSON for a private sigstore deployment "
     "(default: the public instance).",
 )
@@ -275,8 +276,6 @@ def verdict_sign(
     """
     if outcome is None:
         raise UsageError("say --pass or --fail")
-    if not keyless and trust_config:
-        raise UsageError("--trust-config goes with --sigstore")
     if keyless:
         signed = obj.store().sign_keyless_verdict(
             entry_id, outcome, note=note, token=identity_token, trust_config=trust_config
