@@ -567,3 +567,20 @@ def _fold(node: bytes, index: int, size: int, path: list[bytes]) -> bytes:
         fn, sn = fn >> 1, sn >> 1
     assert sn == 0, "path shorter than the tree"
     return node
+
+
+@pytest.mark.parametrize("length", ["-1", str((1 << 20) + 1), "many"])
+def test_servers_refuse_unbounded_request_bodies(
+    sigstore_local: LocalSigstore, length: str
+) -> None:
+    with socket.create_connection(("127.0.0.1", int(sigstore_local.url.rsplit(":", 1)[1]))) as conn:
+        conn.sendall(
+            b"POST /api/v1/log/entries HTTP/1.1\r\nHost: x\r\nContent-Length: "
+            + length.encode()
+            + b"\r\n\r\n{}"
+        )
+        conn.settimeout(10)
+        # The server closes the connection: the unread body cannot frame another request.
+        answer = b"".join(iter(lambda: conn.recv(65536), b"")).decode()
+    assert answer.startswith("HTTP/1.1 400")
+    assert "Content-Length must be a number of bytes up to 1048576" in answer

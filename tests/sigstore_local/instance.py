@@ -53,10 +53,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, {"code": status, "message": message})
 
     def _body(self) -> Any:
-        size = int(self.headers.get("Content-Length") or 0)
-        if size > MAX_BODY:
-            raise ValueError("request body too large")
-        return json.loads(self.rfile.read(size) or b"null")
+        length = self.headers.get("Content-Length") or "0"
+        if not length.isdigit() or int(length) > MAX_BODY:
+            # The body stays unread, so this connection cannot carry another request.
+            self.close_connection = True
+            raise ValueError(f"Content-Length must be a number of bytes up to {MAX_BODY}")
+        try:
+            return json.loads(self.rfile.read(int(length)) or b"null")
+        except ValueError as exc:
+            raise ValueError(f"request body is not JSON: {exc}") from exc
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib hook name
         sigstore = self.server.sigstore
@@ -92,7 +97,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._body()
         except ValueError as exc:
-            self._refuse(400, f"request body is not JSON: {exc}")
+            self._refuse(400, str(exc))
             return
         if self.path == SIGNING_CERT_PATH:
             self._signing_cert(sigstore, body)
