@@ -169,7 +169,12 @@ def test_dsse_statement_signed_and_verified(
     statement = (
         dsse.StatementBuilder()
         .subjects(
-            [dsse.Subject(name="commit", digest={"sha256": hashlib.sha256(ARTIFACT).hexdigest()})]
+            [
+                dsse.Subject(
+                    name="commit",
+                    digest=dsse.DigestSet(root={"sha256": hashlib.sha256(ARTIFACT).hexdigest()}),
+                )
+            ]
         )
         .predicate_type("https://truss-files.test/verdict/v1")
         .predicate({"verdict": "pass"})
@@ -490,7 +495,7 @@ def _dsse_request(sigstore: LocalSigstore) -> dict[str, Any]:
     key = ec.generate_private_key(ec.SECP256R1())
     statement = (
         dsse.StatementBuilder()
-        .subjects([dsse.Subject(name="x", digest={"sha256": "00" * 32})])
+        .subjects([dsse.Subject(name="x", digest=dsse.DigestSet(root={"sha256": "00" * 32}))])
         .predicate_type("https://truss-files.test/x")
         .build()
     )

@@ -37,6 +37,9 @@ AMBIENT_PATH = "/actions/idtoken"
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in two writes; with Nagle on, each answer on a kept-alive
+    # connection would wait out the client's delayed ACK (~40 ms).
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Quiet: the tests read answers, not an access log."""
@@ -145,7 +148,8 @@ class LocalSigstore:
     def __init__(self) -> None:
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.sigstore = self
-        host, port = self._server.server_address[:2]
+        port = self._server.server_port
+        host = "127.0.0.1"
         self.url = f"http://{host}:{port}"
         self.issuer_url = f"{self.url}{OIDC_PREFIX}"
         self.oidc = OidcIssuer(self.issuer_url)
