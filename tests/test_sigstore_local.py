@@ -241,14 +241,53 @@ def test_trust_files_drive_a_signer_in_another_process(
     assert ClientTrustConfig.from_json(sigstore_local.trust_config_json.read_text())
 
 
+def test_concurrent_signers_in_separate_processes_get_distinct_verifiable_entries(
+    sigstore_local: LocalSigstore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from sigstore.models import ClientTrustConfig\n"
+        "from sigstore.oidc import IdentityToken\n"
+        "from sigstore.sign import SigningContext\n"
+        "config = ClientTrustConfig.from_json(Path(sys.argv[1]).read_text())\n"
+        "token = IdentityToken(sys.argv[2])\n"
+        "out = Path(sys.argv[3])\n"
+        "with SigningContext.from_trust_config(config).signer(token) as signer:\n"
+        "    for n in range(10):\n"
+        "        b = signer.sign_artifact(f'{out.name} {n}'.encode())\n"
+        "        (out.parent / f'{out.name}.{n}.json').write_text(b.to_json())\n"
+    )
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                script,
+                str(sigstore_local.trust_config_json),
+                sigstore_local.issue_token(),
+                str(tmp_path / f"w{w}"),
+            ]
+        )
+        for w in range(4)
+    ]
+    assert [worker.wait(timeout=120) for worker in workers] == [0] * 4
+    indexes = set()
+    for path in sorted(tmp_path.glob("w*.json")):
+        worker, n, _ = path.name.split(".")
+        bundle = Bundle.from_json(path.read_bytes())
+        indexes.add(bundle.log_entry._inner.log_index)
+        verify(
+            monkeypatch,
+            sigstore_local.trusted_root,
+            bundle,
+            artifact=f"{worker} {n}".encode(),
+            issuer=sigstore_local.issuer_url,
+        )
+    assert len(indexes) == 40
+
+
 # Forged cases: each is produced for real and refused by the real verifier ---------------
-
-
-@pytest.fixture(scope="module")
-def other_sigstore() -> Iterator[LocalSigstore]:
-    """An independent deployment: its own OIDC keys, CA, CT key and log."""
-    with LocalSigstore.start() as other:
-        yield other
 
 
 def _forge(
@@ -260,6 +299,7 @@ def _forge(
         "tampered inclusion proof": lambda: sigstore.tampered_log("proof"),
         "bad signed entry timestamp": lambda: sigstore.tampered_log("set"),
         "bad checkpoint signature": lambda: sigstore.tampered_log("checkpoint"),
+        "checkpoint for another tree": lambda: sigstore.tampered_log("checkpoint-root"),
         "expired at integrated time": lambda: sigstore.log_time_shift(11 * 60),
         "not yet valid at integrated time": lambda: sigstore.certificate_shift(120),
         "untrusted CA with the trusted CA's names": sigstore.untrusted_ca,
@@ -287,6 +327,7 @@ FORGED = [
     ("tampered inclusion proof", "invalid log entry: inclusion proof contains invalid root hash"),
     ("bad signed entry timestamp", "invalid log entry: SET: invalid inclusion promise"),
     ("bad checkpoint signature", "invalid log entry: checkpoint: invalid signature"),
+    ("checkpoint for another tree", "Inclusion proof contains invalid root hash signature"),
 ]
 
 
@@ -295,10 +336,10 @@ def test_real_verifier_refuses_forged_bundle(
     case: str,
     message: str,
     sigstore_local: LocalSigstore,
-    other_sigstore: LocalSigstore,
+    sigstore_other: LocalSigstore,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    bundle, args = _forge(case, sigstore_local, other_sigstore)
+    bundle, args = _forge(case, sigstore_local, sigstore_other)
     with pytest.raises(VerificationError, match=message):
         verify(monkeypatch, sigstore_local.trusted_root, bundle, **args)
     # The knobs were restored: an honest bundle still verifies against the same instance.
@@ -450,13 +491,13 @@ def test_ca_refuses_bad_token(
 
 
 def test_ca_refuses_token_of_another_deployment(
-    sigstore_local: LocalSigstore, other_sigstore: LocalSigstore
+    sigstore_local: LocalSigstore, sigstore_other: LocalSigstore
 ) -> None:
     _, csr = _csr()
     code, answer = _post(
         f"{sigstore_local.url}/api/v2/signingCert",
         {"certificateSigningRequest": csr},
-        other_sigstore.issue_token(),
+        sigstore_other.issue_token(),
     )
     assert code == 401 and "untrusted issuer" in answer["message"]
 

@@ -23,12 +23,13 @@ Use::
 
 Forged cases, each a context manager that restores the honest instance on exit::
 
-    s.tampered_log("proof" | "set" | "checkpoint", ...)  # log answers that do not verify
+    s.tampered_log("proof" | "set" | "checkpoint" | "checkpoint-root", ...)
+                                  # log answers that do not verify
     s.log_time_shift(seconds)     # integrated time outside the 10-minute certificate
     s.certificate_shift(seconds)  # certificates that start later (not yet valid when logged)
     s.untrusted_ca()              # a CA outside the trusted root, with the trusted CA's names
     s.untrusted_ct_log()          # SCTs from a CT key outside the trusted root
-    LocalSigstore.start()         # a second, independent deployment (its own keys and log)
+    sigstore_other                # fixture: a second, independent deployment (own keys, log)
     s.issue_token(other_identity) / s.issue_token(issuer=other_issuer)
 """
 

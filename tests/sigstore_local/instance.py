@@ -254,7 +254,8 @@ class LocalSigstore:
     @contextlib.contextmanager
     def tampered_log(self, *parts: str) -> Iterator[None]:
         """Log answers whose ``proof`` (inclusion path), ``set`` (promise) or ``checkpoint``
-        (signed note) does not verify."""
+        (signed note, by a key not the log's) does not verify, or whose ``checkpoint-root`` is
+        signed by the log for another tree than the proof's."""
         unknown = set(parts) - TAMPER_KINDS
         if unknown or not parts:
             raise ValueError(f"tamper one of {sorted(TAMPER_KINDS)}, not {sorted(unknown)}")
