@@ -521,36 +521,63 @@ def _other_digest(sigstore: LocalSigstore) -> dict[str, Any]:
     return body
 
 
-def _dsse_other_payload(sigstore: LocalSigstore) -> dict[str, Any]:
-    """A real envelope's signature moved onto another payload."""
-    honest = _dsse_request(sigstore)
-    envelope = json.loads(honest["spec"]["proposedContent"]["envelope"])
-    envelope["payload"] = base64.b64encode(b'{"forged": true}').decode()
-    honest["spec"]["proposedContent"]["envelope"] = json.dumps(envelope)
-    return honest
-
-
-def _dsse_request(sigstore: LocalSigstore) -> dict[str, Any]:
+def _dsse_request(sigstore: LocalSigstore, *, signer_is_certified: bool = True) -> dict[str, Any]:
+    """A dsse entry request as sigstore's client builds it, for a certificate the CA issued."""
     from sigstore._internal.rekor.client import RekorClient
 
     key = ec.generate_private_key(ec.SECP256R1())
+    csr = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(x509.Name([]))
+        .sign(key, hashes.SHA256())
+    )
+    code, answer = _post(
+        f"{sigstore.url}/api/v2/signingCert",
+        {
+            "certificateSigningRequest": base64.b64encode(
+                csr.public_bytes(serialization.Encoding.PEM)
+            ).decode()
+        },
+        sigstore.issue_token(),
+    )
+    assert code == 201, answer
+    pems = answer["signedCertificateEmbeddedSct"]["chain"]["certificates"]
+    cert = x509.load_pem_x509_certificate(pems[0].encode())
     statement = (
         dsse.StatementBuilder()
         .subjects([dsse.Subject(name="x", digest=dsse.DigestSet(root={"sha256": "00" * 32}))])
         .predicate_type("https://truss-files.test/x")
         .build()
     )
-    cert = sign(sigstore).signing_certificate  # any certificate: the key is what is checked
-    envelope = dsse._sign(key, statement)
-    request = RekorClient(sigstore.url)._build_dsse_request(envelope, cert)
-    # Honest but for the key: the envelope is signed by `key`, the verifier is the certificate.
-    return dict(request)
+    signer = key if signer_is_certified else ec.generate_private_key(ec.SECP256R1())
+    return dict(RekorClient(sigstore.url)._build_dsse_request(dsse._sign(signer, statement), cert))
+
+
+def _dsse_other_payload(sigstore: LocalSigstore) -> dict[str, Any]:
+    """A real envelope's signature moved onto another payload."""
+    request = _dsse_request(sigstore)
+    envelope = json.loads(request["spec"]["proposedContent"]["envelope"])
+    envelope["payload"] = base64.b64encode(b'{"forged": true}').decode()
+    request["spec"]["proposedContent"]["envelope"] = json.dumps(envelope)
+    return request
+
+
+def test_log_accepts_honest_dsse_request(sigstore_local: LocalSigstore) -> None:
+    """The baseline of the dsse refusals below: the same request, unforged, is logged."""
+    before = len(sigstore_local.rekor.tree)
+    code, answer = _post(f"{sigstore_local.url}/api/v1/log/entries", _dsse_request(sigstore_local))
+    assert code == 201, answer
+    assert len(sigstore_local.rekor.tree) == before + 1
 
 
 LOG_REFUSALS = [
     ("signature over another digest", _other_digest, "does not verify"),
     ("dsse signature over another payload", _dsse_other_payload, "does not verify"),
-    ("dsse signed by a key not the certificate's", _dsse_request, "does not verify"),
+    (
+        "dsse signed by a key not the certificate's",
+        lambda s: _dsse_request(s, signer_is_certified=False),
+        "does not verify",
+    ),
     ("unknown kind", lambda s: {"kind": "rekord", "apiVersion": "0.0.1"}, "only hashedrekord"),
     ("not an object", lambda s: ["hashedrekord"], "entry has no kind"),
     (
