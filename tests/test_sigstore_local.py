@@ -169,7 +169,12 @@ def test_dsse_statement_signed_and_verified(
     statement = (
         dsse.StatementBuilder()
         .subjects(
-            [dsse.Subject(name="commit", digest={"sha256": hashlib.sha256(ARTIFACT).hexdigest()})]
+            [
+                dsse.Subject(
+                    name="commit",
+                    digest=dsse.DigestSet(root={"sha256": hashlib.sha256(ARTIFACT).hexdigest()}),
+                )
+            ]
         )
         .predicate_type("https://truss-files.test/verdict/v1")
         .predicate({"verdict": "pass"})
@@ -236,14 +241,53 @@ def test_trust_files_drive_a_signer_in_another_process(
     assert ClientTrustConfig.from_json(sigstore_local.trust_config_json.read_text())
 
 
+def test_concurrent_signers_in_separate_processes_get_distinct_verifiable_entries(
+    sigstore_local: LocalSigstore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from sigstore.models import ClientTrustConfig\n"
+        "from sigstore.oidc import IdentityToken\n"
+        "from sigstore.sign import SigningContext\n"
+        "config = ClientTrustConfig.from_json(Path(sys.argv[1]).read_text())\n"
+        "token = IdentityToken(sys.argv[2])\n"
+        "out = Path(sys.argv[3])\n"
+        "with SigningContext.from_trust_config(config).signer(token) as signer:\n"
+        "    for n in range(10):\n"
+        "        b = signer.sign_artifact(f'{out.name} {n}'.encode())\n"
+        "        (out.parent / f'{out.name}.{n}.json').write_text(b.to_json())\n"
+    )
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                script,
+                str(sigstore_local.trust_config_json),
+                sigstore_local.issue_token(),
+                str(tmp_path / f"w{w}"),
+            ]
+        )
+        for w in range(4)
+    ]
+    assert [worker.wait(timeout=120) for worker in workers] == [0] * 4
+    indexes = set()
+    for path in sorted(tmp_path.glob("w*.json")):
+        worker, n, _ = path.name.split(".")
+        bundle = Bundle.from_json(path.read_bytes())
+        indexes.add(bundle.log_entry._inner.log_index)
+        verify(
+            monkeypatch,
+            sigstore_local.trusted_root,
+            bundle,
+            artifact=f"{worker} {n}".encode(),
+            issuer=sigstore_local.issuer_url,
+        )
+    assert len(indexes) == 40
+
+
 # Forged cases: each is produced for real and refused by the real verifier ---------------
-
-
-@pytest.fixture(scope="module")
-def other_sigstore() -> Iterator[LocalSigstore]:
-    """An independent deployment: its own OIDC keys, CA, CT key and log."""
-    with LocalSigstore.start() as other:
-        yield other
 
 
 def _forge(
@@ -255,6 +299,7 @@ def _forge(
         "tampered inclusion proof": lambda: sigstore.tampered_log("proof"),
         "bad signed entry timestamp": lambda: sigstore.tampered_log("set"),
         "bad checkpoint signature": lambda: sigstore.tampered_log("checkpoint"),
+        "checkpoint for another tree": lambda: sigstore.tampered_log("checkpoint-root"),
         "expired at integrated time": lambda: sigstore.log_time_shift(11 * 60),
         "not yet valid at integrated time": lambda: sigstore.certificate_shift(120),
         "untrusted CA with the trusted CA's names": sigstore.untrusted_ca,
@@ -282,6 +327,7 @@ FORGED = [
     ("tampered inclusion proof", "invalid log entry: inclusion proof contains invalid root hash"),
     ("bad signed entry timestamp", "invalid log entry: SET: invalid inclusion promise"),
     ("bad checkpoint signature", "invalid log entry: checkpoint: invalid signature"),
+    ("checkpoint for another tree", "Inclusion proof contains invalid root hash signature"),
 ]
 
 
@@ -290,10 +336,10 @@ def test_real_verifier_refuses_forged_bundle(
     case: str,
     message: str,
     sigstore_local: LocalSigstore,
-    other_sigstore: LocalSigstore,
+    sigstore_other: LocalSigstore,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    bundle, args = _forge(case, sigstore_local, other_sigstore)
+    bundle, args = _forge(case, sigstore_local, sigstore_other)
     with pytest.raises(VerificationError, match=message):
         verify(monkeypatch, sigstore_local.trusted_root, bundle, **args)
     # The knobs were restored: an honest bundle still verifies against the same instance.
@@ -445,13 +491,13 @@ def test_ca_refuses_bad_token(
 
 
 def test_ca_refuses_token_of_another_deployment(
-    sigstore_local: LocalSigstore, other_sigstore: LocalSigstore
+    sigstore_local: LocalSigstore, sigstore_other: LocalSigstore
 ) -> None:
     _, csr = _csr()
     code, answer = _post(
         f"{sigstore_local.url}/api/v2/signingCert",
         {"certificateSigningRequest": csr},
-        other_sigstore.issue_token(),
+        sigstore_other.issue_token(),
     )
     assert code == 401 and "untrusted issuer" in answer["message"]
 
@@ -475,36 +521,63 @@ def _other_digest(sigstore: LocalSigstore) -> dict[str, Any]:
     return body
 
 
-def _dsse_other_payload(sigstore: LocalSigstore) -> dict[str, Any]:
-    """A real envelope's signature moved onto another payload."""
-    honest = _dsse_request(sigstore)
-    envelope = json.loads(honest["spec"]["proposedContent"]["envelope"])
-    envelope["payload"] = base64.b64encode(b'{"forged": true}').decode()
-    honest["spec"]["proposedContent"]["envelope"] = json.dumps(envelope)
-    return honest
-
-
-def _dsse_request(sigstore: LocalSigstore) -> dict[str, Any]:
+def _dsse_request(sigstore: LocalSigstore, *, signer_is_certified: bool = True) -> dict[str, Any]:
+    """A dsse entry request as sigstore's client builds it, for a certificate the CA issued."""
     from sigstore._internal.rekor.client import RekorClient
 
     key = ec.generate_private_key(ec.SECP256R1())
+    csr = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(x509.Name([]))
+        .sign(key, hashes.SHA256())
+    )
+    code, answer = _post(
+        f"{sigstore.url}/api/v2/signingCert",
+        {
+            "certificateSigningRequest": base64.b64encode(
+                csr.public_bytes(serialization.Encoding.PEM)
+            ).decode()
+        },
+        sigstore.issue_token(),
+    )
+    assert code == 201, answer
+    pems = answer["signedCertificateEmbeddedSct"]["chain"]["certificates"]
+    cert = x509.load_pem_x509_certificate(pems[0].encode())
     statement = (
         dsse.StatementBuilder()
-        .subjects([dsse.Subject(name="x", digest={"sha256": "00" * 32})])
+        .subjects([dsse.Subject(name="x", digest=dsse.DigestSet(root={"sha256": "00" * 32}))])
         .predicate_type("https://truss-files.test/x")
         .build()
     )
-    cert = sign(sigstore).signing_certificate  # any certificate: the key is what is checked
-    envelope = dsse._sign(key, statement)
-    request = RekorClient(sigstore.url)._build_dsse_request(envelope, cert)
-    # Honest but for the key: the envelope is signed by `key`, the verifier is the certificate.
-    return dict(request)
+    signer = key if signer_is_certified else ec.generate_private_key(ec.SECP256R1())
+    return dict(RekorClient(sigstore.url)._build_dsse_request(dsse._sign(signer, statement), cert))
+
+
+def _dsse_other_payload(sigstore: LocalSigstore) -> dict[str, Any]:
+    """A real envelope's signature moved onto another payload."""
+    request = _dsse_request(sigstore)
+    envelope = json.loads(request["spec"]["proposedContent"]["envelope"])
+    envelope["payload"] = base64.b64encode(b'{"forged": true}').decode()
+    request["spec"]["proposedContent"]["envelope"] = json.dumps(envelope)
+    return request
+
+
+def test_log_accepts_honest_dsse_request(sigstore_local: LocalSigstore) -> None:
+    """The baseline of the dsse refusals below: the same request, unforged, is logged."""
+    before = len(sigstore_local.rekor.tree)
+    code, answer = _post(f"{sigstore_local.url}/api/v1/log/entries", _dsse_request(sigstore_local))
+    assert code == 201, answer
+    assert len(sigstore_local.rekor.tree) == before + 1
 
 
 LOG_REFUSALS = [
     ("signature over another digest", _other_digest, "does not verify"),
     ("dsse signature over another payload", _dsse_other_payload, "does not verify"),
-    ("dsse signed by a key not the certificate's", _dsse_request, "does not verify"),
+    (
+        "dsse signed by a key not the certificate's",
+        lambda s: _dsse_request(s, signer_is_certified=False),
+        "does not verify",
+    ),
     ("unknown kind", lambda s: {"kind": "rekord", "apiVersion": "0.0.1"}, "only hashedrekord"),
     ("not an object", lambda s: ["hashedrekord"], "entry has no kind"),
     (
@@ -567,3 +640,20 @@ def _fold(node: bytes, index: int, size: int, path: list[bytes]) -> bytes:
         fn, sn = fn >> 1, sn >> 1
     assert sn == 0, "path shorter than the tree"
     return node
+
+
+@pytest.mark.parametrize("length", ["-1", str((1 << 20) + 1), "many"])
+def test_servers_refuse_unbounded_request_bodies(
+    sigstore_local: LocalSigstore, length: str
+) -> None:
+    with socket.create_connection(("127.0.0.1", int(sigstore_local.url.rsplit(":", 1)[1]))) as conn:
+        conn.sendall(
+            b"POST /api/v1/log/entries HTTP/1.1\r\nHost: x\r\nContent-Length: "
+            + length.encode()
+            + b"\r\n\r\n{}"
+        )
+        conn.settimeout(10)
+        # The server closes the connection: the unread body cannot frame another request.
+        answer = b"".join(iter(lambda: conn.recv(65536), b"")).decode()
+    assert answer.startswith("HTTP/1.1 400")
+    assert "Content-Length must be a number of bytes up to 1048576" in answer

@@ -1,4 +1,4 @@
-"""The session-wide private sigstore instance, for tests that sign and verify keylessly."""
+"""The session-wide private sigstore instances, for tests that sign and verify keylessly."""
 
 from __future__ import annotations
 
@@ -16,3 +16,11 @@ def sigstore_local() -> Iterator[LocalSigstore]:
         yield instance
     finally:
         instance.stop()
+
+
+@pytest.fixture(scope="session")
+def sigstore_other() -> Iterator[LocalSigstore]:
+    """An independent deployment (its own OIDC keys, CA, CT key and log): what it signs is
+    untrusted under ``sigstore_local``'s trusted root."""
+    with LocalSigstore.start() as instance:
+        yield instance

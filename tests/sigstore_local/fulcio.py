@@ -139,8 +139,8 @@ class FulcioCA:
             0,
             start,
         )
-        # Knob: seconds added to a leaf's not-before (and not-after), so the log's integrated
-        # time falls outside the certificate's validity.
+        # Knob: moves a leaf's whole validity window, so the log's integrated time can fall
+        # outside it.
         self.validity_shift = datetime.timedelta(0)
 
     @property

@@ -37,6 +37,9 @@ AMBIENT_PATH = "/actions/idtoken"
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in two writes; with Nagle on, each answer on a kept-alive
+    # connection would wait out the client's delayed ACK (~40 ms).
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Quiet: the tests read answers, not an access log."""
@@ -53,10 +56,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, {"code": status, "message": message})
 
     def _body(self) -> Any:
-        size = int(self.headers.get("Content-Length") or 0)
-        if size > MAX_BODY:
-            raise ValueError("request body too large")
-        return json.loads(self.rfile.read(size) or b"null")
+        length = self.headers.get("Content-Length") or "0"
+        if not length.isdigit() or int(length) > MAX_BODY:
+            # The body stays unread, so this connection cannot carry another request.
+            self.close_connection = True
+            raise ValueError(f"Content-Length must be a number of bytes up to {MAX_BODY}")
+        try:
+            return json.loads(self.rfile.read(int(length)) or b"null")
+        except ValueError as exc:
+            raise ValueError(f"request body is not JSON: {exc}") from exc
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib hook name
         sigstore = self.server.sigstore
@@ -92,7 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._body()
         except ValueError as exc:
-            self._refuse(400, f"request body is not JSON: {exc}")
+            self._refuse(400, str(exc))
             return
         if self.path == SIGNING_CERT_PATH:
             self._signing_cert(sigstore, body)
@@ -140,7 +148,8 @@ class LocalSigstore:
     def __init__(self) -> None:
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.sigstore = self
-        host, port = self._server.server_address[:2]
+        port = self._server.server_port
+        host = "127.0.0.1"
         self.url = f"http://{host}:{port}"
         self.issuer_url = f"{self.url}{OIDC_PREFIX}"
         self.oidc = OidcIssuer(self.issuer_url)
@@ -245,7 +254,8 @@ class LocalSigstore:
     @contextlib.contextmanager
     def tampered_log(self, *parts: str) -> Iterator[None]:
         """Log answers whose ``proof`` (inclusion path), ``set`` (promise) or ``checkpoint``
-        (signed note) does not verify."""
+        (signed note, by a key not the log's) does not verify, or whose ``checkpoint-root`` is
+        signed by the log for another tree than the proof's."""
         unknown = set(parts) - TAMPER_KINDS
         if unknown or not parts:
             raise ValueError(f"tamper one of {sorted(TAMPER_KINDS)}, not {sorted(unknown)}")

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 from .encoding import b64, key_id, new_p256
 from .merkle import MerkleTree, leaf_hash
 
-TAMPER_KINDS = frozenset({"proof", "set", "checkpoint"})
+TAMPER_KINDS = frozenset({"proof", "set", "checkpoint", "checkpoint-root"})
 
 
 class EntryRefused(Exception):
@@ -54,7 +54,7 @@ class TransparencyLog:
         self.tree = MerkleTree()
         self._lock = threading.Lock()
         # Knobs. integrated_time_offset moves the time the log claims; tamper names parts of
-        # the next answers to corrupt ("proof", "set", "checkpoint").
+        # the next answers to corrupt (see TAMPER_KINDS and LocalSigstore.tampered_log).
         self.integrated_time_offset = 0
         self.tamper: set[str] = set()
 
@@ -88,6 +88,9 @@ class TransparencyLog:
             promise = self.sign(b"not the entry")
         if "checkpoint" in tamper:
             checkpoint = self.checkpoint(size, root, signer=new_p256())
+        if "checkpoint-root" in tamper:
+            # Signed by the log, but for another tree: a split view.
+            checkpoint = self.checkpoint(size, leaf_hash(b"another tree"))
         return {
             leaf_hash(body).hex(): {
                 "body": body_b64,
