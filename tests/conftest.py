@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from sigstore_local.fixture import sigstore_local, sigstore_other  # noqa: F401 - fixtures
 
 from truss_files.config import CONFIG_PATH, SIGNERS_PATH
 from truss_files.gitstore import Identity, Plan, Snapshot

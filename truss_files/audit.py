@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pygit2
 
 from . import entryfile
-from .config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
+from .config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TRUSTED_ROOT_PATH, TrustPolicy
 from .context.proposal import (
     APPLIED,
     CORE_PATH,
@@ -34,7 +34,7 @@ from .context.proposal import (
     principal_of_path,
 )
 from .context.proposal import parse as parse_proposal
-from .errors import EntryError, TrussError, UsageError
+from .errors import EntryError, KeylessError, TrussError, UsageError
 from .gitstore import GitStore, Snapshot
 from .initstore import find_root, pinned_root
 from .model import LEGAL_TRANSITIONS, Trust
@@ -42,7 +42,9 @@ from .panel.verdict import Verdict, check_verdict
 from .store import parse_trailers
 
 STORE_PREFIXES = ("memories/", "identity/", "principals/", ".truss/")
-OPERATOR_PATHS = (CONFIG_PATH, SIGNERS_PATH, CORE_PATH)
+OPERATOR_PATHS = (CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, CORE_PATH)
+# The files a commit's children are judged by (the parent's policy).
+POLICY_PATHS = (SIGNERS_PATH, CONFIG_PATH, TRUSTED_ROOT_PATH)
 
 
 @dataclass(frozen=True)
@@ -77,12 +79,12 @@ class _Policies:
 
     def __init__(self, repo: pygit2.Repository) -> None:
         self.repo = repo
-        self.cache: dict[tuple[str | None, str | None], TrustPolicy] = {}
+        self.cache: dict[tuple[str | None, ...], TrustPolicy] = {}
         # Commit id -> the (allowed_signers, truss.toml) its children are judged by, where
         # that differs from its tree: a key smuggled in without an operator's signature must
         # not make what it later signs look trusted.
-        self.held: dict[str, tuple[bytes | None, bytes | None]] = {}
-        self.held_cache: dict[tuple[bytes | None, bytes | None], TrustPolicy] = {}
+        self.held: dict[str, tuple[bytes | None, ...]] = {}
+        self.held_cache: dict[tuple[bytes | None, ...], TrustPolicy] = {}
 
     def of(self, snap: Snapshot) -> TrustPolicy:
         held = self.held.get(snap.oid or "")
@@ -90,16 +92,14 @@ class _Policies:
             if held not in self.held_cache:
                 self.held_cache[held] = TrustPolicy.from_files(*held)
             return self.held_cache[held]
-        key = (snap.blob_id(SIGNERS_PATH), snap.blob_id(CONFIG_PATH))
+        key = tuple(snap.blob_id(path) for path in POLICY_PATHS)
         if key not in self.cache:
-            self.cache[key] = TrustPolicy.from_files(
-                snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH)
-            )
+            self.cache[key] = TrustPolicy.from_files(*(snap.read(path) for path in POLICY_PATHS))
         return self.cache[key]
 
-    def _effective(self, snap: Snapshot) -> tuple[bytes | None, bytes | None]:
+    def _effective(self, snap: Snapshot) -> tuple[bytes | None, ...]:
         held = self.held.get(snap.oid or "")
-        return held if held is not None else (snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH))
+        return held if held is not None else tuple(snap.read(path) for path in POLICY_PATHS)
 
     def carry(self, commit: pygit2.Commit, found: list[Violation]) -> None:
         """Record the policy ``commit``'s children are judged by: a policy file changed by a
@@ -113,14 +113,14 @@ class _Policies:
         if not tainted and not any((p.oid or "") in self.held for p in parents):
             return  # the common case: the tree's own files are the policy
         after = []
-        for n, path in enumerate((SIGNERS_PATH, CONFIG_PATH)):
+        for n, path in enumerate(POLICY_PATHS):
             if tainted:
                 after.append(self._effective(parents[0])[n])
                 continue
             source = next((p for p in parents if p.blob_id(path) == snap.blob_id(path)), None)
             after.append(self._effective(source)[n] if source is not None else snap.read(path))
-        if tuple(after) != (snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH)):
-            self.held[str(commit.id)] = (after[0], after[1])
+        if tuple(after) != tuple(snap.read(path) for path in POLICY_PATHS):
+            self.held[str(commit.id)] = tuple(after)
 
 
 def audit(
@@ -131,13 +131,15 @@ def audit(
     environ: Mapping[str, str] | None = None,
     start_audited: bool = False,
     on_commit: Callable[[str, int, int], None] | None = None,
+    attestations: bool = True,
 ) -> AuditReport:
     """Audit ``rev_range`` (``A..B``, one commit, or the branch) from the trust root.
 
     ``start_audited``: the caller has audited the history of ``A`` clean from this root
     already (the read gate's record), so ``B`` descends from the root when it descends from
     ``A``, which a walk of ``A..B`` alone shows. ``on_commit(commit id, checked, total)``
-    follows a long audit (once with 0 first).
+    follows a long audit (once with 0 first). ``attestations``: also verify the sigstore
+    notes on the commits (refs/notes/truss-sigstore).
     """
     env = os.environ if environ is None else environ
     repo = git.repo
@@ -167,24 +169,57 @@ def audit(
     commits: Iterable[pygit2.Commit] = _commits(repo, tip, root_commit, start)
     if on_commit is not None:
         commits = _counted(list(commits), on_commit)
-    for broken in check_commits(repo, commits, root_id):
+    for broken in check_commits(repo, commits, root_id, attestations=attestations):
         checked += 1
         violations.extend(broken)
     return AuditReport(root_id, checked, tuple(violations), tuple(notes))
 
 
 def check_commits(
-    repo: pygit2.Repository, commits: Iterable[pygit2.Commit], root: str | None
+    repo: pygit2.Repository,
+    commits: Iterable[pygit2.Commit],
+    root: str | None,
+    *,
+    attestations: bool = True,
 ) -> Iterator[list[Violation]]:
     """The violations of each commit in turn (parents before children): a policy change that
     failed the rules stays out of the policy its descendants are judged by."""
+    from .attest import read_notes
+
     policies = _Policies(repo)
+    notes = read_notes(repo) if attestations else {}
     for commit in commits:
         is_root = root is not None and str(commit.id) == root
         broken = check_commit(repo, commit, is_root, policies)
         if not is_root:
             policies.carry(commit, broken)
+        note = notes.get(str(commit.id))
+        if note is not None:
+            broken.extend(check_note(repo, commit, note, policies))
         yield broken
+
+
+def check_note(
+    repo: pygit2.Repository,
+    commit: pygit2.Commit,
+    note: pygit2.Oid,
+    policies: _Policies | None = None,
+) -> list[Violation]:
+    """The violations of the sigstore attestation (a git note) on ``commit``, judged by the
+    policy in force once the commit is made -- the one its children are judged by (a policy
+    change that broke the rules does not count) -- so the commit that pins a trusted root or
+    names an attester can itself be attested."""
+    from .attest import note_problems
+
+    policies = policies or _Policies(repo)
+    try:
+        policy = policies.of(Snapshot(repo, commit))
+    except TrussError as exc:
+        return [Violation(str(commit.id), "", "policy", f"no policy to judge its note by: {exc}")]
+    return [
+        Violation(str(commit.id), "", rule, f"{message} (note in refs/notes/truss-sigstore)")
+        for rule, message in note_problems(repo, str(commit.id), note, policy)
+    ]
 
 
 def _descends(
@@ -660,6 +695,8 @@ def _check_entry(
             try:
                 verdict = Verdict.from_dict(new.provenance.verified_by, path)
                 check_verdict(verdict, new.id, outcome, policy)
+            except KeylessError as exc:
+                report(path, exc.rule, exc.detail)
             except TrussError as exc:
                 report(path, "verdict", str(exc))
     return {"panel"}

@@ -16,6 +16,8 @@ from .signing import AllowedSigners, PublicKey, verify
 
 CONFIG_PATH = "truss.toml"
 SIGNERS_PATH = ".truss/allowed_signers"
+# A private sigstore deployment's trust anchors, pinned by an operator (keyless verdicts).
+TRUSTED_ROOT_PATH = ".truss/trusted_root.json"
 ROLES = ("operator", "panel", "agent")
 GIT_NAMESPACE = "git"
 VERDICT_NAMESPACE = "truss-verdict"
@@ -93,9 +95,13 @@ class TrustPolicy:
 
     signers: AllowedSigners
     config: StoreConfig
+    # The pinned sigstore trusted root's bytes; None: the production root sigstore ships.
+    trusted_root: bytes | None = None
 
     @classmethod
-    def from_files(cls, signers: bytes | None, config: bytes | None) -> TrustPolicy:
+    def from_files(
+        cls, signers: bytes | None, config: bytes | None, trusted_root: bytes | None = None
+    ) -> TrustPolicy:
         if signers is None:
             raise ConfigError(
                 f"{SIGNERS_PATH} is missing: this is not a truss store yet (run truss-files init)"
@@ -103,6 +109,7 @@ class TrustPolicy:
         return cls(
             AllowedSigners.parse(signers.decode("utf-8", "replace"), SIGNERS_PATH),
             StoreConfig.parse(config),
+            trusted_root,
         )
 
     def roles_of(self, key: PublicKey, namespace: str = GIT_NAMESPACE) -> tuple[str, set[str]]:

@@ -10,6 +10,7 @@ with ``raise ... from exc``.
     │   └── BadCursor         a context/delta cursor that is garbage, damaged or foreign
     ├── EntryError            an entry file that does not parse or validate (names file + field)
     ├── SignatureError        a signature that does not verify, or a signer without the role
+    │   └── KeylessError      a sigstore bundle that does not verify (``rule`` names the check)
     ├── VerdictError          a verdict that is invalid for the entry it is applied to
     ├── TransitionError       a trust change the state machine does not allow
     ├── ConflictError         the store moved under us, or a work tree path has local edits
@@ -98,3 +99,14 @@ class ScopeError(AccessError):
     """A valid token without the scope a route needs: the HTTP face answers 403."""
 
     code = "forbidden"
+
+
+class KeylessError(SignatureError):
+    """A sigstore bundle that does not verify; ``rule`` names the check it failed."""
+
+    code = "bad_keyless_signature"
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(f"[{rule}] {message}")
+        self.rule = rule
+        self.detail = message

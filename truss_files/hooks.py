@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pygit2
 
-from .audit import Violation, check_commit, check_commits, is_store_path
+from .attest import NOTES_REF
+from .audit import Violation, check_commit, check_commits, check_note, is_store_path
 from .config import SIGNERS_PATH
 from .errors import StoreError, UsageError
 from .gitstore import Snapshot
@@ -462,6 +463,9 @@ def pre_receive(repo: pygit2.Repository, stdin: str, environ: Mapping[str, str])
         if len(parts) != 3:
             continue
         old_sha, new_sha, ref = parts
+        if ref == NOTES_REF:
+            lines.extend(_notes_lines(repo, ref, old_sha, new_sha))
+            continue
         is_protected = _is_protected(ref, protected)
         if _ZERO.match(new_sha):
             if is_protected:
@@ -492,6 +496,32 @@ def pre_receive(repo: pygit2.Repository, stdin: str, environ: Mapping[str, str])
             f"truss-files: this repository pins no trust root; an operator sets it with "
             f"`git config {ROOT_CONFIG} <root commit>` here"
         )
+    return lines
+
+
+def _notes_lines(repo: pygit2.Repository, ref: str, old_sha: str, new_sha: str) -> list[str]:
+    """The gate for the sigstore attestations: every new or changed note must verify (as the
+    audit checks it), and none may disappear."""
+    from .attest import notes_of
+
+    old = {} if _ZERO.match(old_sha) else notes_of(repo, old_sha)
+    new = {} if _ZERO.match(new_sha) else notes_of(repo, new_sha)
+    lines = [
+        f"truss-files: rejected {ref}: commit {cid[:12]}: [sigstore-note-delete] the push "
+        "removes this commit's attestation; attestations are only added or replaced"
+        for cid in sorted(set(old) - set(new))
+    ]
+    for cid, blob in sorted(new.items()):
+        if old.get(cid) == blob:
+            continue
+        commit = _commit(repo, cid)
+        if commit is None:
+            lines.append(
+                f"truss-files: rejected {ref}: commit {cid[:12]}: [sigstore-attestation] the "
+                "note annotates a commit this repository does not hold; push that commit too"
+            )
+            continue
+        lines.extend(_violation_line(ref, v) for v in check_note(repo, commit, blob))
     return lines
 
 

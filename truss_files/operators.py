@@ -24,7 +24,15 @@ from dataclasses import dataclass
 import pygit2
 
 from .audit import check_commit
-from .config import CONFIG_PATH, GIT_NAMESPACE, ROLES, SIGNERS_PATH, StoreConfig, TrustPolicy
+from .config import (
+    CONFIG_PATH,
+    GIT_NAMESPACE,
+    ROLES,
+    SIGNERS_PATH,
+    TRUSTED_ROOT_PATH,
+    StoreConfig,
+    TrustPolicy,
+)
 from .errors import ConfigError, SignatureError, StoreError, UsageError
 from .gitstore import Plan, Snapshot
 from .signing import AllowedSigners, PublicKey
@@ -169,10 +177,12 @@ def remove_signer(store: MemoryStore, principal: str) -> Change:
 
 def grant_role(store: MemoryStore, role: str, principal: str) -> Change:
     _check_role(role)
-    check_principal(principal)
+    keyless = _keyless_principal(role, principal)
+    if not keyless:
+        check_principal(principal)
 
     def change(signers: AllowedSigners, config: str) -> tuple[AllowedSigners, str]:
-        if not any(principal in s.principals for s in signers.signers):
+        if not keyless and not any(principal in s.principals for s in signers.signers):
             raise UsageError(
                 f"{principal!r} has no key in {SIGNERS_PATH}; add one first with "
                 f"`truss-files signers add {principal} KEY.pub`"
@@ -206,11 +216,36 @@ def revoke_role(store: MemoryStore, role: str, principal: str) -> Change:
 _Edit = Callable[[AllowedSigners, str], tuple[AllowedSigners, str]]
 
 
+def pin_trusted_root(store: MemoryStore, data: bytes) -> Change:
+    """Pin a private sigstore deployment's trusted root at ``.truss/trusted_root.json``:
+    keyless verdicts and attestations are then verified against it, offline."""
+    from .signing.keyless import check_trusted_root
+
+    check_trusted_root(data)
+
+    def change(signers: AllowedSigners, config: str) -> tuple[AllowedSigners, str]:
+        return signers, config
+
+    return _operator_change(
+        store,
+        "pin-root",
+        "sigstore",
+        change,
+        f"pin the sigstore trusted root ({TRUSTED_ROOT_PATH})",
+        files={TRUSTED_ROOT_PATH: data},
+    )
+
+
 def _operator_change(
-    store: MemoryStore, action: str, principal: str, edit: _Edit, summary: str
+    store: MemoryStore,
+    action: str,
+    principal: str,
+    edit: _Edit,
+    summary: str,
+    files: Mapping[str, bytes] | None = None,
 ) -> Change:
     me, key = _require_operator(store)
-    op = "roles" if action in ("grant", "revoke") else "signers"
+    op = {"grant": "roles", "revoke": "roles", "pin-root": "sigstore"}.get(action, "signers")
 
     def plan(snap: Snapshot) -> Plan:
         signers_text = (snap.read(SIGNERS_PATH) or b"").decode("utf-8")
@@ -223,6 +258,9 @@ def _operator_change(
             changes[SIGNERS_PATH] = new_signers_text.encode()
         if new_config != config_text:
             changes[CONFIG_PATH] = new_config.encode()
+        for path, data in (files or {}).items():
+            if snap.read(path) != data:
+                changes[path] = data
         if changes:
             _check_operable(new_signers, new_config)
         message = f"truss: {summary}\n\n" + trailers(
@@ -294,6 +332,21 @@ def _check_operable(signers: AllowedSigners, config: str) -> None:
         "nobody could ever change signers or roles again; grant the operator role to "
         "another principal with a key first (`truss-files roles grant operator NAME`)"
     )
+
+
+def _keyless_principal(role: str, principal: str) -> bool:
+    """Whether ``principal`` is a sigstore identity (which needs no key in allowed_signers);
+    such a principal signs verdicts, never commits, so it holds only the panel role."""
+    from .signing.keyless import KeylessIdentity
+
+    if KeylessIdentity.parse(principal) is None:
+        return False
+    if role != "panel":
+        raise UsageError(
+            f"{principal} is a sigstore identity: it signs verdicts, not commits, so it can "
+            "hold the panel role only (`truss-files roles grant panel PRINCIPAL`)"
+        )
+    return True
 
 
 def _check_role(role: str) -> None:

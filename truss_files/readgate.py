@@ -141,7 +141,16 @@ def _audit(
     rev = f"{start}..{commit}" if start else commit
     try:
         # The record's clean commit was audited from this root: only the range is walked.
-        report = audit(store, rev, root=root, environ=env, start_audited=start is not None)
+        # Attestations label no entry's trust, so a bad note is for the audit and the gate
+        # to refuse; it withholds no verified entry here.
+        report = audit(
+            store,
+            rev,
+            root=root,
+            environ=env,
+            start_audited=start is not None,
+            attestations=False,
+        )
     except TrussError as exc:
         # No trust root to audit from (no .truss/allowed_signers), or an unreadable commit:
         # nothing in this history can back a label above unverified. Not recorded: fixing it

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from . import entryfile
-from .config import CONFIG_PATH, SIGNERS_PATH, StoreConfig, TrustPolicy
+from .config import CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, StoreConfig, TrustPolicy
 from .errors import (
     ConfigError,
     EntryError,
@@ -108,6 +108,10 @@ class LogItem:
     trust: str | None
     verdict: str | None
     reason: str | None = None  # why a demote happened (its Truss-Reason trailer)
+    # A keyless verdict's signer as verified offline, or why it does not verify.
+    keyless: str | None = None
+    # The commit's sigstore attestation (a git note), verified offline, or why not.
+    attested: str | None = None
 
 
 class MemoryStore:
@@ -125,7 +129,7 @@ class MemoryStore:
         self._signer = signer
         self.clock = clock
         self.environ = os.environ if environ is None else environ
-        self._policies: dict[tuple[str | None, str | None], TrustPolicy] = {}
+        self._policies: dict[tuple[str | None, ...], TrustPolicy] = {}
 
     # -- configuration and identity ------------------------------------------------------
 
@@ -144,10 +148,16 @@ class MemoryStore:
         snap = snap or self.snapshot()
         # One write asks three times (author, identity, pre-swap check) and the two files
         # rarely change: parse once per pair of blob ids, as audit does (~10% of a write).
-        key = (snap.blob_id(SIGNERS_PATH), snap.blob_id(CONFIG_PATH))
+        key = (
+            snap.blob_id(SIGNERS_PATH),
+            snap.blob_id(CONFIG_PATH),
+            snap.blob_id(TRUSTED_ROOT_PATH),
+        )
         found = self._policies.get(key)
         if found is None:
-            found = TrustPolicy.from_files(snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH))
+            found = TrustPolicy.from_files(
+                snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH), snap.read(TRUSTED_ROOT_PATH)
+            )
             self._policies[key] = found
         return found
 
@@ -482,7 +492,11 @@ class MemoryStore:
             message += trailers(op=op, entry=entry.id, trust=moves, **extra)
             return Plan(changes, message)
 
-        self._apply(plan, need)
+        done = self._apply(plan, need)
+        if done is not None:
+            from .attest import transition_attest
+
+            transition_attest(self, done[0])
         return result[0]
 
     def promote(self, ref: str, verdict: Verdict, *, conflict: str | None = None) -> Entry:
@@ -652,6 +666,9 @@ class MemoryStore:
         personal = any(p.startswith(("identity/", "principals/")) for p in changed)
         done = self._apply(plan, {"operator"} if personal else {"panel", "operator"})
         assert done is not None
+        from .attest import transition_attest
+
+        transition_attest(self, done[0])
         return done[0]
 
     # -- verdicts ------------------------------------------------------------------------
@@ -697,6 +714,40 @@ class MemoryStore:
             now=self._now(),
         )
 
+    def sign_keyless_verdict(
+        self,
+        ref: str,
+        outcome: str,
+        *,
+        note: str = "",
+        token: str | None = None,
+        trust_config: str | None = None,
+    ) -> Verdict:
+        """A verdict signed with sigstore by the OIDC identity of ``token`` (or the ambient
+        one in CI); refused before signing when that identity does not hold the panel role."""
+        from .panel.verdict import sign_keyless_verdict
+        from .signing import keyless
+
+        entry = self.get(ref)
+        identity, raw = keyless.token_identity(token)
+        if identity.principal not in self.config().roles()["panel"]:
+            raise UsageError(
+                f"{identity.principal} does not hold the panel role; a verdict it signs would "
+                "be refused. Ask an operator to run `truss-files roles grant panel "
+                f"'{identity.principal}'`"
+            )
+        return sign_keyless_verdict(
+            entry.id,
+            outcome,
+            None,
+            note=note,
+            token=raw,
+            trust_config=trust_config,
+            quorum="1-of-1",
+            policy="manual",
+            now=self._now(),
+        )
+
     # -- history -------------------------------------------------------------------------
 
     def log(self, ref: str) -> list[LogItem]:
@@ -707,6 +758,9 @@ class MemoryStore:
         tip = self.git.tip()
         if tip is None:
             return []
+        from .attest import read_notes
+
+        notes = read_notes(repo)
         walker = repo.walk(
             tip.id, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
         )
@@ -717,9 +771,13 @@ class MemoryStore:
                 continue
             fields = parse_trailers(commit.message)
             trust = None
+            keyless = None
             if blob is not None:
                 data = repo[blob].data  # type: ignore[attr-defined]
-                trust = entryfile.parse(data, path).trust.value
+                parsed = entryfile.parse(data, path)
+                trust = parsed.trust.value
+                if before is not None and commit.parents:
+                    keyless = self._keyless_of(parsed, commit, before, path)
             items.append(
                 LogItem(
                     commit=str(commit.id),
@@ -730,9 +788,47 @@ class MemoryStore:
                     trust=trust,
                     verdict=next(iter(fields.get("Truss-Verdict", [])), None),
                     reason=next(iter(fields.get("Truss-Reason", [])), None),
+                    keyless=keyless,
+                    attested=self._attested(commit, notes),
                 )
             )
         return items
+
+    def _keyless_of(
+        self, entry: Entry, commit: pygit2.Commit, before: Any, path: str
+    ) -> str | None:
+        """How a keyless verdict that this commit recorded checks out, offline."""
+        verdict = entry.provenance.verified_by
+        if not verdict or "bundle" not in verdict:
+            return None
+        old = entryfile.parse(self.git.repo[before].data, path)  # type: ignore[attr-defined]
+        if old.provenance.verified_by == verdict:
+            return None  # recorded by an earlier commit
+        from .errors import KeylessError, TrussError
+        from .panel.verdict import check_keyless
+
+        try:
+            found = check_keyless(
+                Verdict.from_dict(verdict), self.policy(Snapshot(self.git.repo, commit.parents[0]))
+            )
+        except KeylessError as exc:
+            return f"INVALID [{exc.rule}] {exc.detail}"
+        except TrussError as exc:
+            return f"INVALID {exc.message}"
+        return f"{found.identity} via {found.issuer}, log index {found.log_index}"
+
+    def _attested(self, commit: pygit2.Commit, notes: Mapping[str, Any]) -> str | None:
+        note = notes.get(str(commit.id))
+        if note is None:
+            return None
+        from .attest import describe_note
+        from .audit import check_note
+
+        found = check_note(self.git.repo, commit, note)
+        if found:
+            return "INVALID " + "; ".join(f"[{v.rule}] {v.message}" for v in found)
+        said = describe_note(self.git.repo, note) or {}
+        return f"{said.get('signer')}, log index {said.get('log_index')}"
 
     def _signer_of(self, commit: pygit2.Commit) -> str:
         signature, payload = commit.gpg_signature

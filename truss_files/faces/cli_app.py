@@ -95,6 +95,7 @@ LAZY_COMMANDS: Final = {
     **dict.fromkeys(("context", "delta"), "cli_context"),
     **dict.fromkeys(("signers", "roles"), "cli_operator"),
     **dict.fromkeys(("serve", "tokens"), "cli_serve"),
+    **dict.fromkeys(("attest", "sigstore"), "cli_sigstore"),
 }
 COMMAND_MODULES: Final = (
     "cli_context",
@@ -104,6 +105,7 @@ COMMAND_MODULES: Final = (
     "cli_read",
     "cli_review",
     "cli_serve",
+    "cli_sigstore",
     "cli_store",
     "cli_tools",
 )

@@ -149,6 +149,8 @@ def log(obj: Ctx, entry_id: str, fmt: str | None) -> None:
             f"{i.commit[:12]}  {i.time}  {i.op:<9} {i.trust or '-':<10}  by {i.signer}"
             + (f"  verdict {i.verdict[:12]}" if i.verdict else "")
             + (f"  reason: {i.reason}" if i.reason else "")
+            + (f"\n    keyless verdict: {i.keyless}" if i.keyless else "")
+            + (f"\n    attested: {i.attested}" if i.attested else "")
             for i in items
         ),
     )

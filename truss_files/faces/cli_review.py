@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -133,12 +134,25 @@ def merge_driver(base: str, ours: str, theirs: str, path: str) -> None:
     """
     from ..review.merge import merge_files
 
-    result = merge_files(Path(base), Path(ours), Path(theirs), path)
+    result = merge_files(Path(base), Path(ours), Path(theirs), path, _head_policy())
     for note in result.notes:
         click.echo(f"truss-files merge-driver: {path}: {note}", err=True)
     if not result.clean:
         click.echo(f"truss-files merge-driver: CONFLICT in {path}: {result.reason}", err=True)
         sys.exit(1)
+
+
+def _head_policy() -> Any:
+    """The policy of HEAD in the repository git runs the driver in (None outside a store):
+    keyless verdicts either side brings are verified against it."""
+    from ..errors import TrussError
+    from ..store import MemoryStore
+
+    try:
+        store = MemoryStore(".")
+        return store.policy()
+    except TrussError:
+        return None
 
 
 @cli.group()

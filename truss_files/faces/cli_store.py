@@ -229,24 +229,59 @@ def verdict() -> None:
     "pipes into promote (with -o: the file's name and the verdict's id); text: one line "
     "saying what was signed.",
 )
+@click.option(
+    "--sigstore",
+    "keyless",
+    is_flag=True,
+    help="Sign keylessly with sigstore (the `sigstore` extra): your OIDC identity instead of "
+    "a panel key; the verdict carries the bundle.",
+)
+@click.option(
+    "--identity-token",
+    envvar="SIGSTORE_IDENTITY_TOKEN",
+    help="With --sigstore: the OIDC token to sign with (default: the CI's ambient identity).",
+)
+@click.option(
+    "--trust-config",
+    type=click.Path(dir_okay=False),
+    envvar="TRUSS_SIGSTORE_TRUST_CONFIG",
+    help="With --sigstore: a ClientTrustConfig JSON for a private sigstore deployment "
+    "(default: the public instance).",
+)
 @pass_ctx
 @handled
 def verdict_sign(
-    obj: Ctx, entry_id: str, outcome: str | None, note: str, output: str | None, fmt: str | None
+    obj: Ctx,
+    entry_id: str,
+    outcome: str | None,
+    note: str,
+    output: str | None,
+    fmt: str | None,
+    keyless: bool,
+    identity_token: str | None,
+    trust_config: str | None,
 ) -> None:
     """Sign a verdict on an entry with your panel key; prints the verdict JSON.
 
     With -o the verdict goes to the file and a line saying so to stderr (or, with --format
-    json, an object naming the file on stdout).
+    json, an object naming the file on stdout). With --sigstore the verdict is signed by an
+    OIDC identity (a CI workflow's, say) that truss.toml [roles] panel names as
+    sigstore:<issuer>|<identity>.
 
     \b
     Examples:
       truss-files verdict sign 5b0c8f3e --pass | truss-files promote 5b0c8f3e --verdict -
       truss-files verdict sign 5b0c8f3e --fail --note "not reproduced" -o ~/v.json
+      truss-files verdict sign 5b0c8f3e --pass --sigstore -o verdict.json
     """
     if outcome is None:
         raise UsageError("say --pass or --fail")
-    signed = obj.store().sign_verdict(entry_id, outcome, note=note)
+    if keyless:
+        signed = obj.store().sign_keyless_verdict(
+            entry_id, outcome, note=note, token=identity_token, trust_config=trust_config
+        )
+    else:
+        signed = obj.store().sign_verdict(entry_id, outcome, note=note)
     said = f"verdict {signed.id} ({outcome} on {signed.entry[:12]}, signed by {signed.signer})"
     if output:
         Path(os.path.expanduser(output)).write_text(signed.to_json())
@@ -258,6 +293,55 @@ def verdict_sign(
         click.echo(said)
     else:
         click.echo(signed.to_json(), nl=False)
+
+
+@verdict.command("verify")
+@click.argument("path", metavar="FILE")
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def verdict_verify(obj: Ctx, path: str, fmt: str | None) -> None:
+    """Explain one verdict file (or -): who signed it, and whether this store accepts it.
+
+    An SSH-signed verdict is checked against .truss/allowed_signers; a keyless one against
+    the trusted root (pinned at .truss/trusted_root.json, or the one sigstore ships), offline,
+    and its identity against truss.toml [roles] panel. A refusal names the rule it breaks
+    (sigstore-identity, sigstore-issuer, sigstore-artifact, sigstore-untrusted-certificate,
+    sigstore-expired-certificate, sigstore-log, ...) and exits 1.
+
+    \b
+    Example:
+      truss-files verdict verify verdict.json
+    """
+    from ..panel.verdict import check_keyless, check_verdict, check_votes
+
+    found = _load_verdict(path)
+    store = obj.store()
+    policy = store.policy()
+    keyless = None
+    if found.bundle is not None or found.signer.startswith("sigstore:"):
+        keyless = check_keyless(found, policy).to_dict()
+        check_votes(found)
+    else:
+        check_verdict(found, found.entry, found.outcome, policy)
+    try:
+        trust: str | None = store.get(found.entry).trust.value
+    except TrussError:
+        trust = None
+    data = {**found.summary(), "entry": found.entry, "valid": True, "keyless": keyless}
+    data["entry_trust"] = trust
+    how = (
+        f"keylessly by {keyless['identity']} (issuer {keyless['issuer']}, log index "
+        f"{keyless['log_index']})"
+        if keyless
+        else f"by {found.signer} ({found.key.split()[0] if found.key else 'no key'})"
+    )
+    text = (
+        f"verdict {found.id}: {found.outcome} on {found.entry}, signed {how}; valid here, "
+        "and the signer holds the panel role"
+        + (f"; the entry is {trust}" if trust else "; no such entry in this store")
+    )
+    emit(fmt, data, text)
 
 
 def _load_verdict(path: str) -> Any:

@@ -3,6 +3,11 @@
 A verdict is canonical JSON — entry id, outcome, votes with evidence, quorum, policy, time,
 signer — plus an SSHSIG signature in namespace ``truss-verdict`` over that JSON. Its id is
 the hash of the signed payload, so editing any vote after signing changes what must verify.
+
+A keyless verdict is signed with sigstore instead: its signer is a ``sigstore:<issuer>|
+<identity>`` principal, its key is ``sigstore``, its signature empty, and its ``bundle`` (a
+sigstore bundle over the same canonical JSON) proves who signed it. Like the signature, the
+bundle is not part of the payload, so it does not change the verdict's id.
 """
 
 from __future__ import annotations
@@ -14,13 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import VERDICT_NAMESPACE, TrustPolicy
-from ..errors import SignatureError, VerdictError
+from ..errors import KeylessError, SignatureError, UsageError, VerdictError
 from ..signing import Signer
 
 OUTCOMES = ("PASS", "FAIL")
 # A vote may also be ABSTAIN: a reviewer that could not judge (a hang, a crash, a garbled
 # answer). Abstentions count neither way; see panel.panel.tally.
 VOTE_VALUES = ("PASS", "FAIL", "ABSTAIN")
+KEYLESS_PREFIX = "sigstore:"
 _FIELDS = ("entry", "outcome", "votes", "quorum", "policy", "time", "signer", "key")
 
 
@@ -35,6 +41,7 @@ class Verdict:
     signer: str
     key: str
     signature: str = ""
+    bundle: Mapping[str, Any] | None = None
 
     def payload(self) -> bytes:
         body = {
@@ -57,6 +64,8 @@ class Verdict:
         data: dict[str, Any] = json.loads(self.payload())
         data["verdict_id"] = self.id
         data["signature"] = self.signature
+        if self.bundle is not None:
+            data["bundle"] = dict(self.bundle)
         return data
 
     def to_json(self) -> str:
@@ -78,6 +87,9 @@ class Verdict:
         for name in (*_FIELDS, "signature"):
             if name != "votes" and not isinstance(data[name], str):
                 raise VerdictError(f"{source}: '{name}' must be a string")
+        bundle = data.get("bundle")
+        if bundle is not None and not isinstance(bundle, Mapping):
+            raise VerdictError(f"{source}: 'bundle' must be a sigstore bundle (a JSON object)")
         verdict = cls(
             entry=data["entry"],
             outcome=data["outcome"],
@@ -88,6 +100,7 @@ class Verdict:
             signer=data["signer"],
             key=data["key"],
             signature=data["signature"],
+            bundle=dict(bundle) if bundle is not None else None,
         )
         claimed = data.get("verdict_id")
         if claimed is not None and claimed != verdict.id:
@@ -133,6 +146,41 @@ def sign_verdict(
     return Verdict(**{**unsigned.__dict__, "signature": signature})
 
 
+def sign_keyless_verdict(
+    entry_id: str,
+    outcome: str,
+    votes: Sequence[Mapping[str, Any]] | None,
+    *,
+    note: str = "",
+    token: str | None,
+    trust_config: str | None,
+    quorum: str,
+    policy: str,
+    now: str,
+) -> Verdict:
+    """A verdict signed with sigstore by the identity of ``token`` (or the ambient one)."""
+    from ..signing import keyless
+
+    if outcome not in OUTCOMES:
+        raise VerdictError(f"outcome must be PASS or FAIL, not {outcome!r}")
+    identity, raw = keyless.token_identity(token)
+    principal = identity.principal
+    if votes is None:
+        votes = [{"reviewer": principal, "kind": "ci", "vote": outcome, "evidence": {"note": note}}]
+    unsigned = Verdict(
+        entry=entry_id,
+        outcome=outcome,
+        votes=tuple(dict(v) for v in votes),
+        quorum=quorum,
+        policy=policy,
+        time=now,
+        signer=principal,
+        key=keyless.KEYLESS_KEY,
+    )
+    _, bundle = keyless.sign(unsigned.payload(), token=raw, trust_config=trust_config)
+    return Verdict(**{**unsigned.__dict__, "bundle": bundle})
+
+
 def check_verdict(verdict: Verdict, entry_id: str, outcome: str, policy: TrustPolicy) -> str:
     """Raise unless ``verdict`` is a valid ``outcome`` verdict for exactly ``entry_id``,
     signed by a key holding the panel role under ``policy``. Returns the signer."""
@@ -147,6 +195,10 @@ def check_verdict(verdict: Verdict, entry_id: str, outcome: str, policy: TrustPo
         )
     if not verdict.votes:
         raise VerdictError(f"verdict {verdict.id} has no votes; an empty panel is not a pass")
+    if verdict.bundle is not None or verdict.signer.startswith(KEYLESS_PREFIX):
+        check_keyless(verdict, policy)
+        check_votes(verdict)
+        return verdict.signer
     try:
         principal, key = policy.check_signature(
             verdict.signature, verdict.payload(), VERDICT_NAMESPACE, {"panel"}
@@ -163,6 +215,40 @@ def check_verdict(verdict: Verdict, entry_id: str, outcome: str, policy: TrustPo
             f"verdict {verdict.id} names signer {verdict.signer} but was signed by {principal}"
         )
     return principal
+
+
+def check_keyless(verdict: Verdict, policy: TrustPolicy) -> Any:
+    """Raise unless a keyless verdict's bundle proves that its signer -- a sigstore principal
+    holding the panel role -- signed exactly this verdict. Returns what the bundle says
+    (identity, issuer, log index). Offline, against the policy's trusted root."""
+    from ..signing import keyless
+
+    what = f"verdict {verdict.id}"
+    try:
+        claimed = keyless.KeylessIdentity.parse(verdict.signer)
+    except UsageError as exc:
+        raise KeylessError("sigstore-identity", f"{what}: {exc.message}") from exc
+    if claimed is None or verdict.bundle is None or verdict.key != keyless.KEYLESS_KEY:
+        raise KeylessError(
+            "sigstore-bundle",
+            f"{what}: a keyless verdict names a sigstore:<issuer>|<identity> signer, key "
+            f"'{keyless.KEYLESS_KEY}' and carries its bundle; this one has signer "
+            f"{verdict.signer}, key {verdict.key[:20]!r} and "
+            + ("a bundle" if verdict.bundle is not None else "no bundle"),
+        )
+    panel = policy.config.roles()["panel"]
+    if verdict.signer not in panel:
+        others = [keyless.KeylessIdentity.parse(p) for p in panel if keyless.is_keyless(p)]
+        same = [o for o in others if o is not None and o.identity == claimed.identity]
+        rule = "sigstore-issuer" if same else "sigstore-identity"
+        raise KeylessError(
+            rule,
+            f"{what}: {verdict.signer} does not hold the panel role in truss.toml [roles]"
+            + (f" (the panel trusts that identity from {same[0].issuer} only)" if same else "")
+            + "; an operator grants it with `truss-files roles grant panel "
+            f"'{verdict.signer}'`",
+        )
+    return keyless.verify(verdict.payload(), verdict.bundle, claimed, policy.trusted_root, what)
 
 
 def check_votes(verdict: Verdict) -> None:

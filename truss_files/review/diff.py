@@ -17,7 +17,7 @@ from typing import Any
 import pygit2
 
 from ..audit import audit, is_store_path
-from ..config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
+from ..config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TRUSTED_ROOT_PATH, TrustPolicy
 from ..context.proposal import CORE_PATH, SELF_PATH
 from ..entryfile import parse
 from ..errors import EntryError, TrussError, UsageError
@@ -41,6 +41,8 @@ class VerdictInfo:
     summary: str
     # (reviewer, kind, vote, note): the note is the vote's own why, when it gave one.
     votes: tuple[tuple[str, str, str, str], ...] = ()
+    # A keyless verdict: (identity, issuer, log index) its sigstore bundle names.
+    keyless: tuple[str, str, int | None] | None = None
 
     @classmethod
     def of(cls, verdict: Mapping[str, Any] | None) -> VerdictInfo | None:
@@ -55,7 +57,16 @@ class VerdictInfo:
             reviewers=tuple(reviewers(verdict)),
             summary=verdict_line(verdict),
             votes=tuple(_vote(v) for v in verdict.get("votes") or [] if isinstance(v, Mapping)),
+            keyless=_keyless(verdict.get("bundle")),
         )
+
+
+def _keyless(bundle: Any) -> tuple[str, str, int | None] | None:
+    if not isinstance(bundle, Mapping):
+        return None
+    from ..signing.keyless import claimed
+
+    return claimed(bundle)
 
 
 def _vote(vote: Mapping[str, Any]) -> tuple[str, str, str, str]:
@@ -268,7 +279,11 @@ def change_set(
         notes.append(f"audit not run: {exc.message}")
     # A move the audit refuses (a forbidden arrow, a missing or forged verdict) is no
     # promotion, whatever the file now says.
-    flagged = {v["path"] for v in violations if v["rule"] in _MOVE_RULES}
+    flagged = {
+        v["path"]
+        for v in violations
+        if v["rule"] in _MOVE_RULES or v["rule"].startswith("sigstore-")
+    }
     transitions = [
         dataclasses.replace(t, legal=False) if t.path in flagged else t for t in transitions
     ]
@@ -414,7 +429,9 @@ def _signer(repo: pygit2.Repository, commit: pygit2.Commit, cache: dict[str, str
         return cache[cid]
     snap = Snapshot(repo, commit.parents[0] if commit.parents else commit)
     try:
-        policy = TrustPolicy.from_files(snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH))
+        policy = TrustPolicy.from_files(
+            snap.read(SIGNERS_PATH), snap.read(CONFIG_PATH), snap.read(TRUSTED_ROOT_PATH)
+        )
         principal, _ = policy.check_signature(
             signature.decode("ascii", "replace"), payload, GIT_NAMESPACE, set()
         )

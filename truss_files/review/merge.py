@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import TrustPolicy
 from ..entryfile import parse, serialize
 from ..errors import ConflictError, EntryError
 from ..model import LEGAL_TRANSITIONS, TRUST_RULE, Entry, Trust
@@ -53,9 +54,16 @@ class MergeResult:
 
 
 def merge_entry(
-    base: bytes | None, ours: bytes, theirs: bytes, path: str | None = None
+    base: bytes | None,
+    ours: bytes,
+    theirs: bytes,
+    path: str | None = None,
+    policy: TrustPolicy | None = None,
 ) -> MergeResult:
-    """Merge three versions of one entry file; never returns an illegal state as clean."""
+    """Merge three versions of one entry file; never returns an illegal state as clean.
+
+    With ``policy``, a keyless (sigstore) verdict a side brings is verified offline against
+    it first: one that does not verify is a conflict naming its rule, never merged in."""
     try:
         a = parse(ours, path)
     except EntryError as exc:
@@ -70,11 +78,36 @@ def merge_entry(
             o = parse(base, path)
         except EntryError:
             o = None  # a corrupt base only costs us the three-way view
+    if policy is not None:
+        for side, name in ((a, "our"), (b, "their")):
+            refused = _keyless_refusal(o, side, policy)
+            if refused:
+                return _conflict(ours, theirs, f"{name} side's {refused}", path)
     try:
         merged, notes = merge_entries(o, a, b)
     except ConflictError as exc:
         return _conflict(ours, theirs, exc.message, path)
     return MergeResult(serialize(merged).encode(), True, "", tuple(notes))
+
+
+def _keyless_refusal(base: Entry | None, side: Entry, policy: TrustPolicy) -> str:
+    """Why a keyless verdict new on ``side`` does not verify ("" when it does, or is none)."""
+    verdict = side.provenance.verified_by
+    if not verdict or "bundle" not in verdict:
+        return ""
+    if base is not None and base.provenance.verified_by == verdict:
+        return ""
+    from ..errors import KeylessError, TrussError
+    from ..panel.verdict import Verdict, check_verdict
+
+    outcome = "FAIL" if side.trust is Trust.REJECTED else "PASS"
+    try:
+        check_verdict(Verdict.from_dict(verdict), side.id, outcome, policy)
+    except KeylessError as exc:
+        return f"keyless verdict does not verify: [{exc.rule}] {exc.detail}"
+    except TrussError as exc:
+        return f"keyless verdict does not verify: {exc.message}"
+    return ""
 
 
 def merge_entries(base: Entry | None, ours: Entry, theirs: Entry) -> tuple[Entry, list[str]]:
@@ -220,17 +253,20 @@ def _conflict(ours: bytes, theirs: bytes, reason: str, path: str | None) -> Merg
     return MergeResult(text, False, reason)
 
 
-def merge_files(base: Path, ours: Path, theirs: Path, path: str) -> MergeResult:
+def merge_files(
+    base: Path, ours: Path, theirs: Path, path: str, policy: TrustPolicy | None = None
+) -> MergeResult:
     """The merge driver (``%O %A %B %P``): merge into ``ours`` in place.
 
     Files that are not entries on either side (a README under memories/, say) get git's own
-    three-way text merge, so the driver is never worse than no driver.
+    three-way text merge, so the driver is never worse than no driver. ``policy``: the one
+    keyless verdicts are checked by (the branch being merged into).
     """
     a, b = ours.read_bytes(), theirs.read_bytes()
     o = base.read_bytes() if base.exists() else b""
     if not _looks_like_entry(a) and not _looks_like_entry(b):
         return _merge_text(base, ours, theirs)
-    result = merge_entry(o or None, a, b, path)
+    result = merge_entry(o or None, a, b, path, policy)
     ours.write_bytes(result.text)
     return result
 

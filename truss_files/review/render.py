@@ -84,7 +84,12 @@ def _who(t: Transition) -> list[tuple[str, list[str]]]:
     """Each person once, with what they did: sign the commit, sign the verdict, vote."""
     people: dict[str, list[str]] = {t.signer: ["commit"]}
     if t.verdict and t.after != "stale":
-        people.setdefault(t.verdict.signer, []).append("verdict")
+        if t.verdict.keyless is not None:
+            identity, issuer, index = t.verdict.keyless
+            signed = f"verdict, keyless: {identity} via {issuer}, log index {index}"
+            people.setdefault(t.verdict.signer, []).append(signed)
+        else:
+            people.setdefault(t.verdict.signer, []).append("verdict")
         for reviewer, _kind, vote, _note in t.verdict.votes:
             people.setdefault(reviewer, []).append(f"vote {vote}")
     return list(people.items())

@@ -12,6 +12,7 @@ reason (its pre-receive hook), we stop and say why.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import subprocess
 import time
@@ -66,8 +67,23 @@ def sync(
     """Bring the store's branch and ``remote``'s in line; see the module docstring.
 
     ``before_push(attempt)`` runs just before each push: a seam for tests that make another
-    writer win the race.
+    writer win the race. The sigstore attestations (``refs/notes/truss-sigstore``) travel
+    too: fetched, checked, merged (ours wins where both sides attest one commit) and pushed.
     """
+    result = _sync_branch(store, remote, max_attempts, root, before_push)
+    moved = _sync_notes(store, _Git(store.git, dict(store.environ)), remote)
+    if moved:
+        result = dataclasses.replace(result, notes=(*result.notes, moved))
+    return result
+
+
+def _sync_branch(
+    store: MemoryStore,
+    remote: str,
+    max_attempts: int,
+    root: str | None,
+    before_push: Callable[[int], None] | None,
+) -> SyncResult:
     git = store.git
     env = dict(store.environ)
     ref = git.branch
@@ -117,6 +133,50 @@ def sync(
     raise ConflictError(
         f"{remote} kept moving under {max_attempts} attempts to sync; run `truss-files sync` again"
     )
+
+
+def _sync_notes(store: MemoryStore, runner: _Git, remote: str) -> str | None:
+    """Fetch, check and merge the remote's attestations, then push ours; a note that does
+    not verify stops the sync before it reaches the local notes ref."""
+    from ..attest import NOTES_REF, notes_of, read_notes
+    from ..audit import check_note
+
+    repo = store.git.repo
+    tracking = f"refs/notes/remotes/{remote}/truss-sigstore"
+    # A pattern, so a remote without attestations is no error: one fetch, no ls-remote.
+    runner.run("fetch", "--quiet", "--no-tags", remote, f"+{NOTES_REF}*:{tracking}*")
+    found_ref = repo.references.get(tracking)
+    theirs = str(found_ref.target) if found_ref is not None else None
+    ours = read_notes(repo)
+    if theirs is not None:
+        found = []
+        for cid, blob in notes_of(repo, theirs).items():
+            if ours.get(cid) == blob:
+                continue
+            try:
+                commit = repo[cid].peel(pygit2.Commit)
+            except (KeyError, ValueError, pygit2.GitError):
+                continue  # a commit we do not hold is not ours to judge
+            found.extend(check_note(repo, commit, blob))
+        if found:
+            raise StoreError(
+                f"{remote}'s {NOTES_REF} holds attestations that do not verify; nothing of it "
+                "was merged:\n" + "\n".join(str(v) for v in found)
+            )
+        local = repo.references.get(NOTES_REF)
+        if local is None:
+            repo.references.create(NOTES_REF, theirs)
+        elif str(local.target) != theirs and not repo.descendant_of(local.target, theirs):
+            runner.run("notes", f"--ref={NOTES_REF}", "merge", "--quiet", "-s", "ours", tracking)
+    local = repo.references.get(NOTES_REF)
+    if local is None or str(local.target) == theirs:
+        return None
+    proc = runner._call("push", "--porcelain", remote, f"{NOTES_REF}:{NOTES_REF}")
+    if proc.returncode != 0:
+        raise StoreError(
+            f"{remote} refused the push of {NOTES_REF}:\n{(proc.stdout + proc.stderr).strip()}"
+        )
+    return f"pushed the sigstore attestations ({NOTES_REF})"
 
 
 def _result(
@@ -270,7 +330,7 @@ def _merge(
         if a is None or b is None:
             problems.append(f"{path}: deleted on one side")
             continue
-        result = merge_entry(base_snap.read(path), a, b, path)
+        result = merge_entry(base_snap.read(path), a, b, path, store.policy(ours_snap))
         if not result.clean:
             problems.append(f"{path}: {result.reason}")
             continue
