@@ -41,7 +41,6 @@ def run_query(
     from ..model import Kind, Layer, Trust
     from ..recall.engine import search
     from ..recall.pipeline import Filter
-    from ..scope import Reader
     from ..tools.tipconfig import require_store
     from ..views import entry_text, entry_view
 
@@ -52,6 +51,8 @@ def run_query(
         mode = settings.recall_mode
     reader = None
     if agent is not None or project is not None or scope is not None:
+        from ..scope import Reader
+
         if scope is None and settings is not None:
             scope = settings.memory_scope
         reader = Reader(scope, agent, project)  # mode None: the store's [memory] scope

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +65,8 @@ def tip_config(path: str | os.PathLike[str]) -> TipConfig | None:
     entry = objects.entry(objects.commit_tree(tip), "truss.toml")
     if entry is None or entry.is_tree:
         return TipConfig()
+    import tomllib  # here: a plain query with no settings layer never parses TOML
+
     try:
         return TipConfig(tomllib.loads(objects.blob(entry.sha).decode("utf-8")))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
