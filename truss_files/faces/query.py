@@ -41,7 +41,7 @@ def run_query(
     from ..model import Kind, Layer, Trust
     from ..recall.engine import search
     from ..recall.pipeline import Filter
-    from ..tools.tipconfig import require_store
+    from ..tools.storeprobe import require_store
     from ..views import entry_text, entry_view
 
     require_store(store)
@@ -99,11 +99,12 @@ def layered_settings(store: str, environ: Mapping[str, str]) -> Settings | None:
     """truss.toml → user config → ``[agents.$TRUSS_AGENT]`` → ``$TRUSS_CONTRACT``, as the read
     tools load them; None when no layer above truss.toml is in play (the engine then reads
     truss.toml at the tip itself, and the settings module stays off the cold path)."""
-    from ..tools.tipconfig import has_layers_above_store, tip_config, user_config_file
+    from ..tools.storeprobe import has_layers_above_store, user_config_file
 
     if not has_layers_above_store(environ):
         return None
     from ..settings import load_settings
+    from ..tools.tipconfig import tip_config
 
     config = tip_config(store)
     if config is None:  # refs this reader cannot read: ask the store
