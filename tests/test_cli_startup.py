@@ -135,14 +135,15 @@ def test_a_plain_query_imports_neither_click_nor_the_command_modules(
 
 # Kept off a plain query (text or JSON, every floor): the tool dispatcher, run context and
 # registry (threading, seven dataclasses), truss.toml's own reader and parser, memory scopes
-# (only with --agent/--project/--scope), the settings layers (only when one is in play) and
-# the store. Each loaded for nothing costs the cold query milliseconds.
+# (only with --agent/--project/--scope), salience policies (only when the store names one),
+# the settings layers (only when one is in play) and the store. Each loaded for nothing costs the cold query milliseconds.
 OFF_THE_QUERY_PATH = (
     "truss_files.tools.dispatch",
     "truss_files.tools.context",
     "truss_files.tools.registry",
     "truss_files.tools.tipconfig",
     "truss_files.scope",
+    "truss_files.recall.salience",
     "truss_files.settings",
     "truss_files.store",
     "truss_files.gitstore",

@@ -62,7 +62,6 @@ from .gitread import GitDir
 from .index import Index, IndexView
 from .lexical import Candidates, Match, candidates, lexical, scores
 from .pipeline import Filter, Hit
-from .salience import DEPTH, salience_policy
 from .segment import SegmentError
 
 if TYPE_CHECKING:
@@ -227,13 +226,20 @@ class Searcher:
         cands = self.candidates(view, flt)
         if salience is None and view.tip is not None:
             salience = view.tip.recall.get("policy.salience")
-        depth = limit if salience in (None, "off") else max(limit, DEPTH)
+        if salience in (None, "off"):
+            depth = limit
+        else:  # a policy that reorders: loaded only for a store that names one
+            from .salience import DEPTH
+
+            depth = max(limit, DEPTH)
         if mode == "exact":
             ranked = lexical(cands, terms, depth)
         else:
             ranked = self._semantic_or_hybrid(view, cands, text, terms, depth, mode)
         hits = [Hit(self._entry(view, m), m.score) for m in ranked]
         if salience not in (None, "off"):
+            from .salience import salience_policy
+
             hits = salience_policy(salience).order(hits, limit)
         below = 0
         if not hits and flt.min_trust is not Trust.UNVERIFIED and terms:
