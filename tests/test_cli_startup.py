@@ -136,7 +136,8 @@ def test_a_plain_query_imports_neither_click_nor_the_command_modules(
 # Kept off a plain query (text or JSON, every floor): the tool dispatcher, run context and
 # registry (threading, seven dataclasses), truss.toml's own reader and parser, memory scopes
 # (only with --agent/--project/--scope), salience policies (only when the store names one),
-# the settings layers (only when one is in play) and the store. Each loaded for nothing costs the cold query milliseconds.
+# the settings layers (only when one is in play) and the store. Each one loaded for nothing
+# costs the cold query milliseconds.
 OFF_THE_QUERY_PATH = (
     "truss_files.tools.dispatch",
     "truss_files.tools.context",
