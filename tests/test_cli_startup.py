@@ -4,6 +4,7 @@ runs without click -- printing exactly what the click command prints, exiting th
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +19,8 @@ from truss_files.faces import cli as cli_module
 from truss_files.faces import cli_app
 from truss_files.faces.query import FLOORS, MODES
 from truss_files.model import Kind
-from truss_files.recall.engine import RECALL_MODES
+from truss_files.recall.engine import RECALL_MODES, search
+from truss_files.recall.pipeline import Filter
 from truss_files.store import MemoryStore
 
 SCRIPT = Path(sys.executable).parent / "truss-files"
@@ -129,6 +131,91 @@ def test_a_plain_query_imports_neither_click_nor_the_command_modules(
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["entries"]
     assert json.loads(done.stderr.strip().splitlines()[-1]) == []
+
+
+# Kept off a plain query (text or JSON, every floor): the tool dispatcher, run context and
+# registry (threading, seven dataclasses), truss.toml's own reader and parser, memory scopes
+# (only with --agent/--project/--scope), salience policies (only when the store names one),
+# the settings layers (only when one is in play) and the store. Each one loaded for nothing
+# costs the cold query milliseconds.
+OFF_THE_QUERY_PATH = (
+    "truss_files.tools.dispatch",
+    "truss_files.tools.context",
+    "truss_files.tools.registry",
+    "truss_files.tools.tipconfig",
+    "truss_files.scope",
+    "truss_files.recall.salience",
+    "truss_files.settings",
+    "truss_files.store",
+    "truss_files.gitstore",
+    "truss_files.config",
+    "tomllib",
+    "threading",
+)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["flaky network"],
+        ["flaky network", "--format", "text"],
+        ["no such words anywhere", "--min-trust", "unverified"],
+        ["flaky", "--kind", "lesson", "--layer", "team", "--mode", "exact"],
+    ],
+    ids=" ".join,
+)
+def test_a_plain_query_keeps_the_tools_scopes_and_settings_off_its_path(
+    store: MemoryStore, args: list[str]
+) -> None:
+    mixed_store(store)
+    search(store.git.workdir, "warm", Filter())  # the index is current, as for any later query
+    done = probe(
+        "import sys, json\n"
+        "from truss_files.faces.cli import main\n"
+        "sys.argv = ['truss-files', '--store', sys.argv[1], 'query', *sys.argv[2:]]\n"
+        "try:\n    main()\n"
+        "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        f"print(json.dumps([m for m in {OFF_THE_QUERY_PATH!r} if m in sys.modules]),"
+        " file=sys.stderr)\n",
+        str(store.git.workdir),
+        *args,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()  # it answered
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == []
+
+
+def test_the_layers_and_scopes_still_load_when_a_query_uses_them(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    """The other side of the list above: with a user config file or --agent, the modules come
+    back, and the answer honours them (the config's recall mode; the agent's scope)."""
+    mixed_store(store)
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    (config_dir / "config.toml").write_text('[recall]\nmode = "hybrid"\n', encoding="utf-8")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, json\n"
+            "from truss_files.faces.cli import main\n"
+            "sys.argv = ['truss-files', '--store', sys.argv[1], 'query', 'flaky', "
+            "'--agent', 'a1']\n"
+            "main()\n"
+            "print(json.dumps([m for m in ('truss_files.scope', 'truss_files.settings', "
+            "'tomllib') if m in sys.modules]), file=sys.stderr)\n",
+            str(store.git.workdir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TRUSS_CONFIG_DIR": str(config_dir)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["recall_mode"] == "hybrid"
+    loaded = json.loads(done.stderr.strip().splitlines()[-1])
+    assert loaded == ["truss_files.scope", "truss_files.settings", "tomllib"]
 
 
 def test_the_fast_path_accepts_what_the_click_command_accepts() -> None:

@@ -107,14 +107,16 @@ class Layer(enum.StrEnum):
             ) from None
 
 
-_LEDGER_REF = re.compile(
+# Patterns, not compiled objects: ``re`` compiles each on its first use (and keeps it), so
+# a query -- which checks no key and no ledger ref -- does not compile them at import.
+_LEDGER_REF = (
     r"^(git:[0-9a-f]{4,64}|run:[A-Za-z0-9._-]{1,128}/\d{1,12}|event:[^\s#]{1,256}(#[^\s#]{1,64})?)$"
 )
 
 
 def check_ledger_ref(value: str) -> str:
     """A LedgerRef names the event behind a fact: git:<commit>, run:<id>/<seq>, event:<id>[#rev]."""
-    if not _LEDGER_REF.fullmatch(value):
+    if not re.fullmatch(_LEDGER_REF, value):
         raise UsageError(
             f"'{value}' is not a ledger ref; use git:<commit>, run:<run-id>/<seq> "
             "or event:<id>[#<revision>]"
@@ -122,9 +124,9 @@ def check_ledger_ref(value: str) -> str:
     return value
 
 
-_KEY_BAD = re.compile(r"[\x00-\x1f\x7f]")
+_KEY_BAD = r"[\x00-\x1f\x7f]"
 MAX_KEY = 256
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = "[\ud800-\udfff]"
 # Characters that change how a key or path reads without changing what it is: bidirectional
 # controls (U+202E turns "txt.exe" into "exe.txt" on screen) and invisible marks. NFKC leaves
 # them alone, so they are named here.
@@ -139,9 +141,9 @@ def check_key(key: str) -> str:
         raise UsageError("key must not be empty")
     if len(key) > MAX_KEY:
         raise UsageError(f"key is {len(key)} characters; the limit is {MAX_KEY}")
-    if _KEY_BAD.search(key):
+    if re.search(_KEY_BAD, key):
         raise UsageError("key must not contain control characters or newlines")
-    if _SURROGATE.search(key):
+    if re.search(_SURROGATE, key):
         raise UsageError("key holds an unpaired surrogate, not Unicode text; fix its encoding")
     problem = confusable(key)
     if problem:

@@ -41,8 +41,7 @@ def run_query(
     from ..model import Kind, Layer, Trust
     from ..recall.engine import search
     from ..recall.pipeline import Filter
-    from ..scope import Reader
-    from ..tools.tipconfig import require_store
+    from ..tools.storeprobe import require_store
     from ..views import entry_text, entry_view
 
     require_store(store)
@@ -52,6 +51,8 @@ def run_query(
         mode = settings.recall_mode
     reader = None
     if agent is not None or project is not None or scope is not None:
+        from ..scope import Reader
+
         if scope is None and settings is not None:
             scope = settings.memory_scope
         reader = Reader(scope, agent, project)  # mode None: the store's [memory] scope
@@ -98,11 +99,12 @@ def layered_settings(store: str, environ: Mapping[str, str]) -> Settings | None:
     """truss.toml → user config → ``[agents.$TRUSS_AGENT]`` → ``$TRUSS_CONTRACT``, as the read
     tools load them; None when no layer above truss.toml is in play (the engine then reads
     truss.toml at the tip itself, and the settings module stays off the cold path)."""
-    from ..tools.tipconfig import has_layers_above_store, tip_config, user_config_file
+    from ..tools.storeprobe import has_layers_above_store, user_config_file
 
     if not has_layers_above_store(environ):
         return None
     from ..settings import load_settings
+    from ..tools.tipconfig import tip_config
 
     config = tip_config(store)
     if config is None:  # refs this reader cannot read: ask the store

@@ -20,9 +20,9 @@ Measured (``python -m benchmarks recall``: tantivy fed our tokens and SQLite FTS
 the same verified notes; 2 shared cores; 30% of notes verified; medians, two runs): at 10k /
 100k notes a warm exact query p50 0.69-0.73 / 2.1-2.4 ms, p95 3-6 / 17-18 ms (tantivy 0.05 /
 0.12 ms and 0.07 / 0.34-0.39 ms; rank-bm25 over the same candidates 2.3 / 44-71 ms); a cold
-``truss-files query`` process 57-67 / 58-62 ms beside ``python -c pass`` at 23 ms and
-tantivy's own process at 40-42 ms at 100k (1.4-1.55x it; 1.5-1.7x for queries holding a word
-of half the notes); the update after one write 2.7-3.1 / 3.1-3.3 ms (tantivy 7.6-13 ms); a full
+``truss-files query`` process 47-48 / 47-51 ms beside ``python -c pass`` at 21-24 ms and
+tantivy's own at 41-42 ms at 100k (1.22x it; 1.26x for queries holding a word of half the
+notes; one run); the update after one write 2.7-3.1 / 3.1-3.3 ms (tantivy 7.6-13 ms); a full
 rebuild from git 1.6-2.3 / 8.6-9.7 s (tantivy 0.14-0.34 / 1.3-1.7 s, tokens in hand); the
 index on disk 26 / 244 MB with every trust class and the records (tantivy over every note: 2.9
 / 23 MB); peak RSS of the cold query 24 / 71 MB (tantivy 22 / 23 MB); recall@5 on
@@ -62,7 +62,6 @@ from .gitread import GitDir
 from .index import Index, IndexView
 from .lexical import Candidates, Match, candidates, lexical, scores
 from .pipeline import Filter, Hit
-from .salience import DEPTH, salience_policy
 from .segment import SegmentError
 
 if TYPE_CHECKING:
@@ -227,13 +226,20 @@ class Searcher:
         cands = self.candidates(view, flt)
         if salience is None and view.tip is not None:
             salience = view.tip.recall.get("policy.salience")
-        depth = limit if salience in (None, "off") else max(limit, DEPTH)
+        if salience in (None, "off"):
+            depth = limit
+        else:  # a policy that reorders: loaded only for a store that names one
+            from .salience import DEPTH
+
+            depth = max(limit, DEPTH)
         if mode == "exact":
             ranked = lexical(cands, terms, depth)
         else:
             ranked = self._semantic_or_hybrid(view, cands, text, terms, depth, mode)
         hits = [Hit(self._entry(view, m), m.score) for m in ranked]
         if salience not in (None, "off"):
+            from .salience import salience_policy
+
             hits = salience_policy(salience).order(hits, limit)
         below = 0
         if not hits and flt.min_trust is not Trust.UNVERIFIED and terms:

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..model import Entry, Kind, Layer, Trust
-from ..scope import Reader
 from .bounds import query_terms
 from .docs import MARKER_PREFIX, document_tokens
+
+if TYPE_CHECKING:
+    from ..scope import Reader  # made by the caller; a query with no reader never loads it
 
 __all__ = ["Area", "Filter", "Hit", "document_tokens", "recall"]
 

@@ -1,13 +1,48 @@
 """Agent tools: one registry, served by the CLI (`truss-files tool`), MCP and the SDK adapter.
 
-Importing this package is cheap; the tool modules load on first use of the registry.
+Importing this package imports none of its modules: the names below load on first use, so a
+process that needs one small module (``tipconfig`` on the cold query path) does not pay for
+the dispatcher, the run context and the registry (threading, tomllib, seven dataclasses).
 """
 
 from __future__ import annotations
 
-from .context import Grant, RunContext, load_run_context
-from .dispatch import Call, Outcome, ToolSession
-from .registry import Annotations, Serving, Tool, ToolNotServed, UnknownTool, all_tools, lookup
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .context import Grant, RunContext, load_run_context
+    from .dispatch import Call, Outcome, ToolSession
+    from .registry import (
+        Annotations,
+        Serving,
+        Tool,
+        ToolNotServed,
+        UnknownTool,
+        all_tools,
+        lookup,
+    )
+
+_EXPORTS = {
+    **dict.fromkeys(("Grant", "RunContext", "load_run_context"), "context"),
+    **dict.fromkeys(("Call", "Outcome", "ToolSession"), "dispatch"),
+    **dict.fromkeys(
+        ("Annotations", "Serving", "Tool", "ToolNotServed", "UnknownTool", "all_tools", "lookup"),
+        "registry",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # once: later lookups find it without this function
+    return value
+
 
 __all__ = [
     "Annotations",
