@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from truss_files.recall.bm25 import BM25
-from truss_files.recall.tokenize import tokenize
+from truss_files.recall.tokenize import STOPWORDS, tokenize
 
 if TYPE_CHECKING:
     from truss_files.recall.embed import Embedder
@@ -37,6 +37,8 @@ __all__ = [
     "semantic_rank_fn",
     "load_corpus",
     "load_queries",
+    "plain_bm25_rank_fn",
+    "plain_words",
 ]
 
 MRR_DEPTH = 10
@@ -82,14 +84,40 @@ def _load_yaml(path: str | Path) -> list[dict[str, Any]]:
     return data
 
 
-def bm25_rank_fn(corpus: Iterable[Note]) -> RankFn:
-    """Exact BM25 over every note's body, tokenized with ``tokenize``."""
-    index = BM25({note.id: tokenize(note.body) for note in corpus})
+def bm25_rank_fn(corpus: Iterable[Note], *, acronyms: bool = True) -> RankFn:
+    """Exact BM25 over every note's body, tokenized with ``tokenize``; with ``acronyms`` the
+    query is widened by the acronyms the notes define (``acronyms.Glossary``), as exact mode
+    does."""
+    from .acronyms import Glossary, definitions
+
+    notes = list(corpus)
+    index = BM25({note.id: tokenize(note.body) for note in notes})
+    glossary = Glossary(p for note in notes for p in definitions(note.body)) if acronyms else None
 
     def rank_fn(query: str, depth: int) -> list[str]:
-        return [hit.doc_id for hit in index.top(tokenize(query), depth)]
+        terms = tokenize(query)
+        if glossary is not None:
+            terms = glossary.expand(terms)
+        return [hit.doc_id for hit in index.top(terms, depth)]
 
     return rank_fn
+
+
+def plain_bm25_rank_fn(corpus: Iterable[Note]) -> RankFn:
+    """The baseline without analysis: lowercase ASCII words minus stopwords, no stemming, no
+    identifier splitting, no acronyms."""
+    index = BM25({note.id: plain_words(note.body) for note in corpus})
+
+    def rank_fn(query: str, depth: int) -> list[str]:
+        return [hit.doc_id for hit in index.top(plain_words(query), depth)]
+
+    return rank_fn
+
+
+def plain_words(text: str) -> list[str]:
+    import re
+
+    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS]
 
 
 def semantic_rank_fn(corpus: Sequence[Note], embedder: Embedder) -> RankFn:
