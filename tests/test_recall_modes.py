@@ -1,4 +1,4 @@
-"""Recall modes: exact, semantic (embeddings), hybrid (reciprocal-rank fusion).
+"""Recall modes: exact, semantic (embeddings), hybrid (score fusion).
 
 The semantic tests use wordllama's bundled model when it is installed (the ``semantic``
 extra); without it they are skipped, and the error path that tells a user how to install it
@@ -174,7 +174,11 @@ def test_hybrid_fuses_both_rankings(store: MemoryStore) -> None:
     assert exact.hits[0].entry.id == made["v5"].id
     assert hybrid.hits[0].entry.id == made["v5"].id
     assert {h.entry.id for h in hybrid.hits} <= {h.entry.id for h in exact.hits + semantic.hits}
-    assert all(h.score <= 2 / 61 for h in hybrid.hits)
+    # Score fusion: the mean of two min-max normalised scores, so within [0, 1]; the entry
+    # first in both rankings scores 1.
+    assert all(0 <= h.score <= 1.0 + 1e-9 for h in hybrid.hits)
+    if semantic.hits[0].entry.id == made["v5"].id:
+        assert hybrid.hits[0].score == pytest.approx(1.0)
 
 
 @needs_wordllama

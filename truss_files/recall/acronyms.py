@@ -22,13 +22,20 @@ Measured on ``tests/relevance/hard`` (see ``evaluate``): see the README's Releva
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .tokenize import STOPWORDS, tokenize
 
-__all__ = ["Glossary", "definitions"]
+if TYPE_CHECKING:
+    from .gitread import GitDir
+    from .lexical import Candidates
+    from .segment import Segment
+
+__all__ = ["Glossary", "definitions", "store_glossary"]
 
 _PAREN: Final = re.compile(r"\(([^()\n]{1,80})\)")
 _ACRONYM: Final = re.compile(r"[A-Za-z][A-Za-z0-9]{1,7}")
@@ -156,3 +163,56 @@ def _contains(seq: tuple[str, ...], part: tuple[str, ...]) -> bool:
         else:
             return True
     return False
+
+
+# -- a store's glossary: definitions per index segment, kept in one small cache file --------
+
+_CACHE_NAME: Final = "acronyms.json"
+
+
+def store_glossary(git: GitDir, cands: Candidates) -> Glossary:
+    """The glossary of the entries ``cands`` admits (and only those: a definition in an entry
+    below the trust floor never changes a query at the floor).
+
+    Definitions are found once per index segment (segments never change) and kept in
+    ``<cache>/acronyms.json`` as ``{segment file: [[docno, acronym, long form...], ...]}``;
+    the file is rewritten, dropping segments no longer in the view, when a segment is new.
+    """
+    import json
+
+    path = git.cache_dir / _CACHE_NAME
+    try:
+        known: dict[str, list[list[Any]]] = json.loads(path.read_bytes())
+        if not isinstance(known, dict):
+            known = {}
+    except (OSError, ValueError):
+        known = {}
+    glossary = Glossary()
+    changed = False
+    for seg, mask in zip(cands.view.segments, cands.masks, strict=True):
+        name = seg.path.name
+        found = known.get(name)
+        if not isinstance(found, list):
+            found = known[name] = _segment_definitions(seg)
+            changed = True
+        for row in found:
+            docno, abbr, *long_form = row
+            if 0 <= docno < len(mask) and mask[docno]:
+                glossary.add(str(abbr), tuple(str(t) for t in long_form))
+    if changed:
+        live = {seg.path.name for seg in cands.view.segments}
+        keep = {name: rows for name, rows in known.items() if name in live}
+        with contextlib.suppress(OSError):
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(keep, separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, path)
+    return glossary
+
+
+def _segment_definitions(seg: Segment) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for docno in range(seg.n):
+        body = seg.record(docno)[2]
+        if isinstance(body, str) and "(" in body:
+            rows += [[docno, abbr, *long_form] for abbr, long_form in definitions(body)]
+    return rows
