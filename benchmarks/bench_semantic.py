@@ -67,7 +67,9 @@ def cold_start(tmp: Path, n: int, runs: int) -> list[Figure]:
     figures = []
     for mode in ("semantic", "exact"):
         cli = [console_script(), "--store", str(git_dir), "query", asked[1], "--mode", mode]
-        cold, py = measure_pair(_runner(cli, env), _runner([sys.executable, "-c", "pass"], env), runs)
+        cold, py = measure_pair(
+            _runner(cli, env), _runner([sys.executable, "-c", "pass"], env), runs
+        )
         figures.append(
             Figure(
                 f"{tag}: cold CLI {mode} query p50",
@@ -132,7 +134,9 @@ def measure_relevance() -> dict[str, dict[str, dict[str, Any]]]:
                 made["hybrid"] = hybrid_rank_fn(corpus, embedder)
             fns[corpus_file] = made
         asked = load_queries(queries_file)
-        out[name] = {mode: evaluate(fn, corpus, asked, k=5) for mode, fn in fns[corpus_file].items()}
+        out[name] = {
+            mode: evaluate(fn, corpus, asked, k=5) for mode, fn in fns[corpus_file].items()
+        }
     return out
 
 

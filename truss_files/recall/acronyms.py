@@ -41,7 +41,9 @@ _PAREN: Final = re.compile(r"\(([^()\n]{1,80})\)")
 _ACRONYM: Final = re.compile(r"[A-Za-z][A-Za-z0-9]{1,7}")
 _WORD: Final = re.compile(r"[A-Za-z0-9]+")
 # Words a definition may use for one of its letters or skip (lowercase, ASCII).
-_SMALL: Final = frozenset({"a", "an", "and", "as", "at", "by", "for", "in", "of", "on", "the", "to"})
+_SMALL: Final = frozenset(
+    {"a", "an", "and", "as", "at", "by", "for", "in", "of", "on", "the", "to"}
+)
 MAX_EXPANSIONS: Final = 8  # long forms added per query: a query stays bounded
 
 
