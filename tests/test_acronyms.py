@@ -103,9 +103,12 @@ def test_glossary_cache_survives_corruption(store: MemoryStore) -> None:
     promote(store, store.write("fact", "dlq", "Events land in the dead letter queue (DLQ)."))
     searcher = Searcher(store.git.workdir)
     first = [h.entry.id for h in searcher.query("DLQ", Filter(), 3).hits]
-    cache = searcher.git.cache_dir / "acronyms.json"
+    cache = searcher.git.cache_dir / "acronyms.marshal"
     assert cache.is_file()
-    cache.write_bytes(b"\x00not json")
+    cache.write_bytes(b"\x00not marshal")
     assert [h.entry.id for h in Searcher(store.git.workdir).query("DLQ", Filter(), 3).hits] == first
-    cache.write_text('{"x.seg": "not a list"}', encoding="utf-8")
+    import marshal
+
+    names = list(marshal.loads(cache.read_bytes()) if cache.is_file() else [])
+    cache.write_bytes(marshal.dumps({name: [[None], "x", [1, 2]] for name in names}))
     assert [h.entry.id for h in Searcher(store.git.workdir).query("DLQ", Filter(), 3).hits] == first

@@ -129,8 +129,10 @@ def test_query_path_matches_wordllama(tmp_path: Path) -> None:
     from tokenizers import Tokenizer
 
     embedder = WordLlamaEmbedder()
-    bpe = LlamaBPE.load(embedder.tokenizer_file, tmp_path)
-    assert LlamaBPE.load(embedder.tokenizer_file, tmp_path).merges == bpe.merges  # cached copy
+    bpe = LlamaBPE.load(embedder.tokenizer_file, tmp_path)  # parses the JSON, writes the copy
+    mapped = LlamaBPE.load(embedder.tokenizer_file, tmp_path)  # the memory-mapped copy
+    assert type(mapped.merges) is not dict
+    assert dict(mapped.merges.items()) == bpe.merges
     reference = Tokenizer.from_file(str(embedder.tokenizer_file))
     texts = [q.query for q in load_queries(RELEVANCE / "queries.yaml")] + [
         "BorrowChecker in store.rs --dry-run",
@@ -139,7 +141,13 @@ def test_query_path_matches_wordllama(tmp_path: Path) -> None:
         "x",
     ]
     for text in texts:
-        assert bpe.encode(text) == reference.encode(text, add_special_tokens=False).ids, text
+        want = reference.encode(text, add_special_tokens=False).ids
+        assert bpe.encode(text) == want, text
+        assert mapped.encode(text) == want, text
+    # A damaged copy is rebuilt from the JSON, never trusted.
+    for copy in tmp_path.glob("*.bpe"):
+        copy.write_bytes(copy.read_bytes()[:-5])
+    assert LlamaBPE.load(embedder.tokenizer_file, tmp_path).encode(texts[0]) == bpe.encode(texts[0])
     model = embedder.model()
     for text in texts[:10]:
         want = np.nan_to_num(model.embed([text], norm=True)[0])
@@ -206,8 +214,9 @@ def test_model_loads_offline_with_no_network(tmp_path: Path) -> None:
 
 @needs_wordllama
 def test_semantic_query_imports_only_what_it_needs(store: MemoryStore) -> None:
-    """A semantic query (vectors cached) loads numpy and our embed module, never wordllama,
-    its Rust tokenizer, the hub client, torch or an HTTP library."""
+    """A semantic query (vectors cached) loads our embed module and nothing heavy: not numpy
+    (the cold start's largest cost), wordllama, its Rust tokenizer, the hub client, torch or
+    an HTTP library. It reads the query's token rows and the cached vectors from mapped files."""
     import subprocess
 
     promote(store, store.write("fact", "db", "Postgres 16 in production."))
@@ -217,13 +226,49 @@ def test_semantic_query_imports_only_what_it_needs(store: MemoryStore) -> None:
         "search(sys.argv[1], 'database version', mode='semantic')\n"
         "heavy = ('wordllama', 'tokenizers', 'huggingface_hub', 'torch', 'requests', 'httpx',\n"
         "         'safetensors', 'yaml', 'pygit2')\n"
-        "print(json.dumps([m for m in heavy if m in sys.modules]), 'numpy' in sys.modules)\n"
+        "print(json.dumps([m for m in heavy if m in sys.modules]), 'numpy' in sys.modules,\n"
+        "      'truss_files.recall.embed' in sys.modules)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, str(store.git.workdir)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["[]", "True"], done.stdout
+    assert done.stdout.split() == ["[]", "False", "True"], done.stdout
+
+
+@needs_wordllama
+@pytest.mark.parametrize("limit", [1, 5, 10, 40])
+def test_integer_shortlist_gives_the_exhaustive_answer(tmp_path: Path, limit: int) -> None:
+    """``SegmentVectors.top`` (8-bit estimates, exact rescoring within the error bound) returns
+    what scoring every document exactly returns, for real notes and questions."""
+    import struct
+
+    import numpy as np
+
+    from truss_files.recall.embed import PACK_MAGIC, SegmentVectors, query_vector
+
+    embedder = WordLlamaEmbedder()
+    notes = load_corpus(HARD / "corpus.yaml") + load_corpus(RELEVANCE / "corpus.yaml")
+    matrix = embedder.embed_documents([n.body for n in notes]).astype(np.float16)
+    n, dim = matrix.shape
+    rows_path, q8_path = tmp_path / "s.fp.vec", tmp_path / "s.fp.q8.vec"
+    rows_path.write_bytes(PACK_MAGIC + struct.pack("<II", n, dim) + matrix.tobytes())
+    SegmentVectors.build(matrix, q8_path)
+    vectors = SegmentVectors.open(rows_path, q8_path, n, dim)
+    assert vectors is not None
+    admitted = list(range(0, n, 2)) + [n - 1]  # a filter that admits some documents only
+    exact = matrix.astype(np.float64)
+    for q in load_queries(HARD / "queries-test.yaml")[:25]:
+        query = query_vector(embedder, q.query)
+        sims = exact[admitted] @ np.asarray(query)
+        ranked = sorted((-float(sims[i]), admitted[i]) for i in range(len(admitted)))
+        want = [(-neg, d) for neg, d in ranked[:limit] if neg < 0]
+        got = vectors.top(query, admitted, limit)
+        assert [d for _, d in got] == [d for _, d in want], q.query
+        assert [s for s, _ in got] == pytest.approx([s for s, _ in want], abs=1e-9)
+    # A damaged or short cache file is not read: the caller rebuilds it.
+    q8_path.write_bytes(q8_path.read_bytes()[:-4])
+    assert SegmentVectors.open(rows_path, q8_path, n, dim) is None
 
 
 @needs_wordllama

@@ -37,9 +37,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Glossary", "definitions", "store_glossary"]
 
-_PAREN: Final = re.compile(r"\(([^()\n]{1,80})\)")
-_ACRONYM: Final = re.compile(r"[A-Za-z][A-Za-z0-9]{1,7}")
-_WORD: Final = re.compile(r"[A-Za-z0-9]+")
+# Compiled on first use: a query whose glossary is cached never parses a definition.
+_PAREN: Final = r"\(([^()\n]{1,80})\)"
+_ACRONYM: Final = r"[A-Za-z][A-Za-z0-9]{1,7}"
+_WORD: Final = r"[A-Za-z0-9]+"
 # Words a definition may use for one of its letters or skip (lowercase, ASCII).
 _SMALL: Final = frozenset(
     {"a", "an", "and", "as", "at", "by", "for", "in", "of", "on", "the", "to"}
@@ -52,20 +53,21 @@ def definitions(text: str) -> list[tuple[str, tuple[str, ...]]]:
     if "(" not in text:
         return []
     found: list[tuple[str, tuple[str, ...]]] = []
-    for match in _PAREN.finditer(text):
+    word = re.compile(_WORD)
+    for match in re.compile(_PAREN).finditer(text):
         inside = match.group(1).strip()
         before = text[max(0, match.start() - 120) : match.start()]
         if _is_acronym(inside):
             # long form (ABBR): the long form is the words just before the parenthesis.
-            words = _WORD.findall(before)
+            words = word.findall(before)
             long_form = _initials_match(_singular(inside), words[::-1], reverse=True)
             if long_form:
                 found.append(_pair(_singular(inside), long_form))
             continue
         # ABBR (long form): the acronym is the word just before the parenthesis.
-        head = _WORD.findall(before[-12:])
+        head = word.findall(before[-12:])
         if head and _is_acronym(head[-1]):
-            words = _WORD.findall(inside)
+            words = word.findall(inside)
             abbr = _singular(head[-1])
             long_form = _initials_match(abbr, words, reverse=False)
             if long_form and len(long_form) == len(words):
@@ -74,7 +76,7 @@ def definitions(text: str) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def _is_acronym(word: str) -> bool:
-    return bool(_ACRONYM.fullmatch(word)) and sum(c.isupper() for c in word) >= 2
+    return bool(re.fullmatch(_ACRONYM, word)) and sum(c.isupper() for c in word) >= 2
 
 
 def _singular(acronym: str) -> str:
@@ -169,7 +171,7 @@ def _contains(seq: tuple[str, ...], part: tuple[str, ...]) -> bool:
 
 # -- a store's glossary: definitions per index segment, kept in one small cache file --------
 
-_CACHE_NAME: Final = "acronyms.json"
+_CACHE_NAME: Final = "acronyms.marshal"
 
 
 def store_glossary(git: GitDir, cands: Candidates) -> Glossary:
@@ -177,17 +179,18 @@ def store_glossary(git: GitDir, cands: Candidates) -> Glossary:
     below the trust floor never changes a query at the floor).
 
     Definitions are found once per index segment (segments never change) and kept in
-    ``<cache>/acronyms.json`` as ``{segment file: [[docno, acronym, long form...], ...]}``;
-    the file is rewritten, dropping segments no longer in the view, when a segment is new.
+    ``<cache>/acronyms.marshal`` as ``{segment file: [[docno, acronym, long form...], ...]}``
+    (marshal: built in, so the exact query path imports nothing for it); the file is
+    rewritten, dropping segments no longer in the view, when a segment is new.
     """
-    import json
+    import marshal
 
     path = git.cache_dir / _CACHE_NAME
     try:
-        known: dict[str, list[list[Any]]] = json.loads(path.read_bytes())
+        known: dict[str, list[list[Any]]] = marshal.loads(path.read_bytes())
         if not isinstance(known, dict):
             known = {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, EOFError, TypeError):
         known = {}
     glossary = Glossary()
     changed = False
@@ -198,6 +201,8 @@ def store_glossary(git: GitDir, cands: Candidates) -> Glossary:
             found = known[name] = _segment_definitions(seg)
             changed = True
         for row in found:
+            if not isinstance(row, list) or len(row) < 3 or not isinstance(row[0], int):
+                continue  # a damaged cache row is ignored, never trusted
             docno, abbr, *long_form = row
             if 0 <= docno < len(mask) and mask[docno]:
                 glossary.add(str(abbr), tuple(str(t) for t in long_form))
@@ -206,7 +211,7 @@ def store_glossary(git: GitDir, cands: Candidates) -> Glossary:
         keep = {name: rows for name, rows in known.items() if name in live}
         with contextlib.suppress(OSError):
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(keep, separators=(",", ":")), encoding="utf-8")
+            tmp.write_bytes(marshal.dumps(keep))
             os.replace(tmp, path)
     return glossary
 
