@@ -606,22 +606,23 @@ class SegmentVectors:
     every document at once with Python integers.
 
     Each dimension's column holds every document's 8-bit value (offset to 1..255) in its own
-    32-bit field of one big integer; ``sum(q_i * column_i)`` over the query's 8-bit values is
-    then 256 big-integer multiply-adds, each a C loop over all documents, and every field ends
-    up holding that document's integer dot product (< 2**24, so fields never carry). Those
-    estimates are within a bound ``eps`` of the exact scores (rounding of both vectors);
-    every document whose estimate is within ``2 * eps`` of the ``limit``-th best is rescored
-    exactly from its float16 row, so the answer is the exhaustive one.
+    24-bit field (32 above 258 dimensions) of one big integer. ``sum(q_i * column_i)`` over
+    the query's 8-bit values is then 256 big-integer multiply-adds, each a C loop over all
+    documents, and every field ends up holding that document's integer dot product (below
+    ``255 * 255 * dim``, so fields never carry). Those estimates are within a bound ``eps``
+    of the exact scores (rounding of both vectors); every document whose estimate is within
+    ``2 * eps`` of the ``limit``-th best is rescored exactly from its float16 row, so the
+    answer is the exhaustive one (``tests/test_recall_modes.py`` checks it against numpy).
     """
 
-    HEAD: Final = struct.Struct("<8sIIdd")
+    HEAD: Final = struct.Struct("<8sIIddd")
 
     def __init__(self, rows: Any, q8: Any, n: int, dim: int) -> None:
         self.rows = rows
         self.q8 = q8
         self.n = n
         self.dim = dim
-        _magic, _n, _dim, self.scale, self.l1max = self.HEAD.unpack_from(q8, 0)
+        _magic, _n, _dim, self.scale, self.err, self.norm = self.HEAD.unpack_from(q8, 0)
         self.fmt = f"<{dim}e"
 
     @classmethod
@@ -632,7 +633,9 @@ class SegmentVectors:
             with open(rows_path, "rb") as rows_file, open(q8_path, "rb") as q8_file:
                 if os.fstat(rows_file.fileno()).st_size != 16 + n * dim * 2:
                     return None
-                if os.fstat(q8_file.fileno()).st_size != cls.HEAD.size + 4 * n * (dim + 1):
+                if os.fstat(q8_file.fileno()).st_size != cls.HEAD.size + n * (
+                    4 + dim * _field(dim)
+                ):
                     return None
                 rows = mmap.mmap(rows_file.fileno(), 0, access=mmap.ACCESS_READ)
                 q8 = mmap.mmap(q8_file.fileno(), 0, access=mmap.ACCESS_READ)
@@ -653,10 +656,15 @@ class SegmentVectors:
         scale = float(np.abs(values).max()) / 127.0 if n else 0.0
         scale = scale or 1.0
         quant = np.clip(np.rint(values / np.float32(scale)), -127, 127).astype(np.int64) + 128
+        exact = values.astype(np.float64)
         dequant = (quant - 128).astype(np.float64) * scale
-        l1max = float(np.abs(values.astype(np.float64) - dequant).sum(axis=1).max()) if n else 0.0
-        head = SegmentVectors.HEAD.pack(Q8_MAGIC, n, dim, scale, l1max)
-        body = quant.sum(axis=1).astype("<u4").tobytes() + quant.T.astype("<u4").tobytes()
+        # The largest rounding error and the largest norm of any row (Euclidean), rounded up.
+        err = float(np.linalg.norm(exact - dequant, axis=1).max()) * 1.0001 if n else 0.0
+        norm = float(np.linalg.norm(exact, axis=1).max()) * 1.0001 if n else 0.0
+        head = SegmentVectors.HEAD.pack(Q8_MAGIC, n, dim, scale, err, norm)
+        columns = np.zeros((dim, n, _field(dim)), dtype=np.uint8)
+        columns[:, :, 0] = quant.T  # each value in the low byte of its own field
+        body = quant.sum(axis=1).astype("<u4").tobytes() + columns.tobytes()
         _atomic_write(q8_path, head + body)
 
     def row(self, docno: int) -> tuple[float, ...]:
@@ -680,26 +688,50 @@ class SegmentVectors:
         n, dim = self.n, self.dim
         qscale = max(map(abs, query)) / 127.0 or 1.0
         weights = [round(v / qscale) + 128 for v in query]
-        head = self.HEAD.size
-        width = 4 * n
-        q8 = self.q8
+        field = _field(dim)
+        start = self.HEAD.size + 4 * n
+        width = field * n
+        columns = memoryview(self.q8)[start : start + width * dim]
         acc = 0
+        # Converting a column (int.from_bytes) costs more than its multiply-add: fields are
+        # as narrow as the largest sum allows (3 bytes at 256 dimensions).
         for i, weight in enumerate(weights):
-            start = head + width * (i + 1)
-            acc += weight * int.from_bytes(q8[start : start + width], "little")
-        fields = memoryview(acc.to_bytes(width, "little")).cast("I")
-        sums = memoryview(q8[head : head + width]).cast("I")
+            acc += weight * int.from_bytes(columns[i * width : (i + 1) * width], "little")
+        packed = acc.to_bytes(width, "little")
+        sums = memoryview(self.q8)[self.HEAD.size : start].cast("I")
         const = 128 * sum(weights) - dim * 128 * 128
         unit = qscale * self.scale
-        estimate = [(unit * (fields[d] - 128 * sums[d] - const), d) for d in docnos]
-        # |exact - estimate| <= eps: the query's rounding against any document's L1 norm
-        # (<= sqrt(dim) for a unit row) plus each document's own rounding (l1max) against the
-        # query's largest component.
-        qerr = [v - qscale * (w - 128) for v, w in zip(query, weights, strict=True)]
-        eps = max(map(abs, qerr)) * math.sqrt(dim) * 1.001 + self.l1max * max(map(abs, query))
+        if field == 4:
+            fields = memoryview(packed).cast("I")
+            estimate = [(unit * (fields[d] - 128 * sums[d] - const), d) for d in docnos]
+        else:
+            value = int.from_bytes
+            estimate = [
+                (
+                    unit
+                    * (
+                        value(packed[field * d : field * d + field], "little")
+                        - 128 * sums[d]
+                        - const
+                    ),
+                    d,
+                )
+                for d in docnos
+            ]
+        # exact - estimate = (q - q~).x + q~.(x - x~), so by Cauchy-Schwarz |exact - estimate|
+        # <= |q - q~| |x| + |q~| |x - x~| <= eps, with the largest row norm and rounding error
+        # of the segment (HEAD); 1e-6 more covers the float arithmetic of the estimates.
+        rounded = [qscale * (w - 128) for w in weights]
+        qerr = math.sqrt(sum((v - r) ** 2 for v, r in zip(query, rounded, strict=True)))
+        eps = qerr * self.norm + math.sqrt(sum(r * r for r in rounded)) * self.err + 1e-6
         kth = heapq.nlargest(limit, estimate)[-1][0]
-        floor = kth - 2 * eps - 1e-6
+        floor = kth - 2 * eps
         return [(sum(map(operator.mul, query, self.row(d))), d) for e, d in estimate if e >= floor]
+
+
+def _field(dim: int) -> int:
+    """Bytes per document in a column: room for a sum of ``dim`` products of two bytes."""
+    return 3 if 255 * 255 * dim < 1 << 24 else 4
 
 
 def segment_vectors_for_query(git: GitDir, embedder: Embedder, seg: Segment) -> SegmentVectors:
