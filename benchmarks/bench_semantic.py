@@ -78,7 +78,8 @@ def cold_start(tmp: Path, n: int, runs: int) -> list[Figure]:
                 "python -c pass",
                 py.ms(),
                 target=py.ms() * COLD_TARGET_RATIO if mode == "semantic" else None,
-                note=f"{runs} runs each, alternated; target {COLD_TARGET_RATIO:g}x",
+                note=f"{runs} runs each, alternated"
+                + (f"; target {COLD_TARGET_RATIO:g}x" if mode == "semantic" else ""),
             )
         )
     return figures
