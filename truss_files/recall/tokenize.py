@@ -40,9 +40,9 @@ BM25 over all notes, without acronyms), recall@5 / MRR@10::
     hand-written stripper    0.850 / 0.816     0.858 / 0.794   0.760 / 0.687
     Snowball English         0.850 / 0.824     0.877 / 0.804   0.779 / 0.676   <- this module
 
-Compounds are neutral on tests/relevance (its lowercase-identifier queries also share other words with
-their notes); they are kept for the lowercase-spelling reason above, which ``tests/test_relevance``
-checks directly.
+Compounds are neutral on tests/relevance (its lowercase-identifier queries also share other
+words with their notes); they are kept for the lowercase-spelling reason above, which
+``tests/test_relevance`` checks directly.
 
 Speed: an ASCII text (nearly every note) is cut into words in C -- ``str.translate`` turns
 every character but ``[A-Za-z0-9_-]`` into a space, ``str.split`` cuts there, and a word's
