@@ -253,7 +253,8 @@ def test_integer_shortlist_gives_the_exhaustive_answer(tmp_path: Path, limit: in
     n, dim = matrix.shape
     rows_path, q8_path = tmp_path / "s.fp.vec", tmp_path / "s.fp.q8.vec"
     rows_path.write_bytes(PACK_MAGIC + struct.pack("<II", n, dim) + matrix.tobytes())
-    SegmentVectors.build(matrix, q8_path)
+    # Documents in four trust classes, as a segment's class bytes say.
+    SegmentVectors.build(matrix, q8_path, bytes((i * 7) % 4 for i in range(n)))
     vectors = SegmentVectors.open(rows_path, q8_path, n, dim)
     assert vectors is not None
     admitted = list(range(0, n, 2)) + [n - 1]  # a filter that admits some documents only

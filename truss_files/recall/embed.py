@@ -615,7 +615,8 @@ class SegmentVectors:
     answer is the exhaustive one (``tests/test_recall_modes.py`` checks it against numpy).
     """
 
-    HEAD: Final = struct.Struct("<8sIIddd")
+    # magic, n, dim, scale, rounding error, row norm, then (start, end) of 4 blocks.
+    HEAD: Final = struct.Struct("<8sIIddd8I")
 
     def __init__(self, rows: Any, q8: Any, n: int, dim: int) -> None:
         self.rows = rows
@@ -624,7 +625,9 @@ class SegmentVectors:
         self.dim = dim
         self.uses = 0
         self._matrix: Any = None
-        _magic, _n, _dim, self.scale, self.err, self.norm = self.HEAD.unpack_from(q8, 0)
+        head = self.HEAD.unpack_from(q8, 0)
+        _magic, _n, _dim, self.scale, self.err, self.norm = head[:6]
+        self.blocks = [(head[6 + 2 * b], head[7 + 2 * b]) for b in range(4)]
         self.fmt = f"<{dim}e"
 
     @classmethod
@@ -636,7 +639,7 @@ class SegmentVectors:
                 if os.fstat(rows_file.fileno()).st_size != 16 + n * dim * 2:
                     return None
                 if os.fstat(q8_file.fileno()).st_size != cls.HEAD.size + n * (
-                    4 + dim * _field(dim)
+                    4 + 4 + dim * _field(dim)
                 ):
                     return None
                 rows = mmap.mmap(rows_file.fileno(), 0, access=mmap.ACCESS_READ)
@@ -649,12 +652,21 @@ class SegmentVectors:
         return cls(rows, q8, n, dim)
 
     @staticmethod
-    def build(matrix: Any, q8_path: Path) -> None:
-        """Write the 8-bit column copy of ``matrix`` (float16, n x dim)."""
+    def build(matrix: Any, q8_path: Path, classes: bytes | None = None) -> None:
+        """Write the 8-bit column copy of ``matrix`` (float16, n x dim). ``classes``: the
+        segment's class byte per document; documents are laid out in four blocks by trust
+        class (its low two bits), so a query at the verified floor converts only the verified
+        block of each column (the index's class bytes: ``Segment.cls``)."""
         import numpy as np
 
         values = np.asarray(matrix, dtype=np.float32)
         n, dim = values.shape
+        codes = np.frombuffer(classes, dtype=np.uint8)[:n] & 3 if classes else np.zeros(n, np.uint8)
+        order = np.argsort(codes, kind="stable")  # by class, then docno
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n)
+        bounds = np.searchsorted(codes[order], np.arange(5)).tolist()
+        blocks = [x for b in range(4) for x in (bounds[b], bounds[b + 1])]
         scale = float(np.abs(values).max()) / 127.0 if n else 0.0
         scale = scale or 1.0
         quant = np.clip(np.rint(values / np.float32(scale)), -127, 127).astype(np.int64) + 128
@@ -663,10 +675,14 @@ class SegmentVectors:
         # The largest rounding error and the largest norm of any row (Euclidean), rounded up.
         err = float(np.linalg.norm(exact - dequant, axis=1).max()) * 1.0001 if n else 0.0
         norm = float(np.linalg.norm(exact, axis=1).max()) * 1.0001 if n else 0.0
-        head = SegmentVectors.HEAD.pack(Q8_MAGIC, n, dim, scale, err, norm)
+        head = SegmentVectors.HEAD.pack(Q8_MAGIC, n, dim, scale, err, norm, *blocks)
         columns = np.zeros((dim, n, _field(dim)), dtype=np.uint8)
-        columns[:, :, 0] = quant.T  # each value in the low byte of its own field
-        body = quant.sum(axis=1).astype("<u4").tobytes() + columns.tobytes()
+        columns[:, :, 0] = quant[order].T  # each value in the low byte of its own field
+        body = (
+            quant.sum(axis=1).astype("<u4").tobytes()
+            + position.astype("<u4").tobytes()
+            + columns.tobytes()
+        )
         _atomic_write(q8_path, head + body)
 
     def row(self, docno: int) -> tuple[float, ...]:
@@ -715,34 +731,39 @@ class SegmentVectors:
         qscale = max(map(abs, query)) / 127.0 or 1.0
         weights = [round(v / qscale) + 128 for v in query]
         field = _field(dim)
-        start = self.HEAD.size + 4 * n
+        head = self.HEAD.size
+        sums = memoryview(self.q8)[head : head + 4 * n].cast("I")
+        position = memoryview(self.q8)[head + 4 * n : head + 8 * n].cast("I")
+        start = head + 8 * n
         width = field * n
         columns = memoryview(self.q8)[start : start + width * dim]
-        acc = 0
-        # Converting a column (int.from_bytes) costs more than its multiply-add: fields are
-        # as narrow as the largest sum allows (3 bytes at 256 dimensions).
-        for i, weight in enumerate(weights):
-            acc += weight * int.from_bytes(columns[i * width : (i + 1) * width], "little")
-        packed = acc.to_bytes(width, "little")
-        sums = memoryview(self.q8)[self.HEAD.size : start].cast("I")
         const = 128 * sum(weights) - dim * 128 * 128
         unit = qscale * self.scale
-        if field == 4:
-            fields = memoryview(packed).cast("I")
-            estimate = [(unit * (fields[d] - 128 * sums[d] - const), d) for d in docnos]
-        else:
-            value = int.from_bytes
-            estimate = [
+        value = int.from_bytes
+        estimate: list[tuple[float, int]] = []
+        wanted = [position[d] for d in docnos]
+        for low, high in self.blocks:
+            inside = [(p - low, d) for p, d in zip(wanted, docnos, strict=True) if low <= p < high]
+            if not inside:
+                continue  # no admitted document in this class: its fields are never read
+            a, b = field * low, field * high
+            acc = 0
+            # Converting a column (int.from_bytes) costs more than its multiply-add: fields
+            # are as narrow as the largest sum allows (3 bytes at 256 dimensions).
+            for i, weight in enumerate(weights):
+                acc += weight * value(columns[i * width + a : i * width + b], "little")
+            packed = acc.to_bytes(b - a, "little")
+            estimate += [
                 (
                     unit
                     * (
-                        value(packed[field * d : field * d + field], "little")
+                        value(packed[field * p : field * p + field], "little")
                         - 128 * sums[d]
                         - const
                     ),
                     d,
                 )
-                for d in docnos
+                for p, d in inside
             ]
         # exact - estimate = (q - q~).x + q~.(x - x~), so by Cauchy-Schwarz |exact - estimate|
         # <= |q - q~| |x| + |q~| |x - x~| <= eps, with the largest row norm and rounding error
@@ -773,7 +794,7 @@ def segment_vectors_for_query(git: GitDir, embedder: Embedder, seg: Segment) -> 
         return found
     found = SegmentVectors.open(rows_path, q8_path, seg.n, dim)
     if found is None:
-        SegmentVectors.build(segment_vectors(git, embedder, seg), q8_path)
+        SegmentVectors.build(segment_vectors(git, embedder, seg), q8_path, bytes(seg.cls))
         found = SegmentVectors.open(rows_path, q8_path, seg.n, dim)
         if found is None:
             raise ConfigError(f"{q8_path}: could not write the vector cache; check the disk")
