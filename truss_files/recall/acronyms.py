@@ -219,6 +219,10 @@ def store_glossary(git: GitDir, cands: Candidates) -> Glossary:
 def _segment_definitions(seg: Segment) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for docno in range(seg.n):
+        # The stored record holds the body's text bytes: no "(" there, no definition, and
+        # the record is never decoded (most notes define nothing).
+        if b"(" not in seg.record_bytes(docno):
+            continue
         body = seg.record(docno)[2]
         if isinstance(body, str) and "(" in body:
             rows += [[docno, abbr, *long_form] for abbr, long_form in definitions(body)]
