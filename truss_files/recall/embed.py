@@ -31,15 +31,18 @@ candidates' docnos -- after the trust filter, never before.
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import heapq
 import importlib.util
 import json
-import logging
 import marshal
+import math
+import operator
 import os
 import re
 import struct
+import sys
 import time
+from bisect import bisect_left
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -68,6 +71,9 @@ __all__ = [
 
 INSTALL_HINT: Final = "pip install 'truss-files[semantic]'"
 PACK_MAGIC: Final = b"TRUSSVEC"
+BPE_MAGIC: Final = b"TRUSSBPE"
+Q8_MAGIC: Final = b"TRUSSQ8\x00"
+_BYTE_TOKEN: Final = re.compile(r"<0x[0-9A-F]{2}>\Z")
 MAX_PACKS: Final = 16
 
 
@@ -147,6 +153,7 @@ class WordLlamaEmbedder:
         self._model: Any = None
         self._bpe: LlamaBPE | None = None
         self._rows: Any = None
+        self._mapped: tuple[Any, int, int, int, str] | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -159,6 +166,8 @@ class WordLlamaEmbedder:
     def model(self) -> Any:
         """``WordLlama.load`` from the wheel's own files, never the network."""
         if self._model is None:
+            import logging
+
             root = logging.getLogger()
             saved = (root.level, list(root.handlers))
             try:
@@ -200,6 +209,35 @@ class WordLlamaEmbedder:
         if norm:
             vector /= np.float32(norm)
         return vector
+
+    def query_vector(self, text: str) -> list[float]:
+        """``embed_query`` without numpy: the mean of the query's token rows, read from the
+        mapped weights (float16), L2-normalised; empty when the text has no tokens."""
+        ids = self.bpe().encode(text)
+        if not ids:
+            return []
+        data, start, vocab, dim, fmt = self.mapped_rows()
+        total = [0.0] * dim
+        for token in ids:
+            row = struct.unpack_from(fmt, data, start + min(max(token, 0), vocab - 1) * dim * 2)
+            total = list(map(operator.add, total, row))
+        return _unit(total)
+
+    def mapped_rows(self) -> tuple[Any, int, int, int, str]:
+        """``(mapped file, offset of row 0, rows, dim, struct format of a row)``."""
+        if self._mapped is None:
+            import mmap
+
+            with open(self.weights, "rb") as handle:
+                (size,) = struct.unpack("<Q", handle.read(8))
+                header = json.loads(handle.read(size))
+                data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            info = header["embedding.weight"]
+            if info["dtype"] != "F16" or len(info["shape"]) != 2:
+                raise ConfigError(f"{self.weights}: expected a 2-d float16 embedding.weight")
+            vocab, dim = info["shape"]
+            self._mapped = (data, 8 + size + info["data_offsets"][0], vocab, dim, f"<{dim}e")
+        return self._mapped
 
     def bpe(self) -> LlamaBPE:
         if self._bpe is None:
@@ -251,7 +289,7 @@ class LlamaBPE:
     ``tokenizers``' BPE model does with ``byte_fallback`` and no dropout.
     """
 
-    def __init__(self, vocab: dict[str, int], merges: dict[int, int]) -> None:
+    def __init__(self, vocab: dict[str, int], merges: dict[int, int] | _SortedMerges) -> None:
         # merges: (left id << 20 | right id) -> (rank << 20 | merged id); ints load ~5x faster
         # from marshal than tuples, and the cold semantic query pays for this load.
         self.vocab = vocab
@@ -277,19 +315,64 @@ class LlamaBPE:
 
     @classmethod
     def load(cls, path: Path, cache: Path) -> LlamaBPE:
-        """From a marshal copy keyed by the file's size and mtime (~10x faster than JSON)."""
+        """From a compact copy keyed by the file's size and mtime: the single-character part of
+        the vocabulary (all ``encode`` looks up by string) and the merges as two sorted arrays
+        of 64-bit ints, memory-mapped and searched by bisection. A query reads a few pages of
+        it instead of loading 61k merges (~1 ms instead of ~25 ms for the marshal copy)."""
+        import zlib
+
         stat = path.stat()
-        key = hashlib.sha256(f"{path}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
-        copy = cache / f"{key[:24]}.marshal"
-        with contextlib.suppress(OSError, EOFError, ValueError, TypeError):
-            vocab, merges = marshal.loads(copy.read_bytes())
-            return cls(vocab, merges)
+        # The file's name only spreads copies out (crc32: no hashlib import, ~3 ms); the full
+        # key inside the copy is what is checked.
+        key = f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
+        copy = cache / f"{zlib.crc32(key.encode()):08x}.bpe"
+        with contextlib.suppress(OSError, EOFError, ValueError, TypeError, struct.error):
+            return cls._from_copy(copy, key)
         made = cls.from_json(path)
         with contextlib.suppress(OSError):
             cache.mkdir(parents=True, exist_ok=True)
             tmp = copy.with_name(f".{copy.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(marshal.dumps((made.vocab, made.merges)))
+            tmp.write_bytes(made._copy_bytes(key))
             os.replace(tmp, copy)
+        return made
+
+    def _copy_bytes(self, key: str) -> bytes:
+        from array import array
+
+        chars = {t: i for t, i in self.vocab.items() if len(t) == 1 or _BYTE_TOKEN.match(t)}
+        head = marshal.dumps((key, chars, self.unk))
+        pairs = sorted(self.merges.items())
+        keys = array("Q", [k for k, _ in pairs])
+        values = array("Q", [v for _, v in pairs])
+        if sys.byteorder != "little":
+            keys.byteswap()
+            values.byteswap()
+        return (
+            BPE_MAGIC
+            + struct.pack("<II", len(head), len(pairs))
+            + head
+            + bytes(-len(head) % 8)
+            + keys.tobytes()
+            + values.tobytes()
+        )
+
+    @classmethod
+    def _from_copy(cls, copy: Path, key: str) -> LlamaBPE:
+        import mmap
+
+        with open(copy, "rb") as handle:
+            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        if data[:8] != BPE_MAGIC:
+            raise ValueError(f"{copy}: not a BPE copy")
+        size, count = struct.unpack_from("<II", data, 8)
+        stored, chars, unk = marshal.loads(data[16 : 16 + size])
+        if stored != key:
+            raise ValueError(f"{copy}: a copy of another tokenizer file")
+        start = 16 + size + (-size % 8)
+        if len(data) != start + 16 * count:
+            raise ValueError(f"{copy}: truncated")
+        made = cls(chars, _SortedMerges(data, start, count))
+        made.unk = unk
         return made
 
     def encode(self, text: str) -> list[int]:
@@ -320,6 +403,27 @@ class LlamaBPE:
         return symbols
 
 
+class _SortedMerges:
+    """``dict.get`` over two sorted little-endian uint64 arrays in a mapped file."""
+
+    def __init__(self, data: Any, start: int, count: int) -> None:
+        view = memoryview(data)
+        if sys.byteorder != "little":  # pragma: no cover - no big-endian machine in CI
+            raise ValueError("memory-mapped BPE tables need a little-endian machine")
+        self.keys = view[start : start + 8 * count].cast("Q")
+        self.values = view[start + 8 * count : start + 16 * count].cast("Q")
+        self.count = count
+
+    def get(self, key: int) -> int | None:
+        at = bisect_left(self.keys, key)
+        if at < self.count and self.keys[at] == key:
+            return int(self.values[at])
+        return None
+
+    def items(self) -> list[tuple[int, int]]:
+        return list(zip(self.keys, self.values, strict=True))
+
+
 # -- sentence-transformers -----------------------------------------------------------------
 
 
@@ -337,6 +441,8 @@ class SentenceTransformerEmbedder:
                 f"{self.model_dir} is not a sentence-transformers model folder (no modules.json "
                 "or config.json); point [recall] embedder at a model saved with model.save()"
             )
+        import hashlib
+
         digest = hashlib.sha256()
         for file in sorted(self.model_dir.rglob("*")):
             if file.is_file():
@@ -377,9 +483,8 @@ class VectorCache:
     """Vectors by content hash for one embedder: immutable packs of float16 rows."""
 
     def __init__(self, git: GitDir, embedder: Embedder) -> None:
-        digest = hashlib.sha256(embedder.fingerprint.encode()).hexdigest()[:16]
-        self.tag = digest
-        self.dir = git.cache_dir / "vectors" / digest
+        self.tag = _tag(embedder.fingerprint)
+        self.dir = git.cache_dir / "vectors" / self.tag
         self.embedder = embedder
 
     def _packs(self) -> list[Path]:
@@ -437,6 +542,17 @@ class VectorCache:
                 path.unlink()
 
 
+def _tag(fingerprint: str) -> str:
+    """The fingerprint made safe for a file name: no hashing (nor hashlib's ~3 ms import) on
+    the query path; a long one is hashed, so two fingerprints never share a tag."""
+    safe = re.sub(r"[^A-Za-z0-9_-]", "-", fingerprint)
+    if len(safe) <= 96:
+        return safe
+    import hashlib
+
+    return f"{safe[:60]}-{hashlib.sha256(fingerprint.encode()).hexdigest()[:24]}"
+
+
 def segment_vectors(git: GitDir, embedder: Embedder, seg: Segment) -> Any:
     """The (n, dim) float16 matrix of ``seg``'s documents, aligned with its docnos."""
     import numpy as np
@@ -469,27 +585,252 @@ def segment_vectors(git: GitDir, embedder: Embedder, seg: Segment) -> Any:
     return matrix
 
 
+def query_vector(embedder: Embedder, text: str) -> list[float]:
+    """The unit query vector as floats: numpy-free where the embedder allows it."""
+    fast = getattr(embedder, "query_vector", None)
+    if fast is not None:
+        found: list[float] = fast(text)
+        return found
+    vector = [float(x) for x in embedder.embed_query(text)]
+    return _unit(vector) if any(vector) else []
+
+
+def _unit(vector: list[float]) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in vector))
+    return [v / norm for v in vector] if norm else []
+
+
+class SegmentVectors:
+    """A segment's vectors as a query reads them, without numpy: the float16 rows (exact
+    scores) and an 8-bit copy laid out by dimension (``<segment>.<fp>.q8.vec``) that scores
+    every document at once with Python integers.
+
+    Each dimension's column holds every document's 8-bit value (offset to 1..255) in its own
+    24-bit field (32 above 258 dimensions) of one big integer. ``sum(q_i * column_i)`` over
+    the query's 8-bit values is then 256 big-integer multiply-adds, each a C loop over all
+    documents, and every field ends up holding that document's integer dot product (below
+    ``255 * 255 * dim``, so fields never carry). Those estimates are within a bound ``eps``
+    of the exact scores (rounding of both vectors); every document whose estimate is within
+    ``2 * eps`` of the ``limit``-th best is rescored exactly from its float16 row, so the
+    answer is the exhaustive one (``tests/test_recall_modes.py`` checks it against numpy).
+    """
+
+    # magic, n, dim, scale, rounding error, row norm, then (start, end) of 4 blocks.
+    HEAD: Final = struct.Struct("<8sIIddd8I")
+
+    def __init__(self, rows: Any, q8: Any, n: int, dim: int) -> None:
+        self.rows = rows
+        self.q8 = q8
+        self.n = n
+        self.dim = dim
+        self.uses = 0
+        self._matrix: Any = None
+        head = self.HEAD.unpack_from(q8, 0)
+        _magic, _n, _dim, self.scale, self.err, self.norm = head[:6]
+        self.blocks = [(head[6 + 2 * b], head[7 + 2 * b]) for b in range(4)]
+        self.fmt = f"<{dim}e"
+
+    @classmethod
+    def open(cls, rows_path: Path, q8_path: Path, n: int, dim: int) -> SegmentVectors | None:
+        import mmap
+
+        try:
+            with open(rows_path, "rb") as rows_file, open(q8_path, "rb") as q8_file:
+                if os.fstat(rows_file.fileno()).st_size != 16 + n * dim * 2:
+                    return None
+                if os.fstat(q8_file.fileno()).st_size != cls.HEAD.size + n * (
+                    4 + 4 + dim * _field(dim)
+                ):
+                    return None
+                rows = mmap.mmap(rows_file.fileno(), 0, access=mmap.ACCESS_READ)
+                q8 = mmap.mmap(q8_file.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return None
+        head = cls.HEAD.unpack_from(q8, 0)
+        if head[0] != Q8_MAGIC or head[1:3] != (n, dim) or sys.byteorder != "little":
+            return None
+        return cls(rows, q8, n, dim)
+
+    @staticmethod
+    def build(matrix: Any, q8_path: Path, classes: bytes | None = None) -> None:
+        """Write the 8-bit column copy of ``matrix`` (float16, n x dim). ``classes``: the
+        segment's class byte per document; documents are laid out in four blocks by trust
+        class (its low two bits), so a query at the verified floor converts only the verified
+        block of each column (the index's class bytes: ``Segment.cls``)."""
+        import numpy as np
+
+        values = np.asarray(matrix, dtype=np.float32)
+        n, dim = values.shape
+        codes = np.frombuffer(classes, dtype=np.uint8)[:n] & 3 if classes else np.zeros(n, np.uint8)
+        order = np.argsort(codes, kind="stable")  # by class, then docno
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n)
+        bounds = np.searchsorted(codes[order], np.arange(5)).tolist()
+        blocks = [x for b in range(4) for x in (bounds[b], bounds[b + 1])]
+        scale = float(np.abs(values).max()) / 127.0 if n else 0.0
+        scale = scale or 1.0
+        quant = np.clip(np.rint(values / np.float32(scale)), -127, 127).astype(np.int64) + 128
+        exact = values.astype(np.float64)
+        dequant = (quant - 128).astype(np.float64) * scale
+        # The largest rounding error and the largest norm of any row (Euclidean), rounded up.
+        err = float(np.linalg.norm(exact - dequant, axis=1).max()) * 1.0001 if n else 0.0
+        norm = float(np.linalg.norm(exact, axis=1).max()) * 1.0001 if n else 0.0
+        head = SegmentVectors.HEAD.pack(Q8_MAGIC, n, dim, scale, err, norm, *blocks)
+        columns = np.zeros((dim, n, _field(dim)), dtype=np.uint8)
+        columns[:, :, 0] = quant[order].T  # each value in the low byte of its own field
+        body = (
+            quant.sum(axis=1).astype("<u4").tobytes()
+            + position.astype("<u4").tobytes()
+            + columns.tobytes()
+        )
+        _atomic_write(q8_path, head + body)
+
+    def row(self, docno: int) -> tuple[float, ...]:
+        found: tuple[float, ...] = struct.unpack_from(
+            self.fmt, self.rows, 16 + docno * self.dim * 2
+        )
+        return found
+
+    def top(self, query: list[float], docnos: Sequence[int], limit: int) -> list[tuple[float, int]]:
+        """The exact ``(cosine, docno)`` of the best ``limit`` of ``docnos`` (cosine > 0).
+
+        A process that asks again (a server, a ``Searcher`` kept open) scores with numpy from
+        the second query on, where it is installed: the same exact cosines in float64, faster
+        once its import is paid; a one-shot CLI query never imports it."""
+        self.uses += 1
+        if self.uses > 1 and len(docnos) > 64 and _find("numpy") is not None:
+            return self._top_numpy(query, docnos, limit)
+        if len(docnos) <= max(2 * limit, 64):
+            scored = [(sum(map(operator.mul, query, self.row(d))), d) for d in docnos]
+        else:
+            scored = self._shortlist(query, docnos, limit)
+        best = heapq.nlargest(limit, scored, key=lambda item: (item[0], -item[1]))
+        return [(score, docno) for score, docno in best if score > 0]
+
+    def _top_numpy(
+        self, query: list[float], docnos: Sequence[int], limit: int
+    ) -> list[tuple[float, int]]:
+        import numpy as np
+
+        if self._matrix is None:
+            self._matrix = np.frombuffer(
+                self.rows, dtype="<f2", offset=16, count=self.n * self.dim
+            ).reshape(self.n, self.dim)
+        picked = np.asarray(docnos, dtype=np.int64)
+        sims = self._matrix[picked].astype(np.float64) @ np.asarray(query, dtype=np.float64)
+        keep = min(limit, len(sims))
+        best = np.argpartition(-sims, keep - 1)[:keep] if keep < len(sims) else np.arange(keep)
+        found = [(float(sims[i]), int(picked[i])) for i in best]
+        found.sort(key=lambda item: (-item[0], item[1]))
+        return [(score, docno) for score, docno in found if score > 0]
+
+    def _shortlist(
+        self, query: list[float], docnos: Sequence[int], limit: int
+    ) -> list[tuple[float, int]]:
+        n, dim = self.n, self.dim
+        qscale = max(map(abs, query)) / 127.0 or 1.0
+        weights = [round(v / qscale) + 128 for v in query]
+        field = _field(dim)
+        head = self.HEAD.size
+        sums = memoryview(self.q8)[head : head + 4 * n].cast("I")
+        position = memoryview(self.q8)[head + 4 * n : head + 8 * n].cast("I")
+        start = head + 8 * n
+        width = field * n
+        columns = memoryview(self.q8)[start : start + width * dim]
+        const = 128 * sum(weights) - dim * 128 * 128
+        unit = qscale * self.scale
+        value = int.from_bytes
+        estimate: list[tuple[float, int]] = []
+        wanted = [position[d] for d in docnos]
+        for low, high in self.blocks:
+            inside = [(p - low, d) for p, d in zip(wanted, docnos, strict=True) if low <= p < high]
+            if not inside:
+                continue  # no admitted document in this class: its fields are never read
+            a, b = field * low, field * high
+            acc = 0
+            # Converting a column (int.from_bytes) costs more than its multiply-add: fields
+            # are as narrow as the largest sum allows (3 bytes at 256 dimensions).
+            for i, weight in enumerate(weights):
+                acc += weight * value(columns[i * width + a : i * width + b], "little")
+            packed = acc.to_bytes(b - a, "little")
+            estimate += [
+                (
+                    unit
+                    * (
+                        value(packed[field * p : field * p + field], "little")
+                        - 128 * sums[d]
+                        - const
+                    ),
+                    d,
+                )
+                for p, d in inside
+            ]
+        # exact - estimate = (q - q~).x + q~.(x - x~), so by Cauchy-Schwarz |exact - estimate|
+        # <= |q - q~| |x| + |q~| |x - x~| <= eps, with the largest row norm and rounding error
+        # of the segment (HEAD); 1e-6 more covers the float arithmetic of the estimates.
+        rounded = [qscale * (w - 128) for w in weights]
+        qerr = math.sqrt(sum((v - r) ** 2 for v, r in zip(query, rounded, strict=True)))
+        eps = qerr * self.norm + math.sqrt(sum(r * r for r in rounded)) * self.err + 1e-6
+        kth = heapq.nlargest(limit, estimate)[-1][0]
+        floor = kth - 2 * eps
+        return [(sum(map(operator.mul, query, self.row(d))), d) for e, d in estimate if e >= floor]
+
+
+def _field(dim: int) -> int:
+    """Bytes per document in a column: room for a sum of ``dim`` products of two bytes."""
+    return 3 if 255 * 255 * dim < 1 << 24 else 4
+
+
+def segment_vectors_for_query(git: GitDir, embedder: Embedder, seg: Segment) -> SegmentVectors:
+    """The segment's ``SegmentVectors``, building what is missing (that needs numpy and, for
+    documents never embedded, the embedder's model)."""
+    tag = VectorCache(git, embedder).tag
+    rows_path = seg.path.with_name(f"{seg.path.stem}.{tag}.vec")
+    q8_path = seg.path.with_name(f"{seg.path.stem}.{tag}.q8.vec")
+    dim = embedder.dim
+    key = str(q8_path)
+    found = _OPEN.get(key)
+    if found is not None and found.n == seg.n and found.dim == dim:
+        return found
+    found = SegmentVectors.open(rows_path, q8_path, seg.n, dim)
+    if found is None:
+        SegmentVectors.build(segment_vectors(git, embedder, seg), q8_path, bytes(seg.cls))
+        found = SegmentVectors.open(rows_path, q8_path, seg.n, dim)
+        if found is None:
+            raise ConfigError(f"{q8_path}: could not write the vector cache; check the disk")
+    if len(_OPEN) >= 64:
+        _OPEN.clear()
+    _OPEN[key] = found
+    return found
+
+
+# Open segment vectors by file, so a process that queries again maps them once (segments and
+# their vector files never change under one name).
+_OPEN: dict[str, SegmentVectors] = {}
+
+
 def semantic_rank(
     git: GitDir, embedder: Embedder, cands: Candidates, text: str, limit: int
 ) -> list[Match]:
-    """The ``limit`` admitted entries closest to ``text`` (cosine > 0), ties by entry id."""
-    import numpy as np
+    """The ``limit`` admitted entries closest to ``text`` (cosine > 0), ties by entry id.
+
+    Only admitted documents are scored (the filter runs first); the scores are the exact
+    cosines whatever shortlist ``SegmentVectors.top`` used, so an entry's score and rank never
+    depend on entries the filter left out."""
+    from itertools import compress
 
     from .lexical import Match
 
-    query = embedder.embed_query(text)
-    if not np.any(query):
+    query = query_vector(embedder, text)
+    if not query:
         return []
     found: list[tuple[float, int, int]] = []
     for number, (seg, mask) in enumerate(zip(cands.view.segments, cands.masks, strict=True)):
-        docnos = np.flatnonzero(np.frombuffer(bytes(mask), dtype=np.uint8))
-        if not len(docnos):
+        docnos = list(compress(range(len(mask)), mask))
+        if not docnos:
             continue
-        matrix = segment_vectors(git, embedder, seg)
-        sims = np.asarray(matrix[docnos], dtype=np.float32) @ query
-        keep = min(limit, len(sims))
-        best = np.argpartition(-sims, keep - 1)[:keep] if keep < len(sims) else np.arange(keep)
-        found.extend((float(sims[i]), number, int(docnos[i])) for i in best if sims[i] > 0)
+        vectors = segment_vectors_for_query(git, embedder, seg)
+        found.extend((score, number, d) for score, d in vectors.top(query, docnos, limit))
     ranked = sorted(((-score, cands.view.segments[n].doc_id(d), n, d) for score, n, d in found))[
         :limit
     ]

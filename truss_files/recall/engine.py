@@ -9,7 +9,9 @@ it never answers from an old tree). Modes (``RECALL_MODES``):
 ``semantic``
     cosine similarity between the query's embedding and each admitted entry's (``embed``).
 ``hybrid``
-    both rankings, fused by reciprocal rank (``fusion``).
+    both rankings, fused by their min-max normalised scores (``fusion``).
+
+In every mode the query is widened by the acronyms the admitted entries define (``acronyms``).
 
 In every mode the filter runs first and nothing outside it is looked at. A query is bounded
 first (``bounds.query_terms``: length and distinct terms, each term scored once). The mode
@@ -67,6 +69,7 @@ from .segment import SegmentError
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
     from ..store import MemoryStore
+    from .acronyms import Glossary
     from .embed import Embedder
 
 __all__ = [
@@ -137,6 +140,7 @@ class Searcher:
         self.index = Index(self.git, repo)
         self._embedder = embedder
         self._candidates: dict[tuple[str, str], Candidates] = {}
+        self._glossary: tuple[Candidates, Glossary] | None = None
 
     def view(
         self, tree: str | None = None, *, at_tip: bool = True, commit: str | None = None
@@ -154,6 +158,15 @@ class Searcher:
                 self._candidates.clear()
             self._candidates[key] = found
         return found
+
+    def expand(self, cands: Candidates, terms: list[str]) -> list[str]:
+        """``terms`` and the other spelling of each acronym the admitted entries define
+        (``acronyms``); the glossary is kept while the candidates are."""
+        from .acronyms import store_glossary
+
+        if self._glossary is None or self._glossary[0] is not cands:
+            self._glossary = (cands, store_glossary(self.git, cands))
+        return self._glossary[1].expand(terms)
 
     def mode_of(self, view: IndexView, mode: str | None) -> str:
         if mode is not None:
@@ -224,6 +237,7 @@ class Searcher:
                 flt = replace(flt, hidden_ids=flt.hidden_ids | hidden)
         mode = self.mode_of(view, mode)
         cands = self.candidates(view, flt)
+        terms = self.expand(cands, terms)
         if salience is None and view.tip is not None:
             salience = view.tip.recall.get("policy.salience")
         if salience in (None, "off"):
@@ -266,7 +280,7 @@ class Searcher:
         mode: str,
     ) -> list[Match]:
         from .embed import semantic_rank
-        from .fusion import reciprocal_rank_fusion
+        from .fusion import score_fusion
 
         embedder = self.embedder(view)
         if mode == "semantic":
@@ -274,7 +288,7 @@ class Searcher:
         depth = max(limit, FUSION_DEPTH)
         exact = lexical(cands, terms, depth)
         close = semantic_rank(self.git, embedder, cands, text, depth)
-        return reciprocal_rank_fusion([exact, close], limit)
+        return score_fusion([exact, close], limit)
 
     @staticmethod
     def _entry(view: IndexView, match: Match) -> Entry:

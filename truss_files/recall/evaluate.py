@@ -3,8 +3,8 @@
 A *rank function* takes a query string and a depth and returns note ids, best first; it closes
 over whatever index it needs, built from the same corpus passed to ``evaluate``. ``bm25_rank_fn``
 is the exact-BM25 baseline (``tokenize`` + ``BM25`` over every note body); ``semantic_rank_fn``
-and ``hybrid_rank_fn`` rank with an ``Embedder`` (cosine; reciprocal-rank fusion with BM25), as
-the ``semantic`` and ``hybrid`` recall modes do.
+and ``hybrid_rank_fn`` rank with an ``Embedder`` (cosine; score fusion with BM25), as the
+``semantic`` and ``hybrid`` recall modes do; ``plain_bm25_rank_fn`` is the unanalysed baseline.
 
 Metrics, averaged over queries:
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from truss_files.recall.bm25 import BM25
-from truss_files.recall.tokenize import tokenize
+from truss_files.recall.tokenize import STOPWORDS, tokenize
 
 if TYPE_CHECKING:
     from truss_files.recall.embed import Embedder
@@ -37,6 +37,8 @@ __all__ = [
     "semantic_rank_fn",
     "load_corpus",
     "load_queries",
+    "plain_bm25_rank_fn",
+    "plain_words",
 ]
 
 MRR_DEPTH = 10
@@ -82,41 +84,80 @@ def _load_yaml(path: str | Path) -> list[dict[str, Any]]:
     return data
 
 
-def bm25_rank_fn(corpus: Iterable[Note]) -> RankFn:
-    """Exact BM25 over every note's body, tokenized with ``tokenize``."""
-    index = BM25({note.id: tokenize(note.body) for note in corpus})
+ScoredFn = Callable[[str, int], list[tuple[str, float]]]
+
+
+def bm25_rank_fn(corpus: Iterable[Note], *, acronyms: bool = True) -> RankFn:
+    """Exact BM25 over every note's body, tokenized with ``tokenize``; with ``acronyms`` the
+    query is widened by the acronyms the notes define (``acronyms.Glossary``), as exact mode
+    does."""
+    scored = _bm25_scored(corpus, acronyms=acronyms)
+    return lambda query, depth: [doc_id for doc_id, _ in scored(query, depth)]
+
+
+def _bm25_scored(corpus: Iterable[Note], *, acronyms: bool = True) -> ScoredFn:
+    from .acronyms import Glossary, definitions
+
+    notes = list(corpus)
+    index = BM25({note.id: tokenize(note.body) for note in notes})
+    glossary = Glossary(p for note in notes for p in definitions(note.body)) if acronyms else None
+
+    def scored(query: str, depth: int) -> list[tuple[str, float]]:
+        terms = tokenize(query)
+        if glossary is not None:
+            terms = glossary.expand(terms)
+        return [(hit.doc_id, hit.score) for hit in index.top(terms, depth)]
+
+    return scored
+
+
+def plain_bm25_rank_fn(corpus: Iterable[Note]) -> RankFn:
+    """The baseline without analysis: lowercase ASCII words minus stopwords, no stemming, no
+    identifier splitting, no acronyms."""
+    index = BM25({note.id: plain_words(note.body) for note in corpus})
 
     def rank_fn(query: str, depth: int) -> list[str]:
-        return [hit.doc_id for hit in index.top(tokenize(query), depth)]
+        return [hit.doc_id for hit in index.top(plain_words(query), depth)]
 
     return rank_fn
 
 
+def plain_words(text: str) -> list[str]:
+    import re
+
+    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS]
+
+
 def semantic_rank_fn(corpus: Sequence[Note], embedder: Embedder) -> RankFn:
     """Cosine similarity between the query's embedding and each note body's."""
+    scored = _semantic_scored(corpus, embedder)
+    return lambda query, depth: [doc_id for doc_id, _ in scored(query, depth)]
+
+
+def _semantic_scored(corpus: Sequence[Note], embedder: Embedder) -> ScoredFn:
     import numpy as np
 
     ids = [note.id for note in corpus]
     matrix = embedder.embed_documents([note.body for note in corpus])
 
-    def rank_fn(query: str, depth: int) -> list[str]:
+    def scored(query: str, depth: int) -> list[tuple[str, float]]:
         sims = matrix @ embedder.embed_query(query)
         order = sorted(range(len(ids)), key=lambda i: (-float(sims[i]), ids[i]))
-        return [ids[i] for i in order[:depth] if float(np.float32(sims[i])) > 0]
+        return [(ids[i], float(sims[i])) for i in order[:depth] if float(np.float32(sims[i])) > 0]
 
-    return rank_fn
+    return scored
 
 
 def hybrid_rank_fn(corpus: Sequence[Note], embedder: Embedder, depth: int = 100) -> RankFn:
-    """Reciprocal-rank fusion of the BM25 and the semantic rankings (as ``hybrid`` mode)."""
-    from .fusion import fuse_ids
+    """Score fusion of the BM25 and the semantic rankings' top ``depth`` (as ``hybrid`` mode)."""
+    from .fusion import fuse_scored_ids
 
-    lexical = bm25_rank_fn(corpus)
-    semantic = semantic_rank_fn(corpus, embedder)
+    lexical = _bm25_scored(corpus)
+    semantic = _semantic_scored(corpus, embedder)
 
     def rank_fn(query: str, limit: int) -> list[str]:
         deep = max(limit, depth)
-        return fuse_ids([lexical(query, deep), semantic(query, deep)], limit)
+        return fuse_scored_ids([lexical(query, deep), semantic(query, deep)], limit)
 
     return rank_fn
 
