@@ -28,8 +28,8 @@ notes; one run); the update after one write 2.7-3.1 / 3.1-3.3 ms (tantivy 7.6-13
 rebuild from git 1.6-2.3 / 8.6-9.7 s (tantivy 0.14-0.34 / 1.3-1.7 s, tokens in hand); the
 index on disk 26 / 244 MB with every trust class and the records (tantivy over every note: 2.9
 / 23 MB); peak RSS of the cold query 24 / 71 MB (tantivy 22 / 23 MB); recall@5 on
-``tests/relevance`` 0.850, as tantivy fed our tokens. Semantic: 3-4 ms warm at 10k, ~190-260 ms
-cold.
+``tests/relevance`` 0.850, as tantivy fed our tokens. Semantic at 10k (``python -m benchmarks
+semantic``): ~2.5 ms warm, a cold process ~2.8-3.0x ``python -c pass`` (no numpy: ``embed``).
 
 Why this engine and not tantivy, which is faster on all of that but the update: its BM25
 takes its statistics from the whole index (an index per trust floor gives the floor's, not a
