@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -147,7 +148,7 @@ class Client:
         raise AssertionError("unreachable")
 
 
-def _concurrent(port: int, token: str, jobs: list[Callable[[Client], Any]]) -> list[Any]:
+def _concurrent(port: int, token: str, jobs: Sequence[Callable[[Client], Any]]) -> list[Any]:
     local = threading.local()
 
     def run(job: Callable[[Client], Any]) -> Any:
@@ -309,7 +310,7 @@ def run(quick: bool) -> list[Figure]:
             progress(f"{n_trains} trains from {CLIENTS} clients at {size}")
             started = time.perf_counter()
             _concurrent(
-                server.port, token, [lambda c, n=n: _train(c, n, "many") for n in range(n_trains)]
+                server.port, token, [partial(_train, n=n, prefix="many") for n in range(n_trains)]
             )
             many = (time.perf_counter() - started) / n_trains
         finally:
@@ -331,7 +332,7 @@ def run(quick: bool) -> list[Figure]:
         server = _serve(exe, path, key, tmp, env, 1)
         try:
             progress(f"{n_race} trains from {CLIENTS} clients, each sent twice")
-            jobs = [lambda c, n=n: _train(c, n % n_race, "race") for n in range(2 * n_race)]
+            jobs = [partial(_train, n=n % n_race, prefix="race") for n in range(2 * n_race)]
             started = time.perf_counter()
             landed = _concurrent(server.port, token, jobs)
             took = time.perf_counter() - started

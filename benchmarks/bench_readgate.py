@@ -21,6 +21,7 @@ they are writes through the store, which advance the record themselves:
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from truss_files.audit import audit
@@ -98,7 +99,7 @@ def run(quick: bool) -> list[Figure]:
                 grow_foreign(store, n, f"g{n}-{i}")
                 tip = store.git.tip()
                 assert tip is not None
-                gates.append(timed(lambda tip=str(tip.id): _clean(refusal(git, tip))))
+                gates.append(timed(partial(_gate, git, str(tip.id))))
                 query()  # the index follows too, so the next round starts warm
             return sorted(queries), sorted(gates)
 
@@ -238,6 +239,10 @@ def _tip(store: MemoryStore) -> str:
 def _ok(ok: bool) -> None:
     if not ok:
         raise AssertionError("the bench history must audit clean")
+
+
+def _gate(git: GitDir, tip: str) -> None:
+    _clean(refusal(git, tip))
 
 
 def _clean(why: str | None) -> None:

@@ -65,6 +65,7 @@ from .bench_cli import console_script
 from .common import (
     Figure,
     Timings,
+    command_runner,
     commit_trusted,
     label,
     measure,
@@ -259,7 +260,7 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
     tokens_file = tmp / f"tokens-{n}.pickle"
     tokens_file.write_bytes(pickle.dumps(candidates, protocol=pickle.HIGHEST_PROTOCOL))
     okapi_cli = [sys.executable, "-c", _OKAPI_PROCESS, str(tokens_file), asked[0]]
-    okapi_cold = measure(_runner(okapi_cli, env), 1 if n >= 100_000 else 3, warmup=0)
+    okapi_cold = measure(command_runner(okapi_cli, env), 1 if n >= 100_000 else 3, warmup=0)
     figures.append(
         Figure(
             f"{tag}: cold CLI query p50 (vs rank-bm25)",
@@ -365,7 +366,7 @@ def _cold_rows(
     """Cold query processes, each run a different query, alternated with ``python -c pass``:
     over all queries and over the common-word ones. Returns the all-queries timings and their
     ``python -c pass``."""
-    python = _runner([sys.executable, "-c", "pass"], env)
+    python = command_runner([sys.executable, "-c", "pass"], env)
     result: tuple[Timings, Timings] | None = None
     for which, pool, measure_name in (
         ("", asked, "cold_all"),
@@ -404,7 +405,7 @@ def _cycling(
 ) -> Callable[[], None]:
     """A process run that asks the next query of ``pool`` each time it is called."""
     turn = iter(range(10**9))
-    return lambda: _runner(argv_of(pool[next(turn) % len(pool)]), env)()
+    return lambda: command_runner(argv_of(pool[next(turn) % len(pool)]), env)()
 
 
 def _peers(
@@ -588,7 +589,9 @@ def _semantic(
             Figure(f"10k: warm {mode} query p50", warm.ms(), "ms", "exact warm p50", exact.ms())
         )
     cli = [console_script(), "--store", str(git_dir), "query", asked[1], "--mode", "semantic"]
-    cold, py = measure_pair(_runner(cli, env), _runner([sys.executable, "-c", "pass"], env), runs)
+    cold, py = measure_pair(
+        command_runner(cli, env), command_runner([sys.executable, "-c", "pass"], env), runs
+    )
     figures.append(
         Figure(
             "10k: cold CLI semantic query p50",
@@ -662,15 +665,6 @@ sorted(range(len(scores)), key=lambda i: -scores[i])[:10]
 
 def _gitdir(path: Path) -> GitDir:
     return GitDir.discover(path)
-
-
-def _runner(argv: Sequence[str], env: dict[str, str]) -> Callable[[], None]:
-    def go() -> None:
-        done = subprocess.run(list(argv), env=env, capture_output=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"{argv[0]} exited {done.returncode}: {done.stderr[-400:]!r}")
-
-    return go
 
 
 _HWM = """\

@@ -14,7 +14,6 @@ from __future__ import annotations
 import compileall
 import importlib.util
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,9 +23,18 @@ import truss_files
 from truss_files.recall.pipeline import Filter
 
 from .bench_cli import console_script
-from .common import Figure, commit_trusted, label, measure_pair, new_store, progress, scaled
+from .common import (
+    Figure,
+    command_runner,
+    commit_trusted,
+    label,
+    measure_pair,
+    new_store,
+    progress,
+    scaled,
+)
 from .common import scratch as scratch_dir
-from .corpus import generate, queries
+from .corpus import generate, realistic_queries
 
 RELEVANCE = Path(__file__).resolve().parent.parent / "tests" / "relevance"
 SETS = (
@@ -57,7 +65,7 @@ def cold_start(tmp: Path, n: int, runs: int) -> list[Figure]:
     store = new_store(tmp / f"store-{n}.git")
     commit_trusted(store, corpus.entries, corpus.files, f"bench: {n} notes")
     git_dir = store.git.git_dir
-    asked = queries(4, seed=n)
+    asked = realistic_queries(4, seed=n)
     progress(f"{tag}: embedding every note once")
     Searcher(git_dir).query(asked[0], Filter(), 10, mode="semantic")
     env = dict(os.environ, TRUSS_CONFIG_DIR=str(tmp / "config"), HOME=str(tmp))
@@ -68,7 +76,7 @@ def cold_start(tmp: Path, n: int, runs: int) -> list[Figure]:
     for mode in ("semantic", "exact"):
         cli = [console_script(), "--store", str(git_dir), "query", asked[1], "--mode", mode]
         cold, py = measure_pair(
-            _runner(cli, env), _runner([sys.executable, "-c", "pass"], env), runs
+            command_runner(cli, env), command_runner([sys.executable, "-c", "pass"], env), runs
         )
         figures.append(
             Figure(
@@ -139,12 +147,3 @@ def measure_relevance() -> dict[str, dict[str, dict[str, Any]]]:
             mode: evaluate(fn, corpus, asked, k=5) for mode, fn in fns[corpus_file].items()
         }
     return out
-
-
-def _runner(argv: Sequence[str], env: dict[str, str]) -> Callable[[], None]:
-    def go() -> None:
-        done = subprocess.run(list(argv), env=env, capture_output=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"{argv[0]} exited {done.returncode}: {done.stderr[-400:]!r}")
-
-    return go

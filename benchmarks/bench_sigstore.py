@@ -75,7 +75,9 @@ def run(quick: bool) -> list[Figure]:
         progress(f"{notes[0]} attestations in {took:.1f} s")
         freeze_heap()
         repo = store.git.repo
-        n = sum(1 for _ in repo.walk(store.git.tip().id))  # type: ignore[union-attr]
+        tip = store.git.tip()
+        assert tip is not None
+        n = len(list(repo.walk(tip.id)))
         target = repo.references[NOTES_REF].target
 
         def audit_once() -> None:
