@@ -12,7 +12,7 @@ picks the sizes. Every figure sits beside a baseline measured in the same run:
   full build (median of 3), index on disk, warm p50 / p95 overall and per query class, a cold
   process per query (a different query each run) beside ``python -c pass`` over all queries
   and over the common-word ones, the cold process's peak RSS, update after one write, and
-  recall@5 on ``tests/relevance``. The run ends with the issue's side-by-side table and each
+  recall@5 on ``tests/relevance``. The run ends with the side-by-side table and each
   of its targets as our ratio to tantivy fed our tokens, met or not (``recall_table``).
 
 * **index build** (read, parse and tokenize every file from git; write the segments) beside

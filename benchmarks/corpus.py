@@ -218,7 +218,7 @@ _QUESTIONS = (
 
 
 def realistic_queries(n: int, seed: int = 1) -> list[str]:
-    """Queries in about the proportions the issue measured: some 28% carry a common
+    """Realistic agent queries: some 28% carry a common
     word (38% are questions, not all of whose words are common), 30% name an identifier
     (some among words), 32% are plain content words.
     Content words skip the English head and follow the same Zipf law as the notes."""

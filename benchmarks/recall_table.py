@@ -1,7 +1,7 @@
-"""The recall benchmark's side-by-side table, in the shape of issue 13's, and its targets.
+"""The recall benchmark's side-by-side table (ours, tantivy, SQLite FTS5, rank-bm25) and targets.
 
 One ``SideBySide`` per corpus size: rows are figures, columns are engines, every cell measured
-in the same run. ``render`` prints the table in Markdown, then each target of the issue as the
+in the same run. ``render`` prints the table in Markdown, then each recall target as the
 ratio of our engine to tantivy fed our tokens (the like-for-like peer), marked met / not met.
 """
 
@@ -21,7 +21,7 @@ COLUMNS = {
     "rank-bm25": "rank-bm25",
 }
 REFERENCE = "tantivy-ours"
-RELEVANCE_FLOOR = 0.850  # recall@5 of the engine when the issue was filed
+RELEVANCE_FLOOR = 0.850  # recall@5 of the engine before the peers were measured
 
 # (what, measure, most our engine may be as a multiple of the reference's figure)
 TARGETS = (
