@@ -323,8 +323,9 @@ class LlamaBPE:
 
         stat = path.stat()
         # The file's name only spreads copies out (crc32: no hashlib import, ~3 ms); the full
-        # key inside the copy is what is checked.
-        key = f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
+        # key inside the copy is what is checked. The arrays are in this machine's byte order,
+        # so the order is part of the key (as in the index segments' headers).
+        key = f"{path}:{stat.st_size}:{stat.st_mtime_ns}:{sys.byteorder}"
         copy = cache / f"{zlib.crc32(key.encode()):08x}.bpe"
         with contextlib.suppress(OSError, EOFError, ValueError, TypeError, struct.error):
             return cls._from_copy(copy, key)
@@ -344,9 +345,6 @@ class LlamaBPE:
         pairs = sorted(self.merges.items())
         keys = array("Q", [k for k, _ in pairs])
         values = array("Q", [v for _, v in pairs])
-        if sys.byteorder != "little":
-            keys.byteswap()
-            values.byteswap()
         return (
             BPE_MAGIC
             + struct.pack("<II", len(head), len(pairs))
@@ -404,12 +402,10 @@ class LlamaBPE:
 
 
 class _SortedMerges:
-    """``dict.get`` over two sorted little-endian uint64 arrays in a mapped file."""
+    """``dict.get`` over two sorted native-order uint64 arrays in a mapped file."""
 
     def __init__(self, data: Any, start: int, count: int) -> None:
         view = memoryview(data)
-        if sys.byteorder != "little":  # pragma: no cover - no big-endian machine in CI
-            raise ValueError("memory-mapped BPE tables need a little-endian machine")
         self.keys = view[start : start + 8 * count].cast("Q")
         self.values = view[start + 8 * count : start + 16 * count].cast("Q")
         self.count = count
