@@ -130,17 +130,8 @@ def sign_verdict(
     policy: str,
     now: str,
 ) -> Verdict:
-    if outcome not in OUTCOMES:
-        raise VerdictError(f"outcome must be PASS or FAIL, not {outcome!r}")
-    unsigned = Verdict(
-        entry=entry_id,
-        outcome=outcome,
-        votes=tuple(dict(v) for v in votes),
-        quorum=quorum,
-        policy=policy,
-        time=now,
-        signer=principal,
-        key=signer.public_line,
+    unsigned = _unsigned(
+        entry_id, outcome, votes, quorum, policy, now, principal, signer.public_line
     )
     signature = signer.sign(unsigned.payload(), VERDICT_NAMESPACE)
     return Verdict(**{**unsigned.__dict__, "signature": signature})
@@ -161,13 +152,33 @@ def sign_keyless_verdict(
     """A verdict signed with sigstore by the identity of ``token`` (or the ambient one)."""
     from ..signing import keyless
 
-    if outcome not in OUTCOMES:
+    if outcome not in OUTCOMES:  # before the token is read
         raise VerdictError(f"outcome must be PASS or FAIL, not {outcome!r}")
     identity, raw = keyless.token_identity(token)
     principal = identity.principal
     if votes is None:
         votes = [{"reviewer": principal, "kind": "ci", "vote": outcome, "evidence": {"note": note}}]
-    unsigned = Verdict(
+    unsigned = _unsigned(
+        entry_id, outcome, votes, quorum, policy, now, principal, keyless.KEYLESS_KEY
+    )
+    _, bundle = keyless.sign(unsigned.payload(), token=raw, trust_config=trust_config)
+    return Verdict(**{**unsigned.__dict__, "bundle": bundle})
+
+
+def _unsigned(
+    entry_id: str,
+    outcome: str,
+    votes: Sequence[Mapping[str, Any]],
+    quorum: str,
+    policy: str,
+    now: str,
+    principal: str,
+    key: str,
+) -> Verdict:
+    """The verdict both signers sign: everything but the signature or bundle."""
+    if outcome not in OUTCOMES:
+        raise VerdictError(f"outcome must be PASS or FAIL, not {outcome!r}")
+    return Verdict(
         entry=entry_id,
         outcome=outcome,
         votes=tuple(dict(v) for v in votes),
@@ -175,10 +186,8 @@ def sign_keyless_verdict(
         policy=policy,
         time=now,
         signer=principal,
-        key=keyless.KEYLESS_KEY,
+        key=key,
     )
-    _, bundle = keyless.sign(unsigned.payload(), token=raw, trust_config=trust_config)
-    return Verdict(**{**unsigned.__dict__, "bundle": bundle})
 
 
 def check_verdict(verdict: Verdict, entry_id: str, outcome: str, policy: TrustPolicy) -> str:
