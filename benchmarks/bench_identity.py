@@ -1,6 +1,6 @@
 """What identity under policy costs, each figure beside the memory operation it mirrors.
 
-- an amendment (``identity.propose`` then ``identity.approve``: two signed commits) beside an
+- an amendment (``amend.propose`` then ``identity.approve``: two signed commits) beside an
   entry's ``write`` then ``promote`` (two signed commits);
 - ``audit()`` of a history of such amendments (the identity rule parses proposal files and
   reads the parent's policy) beside ``audit()`` of as many writes and promotions;
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from truss_files.audit import audit
 from truss_files.context import identity as ident
+from truss_files.context.amend import propose
 from truss_files.store import MemoryStore
 
 from .bench_cli import console_script
@@ -31,7 +32,7 @@ from .common import (
 
 
 def amend(store: MemoryStore, n: int) -> None:
-    done = ident.propose(store, f"# Self\n\nAmendment number {n}: terse, cites commits.\n")
+    done = propose(store, f"# Self\n\nAmendment number {n}: terse, cites commits.\n")
     ident.approve(store, done.proposal.id)
 
 

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from truss_files.audit import audit
 from truss_files.config import CONFIG_PATH
 from truss_files.context import identity as ident
+from truss_files.context.amend import propose
 from truss_files.context.judge import judge_proposals
 from truss_files.context.principals import set_principal, show_principal
 from truss_files.context.proposal import CORE_PATH, SELF_PATH, SELF_TEMPLATE, parse
@@ -175,7 +176,7 @@ def test_an_unknown_identity_policy_is_a_config_error_naming_the_key(tmp_path: P
 def test_propose_then_approve_applies_in_one_signed_commit(
     store: MemoryStore, agent: MemoryStore
 ) -> None:
-    done = ident.propose(agent, NEW_SELF)
+    done = propose(agent, NEW_SELF)
     assert done.status == "pending" and done.policy == "propose"
     assert ident.show(store)["self"] == SELF_TEMPLATE  # nothing applied yet
     (pending,) = ident.proposals(store)
@@ -199,7 +200,7 @@ def test_propose_then_approve_applies_in_one_signed_commit(
 
 
 def test_decline_keeps_the_proposal_and_self(store: MemoryStore, agent: MemoryStore) -> None:
-    done = ident.propose(agent, NEW_SELF)
+    done = propose(agent, NEW_SELF)
     ident.decline(store, done.proposal.id)
     assert ident.show(store)["self"] == SELF_TEMPLATE
     (kept,) = ident.proposals(store, status="declined")
@@ -210,7 +211,7 @@ def test_decline_keeps_the_proposal_and_self(store: MemoryStore, agent: MemorySt
 
 
 def test_only_an_operator_approves_or_declines(store: MemoryStore, agent: MemoryStore) -> None:
-    done = ident.propose(agent, NEW_SELF)
+    done = propose(agent, NEW_SELF)
     tip = store.git.tip()
     for action in (ident.approve, ident.decline):
         with pytest.raises(UsageError, match="only an operator"):
@@ -225,7 +226,7 @@ def test_locked_refuses_every_proposal_and_operators_set_identity(
     tip = store.git.tip()
     for who in (agent, store):
         with pytest.raises(UsageError, match='"locked"'):
-            ident.propose(who, NEW_SELF)
+            propose(who, NEW_SELF)
     assert store.git.tip() == tip
     with pytest.raises(UsageError, match="only an operator"):
         ident.set_identity(agent, "self", NEW_SELF)
@@ -238,13 +239,13 @@ def test_locked_refuses_every_proposal_and_operators_set_identity(
 
 
 def test_a_proposal_records_the_self_it_amends(store: MemoryStore, agent: MemoryStore) -> None:
-    done = ident.propose(agent, NEW_SELF)
+    done = propose(agent, NEW_SELF)
     path = done.proposal.path
     snap = store.snapshot()
     stored = parse(snap.read(path) or b"", path)
     assert stored.base == snap.blob_id(SELF_PATH) and stored.text == NEW_SELF
     with pytest.raises(UsageError, match="nothing to amend"):
-        ident.propose(agent, SELF_TEMPLATE)
+        propose(agent, SELF_TEMPLATE)
 
 
 # -- self_amend: the panel against core ------------------------------------------------------
@@ -256,7 +257,7 @@ def test_self_amend_eager_applies_what_the_judge_passes(
     set_policy(
         store, signed_commit, "self_amend", verification="eager", judge=judge_command(tmp_path)
     )
-    done = ident.propose(store, NEW_SELF)
+    done = propose(store, NEW_SELF)
 
     assert done.status == "passed", done.to_dict()
     assert ident.show(store)["self"] == NEW_SELF
@@ -278,7 +279,7 @@ def test_self_amend_judge_refuses_a_change_contradicting_core(
     )
     bad = "# Self\n\nAct alone; never ask a person before acting.\n"
 
-    done = ident.propose(store, bad)
+    done = propose(store, bad)
 
     assert done.status == "failed"
     assert ident.show(store)["self"] == SELF_TEMPLATE
@@ -292,7 +293,7 @@ def test_self_amend_lazy_waits_for_verify_pending(
     tmp_path: Path, store: MemoryStore, signed_commit: Callable[..., str]
 ) -> None:
     set_policy(store, signed_commit, "self_amend", judge=judge_command(tmp_path))
-    done = ident.propose(store, NEW_SELF)
+    done = propose(store, NEW_SELF)
     assert done.status == "pending" and "verify --pending" in done.note
     assert ident.show(store)["self"] == SELF_TEMPLATE
 
@@ -324,7 +325,7 @@ def test_self_amend_with_verification_off_applies_nothing(
     set_policy(
         store, signed_commit, "self_amend", verification="off", judge=judge_command(tmp_path)
     )
-    done = ident.propose(store, NEW_SELF)
+    done = propose(store, NEW_SELF)
     assert done.status == "pending" and "nothing is applied" in done.note
     with pytest.raises(UsageError, match="verification is off"):
         judge_proposals(store, settings=settings_for(store))
@@ -336,7 +337,7 @@ def test_an_empty_identity_panel_never_passes(
     store: MemoryStore, signed_commit: Callable[..., str]
 ) -> None:
     set_policy(store, signed_commit, "self_amend", verification="eager")
-    done = ident.propose(store, NEW_SELF)
+    done = propose(store, NEW_SELF)
     assert done.status == "no-reviewers"
     assert ident.show(store)["self"] == SELF_TEMPLATE
 
@@ -346,7 +347,7 @@ def test_an_empty_identity_panel_never_passes(
 
 def test_log_revert_and_diff_of_an_amendment(store: MemoryStore, agent: MemoryStore) -> None:
     base = str(store.git.tip().id)  # type: ignore[union-attr]
-    done = ident.propose(agent, NEW_SELF)
+    done = propose(agent, NEW_SELF)
     approved = ident.approve(store, done.proposal.id)
 
     amendments = ident.log(store)

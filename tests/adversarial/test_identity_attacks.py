@@ -22,6 +22,7 @@ import pytest
 from truss_files.audit import audit
 from truss_files.config import CONFIG_PATH
 from truss_files.context import identity as ident
+from truss_files.context.amend import propose
 from truss_files.context.principals import set_principal
 from truss_files.context.proposal import (
     CORE_PATH,
@@ -134,7 +135,7 @@ def test_a_forged_approval_by_the_agent_is_a_violation(
     store_as: Callable[[Ed25519Signer], MemoryStore],
 ) -> None:
     agent = store_as(keys["agent"])
-    done = ident.propose(agent, NEW_SELF)
+    done = propose(agent, NEW_SELF)
     forged = signed_commit(
         store,
         _approval(store, done.proposal, "operator@example.test"),
@@ -152,7 +153,7 @@ def test_an_approval_signed_by_a_panel_key_is_refused_and_a_violation(
     signed_commit: Callable[..., str],
     store_as: Callable[[Ed25519Signer], MemoryStore],
 ) -> None:
-    done = ident.propose(store_as(keys["agent"]), NEW_SELF)
+    done = propose(store_as(keys["agent"]), NEW_SELF)
     panel = store_as(keys["panel"])
     tip = store.git.tip()
     with pytest.raises(UsageError, match="only an operator may approve"):
@@ -226,7 +227,7 @@ def test_self_amend_needs_a_panel_verdict_against_the_parents_core(
     store_as: Callable[[Ed25519Signer], MemoryStore],
 ) -> None:
     set_policy(store, signed_commit, "self_amend")
-    done = ident.propose(store_as(keys["agent"]), NEW_SELF)
+    done = propose(store_as(keys["agent"]), NEW_SELF)
     core = core_label(store.snapshot().blob_id(CORE_PATH))
 
     # A verdict signed by the agent's own key: no panel role.
@@ -246,7 +247,7 @@ def test_a_verdict_judged_against_another_core_does_not_apply(
     store_as: Callable[[Ed25519Signer], MemoryStore],
 ) -> None:
     set_policy(store, signed_commit, "self_amend")
-    done = ident.propose(store_as(keys["agent"]), NEW_SELF)
+    done = propose(store_as(keys["agent"]), NEW_SELF)
     stale = core_label("0" * 40)
     forged = signed_commit(
         store,
@@ -264,7 +265,7 @@ def test_a_real_panel_pass_by_hand_audits_clean(
 ) -> None:
     """The control for the two attacks above: the same commit, done right, is accepted."""
     set_policy(store, signed_commit, "self_amend")
-    done = ident.propose(store_as(keys["agent"]), NEW_SELF)
+    done = propose(store_as(keys["agent"]), NEW_SELF)
     core = core_label(store.snapshot().blob_id(CORE_PATH))
     made = signed_commit(
         store,
@@ -284,8 +285,8 @@ def test_a_proposal_replayed_onto_a_newer_self_is_refused(
     store_as: Callable[[Ed25519Signer], MemoryStore],
 ) -> None:
     agent = store_as(keys["agent"])
-    old = ident.propose(agent, NEW_SELF)
-    newer = ident.propose(agent, "# Self\n\nPlain words.\n")
+    old = propose(agent, NEW_SELF)
+    newer = propose(agent, "# Self\n\nPlain words.\n")
     ident.approve(store, newer.proposal.id)
     tip = store.git.tip()
 
@@ -431,7 +432,7 @@ def test_a_pushed_identity_violation_is_refused_by_the_gate(
 def test_a_parsed_proposal_survives_a_round_trip_and_refuses_tampering(
     store: MemoryStore, keys: dict[str, Ed25519Signer], store_as: Callable[..., MemoryStore]
 ) -> None:
-    done = ident.propose(store_as(keys["agent"]), NEW_SELF)
+    done = propose(store_as(keys["agent"]), NEW_SELF)
     data = store.snapshot().read(done.proposal.path) or b""
     assert parse(data, done.proposal.path) == done.proposal
     from truss_files.errors import EntryError

@@ -77,7 +77,7 @@ def identity_propose(
     Example:
       truss-files identity propose new-self.md
     """
-    from ..context.identity import propose
+    from ..context.amend import propose
     from ..settings import settings_for
 
     store = obj.store()

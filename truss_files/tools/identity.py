@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def identity_propose(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
-    from ..context.identity import propose
+    from ..context.amend import propose
 
     if call.run_id is None or not call.session.durable:
         raise UsageError(
