@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_recall_support import mixed_store, promote
+from test_recall_support import commit_toml, mixed_store, promote
 
 from truss_files.errors import ConfigError, UsageError
 from truss_files.model import Trust
@@ -335,18 +335,6 @@ def test_mode_from_truss_toml(store: MemoryStore) -> None:
     commit_toml(store, text.replace('mode = "exact"', 'mode = "fuzzy"'))
     with pytest.raises(ConfigError, match="truss.toml: \\[recall\\] mode"):
         search(store.git.workdir, "postgres", Filter())
-
-
-def commit_toml(store: MemoryStore, text: str) -> None:
-    from truss_files.config import CONFIG_PATH
-    from truss_files.gitstore import Identity, Plan
-
-    done = store.git.apply(
-        lambda _snap: Plan({CONFIG_PATH: text.encode()}, "truss: config\n\nTruss-Op: config"),
-        store.signer,
-        Identity("Test Operator", "operator@example.test"),
-    )
-    assert done is not None
 
 
 def test_exact_mode_imports_no_numpy(store: MemoryStore) -> None:
