@@ -159,3 +159,14 @@ def test_query_json_names_the_related_words(store: MemoryStore) -> None:
     data = json.loads(out.output)
     assert data["related_words"] == ["forgotten"]
     assert len(data["entries"]) == 1
+
+
+@pytest.mark.skipif(wordllama_package() is None, reason="needs the semantic extra")
+def test_hybrid_widens_its_exact_side_and_semantic_mode_does_not(store: MemoryStore) -> None:
+    target = promote(store, store.write("fact", "reset", TARGET))
+    promote(store, store.write("fact", "rotate", OTHER))
+    searcher = Searcher(store.git.workdir)
+    hybrid = searcher.query("I forgot it", Filter(), 5, mode="hybrid")
+    assert hybrid.related_words == ("forgotten",)
+    assert hybrid.hits[0].entry.id == target.id
+    assert searcher.query("I forgot it", Filter(), 5, mode="semantic").related_words == ()

@@ -268,7 +268,7 @@ class Searcher:
         mode = self.mode_of(view, mode)
         cands = self.candidates(view, flt)
         terms = self.expand(cands, terms)
-        added = self.related(view, terms)
+        added = self.related(view, terms) if mode != "semantic" else []
         if salience is None and view.tip is not None:
             salience = view.tip.recall.get("policy.salience")
         if salience in (None, "off"):
@@ -299,7 +299,7 @@ class Searcher:
             tree=view.tree,
             withheld=view.refused,
             below_floor=below,
-            related_words=tuple(added) if mode != "semantic" else (),
+            related_words=tuple(added),
         )
 
     def _semantic_or_hybrid(
