@@ -172,9 +172,9 @@ class Searcher:
             self._glossary = (cands, store_glossary(self.git, cands))
         return self._glossary[1].expand(terms)
 
-    def related(self, view: IndexView, terms: list[str]) -> list[str]:
-        """The related words to add to ``terms`` (``related``); none when the model is not
-        installed or the tip's truss.toml says ``[recall] related_words = false``."""
+    def related_words(self, view: IndexView, terms: list[str]) -> list[str]:
+        """The related words to add to ``terms`` (``related``: a table shipped with the
+        package); none when the tip's truss.toml says ``[recall] related_words = false``."""
         if view.tip is not None and view.tip.recall.get("related_words") is False:
             return []
         from .related import load_related
@@ -268,7 +268,7 @@ class Searcher:
         mode = self.mode_of(view, mode)
         cands = self.candidates(view, flt)
         terms = self.expand(cands, terms)
-        added = self.related(view, terms) if mode != "semantic" else []
+        added = self.related_words(view, terms) if mode != "semantic" else []
         if salience is None and view.tip is not None:
             salience = view.tip.recall.get("policy.salience")
         if salience in (None, "off"):

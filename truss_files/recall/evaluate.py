@@ -182,8 +182,8 @@ def _semantic_scored(corpus: Sequence[Note], embedder: Embedder) -> ScoredFn:
 
 
 def hybrid_rank_fn(corpus: Sequence[Note], embedder: Embedder, depth: int = 100) -> RankFn:
-    """Score fusion of the exact (with related words, where the model is installed) and the
-    semantic rankings' top ``depth`` (as ``hybrid`` mode)."""
+    """Score fusion of the exact (BM25 with acronyms and related words) and the semantic
+    rankings' top ``depth`` (as ``hybrid`` mode)."""
     from .fusion import fuse_scored_ids
     from .related import load_related
 
