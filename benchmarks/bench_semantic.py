@@ -4,7 +4,8 @@
   semantic query): ``truss-files --store S query Q --mode semantic`` as a new process beside
   ``python -c pass``, alternated run by run (``measure_pair``); target: under 3x.
 * **relevance** (``truss_files.recall.evaluate``): recall@5 and MRR@10 of plain BM25 (no
-  stemming, no analysis), exact, semantic and hybrid, on ``tests/relevance`` and on
+  stemming, no analysis), BM25 with acronyms, exact (that and related words), semantic and
+  hybrid, on ``tests/relevance`` and on
   ``tests/relevance/hard`` -- its dev questions (the ones methods were chosen on) and its
   held-out test questions, each beside exact on the same questions.
 """
@@ -122,7 +123,9 @@ def measure_relevance() -> dict[str, dict[str, dict[str, Any]]]:
         load_queries,
         plain_bm25_rank_fn,
         semantic_rank_fn,
+        widened_rank_fn,
     )
+    from truss_files.recall.related import load_related
 
     embedder = None
     if importlib.util.find_spec("wordllama") is not None:
@@ -135,7 +138,9 @@ def measure_relevance() -> dict[str, dict[str, dict[str, Any]]]:
         corpus = load_corpus(corpus_file)
         if corpus_file not in fns:
             made: dict[str, Callable[[str, int], Sequence[str]]] = {
-                "exact": bm25_rank_fn(corpus),
+                # exact mode as it runs: acronyms and related words (recall/related.py)
+                "exact": widened_rank_fn(corpus, load_related()),
+                "bm25 + acronyms": bm25_rank_fn(corpus),
                 "plain bm25": plain_bm25_rank_fn(corpus),
             }
             if embedder is not None:

@@ -140,3 +140,15 @@ def check_against_pipeline(
 
 FLOORS = (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED)
 KINDS = (None, Kind.LESSON, Kind.DECISION)
+
+
+def commit_toml(store: MemoryStore, text: str) -> None:
+    """``text`` as the store's truss.toml, in one operator-signed commit."""
+    from truss_files.config import CONFIG_PATH
+
+    done = store.git.apply(
+        lambda _snap: Plan({CONFIG_PATH: text.encode()}, "truss: config\n\nTruss-Op: config"),
+        store.signer,
+        Identity("Test Operator", "operator@example.test"),
+    )
+    assert done is not None

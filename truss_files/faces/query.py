@@ -74,6 +74,8 @@ def run_query(
         data["withheld"] = result.withheld  # the history fails the audit: unverified only
     if result.below_floor:
         data["below_floor"] = result.below_floor
+    if result.related_words:  # also looked for, at half weight (recall/related.py)
+        data["related_words"] = list(result.related_words)
     # keep-both-flagged leaves two verified entries on one key: reads must say so.
     conflicts = []
     if result.related:

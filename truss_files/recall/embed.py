@@ -49,6 +49,14 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..errors import ConfigError
 from .docs import embed_text
+from .modelfiles import (
+    MODEL_CONFIG,
+    Embedding,
+    cache_root,
+    embedding_layout,
+    wordllama_files,
+    wordllama_package,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -130,18 +138,17 @@ def load_embedder(spec: str | None = None) -> Embedder:
 class WordLlamaEmbedder:
     """WordLlama's bundled ``l2_supercat`` model (offline; see the module docstring)."""
 
-    CONFIG: Final = "l2_supercat"
+    CONFIG: Final = MODEL_CONFIG
 
     def __init__(self, dim: int = 256) -> None:
         _need("numpy", "numpy")
-        spec = _find("wordllama")
-        if spec is None or not spec.submodule_search_locations:
+        package = wordllama_package()
+        if package is None:
             _need("wordllama", "an embedder (wordllama)")
-            raise AssertionError("unreachable")
-        self.package = Path(next(iter(spec.submodule_search_locations)))
+            raise ConfigError(f"wordllama is not importable; run `{INSTALL_HINT}`")
+        self.package = package
         self._dim = dim
-        self.weights = self.package / "weights" / f"{self.CONFIG}_{dim}.safetensors"
-        self.tokenizer_file = self.package / "tokenizers" / f"{self.CONFIG}_tokenizer_config.json"
+        self.weights, self.tokenizer_file = wordllama_files(package, dim)
         if not self.weights.is_file() or not self.tokenizer_file.is_file():
             raise ConfigError(
                 f"wordllama at {self.package} has no bundled {self.CONFIG} {dim}-d model; "
@@ -228,20 +235,17 @@ class WordLlamaEmbedder:
         if self._mapped is None:
             import mmap
 
+            layout = _layout(self.weights)
+            if layout.dtype != "F16":
+                raise ConfigError(f"{self.weights}: expected a float16 embedding.weight")
             with open(self.weights, "rb") as handle:
-                (size,) = struct.unpack("<Q", handle.read(8))
-                header = json.loads(handle.read(size))
                 data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-            info = header["embedding.weight"]
-            if info["dtype"] != "F16" or len(info["shape"]) != 2:
-                raise ConfigError(f"{self.weights}: expected a 2-d float16 embedding.weight")
-            vocab, dim = info["shape"]
-            self._mapped = (data, 8 + size + info["data_offsets"][0], vocab, dim, f"<{dim}e")
+            self._mapped = (data, layout.offset, layout.rows, layout.dim, f"<{layout.dim}e")
         return self._mapped
 
     def bpe(self) -> LlamaBPE:
         if self._bpe is None:
-            self._bpe = LlamaBPE.load(self.tokenizer_file, _cache_root() / "bpe")
+            self._bpe = LlamaBPE.load(self.tokenizer_file, cache_root() / "bpe")
         return self._bpe
 
     def rows(self) -> Any:
@@ -249,18 +253,18 @@ class WordLlamaEmbedder:
         if self._rows is None:
             import numpy as np
 
-            with open(self.weights, "rb") as handle:
-                (size,) = struct.unpack("<Q", handle.read(8))
-                header = json.loads(handle.read(size))
-            info = header["embedding.weight"]
-            dtype = {"F16": np.float16, "F32": np.float32}[info["dtype"]]
-            start, _end = info["data_offsets"]
+            layout = _layout(self.weights)
+            dtype = {"F16": np.float16, "F32": np.float32}.get(layout.dtype)
+            if dtype is None:
+                raise ConfigError(
+                    f"{self.weights}: embedding.weight is {layout.dtype}, not F16/F32"
+                )
             self._rows = np.memmap(
                 self.weights,
                 dtype=dtype,
                 mode="r",
-                offset=8 + size + start,
-                shape=tuple(info["shape"]),
+                offset=layout.offset,
+                shape=(layout.rows, layout.dim),
             )
         return self._rows
 
@@ -274,10 +278,13 @@ def _package_version(package: Path) -> str:
     return found.group(1) if found else "unknown"
 
 
-def _cache_root() -> Path:
-    """Where the BPE tables are kept: the user cache dir (they belong to the model, not a store)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "truss-files"
+def _layout(weights: Path) -> Embedding:
+    try:
+        return embedding_layout(weights)
+    except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
+        raise ConfigError(
+            f"{weights}: unreadable model weights ({exc}); reinstall wordllama (`{INSTALL_HINT}`)"
+        ) from exc
 
 
 class LlamaBPE:

@@ -11,7 +11,9 @@ it never answers from an old tree). Modes (``RECALL_MODES``):
 ``hybrid``
     both rankings, fused by their min-max normalised scores (``fusion``).
 
-In every mode the query is widened by the acronyms the admitted entries define (``acronyms``).
+In every mode the query is widened by the acronyms the admitted entries define (``acronyms``);
+in exact and hybrid mode its words' related words are also looked for at half weight
+(``related``; ``RecallResult.related_words`` names them).
 
 In every mode the filter runs first and nothing outside it is looked at. A query is bounded
 first (``bounds.query_terms``: length and distinct terms, each term scored once). The mode
@@ -114,6 +116,8 @@ class RecallResult:
     # Nothing at the floor matched: how many entries below it hold a query term (the
     # filter's other conditions kept), so an empty answer can say how to widen it.
     below_floor: int = 0
+    # Words the query also looked for at a lower weight (``related``), in exact and hybrid.
+    related_words: tuple[str, ...] = ()
 
 
 def check_mode(mode: str, source: str = "--mode") -> str:
@@ -167,6 +171,32 @@ class Searcher:
         if self._glossary is None or self._glossary[0] is not cands:
             self._glossary = (cands, store_glossary(self.git, cands))
         return self._glossary[1].expand(terms)
+
+    def related_words(self, view: IndexView, terms: list[str]) -> list[str]:
+        """The related words to add to ``terms`` (``related``: a table shipped with the
+        package); none when the tip's truss.toml says ``[recall] related_words = false``."""
+        if view.tip is not None and view.tip.recall.get("related_words") is False:
+            return []
+        from .related import load_related
+
+        table = load_related()
+        return table.widen(terms) if table is not None else []
+
+    @staticmethod
+    def lexical(cands: Candidates, terms: list[str], added: list[str], depth: int) -> list[Match]:
+        """BM25 for ``terms`` plus ``RELATED_WEIGHT`` times BM25 for ``added``, over each
+        ranking's top ``FUSION_DEPTH`` (``related.add_weighted``); the plain query when no
+        admitted entry holds an added word."""
+        deep = max(depth, FUSION_DEPTH)
+        extra = lexical(cands, added, deep) if added else []
+        if not extra:  # no admitted entry holds an added word: the plain query, unchanged
+            return lexical(cands, terms, depth)
+        from .related import add_weighted
+
+        own = lexical(cands, terms, deep)
+        first = {(m.id, m.seg, m.docno): m for m in (*extra, *own)}
+        mine, more = ([((m.id, m.seg, m.docno), m.score) for m in part] for part in (own, extra))
+        return [first[key]._replace(score=s) for key, s in add_weighted(mine, more, depth)]
 
     def mode_of(self, view: IndexView, mode: str | None) -> str:
         if mode is not None:
@@ -238,6 +268,7 @@ class Searcher:
         mode = self.mode_of(view, mode)
         cands = self.candidates(view, flt)
         terms = self.expand(cands, terms)
+        added = self.related_words(view, terms) if mode != "semantic" else []
         if salience is None and view.tip is not None:
             salience = view.tip.recall.get("policy.salience")
         if salience in (None, "off"):
@@ -247,9 +278,9 @@ class Searcher:
 
             depth = max(limit, DEPTH)
         if mode == "exact":
-            ranked = lexical(cands, terms, depth)
+            ranked = self.lexical(cands, terms, added, depth)
         else:
-            ranked = self._semantic_or_hybrid(view, cands, text, terms, depth, mode)
+            ranked = self._semantic_or_hybrid(view, cands, text, terms, added, depth, mode)
         hits = [Hit(self._entry(view, m), m.score) for m in ranked]
         if salience not in (None, "off"):
             from .salience import salience_policy
@@ -268,6 +299,7 @@ class Searcher:
             tree=view.tree,
             withheld=view.refused,
             below_floor=below,
+            related_words=tuple(added),
         )
 
     def _semantic_or_hybrid(
@@ -276,6 +308,7 @@ class Searcher:
         cands: Candidates,
         text: str,
         terms: list[str],
+        added: list[str],
         limit: int,
         mode: str,
     ) -> list[Match]:
@@ -286,7 +319,7 @@ class Searcher:
         if mode == "semantic":
             return semantic_rank(self.git, embedder, cands, text, limit)
         depth = max(limit, FUSION_DEPTH)
-        exact = lexical(cands, terms, depth)
+        exact = self.lexical(cands, terms, added, depth)
         close = semantic_rank(self.git, embedder, cands, text, depth)
         return score_fusion([exact, close], limit)
 

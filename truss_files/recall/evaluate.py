@@ -25,6 +25,7 @@ from truss_files.recall.tokenize import STOPWORDS, tokenize
 
 if TYPE_CHECKING:
     from truss_files.recall.embed import Embedder
+    from truss_files.recall.related import RelatedWords
 
 __all__ = [
     "MRR_DEPTH",
@@ -36,6 +37,7 @@ __all__ = [
     "hybrid_rank_fn",
     "semantic_rank_fn",
     "load_corpus",
+    "widened_rank_fn",
     "load_queries",
     "plain_bm25_rank_fn",
     "plain_words",
@@ -111,6 +113,37 @@ def _bm25_scored(corpus: Iterable[Note], *, acronyms: bool = True) -> ScoredFn:
     return scored
 
 
+def widened_rank_fn(corpus: Sequence[Note], related: RelatedWords | None) -> RankFn:
+    """Exact mode's ranking: ``bm25_rank_fn`` plus the query's related words
+    (``related.RelatedWords``) at ``RELATED_WEIGHT``; ``related=None`` is ``bm25_rank_fn``."""
+    scored = _widened_scored(corpus, related)
+    return lambda query, depth: [doc_id for doc_id, _ in scored(query, depth)]
+
+
+def _widened_scored(
+    corpus: Sequence[Note], related: RelatedWords | None, depth: int = 100
+) -> ScoredFn:
+    from .acronyms import Glossary, definitions
+    from .related import add_weighted
+
+    lexical = _bm25_scored(corpus)
+    if related is None:
+        return lexical
+    # The added words are scored by the same BM25 over the same notes (fed terms, not text).
+    index = BM25({note.id: tokenize(note.body) for note in corpus})
+    glossary = Glossary(p for note in corpus for p in definitions(note.body))
+
+    def scored(query: str, limit: int) -> list[tuple[str, float]]:
+        added = related.widen(glossary.expand(tokenize(query)))
+        deep = max(limit, depth)
+        if not added:
+            return lexical(query, limit)
+        extra = [(hit.doc_id, hit.score) for hit in index.top(added, deep)]
+        return add_weighted(lexical(query, deep), extra, limit)
+
+    return scored
+
+
 def plain_bm25_rank_fn(corpus: Iterable[Note]) -> RankFn:
     """The baseline without analysis: lowercase ASCII words minus stopwords, no stemming, no
     identifier splitting, no acronyms."""
@@ -149,10 +182,12 @@ def _semantic_scored(corpus: Sequence[Note], embedder: Embedder) -> ScoredFn:
 
 
 def hybrid_rank_fn(corpus: Sequence[Note], embedder: Embedder, depth: int = 100) -> RankFn:
-    """Score fusion of the BM25 and the semantic rankings' top ``depth`` (as ``hybrid`` mode)."""
+    """Score fusion of the exact (BM25 with acronyms and related words) and the semantic
+    rankings' top ``depth`` (as ``hybrid`` mode)."""
     from .fusion import fuse_scored_ids
+    from .related import load_related
 
-    lexical = _bm25_scored(corpus)
+    lexical = _widened_scored(corpus, load_related(), depth)
     semantic = _semantic_scored(corpus, embedder)
 
     def rank_fn(query: str, limit: int) -> list[str]:

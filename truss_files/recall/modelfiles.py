@@ -1,0 +1,76 @@
+"""The bundled WordLlama model's files, found without importing wordllama or numpy.
+
+Two readers need them: the embedder (``embed``) and the table of related words (``related``),
+which an exact query reads too -- so this module imports nothing costly: finding the package
+is ``importlib.util.find_spec`` (~0.1 ms), the weights' layout is the safetensors header (a
+length and a small JSON object). Tables derived from the model (the BPE copy, the related
+words) are kept in the user's cache directory: they belong to the model, not to a store.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import struct
+from pathlib import Path
+from typing import Final, NamedTuple
+
+__all__ = [
+    "MODEL_CONFIG",
+    "Embedding",
+    "cache_root",
+    "embedding_layout",
+    "wordllama_files",
+    "wordllama_package",
+]
+
+MODEL_CONFIG: Final = "l2_supercat"
+
+
+class Embedding(NamedTuple):
+    """Where the token rows are in a safetensors file: byte offset of row 0, shape, dtype."""
+
+    offset: int
+    rows: int
+    dim: int
+    dtype: str  # safetensors' name: "F16" or "F32"
+
+
+def cache_root() -> Path:
+    """``$XDG_CACHE_HOME/truss-files`` (default ``~/.cache/truss-files``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "truss-files"
+
+
+def wordllama_package() -> Path | None:
+    """The installed wordllama package's folder, or None; never imports it."""
+    try:
+        spec = importlib.util.find_spec("wordllama")
+    except (ImportError, ValueError):  # ValueError: sys.modules["wordllama"] is None
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def wordllama_files(package: Path, dim: int = 256) -> tuple[Path, Path]:
+    """``(weights, tokenizer config)`` of the model bundled in the wordllama wheel."""
+    return (
+        package / "weights" / f"{MODEL_CONFIG}_{dim}.safetensors",
+        package / "tokenizers" / f"{MODEL_CONFIG}_tokenizer_config.json",
+    )
+
+
+def embedding_layout(weights: Path) -> Embedding:
+    """The ``embedding.weight`` tensor's place in ``weights``; ValueError when it has none
+    (or not a 2-d one)."""
+    import json
+
+    with open(weights, "rb") as handle:
+        (size,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(size))
+    info = header.get("embedding.weight") if isinstance(header, dict) else None
+    if not isinstance(info, dict) or len(info.get("shape", ())) != 2:
+        raise ValueError(f"{weights}: no 2-d embedding.weight tensor")
+    rows, dim = info["shape"]
+    return Embedding(8 + size + int(info["data_offsets"][0]), int(rows), int(dim), info["dtype"])
