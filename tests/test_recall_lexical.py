@@ -8,7 +8,7 @@ import random
 from itertools import compress
 
 import pytest
-from test_recall_support import check_against_pipeline, commit_entries, promote, reject
+from test_recall_support import check_against_reference, commit_entries, promote, reject
 
 from truss_files.model import Entry, Kind, Trust
 from truss_files.recall import lexical as lexical_module
@@ -75,7 +75,7 @@ def test_pruned_top_is_the_full_top_bit_for_bit(
             for query in QUERIES:
                 for limit in (1, 5, 10, 60):
                     flt = Filter(min_trust=floor, kind=kind)
-                    check_against_pipeline(common_store, query, flt, limit=limit)
+                    check_against_reference(common_store, query, flt, limit=limit)
     assert any(taken) and not all(taken)
 
 
@@ -154,4 +154,4 @@ def test_counted_frequencies_less_deleted_documents(common_store: MemoryStore) -
             walked = sum(sum(map(cands.masks[n].__getitem__, held[0])) for n, held, _c in found)
             assert lexical_module._masked_count(cands, found) == walked
         for query in QUERIES:
-            check_against_pipeline(common_store, query, flt)
+            check_against_reference(common_store, query, flt)

@@ -62,7 +62,8 @@ from .bounds import query_terms
 from .docs import KIND_CODE, MARKED, SUPERSEDED, TRUST_CODE, entry_of
 from .gitread import GitDir
 from .index import Index, IndexView
-from .lexical import Candidates, Match, candidates, lexical, scores
+from .floors import FloorError
+from .lexical import Candidates, Match, below_floor, candidates, lexical
 from .pipeline import Filter, Hit
 from .segment import SegmentError
 
@@ -91,7 +92,16 @@ _UNVERIFIED: Final = TRUST_CODE[Trust.UNVERIFIED]
 _T = TypeVar("_T")
 # What reading a segment whose bytes changed in place raises (marshal, struct, an index past
 # the end, a code no table holds).
-_DAMAGE: Final = (SegmentError, IndexError, ValueError, EOFError, TypeError, KeyError, struct.error)
+_DAMAGE: Final = (
+    SegmentError,
+    FloorError,
+    IndexError,
+    ValueError,
+    EOFError,
+    TypeError,
+    KeyError,
+    struct.error,
+)
 
 
 @dataclass(frozen=True)
@@ -257,8 +267,7 @@ class Searcher:
             hits = salience_policy(salience).order(hits, limit)
         below = 0
         if not hits and flt.min_trust is not Trust.UNVERIFIED and terms:
-            wide = self.candidates(view, replace(flt, min_trust=Trust.UNVERIFIED))
-            below = len(scores(wide, terms)) - len(scores(cands, terms))
+            below = below_floor(cands, terms)
         return RecallResult(
             mode=mode,
             min_trust=flt.min_trust,

@@ -620,6 +620,31 @@ class Segment:
             found = self._cache["vocab"] = marshal.loads(self._raw("vocab"))
         return found
 
+    def forward_terms(self, docno: int) -> tuple[list[str], list[int]]:
+        """The terms of one document and their frequencies (what a floor index is fed)."""
+        foff = self._array("foff", "I")
+        a, b = foff[docno], foff[docno + 1]
+        terms = list(map(self.vocab().__getitem__, self._array("fterm", "I")[a:b]))
+        return terms, self._array("ftf", "H")[a:b].tolist()
+
+    def groups(self) -> dict[str, tuple[int, ...]]:
+        """Every ``"kind\0key"`` group and its docnos, each bucket checked as it is read."""
+        bounds = array("I")
+        bounds.frombytes(self._raw("kbuckets"))
+        base = self._spans["kmap"][0]
+        crcs = self._spans["kcrc"][0]
+        out: dict[str, tuple[int, ...]] = {}
+        for slot in range(len(bounds) - 1):
+            data = self._mm[base + bounds[slot] : base + bounds[slot + 1]]
+            (want,) = _U32.unpack_from(self._mm, crcs + 4 * slot)
+            if zlib.crc32(data) != want:
+                raise self._damaged(f"bucket {slot} of kmap")
+            try:
+                out.update(marshal.loads(data))
+            except (ValueError, EOFError, TypeError) as exc:
+                raise self._damaged(f"bucket {slot} of kmap") from exc
+        return out
+
     def forward(self, docno: int) -> dict[str, int]:
         """The term frequencies of one document (what a merge copies)."""
         foff = self._array("foff", "I")
