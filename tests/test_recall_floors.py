@@ -41,9 +41,9 @@ def _floor_of(tmp_path: Path, docs: dict[str, list[str]]) -> Floor:
     writer = FloorWriter(str(tmp_path / "floor"), create=True)
     for entry_id, tokens in docs.items():
         writer.add(make_doc(entry_id, " ".join(tokens), ["k:fact"]))
-    opstamp = writer.commit()
+    opstamp, sign = writer.commit()
     total = sum(map(len, docs.values()))
-    return Floor(str(tmp_path / "floor"), opstamp, len(docs), total)
+    return Floor(str(tmp_path / "floor"), opstamp, len(docs), total, sign)
 
 
 def test_fieldnorm_is_the_length_tantivy_scores_with(tmp_path: Path) -> None:
@@ -106,11 +106,11 @@ def test_a_commit_is_named_by_its_opstamp(tmp_path: Path) -> None:
     path = tmp_path / "floor"
     writer = FloorWriter(str(path), create=True)
     writer.add(make_doc("0" * 32, "a b", []))
-    first = writer.commit()
+    first, _ = writer.commit()
     assert read_opstamp(str(path)) == first
     writer = FloorWriter(str(path))
     writer.delete("0" * 32)
-    second = writer.commit()
+    second, _ = writer.commit()
     assert second > first and read_opstamp(str(path)) == second
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "link").symlink_to(path)

@@ -62,7 +62,7 @@ from .bounds import query_terms
 from .docs import KIND_CODE, MARKED, SUPERSEDED, TRUST_CODE, entry_of
 from .gitread import GitDir
 from .index import Index, IndexView
-from .floors import FloorError
+from .floors import FloorError, FloorMoved
 from .lexical import Candidates, Match, below_floor, candidates, lexical
 from .pipeline import Filter, Hit
 from .segment import SegmentError
@@ -337,16 +337,21 @@ class Searcher:
 
 def _once_more(searcher: Searcher, work: Callable[[], _T]) -> _T:
     """``work()``; when it meets a segment damaged in place (bytes changed, length and header
-    intact: a failed check, a decoding error, a record that contradicts its class byte), the
-    index is dropped and ``work()`` runs once more on a rebuilt one. A second failure is
-    raised."""
-    try:
-        return work()
-    except TrussError:
-        raise
-    except _DAMAGE:
-        searcher.index.discard()
-        searcher._candidates.clear()
+    intact: a failed check, a decoding error, a record that contradicts its class byte; a
+    floor index whose files are not the ones its commit left), the index is dropped and
+    ``work()`` runs once more on a rebuilt one. A second failure is raised. A floor index an
+    updater moved on since the view was read is not damage: ``work()`` just runs again."""
+    for _attempt in range(3):
+        try:
+            return work()
+        except FloorMoved:
+            continue  # an updater committed between the view and the search: ask again
+        except TrussError:
+            raise
+        except _DAMAGE:
+            searcher.index.discard()
+            searcher._candidates.clear()
+            break
     return work()
 
 

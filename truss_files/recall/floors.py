@@ -47,6 +47,7 @@ __all__ = [
     "K1",
     "Floor",
     "FloorError",
+    "FloorMoved",
     "FloorWriter",
     "MemoryIndex",
     "bm25",
@@ -57,6 +58,7 @@ __all__ = [
     "make_doc",
     "ranked",
     "read_opstamp",
+    "signature",
     "schema",
 ]
 
@@ -79,6 +81,10 @@ _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 class FloorError(Exception):
     """A floor index that is missing, damaged, planted (a link) or at another commit than
     the index head says: rebuild."""
+
+
+class FloorMoved(Exception):
+    """A floor index an updater has moved on since the view was read: ask again."""
 
 
 def _fieldnorms() -> list[int]:
@@ -190,9 +196,9 @@ def body_query(terms: Iterable[str]) -> Any:
     return tantivy.Query.boolean_query(clauses)
 
 
-def read_opstamp(path: str) -> int | None:
-    """The commit opstamp in a floor index's ``meta.json``; None when the folder or the file
-    is missing, a link, or unreadable."""
+def _meta(path: str) -> dict[str, Any] | None:
+    """A floor index's ``meta.json``; None when the folder or the file is missing, a link,
+    or unreadable."""
     try:
         if not stat.S_ISDIR(os.lstat(path).st_mode):
             return None
@@ -202,23 +208,53 @@ def read_opstamp(path: str) -> int | None:
     try:
         with open(fd, "rb") as handle:
             meta = json.loads(handle.read())
-        found = meta["opstamp"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return None
+    return meta if isinstance(meta, dict) else None
+
+
+def read_opstamp(path: str) -> int | None:
+    """The commit opstamp in a floor index's ``meta.json`` (None: see ``_meta``)."""
+    meta = _meta(path)
+    found = meta.get("opstamp") if meta is not None else None
     return found if isinstance(found, int) else None
 
 
-def _check_plain(path: str) -> None:
-    """Every file of a floor folder must be a plain file: tantivy opens what it names and
-    would follow a link planted there to an index that could hold anything."""
+_PARTS: Final = ("fast", "fieldnorm", "idx", "pos", "store", "term")
+
+
+def signature(path: str) -> int | None:
+    """What the files of a floor index's last commit look like from outside: per file its
+    name, type, size, inode and change times (``lstat``: a link is seen as a link). tantivy
+    checks a file's length and footer as it opens it, not its bytes; bytes changed in place
+    change the times, so a view whose signature differs from the one recorded at the commit
+    is rebuilt rather than answered from. None when the index is unreadable."""
+    meta = _meta(path)
+    if meta is None:
+        return None
     try:
-        if not stat.S_ISDIR(os.lstat(path).st_mode):
-            raise FloorError(f"{path} is not a plain folder")
-        for entry in os.scandir(path):
-            if not entry.is_file(follow_symlinks=False):
-                raise FloorError(f"{entry.path} is not a plain file")
-    except OSError as exc:
-        raise FloorError(f"{path}: {exc}") from exc
+        names = []
+        for segment in meta["segments"]:
+            name = str(segment["segment_id"]).replace("-", "")
+            names += [f"{name}.{part}" for part in _PARTS]
+            deletes = segment.get("deletes")
+            if deletes:
+                names.append(f"{name}.{deletes['opstamp']}.del")
+        seen = []
+        for name in names:
+            try:
+                info = os.lstat(os.path.join(path, name))
+            except FileNotFoundError:
+                seen.append((name,))
+                continue
+            seen.append(
+                (name, info.st_mode, info.st_size, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+            )
+    except (OSError, KeyError, TypeError, AttributeError):
+        return None
+    import zlib
+
+    return zlib.crc32(repr((meta.get("opstamp"), seen)).encode())
 
 
 class _Searchable:
@@ -311,19 +347,18 @@ class Floor(_Searchable):
 
     __slots__ = ("path", "index", "searcher", "n_docs", "total")
 
-    def __init__(self, path: str, opstamp: int, n_docs: int, total: int) -> None:
+    def __init__(self, path: str, opstamp: int, n_docs: int, total: int, sign: int) -> None:
         import tantivy
 
-        if read_opstamp(path) != opstamp:
-            raise FloorError(f"{path}: not at the commit the index head names")
-        _check_plain(path)
+        if signature(path) != sign:
+            raise FloorError(f"{path}: not the commit the index head names, or changed since")
         try:
             self.index = tantivy.Index.open(path)
             self.searcher = self.index.searcher()
         except (ValueError, OSError) as exc:
             raise FloorError(f"{path}: {exc}") from exc
-        # Opened between two reads of the same opstamp: the searcher holds that commit.
-        if read_opstamp(path) != opstamp:
+        # Opened between two looks at the same files: the searcher holds that commit.
+        if signature(path) != sign or read_opstamp(path) != opstamp:
             raise FloorError(f"{path}: moved while opened")
         self.path = path
         self.n_docs = n_docs
@@ -340,7 +375,8 @@ class FloorWriter:
             os.makedirs(path, exist_ok=False)
             self.index = tantivy.Index(schema(), path=path, reuse=False)
         else:
-            _check_plain(path)
+            if _meta(path) is None:
+                raise FloorError(f"{path} is missing, unreadable or a link")
             try:
                 self.index = tantivy.Index.open(path)
             except (ValueError, OSError) as exc:
@@ -355,13 +391,17 @@ class FloorWriter:
     def delete(self, entry_id: str) -> None:
         self.writer.delete_documents_by_term("id", entry_id)
 
-    def commit(self) -> int:
+    def commit(self) -> tuple[int, int]:
         """Commit, finish the merges it starts (inside the caller's lock: the next reader
-        finds the index as the updater left it) and return the commit's opstamp."""
+        finds the index as the updater left it) and return the commit's opstamp and the
+        ``signature`` of its files."""
         opstamp: int = self.writer.commit()
         with contextlib.suppress(ValueError, RuntimeError):
             self.writer.wait_merging_threads()
-        return opstamp
+        sign = signature(self.path)
+        if sign is None:
+            raise FloorError(f"{self.path}: unreadable right after its commit")
+        return opstamp, sign
 
 
 # Tags: the raw terms of a document's ``tag`` field, one per thing a filter clause can say.

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..errors import ConfigError, EntryError, StoreError
 from ..model import Trust
-from .floors import FLOORS, Floor, FloorError, FloorWriter, floors_of, read_opstamp
+from .floors import FLOORS, Floor, FloorError, FloorMoved, FloorWriter, floors_of, read_opstamp
 from .gitread import Change, GitDir, Objects, diff_trees
 from .segment import FORMAT, NOFOLLOW, Doc, Segment, SegmentError, write_segment
 from .tokenize import TOKENIZER_VERSION
@@ -77,8 +77,9 @@ class TipInfo(NamedTuple):
 
 
 # Per floor (a Trust value): its folder, the opstamp of its last commit, how many documents
-# it holds and their total length (the statistics ``floors.bm25`` scores bypass documents with).
-FloorMeta = tuple[str, int, int, int]
+# it holds and their total length (the statistics ``floors.bm25`` scores bypass documents
+# with), and the signature of its files at that commit (``floors.signature``).
+FloorMeta = tuple[str, int, int, int, int]
 
 
 class _Head:
@@ -320,9 +321,10 @@ class Index:
             self._segments = {name: self._segments[name] for name in head.segments}
         if head.tree is not None and set(head.floors) != {t.value for t in FLOORS}:
             return None
-        for name, opstamp, _n, _total in head.floors.values():
+        for name, opstamp, _n, _total, _sign in head.floors.values():
             # One small file each: a floor index a crash left ahead of the head (or one
-            # damaged, removed or replaced by a link) fails here and is rebuilt.
+            # removed or replaced by a link) fails here and is rebuilt; its files are
+            # checked when a query first opens it (``Floor``).
             if read_opstamp(os.path.join(self.dir_str, name)) != opstamp:
                 return None
         deleted = [head.deleted.get(name, set()) for name in head.segments]
@@ -340,8 +342,15 @@ class Index:
     def _open_floor(self, meta: FloorMeta) -> Floor:
         found = self._floors.get(meta)
         if found is None:
-            name, opstamp, n_docs, total = meta
-            found = Floor(os.path.join(self.dir_str, name), opstamp, n_docs, total)
+            name, opstamp, n_docs, total, sign = meta
+            try:
+                found = Floor(os.path.join(self.dir_str, name), opstamp, n_docs, total, sign)
+            except FloorError:
+                head = self._load_head()
+                if head is None or meta not in head.floors.values():
+                    # An updater committed since this view read the head: not damage.
+                    raise FloorMoved(f"{name} moved on; ask again") from None
+                raise
             if len(self._floors) >= 6:
                 self._floors.clear()
             self._floors[meta] = found
@@ -649,14 +658,14 @@ class _FloorChanges:
         if self.fresh:
             stamp = f"{os.getpid()}-{time.time_ns():x}"
             for trust in FLOORS:
-                self.meta[trust.value] = (f"floor-{trust.value}-{stamp}", 0, 0, 0)
+                self.meta[trust.value] = (f"floor-{trust.value}-{stamp}", 0, 0, 0, 0)
 
     def _writer(self, floor: str) -> FloorWriter:
         found = self.writers.get(floor)
         if found is None:
             from .floors import BUILD_HEAP
 
-            name, _opstamp, n_docs, total = self.meta[floor]
+            name, _opstamp, n_docs, total, _sign = self.meta[floor]
             path = os.path.join(self.folder, name)
             if self.fresh:
                 found = FloorWriter(path, create=True, heap=BUILD_HEAP // len(FLOORS))
@@ -688,9 +697,9 @@ class _FloorChanges:
             for trust in FLOORS:
                 self._writer(trust.value)  # every floor exists, empty or not
         for floor, writer in self.writers.items():
-            opstamp = writer.commit()
+            opstamp, sign = writer.commit()
             n_docs, total = self.counts[floor]
-            self.meta[floor] = (self.meta[floor][0], opstamp, n_docs, total)
+            self.meta[floor] = (self.meta[floor][0], opstamp, n_docs, total, sign)
         return self.meta
 
 
