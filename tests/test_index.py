@@ -248,6 +248,14 @@ def _reader(path: str, rounds: int, out: multiprocessing.Queue[object]) -> None:
             if any(h.entry.trust is Trust.REJECTED for h in found.hits):
                 out.put("rejected entry returned")
                 return
+            keys = [(-h.score, h.entry.id) for h in found.hits]
+            if keys != sorted(set(keys)) or any(h.score <= 0 for h in found.hits):
+                out.put(f"out of order, repeated or not above 0: {keys}")
+                return
+            verified = search(path, "concurrent flaky note", Filter(), 100)
+            if any(h.entry.trust is not Trust.VERIFIED for h in verified.hits):
+                out.put("an entry below the floor returned")
+                return
         out.put("ok")
     except Exception as exc:  # noqa: BLE001 - reported to the test
         out.put(f"{type(exc).__name__}: {exc}")

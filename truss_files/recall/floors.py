@@ -328,7 +328,7 @@ class MemoryIndex(_Searchable):
             self.names.append(name)
         writer.commit()
         writer.wait_merging_threads()
-        self.index.reload()
+        self.index.config_reader(reload_policy="Manual")
         self.searcher = self.index.searcher()
 
     def _key(self, hi: int, lo: int) -> str:
@@ -354,6 +354,9 @@ class Floor(_Searchable):
             raise FloorError(f"{path}: not the commit the index head names, or changed since")
         try:
             self.index = tantivy.Index.open(path)
+            # No reload on commit: that policy starts a thread watching the folder, which
+            # outlives this object and reads whatever lands there later.
+            self.index.config_reader(reload_policy="Manual")
             self.searcher = self.index.searcher()
         except (ValueError, OSError) as exc:
             raise FloorError(f"{path}: {exc}") from exc

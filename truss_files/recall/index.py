@@ -49,7 +49,16 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..errors import ConfigError, EntryError, StoreError
 from ..model import Trust
-from .floors import FLOORS, Floor, FloorError, FloorMoved, FloorWriter, floors_of, read_opstamp
+from .floors import (
+    FLOORS,
+    Floor,
+    FloorError,
+    FloorMoved,
+    FloorWriter,
+    floors_of,
+    read_opstamp,
+    signature,
+)
 from .gitread import Change, GitDir, Objects, diff_trees
 from .segment import FORMAT, NOFOLLOW, Doc, Segment, SegmentError, write_segment
 from .tokenize import TOKENIZER_VERSION
@@ -665,11 +674,15 @@ class _FloorChanges:
         if found is None:
             from .floors import BUILD_HEAP
 
-            name, _opstamp, n_docs, total, _sign = self.meta[floor]
+            name, opstamp, n_docs, total, sign = self.meta[floor]
             path = os.path.join(self.folder, name)
             if self.fresh:
                 found = FloorWriter(path, create=True, heap=BUILD_HEAP // len(FLOORS))
             else:
+                # Changes go only onto the commit the head names: a floor index a crash left
+                # ahead of it already holds some of them (or is damaged): rebuild instead.
+                if signature(path) != sign or read_opstamp(path) != opstamp:
+                    raise FloorError(f"{path} is not at the commit the index head names")
                 found = FloorWriter(path)
             self.writers[floor] = found
             self.counts[floor] = [n_docs, total]
