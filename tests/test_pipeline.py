@@ -1,4 +1,4 @@
-"""The recall pipeline: filter before ranking, BM25 statistics from the trust floor's members only."""
+"""The recall pipeline: filter before ranking, BM25 statistics from the trust floor's members."""
 
 from __future__ import annotations
 

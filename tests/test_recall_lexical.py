@@ -77,7 +77,9 @@ def test_changes_below_each_floor_move_nothing_at_it(store: MemoryStore) -> None
     commit_entries(store, stale_ones, "truss: import stale notes")
     assert _answer(searcher, Trust.VERIFIED) == verified
     assert _answer(searcher, Trust.STALE) != stale  # at the stale floor they count
-    wide = {h.entry.key for h in searcher.query(QUERY, Filter(min_trust=Trust.UNVERIFIED), 200).hits}
+    wide = {
+        h.entry.key for h in searcher.query(QUERY, Filter(min_trust=Trust.UNVERIFIED), 200).hits
+    }
     assert {"stuffed-1", "old-1"} <= wide
     assert not {"stuffed-0", "rej-1"} & wide
 
@@ -127,7 +129,9 @@ def deep_store(store: MemoryStore) -> dict[str, Entry]:
         entries.append(dataclasses.replace(entry, trust=Trust.VERIFIED))
         made[f"deep{i}"] = entry
     for i in range(4):
-        own = store.new_entry("lesson", f"mine-{i}", f"alpha run note {i}", produced_by=f"run:R-7/{i}")
+        own = store.new_entry(
+            "lesson", f"mine-{i}", f"alpha run note {i}", produced_by=f"run:R-7/{i}"
+        )
         entries.append(own)
         made[f"own{i}"] = own
     commit_entries(store, entries, "truss: import notes")
@@ -185,7 +189,11 @@ def test_a_runs_own_note_is_scored_with_the_floors_statistics(
     searcher = Searcher(store.git.workdir)
     before = {h.entry.id: h.score for h in searcher.query("alpha run", flt, 300).hits}
     assert mine.id in before
-    agrees(searcher.query("alpha run", flt, 300).hits, reference(store.iter_entries(), "alpha run", flt), 300)
+    agrees(
+        searcher.query("alpha run", flt, 300).hits,
+        reference(store.iter_entries(), "alpha run", flt),
+        300,
+    )
     promote(store, mine)
     after = {h.entry.id: h.score for h in searcher.query("alpha run", Filter(), 300).hits}
     assert after[mine.id] == pytest.approx(before[mine.id], rel=0.01)

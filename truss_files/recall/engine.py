@@ -60,9 +60,9 @@ from ..errors import ConfigError, TrussError, UntrustedHistory, UsageError
 from ..model import Entry, Trust
 from .bounds import query_terms
 from .docs import KIND_CODE, MARKED, SUPERSEDED, TRUST_CODE, entry_of
+from .floors import FloorError, FloorMoved
 from .gitread import GitDir
 from .index import Index, IndexView
-from .floors import FloorError, FloorMoved
 from .lexical import Candidates, Match, below_floor, candidates, lexical
 from .pipeline import Filter, Hit
 from .segment import SegmentError

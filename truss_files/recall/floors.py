@@ -240,7 +240,7 @@ def signature(path: str) -> int | None:
             deletes = segment.get("deletes")
             if deletes:
                 names.append(f"{name}.{deletes['opstamp']}.del")
-        seen = []
+        seen: list[tuple[Any, ...]] = []
         for name in names:
             try:
                 info = os.lstat(os.path.join(path, name))
@@ -462,5 +462,9 @@ def segment_docs(seg: Segment, docnos: Iterable[int]) -> Iterator[tuple[int, int
         terms, tfs = seg.forward_terms(docno)
         if tfs and max(tfs) > 1:
             terms = [t for t, f in zip(terms, tfs, strict=True) for _ in range(f)]
-        doc = make_doc(seg.doc_id(docno), " ".join(terms), doc_tags(code, layers[docno], group_of.get(docno, "")))
+        doc = make_doc(
+            seg.doc_id(docno),
+            " ".join(terms),
+            doc_tags(code, layers[docno], group_of.get(docno, "")),
+        )
         yield code, lengths[docno], doc

@@ -149,7 +149,7 @@ class _Head:
                 segments=list(raw["segments"]),
                 deleted={k: set(v) for k, v in raw["deleted"].items()},
                 invalid=dict(raw["invalid"]),
-                floors={str(k): tuple(v) for k, v in raw["floors"].items()},  # type: ignore[misc]
+                floors={str(k): tuple(v) for k, v in raw["floors"].items()},
                 state=repr((raw["segments"], raw["deleted"], raw["floors"])),
             )
         except (EOFError, ValueError, TypeError, KeyError):

@@ -221,7 +221,7 @@ def lexical(cands: Candidates, query_tokens: Sequence[str], limit: int) -> list[
     body = body_query(query_tokens)
     if body is None:
         return []
-    clauses = _clauses(flt)
+    clauses: list[Any] | None = _clauses(flt)
     admit: Callable[[str], bool] | None = None
     if cands.table is None:
         ids = _admitted_ids(cands, flt.min_trust) if cands.n <= ID_SET_AT else None
@@ -271,9 +271,7 @@ def _query(body: Any, clauses: list[Any] | None) -> Any:
         return body
     import tantivy
 
-    return tantivy.Query.boolean_query(
-        [(tantivy.Occur.Must, body)] + [_clause(c) for c in clauses]
-    )
+    return tantivy.Query.boolean_query([(tantivy.Occur.Must, body)] + [_clause(c) for c in clauses])
 
 
 def _clause(clause: Any) -> tuple[Any, Any]:
@@ -313,7 +311,11 @@ def _clauses(flt: Filter) -> list[Any]:
         kinds = [flt.kind] if flt.kind is not None else list(Kind)
         out.append(any_of([group_tag(k.value, flt.key) for k in kinds]))
     if flt.layers is not None:
-        out.append(any_of([layer_tag(x.value) for x in sorted(flt.layers)]) if flt.layers else tantivy.Query.empty_query())
+        out.append(
+            any_of([layer_tag(x.value) for x in sorted(flt.layers)])
+            if flt.layers
+            else tantivy.Query.empty_query()
+        )
     if not flt.superseded_ok:
         out.append((tantivy.Occur.MustNot, tantivy.Query.term_query(sch, "tag", SUPERSEDED_TAG)))
     if flt.skip_marked:
@@ -331,8 +333,7 @@ def _may_bypass(flt: Filter) -> bool:
 
 def _below_table(floor: Trust) -> bytes:
     return bytes(
-        int((code & 3) != _REJECTED and _RANK_OF_CODE[code & 3] < floor.rank)
-        for code in range(256)
+        int((code & 3) != _REJECTED and _RANK_OF_CODE[code & 3] < floor.rank) for code in range(256)
     )
 
 

@@ -1,4 +1,4 @@
-"""What a recall query asks for and gets: the ``Filter`` (trust floor and fields), ``Area``, ``Hit``.
+"""What a recall query asks for and gets: the ``Filter``, ``Area`` and ``Hit``.
 
 The pipeline is always: filter by trust and fields, rank only what the filter admits, cut to
 the limit. One engine runs it, ``truss_files.recall.engine`` (``search`` / ``Searcher``), over
