@@ -170,7 +170,10 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
 
     def build() -> None:
         for path in cache.glob("*"):
-            path.unlink()
+            if path.is_dir():
+                shutil.rmtree(path)  # a floor index
+            else:
+                path.unlink()
         Index(_gitdir(git_dir)).view()
 
     # The median of three at every size: the first build after committing 100k files runs

@@ -65,7 +65,7 @@ from .gitread import GitDir
 from .index import Index, IndexView
 from .lexical import Candidates, Match, below_floor, candidates, lexical
 from .pipeline import Filter, Hit
-from .segment import SegmentError
+from .segment import Segment, SegmentError
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
@@ -301,14 +301,7 @@ class Searcher:
 
     @staticmethod
     def _entry(view: IndexView, match: Match) -> Entry:
-        seg = view.segments[match.seg]
-        entry = entry_of(seg.record(match.docno), seg.doc_id(match.docno))
-        code = seg.cls[match.docno]
-        # The filter read the class byte, the caller gets the record: they must agree, or a
-        # flipped byte could pass an unverified entry off at the verified floor.
-        if code & 3 != TRUST_CODE[entry.trust] or code >> 4 != KIND_CODE[entry.kind]:
-            raise SegmentError(f"{seg.path.name}: document {match.docno} contradicts its record")
-        return entry
+        return _entry_at(view.segments[match.seg], match.docno)
 
     @staticmethod
     def _related(view: IndexView, hits: Sequence[Hit]) -> list[Entry]:
@@ -330,9 +323,23 @@ class Searcher:
                         live.append((number, docno))
             if len(live) > 1:  # records are read only for an actual conflict
                 for number, docno in live:
-                    held = view.segments[number]
-                    out[(number, docno)] = entry_of(held.record(docno), held.doc_id(docno))
+                    out[(number, docno)] = _entry_at(view.segments[number], docno)
         return list(out.values())
+
+
+def _entry_at(seg: Segment, docno: int) -> Entry:
+    """The entry of a segment's document, kept in the segment's memo (entries are frozen)."""
+    found: Entry | None = seg.memo.get(docno)
+    if found is not None:
+        return found
+    entry = entry_of(seg.record(docno), seg.doc_id(docno))
+    code = seg.cls[docno]
+    # The filter read the class byte, the caller gets the record: they must agree, or a
+    # flipped byte could pass an unverified entry off at the verified floor.
+    if code & 3 != TRUST_CODE[entry.trust] or code >> 4 != KIND_CODE[entry.kind]:
+        raise SegmentError(f"{seg.path.name}: document {docno} contradicts its record")
+    seg.remember(docno, entry)
+    return entry
 
 
 def _once_more(searcher: Searcher, work: Callable[[], _T]) -> _T:

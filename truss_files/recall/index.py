@@ -170,6 +170,7 @@ class IndexView:
         "refused",
         "floor_meta",
         "_opener",
+        "_by_size",
     )
 
     def __init__(
@@ -191,6 +192,7 @@ class IndexView:
         self.state = state  # equal states hold the same live documents
         self.floor_meta = floor_meta or {}
         self._opener = opener
+        self._by_size: list[int] | None = None
         # Why the history of the commit read fails the audit (``readgate``), else None: then
         # nothing above unverified may leave this view.
         self.refused: str | None = None
@@ -208,8 +210,11 @@ class IndexView:
         return found
 
     def locate(self, entry_id: str) -> tuple[int, int] | None:
-        """``(segment number, docno)`` of a live document, newest segment first."""
-        for number in range(len(self.segments) - 1, -1, -1):
+        """``(segment number, docno)`` of a live document. An id is live in one segment at
+        most, so the largest (most likely) are searched first."""
+        if self._by_size is None:
+            self._by_size = sorted(range(len(self.segments)), key=lambda i: -self.segments[i].n)
+        for number in self._by_size:
             docno = self.segments[number].find(entry_id)
             if docno is not None and docno not in self.deleted[number]:
                 return number, docno
@@ -330,12 +335,9 @@ class Index:
             self._segments = {name: self._segments[name] for name in head.segments}
         if head.tree is not None and set(head.floors) != {t.value for t in FLOORS}:
             return None
-        for name, opstamp, _n, _total, _sign in head.floors.values():
-            # One small file each: a floor index a crash left ahead of the head (or one
-            # removed or replaced by a link) fails here and is rebuilt; its files are
-            # checked when a query first opens it (``Floor``).
-            if read_opstamp(os.path.join(self.dir_str, name)) != opstamp:
-                return None
+        # A floor index is checked when a query first opens it (``Floor``: its opstamp and
+        # files against the head's record), so a crash that left one ahead of the head, or
+        # one damaged, removed or replaced by a link, is found there and rebuilt.
         deleted = [head.deleted.get(name, set()) for name in head.segments]
         return IndexView(
             head.tree,

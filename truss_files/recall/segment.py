@@ -68,6 +68,7 @@ _PAIR: Final = struct.Struct("=II")
 _SPAN: Final = struct.Struct("=QQ")
 MAX_TF: Final = 0xFFFF
 ID_BLOCK: Final = 64  # ids per CRC of the ids section: a lookup checks the blocks it reads
+MEMO: Final = 8192  # things a reader keeps per open segment (``Segment.memo``)
 NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -353,6 +354,8 @@ class Segment:
         self._spans = {k: (base + a, n) for k, (a, n) in header["sections"].items()}
         self._crc: dict[str, int] = header["crc"]
         self._cache: dict[str, Any] = {}
+        # What readers derived from this (immutable) file: ids found, groups, entries.
+        self.memo: dict[Any, Any] = {}
 
     @property
     def path(self) -> Path:
@@ -415,6 +418,20 @@ class Segment:
         """The docno of ``doc_id``, by binary search over the sorted ids; every block of ids
         the search reads is checked against its CRC first (a changed id could hide an entry
         a deletion must find)."""
+        found = self.memo.get(doc_id)
+        if found is not None or doc_id in self.memo:
+            return found
+        docno = self._find(doc_id)
+        self.remember(doc_id, docno)
+        return docno
+
+    def remember(self, key: Any, value: Any) -> None:
+        """Keep ``value`` in ``memo`` (bounded: emptied when it grows past ``MEMO``)."""
+        if len(self.memo) >= MEMO:
+            self.memo.clear()
+        self.memo[key] = value
+
+    def _find(self, doc_id: str) -> int | None:
         start = self._spans["ids"][0]
         mm = self._mm
         key = doc_id.encode("ascii")
@@ -480,8 +497,13 @@ class Segment:
 
     def group(self, kind: str, key: str) -> tuple[int, ...]:
         """Docnos of every document with this kind and key (any trust)."""
-        found = self._lookup("kbuckets", "kmap", "kcrc", f"{kind}\0{key}")
-        return found if found is not None else ()
+        name = f"{kind}\0{key}"
+        found = self.memo.get(name)
+        if found is None:
+            found = self._lookup("kbuckets", "kmap", "kcrc", name)
+            found = found if found is not None else ()
+            self.remember(name, found)
+        return found
 
     def runs(self) -> dict[str, tuple[int, ...]]:
         found = self._cache.get("runs")
