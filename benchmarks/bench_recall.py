@@ -551,7 +551,7 @@ def _worst_query(
             "same, warm p50",
             bad.ms(),
             target=1000.0,
-            note="a new process's first query: index opened, postings of the common words read",
+            note="a new process's first query: segments and the floor index opened",
         )
     )
     return figures

@@ -158,3 +158,32 @@ def test_top_ten_agree_with_rank_bm25_on_a_synthetic_corpus() -> None:
 def test_no_term_or_no_match_is_an_empty_answer(terms: list[str]) -> None:
     index = MemoryIndex([("a", ["x", "y"])])
     assert index.top(terms, 10) == []
+
+
+def test_a_rebuilds_bodies_are_the_plain_ones(tmp_path: Path) -> None:
+    """The floor documents fed in bulk (numpy) hold the same tokens as those fed one by one,
+    documents without a token and repeated tokens included."""
+    from collections import Counter
+
+    from truss_files.recall import floors as floors_module
+    from truss_files.recall.segment import Doc, Segment, write_segment
+
+    rng = random.Random(4)
+    words = ["a", "b", "borrow", "借", "z" * 20]
+    docs = []
+    for i in range(40):
+        tf = {w: rng.choice([1, 1, 2, 5]) for w in rng.sample(words, rng.randint(0, 4))}
+        docs.append(
+            Doc(
+                id=f"{i:032x}", cls=2, layer=0, length=sum(tf.values()), tf=tf,
+                record=("fact", f"k{i}", "body"), group=f"fact\0k{i}", run=None,
+                chash=bytes(16),
+            )
+        )  # fmt: skip
+    write_segment(tmp_path / "s.seg", docs)
+    seg = Segment(tmp_path / "s.seg")
+    bulk = floors_module._bulk_bodies(seg)
+    assert bulk is not None
+    for docno, doc in enumerate(docs):
+        terms, tfs = seg.forward_terms(docno)
+        assert Counter(bulk(docno).split()) == Counter(doc.tf) == dict(zip(terms, tfs))

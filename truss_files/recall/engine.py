@@ -5,7 +5,8 @@ that asks many questions keeps a ``Searcher`` (it re-checks the branch tip on ev
 it never answers from an old tree). Modes (``RECALL_MODES``):
 
 ``exact``
-    BM25 over the admitted entries (``lexical``), statistics from them alone.
+    BM25 in the trust floor's tantivy index over the entries the filter admits (``lexical``,
+    ``floors``): statistics from the floor's members.
 ``semantic``
     cosine similarity between the query's embedding and each admitted entry's (``embed``).
 ``hybrid``
@@ -13,33 +14,48 @@ it never answers from an old tree). Modes (``RECALL_MODES``):
 
 In every mode the query is widened by the acronyms the admitted entries define (``acronyms``).
 
-In every mode the filter runs first and nothing outside it is looked at. A query is bounded
+In every mode the filter runs first and nothing outside it is ranked. A query is bounded
 first (``bounds.query_terms``: length and distinct terms, each term scored once). The mode
 comes from the caller, else from ``[recall] mode`` in the truss.toml of the branch tip, else
 ``exact``.
 
-Measured (``python -m benchmarks recall``: tantivy fed our tokens and SQLite FTS5 beside it over
-the same verified notes; 2 shared cores; 30% of notes verified; medians, two runs): at 10k /
-100k notes a warm exact query p50 0.69-0.73 / 2.1-2.4 ms, p95 3-6 / 17-18 ms (tantivy 0.05 /
-0.12 ms and 0.07 / 0.34-0.39 ms; rank-bm25 over the same candidates 2.3 / 44-71 ms); a cold
-``truss-files query`` process 47-48 / 47-51 ms beside ``python -c pass`` at 21-24 ms and
-tantivy's own at 41-42 ms at 100k (1.22x it; 1.26x for queries holding a word of half the
-notes; one run); the update after one write 2.7-3.1 / 3.1-3.3 ms (tantivy 7.6-13 ms); a full
-rebuild from git 1.6-2.3 / 8.6-9.7 s (tantivy 0.14-0.34 / 1.3-1.7 s, tokens in hand); the
-index on disk 26 / 244 MB with every trust class and the records (tantivy over every note: 2.9
-/ 23 MB); peak RSS of the cold query 24 / 71 MB (tantivy 22 / 23 MB); recall@5 on
-``tests/relevance`` 0.850, as tantivy fed our tokens. Semantic at 10k (``python -m benchmarks
-semantic``): ~2.5 ms warm, a cold process ~2.8-3.0x ``python -c pass`` (no numpy: ``embed``).
+Why tantivy. The engine this replaced was our own BM25 over memory-mapped segments, which
+took its statistics from the filtered candidates and matched an in-memory pipeline bit for
+bit. Measured beside tantivy fed our tokens (``python -m benchmarks recall``, 100k notes, 30%
+verified, 2 shared cores): warm p50 2.22 ms against 0.122 ms (18x), p95 56x, a full rebuild
+4.3x, the index 32x its size; only its cold query (1.21x) and its update after a write (3.3
+ms) were on target. tantivy is ahead, so it is the one lexical engine. What recall promises,
+restated for it:
 
-Why this engine and not tantivy, which is faster on all of that but the update: its BM25
-takes its statistics from the whole index (an index per trust floor gives the floor's, not a
-kind's, key's, layer's or scope's candidates'), scores in f32 over lengths quantised to a byte
-(fed our tokens, over 3,000 notes of the benchmark corpus, its top 10 kept the order of exact
-BM25 in 3 of 50 queries; mean overlap 0.95), and keeps deleted documents in its statistics
-until a merge (an updated index scores unlike a rebuilt one). Recall here promises the filter
-first, statistics from the admitted candidates alone, and the in-memory pipeline's scores bit
-for bit, however the index got there. The cold query is mostly imports (the engine's share is
-~5 ms at 100k); the warm gap is Python.
+* the filter runs first: what a filter's class table and fields say (kind, key, layers, the
+  trust ceiling, superseded, marked) are zero-score clauses of the tantivy query, the rest
+  (areas, scope, reader scopes, hidden ids) is read through the candidates' mask;
+* statistics are the **floor's**: ``N``, document frequencies and average length of the
+  entries at or above ``min_trust`` (one tantivy index per floor), no longer those of the
+  kind-, key-, layer- or scope-filtered candidates;
+* adding, changing or removing entries below the floor never changes the score or order of
+  entries at or above it, bit for bit: the floor's index is not written for them;
+  rejected entries are in no index;
+* a run's own notes below the floor are scored with the floor's statistics by tantivy's
+  formula (``floors.bm25``), within f32 rounding of what tantivy would give them;
+* a matching entry scores above 0 (tantivy's idf is Lucene's, never negative).
+
+What tantivy changes: scores are f32 over lengths quantised to a byte (``floors.fieldnorm``),
+k1 is 1.2 (it was 1.5); its top 10 agree with exact BM25's (rank-bm25, k1 1.2) at a mean
+overlap of 0.997 on ``tests/relevance`` and 0.977 on a synthetic corpus; recall@5 there went
+from 0.850 to 0.843. A document deleted from a floor's index (an entry demoted, rejected or
+changed) still counts in that floor's statistics until tantivy merges its segment, so an
+updated index can score a little unlike a rebuilt one -- for entries at that floor, never
+from below it.
+
+Measured now (same benchmark, 10k notes, one run, medians): warm exact query p50 0.32 ms,
+p95 0.58 ms (tantivy alone 0.05 / 0.07 ms: 6.4x / 8.1x; the rest is the read gate, the view,
+the filter and the entries out, in Python); a cold ``truss-files query`` process 52 ms,
+1.13x tantivy's own cold script (1.21x for queries holding a word of half the notes); the
+update after one write 16.9 ms (tantivy's own 11.6 ms: both commit to disk); a full rebuild
+2.1 s (tantivy over the verified notes, tokens in hand, 0.23 s); the index 24 MB with every
+note's record (tantivy 1.1 MB). The cold query is mostly imports. Semantic at 10k (``python
+-m benchmarks semantic``): ~2.5 ms warm, a cold process ~2.8-3.0x ``python -c pass``.
 
 Every view passes the read gate (``readgate``): ~30 us on a warm query (one small file);
 after new commits it audits just those (``python -m benchmarks readgate``, ~400-1,800

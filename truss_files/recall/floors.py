@@ -455,16 +455,44 @@ def segment_docs(seg: Segment, docnos: Iterable[int]) -> Iterator[tuple[int, int
     for group, members in seg.groups().items():
         for docno in members:
             group_of[docno] = group
+    docnos = list(docnos)
+    bodies = _bulk_bodies(seg) if len(docnos) >= BULK_BODIES else None
     for docno in docnos:
         code = cls[docno]
         if not floors_of(code):
             continue  # rejected: in no floor index
-        terms, tfs = seg.forward_terms(docno)
-        if tfs and max(tfs) > 1:
-            terms = [t for t, f in zip(terms, tfs, strict=True) for _ in range(f)]
+        if bodies is not None:
+            body = bodies(docno)
+        else:
+            terms, tfs = seg.forward_terms(docno)
+            body = " ".join(terms)
+            if tfs and max(tfs) > 1:
+                # Most terms occur once: only the others are repeated (order is not indexed).
+                more = [t for t, f in zip(terms, tfs, strict=True) if f > 1 for _ in range(f - 1)]
+                body = f"{body} {' '.join(more)}"
         doc = make_doc(
-            seg.doc_id(docno),
-            " ".join(terms),
-            doc_tags(code, layers[docno], group_of.get(docno, "")),
+            seg.doc_id(docno), body, doc_tags(code, layers[docno], group_of.get(docno, ""))
         )
         yield code, lengths[docno], doc
+
+
+BULK_BODIES: Final = 2_000  # documents; below this importing numpy (~0.1 s) costs more
+
+
+def _bulk_bodies(seg: Segment) -> Callable[[int], str] | None:
+    """``docno -> body`` for a whole segment, every token laid out by numpy at once (a
+    rebuild's floor indexes are fed ~2x faster); None without numpy."""
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    fterm, ftf, foff = seg.forward_arrays()
+    tokens = np.array(seg.vocab(), dtype=object)[np.repeat(fterm, ftf)]
+    before = np.zeros(len(ftf) + 1, dtype=np.int64)  # tokens before each posting
+    np.cumsum(ftf, out=before[1:])
+    bounds = before[foff].tolist()  # tokens before each document
+
+    def body(docno: int) -> str:
+        return " ".join(tokens[bounds[docno] : bounds[docno + 1]].tolist())
+
+    return body

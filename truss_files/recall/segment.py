@@ -526,6 +526,17 @@ class Segment:
         terms = list(map(self.vocab().__getitem__, self._array("fterm", "I")[a:b]))
         return terms, self._array("ftf", "H")[a:b].tolist()
 
+    def forward_arrays(self) -> tuple[Any, Any, Any]:
+        """The forward index as numpy arrays: term ids, frequencies, per-document offsets
+        (for a rebuild; numpy must be importable)."""
+        import numpy as np
+
+        return (
+            np.frombuffer(self._raw("fterm"), dtype=np.uint32),
+            np.frombuffer(self._raw("ftf"), dtype=np.uint16),
+            np.frombuffer(self._raw("foff"), dtype=np.uint32).astype(np.int64),
+        )
+
     def groups(self) -> dict[str, tuple[int, ...]]:
         """Every ``"kind\0key"`` group and its docnos, each bucket checked as it is read."""
         bounds = array("I")
