@@ -186,4 +186,4 @@ def test_a_rebuilds_bodies_are_the_plain_ones(tmp_path: Path) -> None:
     assert bulk is not None
     for docno, doc in enumerate(docs):
         terms, tfs = seg.forward_terms(docno)
-        assert Counter(bulk(docno).split()) == Counter(doc.tf) == dict(zip(terms, tfs))
+        assert Counter(bulk(docno).split()) == Counter(doc.tf) == dict(zip(terms, tfs, strict=True))
