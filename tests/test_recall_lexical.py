@@ -182,18 +182,27 @@ def test_a_runs_own_note_is_scored_with_the_floors_statistics(
     deep_store: dict[str, Entry], store: MemoryStore
 ) -> None:
     """A run's own unverified note at the verified floor is not in the floor's index: it is
-    scored with the floor's statistics by tantivy's formula (the reference agrees), and once
-    verified -- one more member of the floor -- tantivy scores it within 1% of that."""
-    mine = deep_store["own0"]
-    flt = Filter(visible_run="R-7")
+    scored with the floor's statistics as if it had joined the floor, by tantivy's formula
+    (the reference agrees); once verified -- it has joined -- tantivy gives it that score, to
+    f32 rounding. Its score never moves the verified entries'."""
+    mine = store.write("lesson", "mine-alone", "alpha solo note", produced_by="run:R-8/1")
+    flt = Filter(visible_run="R-8")
     searcher = Searcher(store.git.workdir)
-    before = {h.entry.id: h.score for h in searcher.query("alpha run", flt, 300).hits}
-    assert mine.id in before
-    agrees(
-        searcher.query("alpha run", flt, 300).hits,
-        reference(store.iter_entries(), "alpha run", flt),
-        300,
-    )
+    plain = {h.entry.id: h.score for h in searcher.query("alpha solo", Filter(), 300).hits}
+    hits = searcher.query("alpha solo", flt, 300).hits
+    agrees(hits, reference(store.iter_entries(), "alpha solo", flt), 300)
+    before = {h.entry.id: h.score for h in hits}
+    assert before.pop(mine.id) > 0 and before == plain
+    bypassed = {h.entry.id: h.score for h in hits}[mine.id]
     promote(store, mine)
-    after = {h.entry.id: h.score for h in searcher.query("alpha run", Filter(), 300).hits}
-    assert after[mine.id] == pytest.approx(before[mine.id], rel=0.01)
+    after = {h.entry.id: h.score for h in searcher.query("alpha solo", Filter(), 300).hits}
+    assert after[mine.id] == pytest.approx(bypassed, rel=1e-6)
+
+
+def test_a_runs_own_notes_score_above_zero_over_an_empty_floor(store: MemoryStore) -> None:
+    """No verified entry at all: a run's own notes still rank, by their own lengths."""
+    short = store.write("fact", "short", "epsilon note", produced_by="run:R-9/1")
+    wide = store.write("fact", "wide", "epsilon " + "zeta " * 300, produced_by="run:R-9/2")
+    hits = Searcher(store.git.workdir).query("epsilon", Filter(visible_run="R-9"), 10).hits
+    assert [h.entry.id for h in hits] == [short.id, wide.id]
+    assert hits[0].score > hits[1].score > 0

@@ -140,26 +140,34 @@ REL: Final = 2e-5
 def reference(entries: Iterable[Entry], query: str, flt: Filter) -> list[tuple[str, float]]:
     """Every entry ``flt`` admits that holds a query term, with its BM25 score over the trust
     floor's statistics -- ``N``, document frequencies and the average length of the entries at
-    or above ``flt.min_trust`` (rejected ones never) -- as tantivy computes BM25 (k1 1.2,
-    b 0.75, lengths quantised as it stores them); best first, ties by id."""
+    or above ``flt.min_trust`` (rejected ones never; entries let through below the floor are
+    scored as if they had joined it) -- as tantivy computes BM25 (k1 1.2, b 0.75, lengths
+    quantised as it stores them); best first, ties by id."""
     entries = list(entries)
     terms = query_terms(query)
     tokens = {e.id: document_tokens(e) for e in entries}
     members = [e for e in entries if e.trust.passes(flt.min_trust)]
-    n_docs = len(members)
-    avgdl = sum(len(tokens[e.id]) for e in members) / n_docs if n_docs else 1.0
+    # Entries let through the floor they are below are scored as if they had joined it.
+    joining = [e for e in entries if flt.admits(e) and not e.trust.passes(flt.min_trust)]
+    total = sum(len(tokens[e.id]) for e in members)
     held = {t: sum(1 for e in members if t in tokens[e.id]) for t in terms}
+    extra = {t: sum(1 for e in joining if t in tokens[e.id]) for t in terms}
+    extra_total = sum(len(tokens[e.id]) for e in joining)
     out = []
     for entry in entries:
         if not flt.admits(entry):
             continue
+        joins = not entry.trust.passes(flt.min_trust)
+        n_docs = len(members) + joins * len(joining)
+        length = len(tokens[entry.id])
+        avgdl = (total + joins * extra_total) / n_docs
         counts = Counter(tokens[entry.id])
-        norm = 1.2 * (1 - 0.75 + 0.75 * fieldnorm(len(tokens[entry.id])) / avgdl)
+        norm = 1.2 * (1 - 0.75 + 0.75 * fieldnorm(length) / avgdl)
         score = 0.0
         for term in terms:
             tf = counts.get(term, 0)
             if tf:
-                df = max(held[term], 1)
+                df = held[term] + joins * extra[term]
                 idf = math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
                 score += idf * 2.2 * tf / (tf + norm)
         if score:

@@ -36,8 +36,9 @@ restated for it:
 * adding, changing or removing entries below the floor never changes the score or order of
   entries at or above it, bit for bit: the floor's index is not written for them;
   rejected entries are in no index;
-* a run's own notes below the floor are scored with the floor's statistics by tantivy's
-  formula (``floors.bm25``), within f32 rounding of what tantivy would give them;
+* a run's own notes below the floor are scored by tantivy's formula (``floors.bm25``) with
+  the floor's statistics joined by the admitted notes below it: what tantivy gives them once
+  at the floor, to f32 rounding -- and they never move a score at the floor;
 * a matching entry scores above 0 (tantivy's idf is Lucene's, never negative).
 
 What tantivy changes: scores are f32 over lengths quantised to a byte (``floors.fieldnorm``),
@@ -48,14 +49,15 @@ changed) still counts in that floor's statistics until tantivy merges its segmen
 updated index can score a little unlike a rebuilt one -- for entries at that floor, never
 from below it.
 
-Measured now (same benchmark, 10k notes, one run, medians): warm exact query p50 0.32 ms,
-p95 0.58 ms (tantivy alone 0.05 / 0.07 ms: 6.4x / 8.1x; the rest is the read gate, the view,
-the filter and the entries out, in Python); a cold ``truss-files query`` process 52 ms,
-1.13x tantivy's own cold script (1.21x for queries holding a word of half the notes); the
-update after one write 16.9 ms (tantivy's own 11.6 ms: both commit to disk); a full rebuild
-2.1 s (tantivy over the verified notes, tokens in hand, 0.23 s); the index 24 MB with every
-note's record (tantivy 1.1 MB). The cold query is mostly imports. Semantic at 10k (``python
--m benchmarks semantic``): ~2.5 ms warm, a cold process ~2.8-3.0x ``python -c pass``.
+Measured now (same benchmark, one run each, medians; 10k / 100k notes): warm exact query p50
+0.32 / 0.69 ms, p95 0.58 / 1.65 ms (tantivy alone 0.05 / 0.12 ms and 0.07 / 0.33 ms: 6.4x /
+5.9x at p50, 8.1x / 5.0x at p95 -- the rest is the read gate, the view, the filter and the
+entries out, in Python); a cold ``truss-files query`` process 52 / 54 ms, 1.13-1.21x /
+1.29-1.31x tantivy's own cold script; the update after one write 16.9 / 20.6 ms (tantivy's
+own 11.6 / 7.7 ms: both commit to disk); a full rebuild 2.1 / 13.7 s (tantivy over the
+verified notes, tokens in hand, 0.23 / 1.3 s); the index 24 / 223 MB with every note's record
+(tantivy 1.1 / 7.6 MB). The cold query is mostly imports. Semantic at 10k (``python -m
+benchmarks semantic``): ~2.5 ms warm, a cold process ~2.8-3.0x ``python -c pass``.
 
 Every view passes the read gate (``readgate``): ~30 us on a warm query (one small file);
 after new commits it audits just those (``python -m benchmarks readgate``, ~400-1,800

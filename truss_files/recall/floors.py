@@ -19,10 +19,10 @@ negative) in f32, over document lengths quantised to a byte (``fieldnorm``: exac
 tokens, then within 1/8 below) and with ``N`` and ``n`` counting deleted documents until a merge
 drops them. ``bm25`` repeats that arithmetic for documents that are not in a floor's index but
 that a filter lets through it (a run's own unverified notes): the same f32 steps and the same
-quantised length, over the floor's statistics as this module reads them (``Floor``: live
-documents and their total length, document frequencies from tantivy). They agree with tantivy
-to f32 rounding when the index holds no deleted document; deleted documents still counted by
-tantivy move its side by what they weigh in ``N`` and ``n``.
+quantised length, over statistics the caller gives (``lexical``: the floor's -- ``Floor``'s
+live documents and their total length, document frequencies from tantivy -- joined by those
+documents). They agree with tantivy to f32 rounding when the index holds no deleted document;
+deleted documents still counted by tantivy move its side by what they weigh in ``N`` and ``n``.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def bm25(tfs: Sequence[int], dfs: Sequence[int], length: int, n_docs: int, total
     """A document's BM25 score over a floor's statistics, as tantivy computes it (f32 steps,
     the quantised length): ``tfs[i]`` occurrences of a query term held by ``dfs[i]`` of the
     floor's ``n_docs`` documents, whose lengths add up to ``total``."""
-    if not n_docs:
+    if not n_docs or not total:
         return 0.0
     avgdl = _f32(_f32(float(total)) / _f32(float(n_docs)))
     norm = _f32(K1 * _f32(1.0 - B + _f32(B * _f32(fieldnorm(length) / avgdl))))
@@ -127,7 +127,6 @@ def bm25(tfs: Sequence[int], dfs: Sequence[int], length: int, n_docs: int, total
     for tf, df in zip(tfs, dfs, strict=True):
         if not tf:
             continue
-        df = max(df, 1)  # the document itself holds the term
         ratio = _f32(_f32(float(n_docs - df) + 0.5) / _f32(float(df) + 0.5))
         idf = _f32(_log(_f32(1.0 + ratio)))
         weight = _f32(idf * _f32(1.0 + K1))

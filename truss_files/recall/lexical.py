@@ -16,8 +16,11 @@ asking for more (four times as many) until ``limit`` pass or none are left.
 
 Documents a filter lets through a floor they are below -- ``visible_ids``, ``visible_run``,
 an ``own`` area's unverified entries -- are not in the floor's index. They are scored in
-Python with the floor's statistics by tantivy's own formula (``floors.bm25``: its f32 steps and
-its quantised lengths) and merged into the ranking.
+Python with the floor's statistics joined by the admitted documents below the floor (their
+count, lengths and document frequencies added: what tantivy would score them were they at
+the floor, and above 0 even over an empty floor), by tantivy's own formula (``floors.bm25``:
+its f32 steps and its quantised lengths), and merged into the ranking. Entries at the floor
+are scored by tantivy without them: nothing below the floor moves their scores.
 
 Order: score descending, then entry id ascending. tantivy orders equal scores arbitrarily, so
 the search asks for more hits until the last one scores below the ``limit``-th.
@@ -358,26 +361,42 @@ def _ones(mask: bytearray) -> Iterator[int]:
 
 def _bypass(cands: Candidates, floor: Floor, terms: list[str]) -> list[tuple[float, str]]:
     """Admitted documents below the floor (not in its index) that hold a query term, scored
-    with the floor's statistics (``floors.bm25``)."""
+    with the floor's statistics joined by every admitted document below it (``floors.bm25``):
+    what tantivy would score them were they at the floor, and above 0 even over an empty
+    floor. Entries at the floor are scored by tantivy without them."""
     from collections import Counter
 
-    from .docs import document_tokens, entry_of
-
     below = _below_table(cands.flt.min_trust)
-    dfs: list[int] | None = None
-    out: list[tuple[float, str]] = []
+    joining: list[tuple[str, Counter[str], int]] = []
     for seg, mask in zip(cands.view.segments, cands.masks, strict=True):
         wanted = bytearray(seg.cls.translate(below))
         _and(wanted, mask)
         for docno in _ones(wanted):
-            entry_id = seg.doc_id(docno)
-            tokens = document_tokens(entry_of(seg.record(docno), entry_id))
-            counts = Counter(tokens)
-            tfs = [counts.get(term, 0) for term in terms]
-            if not any(tfs):
-                continue
-            if dfs is None:
-                dfs = [floor.doc_freq(term) for term in terms]
-            score = bm25(tfs, dfs, len(tokens), floor.n_docs, floor.total)
-            out.append((score, entry_id))
-    return out
+            counts, length = _counts(seg, docno)
+            joining.append((seg.doc_id(docno), counts, length))
+    matching = [j for j in joining if any(term in j[1] for term in terms)]
+    if not matching:
+        return []
+    dfs = [floor.doc_freq(t) + sum(1 for j in joining if t in j[1]) for t in terms]
+    n_docs = floor.n_docs + len(joining)
+    total = floor.total + sum(j[2] for j in joining)
+    return [
+        (bm25([counts.get(t, 0) for t in terms], dfs, length, n_docs, total), entry_id)
+        for entry_id, counts, length in matching
+    ]
+
+
+def _counts(seg: Segment, docno: int) -> tuple[Any, int]:
+    """A document's term frequencies and length, from its record (kept in the segment's
+    memo: a run's own notes are scored on each of its queries)."""
+    from collections import Counter
+
+    from .docs import document_tokens, entry_of
+
+    key = ("tokens", docno)
+    found = seg.memo.get(key)
+    if found is None:
+        tokens = document_tokens(entry_of(seg.record(docno), seg.doc_id(docno)))
+        found = (Counter(tokens), len(tokens))
+        seg.remember(key, found)
+    return found
