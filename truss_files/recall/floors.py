@@ -8,8 +8,8 @@ or removing an entry below the floor never touches the index a query at the floo
 cannot move a score there by a bit.
 
 A document is the entry id (``id``, raw, for deletions and id sets; ``hi``/``lo``, its 128 bits
-as two u64 fast fields: reading them back for 10-100 hits costs ~1 us a hit where a stored
-field costs a document-store block decompression), the body as OUR tokens (``tokenize``:
+as two u64 fast fields: read back for 100 hits of 50k documents, 45 us against 85 us for a
+stored id, and 7 against 9 us for 10), the body as OUR tokens (``tokenize``:
 stemmed, identifiers split) joined by spaces under tantivy's ``whitespace`` tokenizer with term
 frequencies and no positions, and ``tag``: raw terms for what a filter clause can say -- kind,
 trust, superseded, marked, layer, and the (kind, key) group.
