@@ -1,5 +1,5 @@
-"""recall/floors.py: the floor indexes' documents, queries and BM25, checked against tantivy
-itself and against rank-bm25 (the correctness reference)."""
+"""recall/floors.py and floorwrite.py: the floor indexes' documents, queries and BM25,
+checked against tantivy itself and against rank-bm25 (the correctness reference)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from bm25_reference import LuceneOkapi, okapi_top, overlap
 from truss_files.recall.evaluate import load_corpus, load_queries
 from truss_files.recall.floors import (
     Floor,
-    FloorWriter,
     MemoryIndex,
     bm25,
     body_query,
@@ -23,6 +22,7 @@ from truss_files.recall.floors import (
     make_doc,
     read_opstamp,
 )
+from truss_files.recall.floorwrite import FloorWriter
 from truss_files.recall.tokenize import tokenize
 
 RELEVANCE = Path(__file__).parent / "relevance"
@@ -165,7 +165,7 @@ def test_a_rebuilds_bodies_are_the_plain_ones(tmp_path: Path) -> None:
     documents without a token and repeated tokens included."""
     from collections import Counter
 
-    from truss_files.recall import floors as floors_module
+    from truss_files.recall import floorwrite
     from truss_files.recall.segment import Doc, Segment, write_segment
 
     rng = random.Random(4)
@@ -182,7 +182,7 @@ def test_a_rebuilds_bodies_are_the_plain_ones(tmp_path: Path) -> None:
         )  # fmt: skip
     write_segment(tmp_path / "s.seg", docs)
     seg = Segment(tmp_path / "s.seg")
-    bulk = floors_module._bulk_bodies(seg)
+    bulk = floorwrite._bulk_bodies(seg)
     assert bulk is not None
     for docno, doc in enumerate(docs):
         terms, tfs = seg.forward_terms(docno)

@@ -27,19 +27,18 @@ deleted documents still counted by tantivy move its side by what they weigh in `
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import stat
 import struct
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ..model import Trust
 
 if TYPE_CHECKING:
-    from .segment import Segment
+    pass
 
 __all__ = [
     "B",
@@ -48,7 +47,6 @@ __all__ = [
     "Floor",
     "FloorError",
     "FloorMoved",
-    "FloorWriter",
     "MemoryIndex",
     "bm25",
     "body_query",
@@ -57,6 +55,7 @@ __all__ = [
     "id_of",
     "make_doc",
     "ranked",
+    "read_meta",
     "read_opstamp",
     "signature",
     "schema",
@@ -195,7 +194,7 @@ def body_query(terms: Iterable[str]) -> Any:
     return tantivy.Query.boolean_query(clauses)
 
 
-def _meta(path: str) -> dict[str, Any] | None:
+def read_meta(path: str) -> dict[str, Any] | None:
     """A floor index's ``meta.json``; None when the folder or the file is missing, a link,
     or unreadable."""
     try:
@@ -214,7 +213,7 @@ def _meta(path: str) -> dict[str, Any] | None:
 
 def read_opstamp(path: str) -> int | None:
     """The commit opstamp in a floor index's ``meta.json`` (None: see ``_meta``)."""
-    meta = _meta(path)
+    meta = read_meta(path)
     found = meta.get("opstamp") if meta is not None else None
     return found if isinstance(found, int) else None
 
@@ -228,7 +227,7 @@ def signature(path: str) -> int | None:
     checks a file's length and footer as it opens it, not its bytes; bytes changed in place
     change the times, so a view whose signature differs from the one recorded at the commit
     is rebuilt rather than answered from. None when the index is unreadable."""
-    meta = _meta(path)
+    meta = read_meta(path)
     if meta is None:
         return None
     try:
@@ -367,45 +366,6 @@ class Floor(_Searchable):
         self.total = total
 
 
-class FloorWriter:
-    """Changes to one floor index, committed together (callers hold the index lock)."""
-
-    def __init__(self, path: str, *, create: bool = False, heap: int = UPDATE_HEAP) -> None:
-        import tantivy
-
-        if create:
-            os.makedirs(path, exist_ok=False)
-            self.index = tantivy.Index(schema(), path=path, reuse=False)
-        else:
-            if _meta(path) is None:
-                raise FloorError(f"{path} is missing, unreadable or a link")
-            try:
-                self.index = tantivy.Index.open(path)
-            except (ValueError, OSError) as exc:
-                raise FloorError(f"{path}: {exc}") from exc
-        threads = max(1, min(heap // UPDATE_HEAP, os.cpu_count() or 1, 4))
-        self.writer = self.index.writer(heap_size=heap, num_threads=threads)
-        self.path = path
-
-    def add(self, doc: Any) -> None:
-        self.writer.add_document(doc)
-
-    def delete(self, entry_id: str) -> None:
-        self.writer.delete_documents_by_term("id", entry_id)
-
-    def commit(self) -> tuple[int, int]:
-        """Commit, finish the merges it starts (inside the caller's lock: the next reader
-        finds the index as the updater left it) and return the commit's opstamp and the
-        ``signature`` of its files."""
-        opstamp: int = self.writer.commit()
-        with contextlib.suppress(ValueError, RuntimeError):
-            self.writer.wait_merging_threads()
-        sign = signature(self.path)
-        if sign is None:
-            raise FloorError(f"{self.path}: unreadable right after its commit")
-        return opstamp, sign
-
-
 # Tags: the raw terms of a document's ``tag`` field, one per thing a filter clause can say.
 SUPERSEDED_TAG: Final = "s"
 MARKED_TAG: Final = "m"
@@ -443,55 +403,3 @@ def doc_tags(cls: int, layer: int, group: str) -> list[str]:
     if cls & MARKED:
         tags.append(MARKED_TAG)
     return tags
-
-
-def segment_docs(seg: Segment, docnos: Iterable[int]) -> Iterator[tuple[int, int, Any]]:
-    """``(class byte, length, floor index document)`` of the segment's documents ``docnos``:
-    the body rebuilt from the segment's forward index (terms repeated by their frequency:
-    without positions, BM25 sees the same document)."""
-    cls, layers, lengths = seg.cls, seg.layer, seg.lengths
-    group_of: dict[int, str] = {}
-    for group, members in seg.groups().items():
-        for docno in members:
-            group_of[docno] = group
-    docnos = list(docnos)
-    bodies = _bulk_bodies(seg) if len(docnos) >= BULK_BODIES else None
-    for docno in docnos:
-        code = cls[docno]
-        if not floors_of(code):
-            continue  # rejected: in no floor index
-        if bodies is not None:
-            body = bodies(docno)
-        else:
-            terms, tfs = seg.forward_terms(docno)
-            body = " ".join(terms)
-            if tfs and max(tfs) > 1:
-                # Most terms occur once: only the others are repeated (order is not indexed).
-                more = [t for t, f in zip(terms, tfs, strict=True) if f > 1 for _ in range(f - 1)]
-                body = f"{body} {' '.join(more)}"
-        doc = make_doc(
-            seg.doc_id(docno), body, doc_tags(code, layers[docno], group_of.get(docno, ""))
-        )
-        yield code, lengths[docno], doc
-
-
-BULK_BODIES: Final = 2_000  # documents; below this importing numpy (~0.1 s) costs more
-
-
-def _bulk_bodies(seg: Segment) -> Callable[[int], str] | None:
-    """``docno -> body`` for a whole segment, every token laid out by numpy at once (a
-    rebuild's floor indexes are fed ~2x faster); None without numpy."""
-    try:
-        import numpy as np
-    except ImportError:
-        return None
-    fterm, ftf, foff = seg.forward_arrays()
-    tokens = np.array(seg.vocab(), dtype=object)[np.repeat(fterm, ftf)]
-    before = np.zeros(len(ftf) + 1, dtype=np.int64)  # tokens before each posting
-    np.cumsum(ftf, out=before[1:])
-    bounds = before[foff].tolist()  # tokens before each document
-
-    def body(docno: int) -> str:
-        return " ".join(tokens[bounds[docno] : bounds[docno + 1]].tolist())
-
-    return body

@@ -44,21 +44,13 @@ import marshal
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..errors import ConfigError, EntryError, StoreError
 from ..model import Trust
-from .floors import (
-    FLOORS,
-    Floor,
-    FloorError,
-    FloorMoved,
-    FloorWriter,
-    floors_of,
-    read_opstamp,
-    signature,
-)
+from .floors import FLOORS, Floor, FloorError, FloorMoved
+from .floorwrite import FloorChanges, FloorMeta
 from .gitread import Change, GitDir, Objects, diff_trees
 from .segment import FORMAT, NOFOLLOW, Doc, Segment, SegmentError, write_segment
 from .tokenize import TOKENIZER_VERSION
@@ -83,12 +75,6 @@ class TipInfo(NamedTuple):
     tree: str | None  # memories/
     config_blob: str | None
     recall: dict[str, Any]  # truss.toml [recall] at the tip
-
-
-# Per floor (a Trust value): its folder, the opstamp of its last commit, how many documents
-# it holds and their total length (the statistics ``floors.bm25`` scores bypass documents
-# with), and the signature of its files at that commit (``floors.signature``).
-FloorMeta = tuple[str, int, int, int, int]
 
 
 class _Head:
@@ -506,7 +492,7 @@ class Index:
         deleted = {name: set(head.deleted.get(name, ())) for name in head.segments}
         invalid = dict(head.invalid)
         added: list[tuple[str, str]] = []
-        floors = _FloorChanges(self.dir_str, head.floors)
+        floors = FloorChanges(self.dir_str, head.floors)
         for change in changes:
             if change.old is not None:
                 invalid.pop(change.path, None)
@@ -606,7 +592,7 @@ class Index:
         invalid: dict[str, str] = {}
         if target is not None:
             names, invalid = build_tree(self, target)
-        floors = _FloorChanges(self.dir_str, None)
+        floors = FloorChanges(self.dir_str, None)
         for name in names:
             seg = Segment(self.dir / name)
             try:
@@ -653,69 +639,6 @@ def _remove_old(path: Path, now: float) -> None:
             shutil.rmtree(path)
         else:
             os.unlink(path)
-
-
-class _FloorChanges:
-    """Deletions and additions for the floor indexes, committed together (``commit``): a
-    writer is opened only for a floor that changes. ``floors`` None: build every floor
-    afresh, in new folders, with a writer sized for a bulk build."""
-
-    def __init__(self, folder: str, floors: dict[str, FloorMeta] | None) -> None:
-        self.folder = folder
-        self.fresh = floors is None
-        self.meta: dict[str, FloorMeta] = dict(floors or {})
-        self.writers: dict[str, FloorWriter] = {}
-        self.counts: dict[str, list[int]] = {}  # floor -> [documents, total length]
-        if self.fresh:
-            stamp = f"{os.getpid()}-{time.time_ns():x}"
-            for trust in FLOORS:
-                self.meta[trust.value] = (f"floor-{trust.value}-{stamp}", 0, 0, 0, 0)
-
-    def _writer(self, floor: str) -> FloorWriter:
-        found = self.writers.get(floor)
-        if found is None:
-            from .floors import BUILD_HEAP
-
-            name, opstamp, n_docs, total, sign = self.meta[floor]
-            path = os.path.join(self.folder, name)
-            if self.fresh:
-                found = FloorWriter(path, create=True, heap=BUILD_HEAP // len(FLOORS))
-            else:
-                # Changes go only onto the commit the head names: a floor index a crash left
-                # ahead of it already holds some of them (or is damaged): rebuild instead.
-                if signature(path) != sign or read_opstamp(path) != opstamp:
-                    raise FloorError(f"{path} is not at the commit the index head names")
-                found = FloorWriter(path)
-            self.writers[floor] = found
-            self.counts[floor] = [n_docs, total]
-        return found
-
-    def delete(self, entry_id: str, cls: int, length: int) -> None:
-        for trust in floors_of(cls):
-            self._writer(trust.value).delete(entry_id)
-            counts = self.counts[trust.value]
-            counts[0] -= 1
-            counts[1] -= length
-
-    def add_segment(self, seg: Segment, docnos: Iterable[int]) -> None:
-        from .floors import segment_docs
-
-        for cls, length, doc in segment_docs(seg, docnos):
-            for trust in floors_of(cls):
-                self._writer(trust.value).add(doc)
-                counts = self.counts[trust.value]
-                counts[0] += 1
-                counts[1] += length
-
-    def commit(self) -> dict[str, FloorMeta]:
-        if self.fresh:
-            for trust in FLOORS:
-                self._writer(trust.value)  # every floor exists, empty or not
-        for floor, writer in self.writers.items():
-            opstamp, sign = writer.commit()
-            n_docs, total = self.counts[floor]
-            self.meta[floor] = (self.meta[floor][0], opstamp, n_docs, total, sign)
-        return self.meta
 
 
 def _recall_section(data: bytes) -> dict[str, Any]:
