@@ -56,8 +56,9 @@ view, the filter and the entries out, in Python); a cold ``truss-files query`` p
 62-65 ms, 1.12-1.19x / 1.29-1.51x tantivy's own cold script over two runs; the update after
 one write 15 / 13-21 ms (tantivy's own 12 / 8-10 ms: both commit to disk); a full rebuild
 1.1 / 8.1 s (tantivy over the verified notes, tokens in hand, 0.20 / 1.28 s); the index 24 /
-224 MB with every note's record (tantivy 1.1 / 7.6 MB). The cold query is mostly imports. Semantic at 10k (``python -m
-benchmarks semantic``): ~2.5 ms warm, a cold process ~2.8-3.0x ``python -c pass``.
+224 MB with every note's record (tantivy 1.1 / 7.6 MB). The cold query is mostly imports.
+Semantic at 10k (``python -m benchmarks semantic``): ~2.5 ms warm, a cold process ~2.8-3.0x
+``python -c pass``.
 
 Every view passes the read gate (``readgate``): ~30 us on a warm query (one small file);
 after new commits it audits just those (``python -m benchmarks readgate``, ~400-1,800
