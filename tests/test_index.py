@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from test_recall_support import (
-    check_against_pipeline,
+    check_against_reference,
     commit_entries,
     mixed_store,
     promote,
@@ -42,7 +42,7 @@ def recall_dir(store: MemoryStore) -> Path:
 
 def everything(store: MemoryStore) -> None:
     for floor in (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED):
-        check_against_pipeline(store, QUERY, Filter(min_trust=floor), limit=50)
+        check_against_reference(store, QUERY, Filter(min_trust=floor), limit=50)
 
 
 def test_cache_lives_under_git_and_is_keyed_by_the_memories_tree(
@@ -85,7 +85,7 @@ def test_writes_update_the_index_incrementally(store: MemoryStore) -> None:
     searcher.query(QUERY, Filter())
     everything(store)
     # Tiered merging keeps the number of segments logarithmic.
-    assert len(list(recall_dir(store).glob("*.seg"))) <= 8
+    assert len(marshal.loads((recall_dir(store) / "head").read_bytes())["segments"]) <= 8
 
 
 def test_incremental_equals_rebuild(store: MemoryStore) -> None:
@@ -248,6 +248,14 @@ def _reader(path: str, rounds: int, out: multiprocessing.Queue[object]) -> None:
             if any(h.entry.trust is Trust.REJECTED for h in found.hits):
                 out.put("rejected entry returned")
                 return
+            keys = [(-h.score, h.entry.id) for h in found.hits]
+            if keys != sorted(set(keys)) or any(h.score <= 0 for h in found.hits):
+                out.put(f"out of order, repeated or not above 0: {keys}")
+                return
+            verified = search(path, "concurrent flaky note", Filter(), 100)
+            if any(h.entry.trust is not Trust.VERIFIED for h in verified.hits):
+                out.put("an entry below the floor returned")
+                return
         out.put("ok")
     except Exception as exc:  # noqa: BLE001 - reported to the test
         out.put(f"{type(exc).__name__}: {exc}")
@@ -270,7 +278,7 @@ def test_concurrent_readers_and_writers(
         proc.join(120)
         assert proc.exitcode == 0
     assert [results.get(timeout=5) for _ in range(2)] == ["ok", "ok"]
-    found = check_against_pipeline(
+    found = check_against_reference(
         store, "concurrent flaky note", Filter(min_trust=Trust.UNVERIFIED), 100
     )
     assert sum(h.entry.key.startswith(("w0-", "w1-")) for h in found.hits) == 12
@@ -292,7 +300,7 @@ def test_big_changes_rebuild_in_parallel_workers(
     assert len(found.hits) == 120
     made = list(recall_dir(store).glob("*.seg"))
     assert made and not any(p.name.startswith(f"seg-{os.getpid()}-") for p in made)  # workers'
-    check_against_pipeline(store, "parallel build flaky", Filter(min_trust=Trust.UNVERIFIED), 200)
+    check_against_reference(store, "parallel build flaky", Filter(min_trust=Trust.UNVERIFIED), 200)
 
 
 def test_index_view_counts_live_documents(store: MemoryStore) -> None:
@@ -317,7 +325,7 @@ def test_bulk_imports_update_through_worker_processes(
     assert searcher.index.stats["op"] == "update"
     made = set(recall_dir(store).glob("*.seg")) - before
     assert made and not any(p.name.startswith(f"seg-{os.getpid()}-") for p in made)  # workers'
-    check_against_pipeline(store, "bulk imported flaky", Filter(min_trust=Trust.UNVERIFIED), 200)
+    check_against_reference(store, "bulk imported flaky", Filter(min_trust=Trust.UNVERIFIED), 200)
 
 
 # -- a damaged, stale, foreign or planted index ---------------------------------------------
@@ -348,7 +356,7 @@ def test_class_bytes_flipped_in_place_are_caught_not_served(store: MemoryStore) 
     for at in range(start, start + size):
         data[at] = (data[at] & ~3) | verified
     seg.write_bytes(bytes(data))
-    found = check_against_pipeline(store, QUERY, Filter(min_trust=Trust.VERIFIED), limit=50)
+    found = check_against_reference(store, QUERY, Filter(min_trust=Trust.VERIFIED), limit=50)
     assert found.hits and all(h.entry.trust is Trust.VERIFIED for h in found.hits)
     assert made["u1"].id not in {h.entry.id for h in found.hits}
     assert seg.name not in marshal.loads((recall_dir(store) / "head").read_bytes())["segments"]
@@ -357,11 +365,11 @@ def test_class_bytes_flipped_in_place_are_caught_not_served(store: MemoryStore) 
 
 @pytest.mark.parametrize(
     "section",
-    ["pdoc", "ptf", "rec", "roff", "tmap", "tstart", "len", "cls", "layer", "ids", "pcrc", "kmap"],
+    ["rec", "roff", "len", "cls", "layer", "ids", "kmap", "foff", "fterm", "ftf", "vocab"],
 )
 def test_garbage_inside_a_segment_is_rebuilt_not_a_crash(store: MemoryStore, section: str) -> None:
     """Random bytes over one section of a segment (its length unchanged): the answer is the
-    pipeline's, never an exception or another answer."""
+    reference's, never an exception or another answer."""
     mixed_store(store)
     Searcher(store.git.workdir).query(QUERY, Filter())
     seg = _biggest_segment(store)
@@ -384,7 +392,7 @@ def test_an_index_of_an_older_commit_is_brought_forward(store: MemoryStore, tmp_
     search(store.git.workdir, QUERY, Filter())
     shutil.rmtree(recall_dir(store))
     shutil.copytree(old, recall_dir(store))
-    found = check_against_pipeline(store, QUERY, Filter(min_trust=Trust.VERIFIED), limit=50)
+    found = check_against_reference(store, QUERY, Filter(min_trust=Trust.VERIFIED), limit=50)
     assert made["u1"].id in {h.entry.id for h in found.hits}
     everything(store)
 
@@ -424,7 +432,7 @@ def test_a_planted_index_folder_link_is_not_followed(
     before = sorted((p.name, p.stat().st_mtime_ns) for p in planted.iterdir())
     shutil.rmtree(recall_dir(store))
     recall_dir(store).symlink_to(planted, target_is_directory=True)
-    found = check_against_pipeline(store, QUERY, Filter(min_trust=Trust.UNVERIFIED), limit=50)
+    found = check_against_reference(store, QUERY, Filter(min_trust=Trust.UNVERIFIED), limit=50)
     assert "planted" not in {h.entry.key for h in found.hits}
     assert not recall_dir(store).is_symlink() and recall_dir(store).is_dir()
     assert sorted((p.name, p.stat().st_mtime_ns) for p in planted.iterdir()) == before

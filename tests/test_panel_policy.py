@@ -16,7 +16,8 @@ from truss_files.model import Trust
 from truss_files.panel.policy import VerificationPolicy, verify_written, write_entry
 from truss_files.panel.runner import recheck, verify
 from truss_files.panel.verdict import Verdict, check_verdict
-from truss_files.recall.pipeline import Filter, recall
+from truss_files.recall.engine import search
+from truss_files.recall.pipeline import Filter
 from truss_files.settings import settings_for
 from truss_files.signing import Ed25519Signer
 from truss_files.store import MemoryStore
@@ -61,7 +62,7 @@ def write_all(store: MemoryStore) -> dict[str, str]:
 def assert_default_reads_are_trusted(store: MemoryStore) -> list[str]:
     """Every entry a default query returns is verified on a valid panel verdict."""
     entries = list(store.iter_entries())
-    hits = recall(entries, "shared words", Filter(), limit=100)
+    hits = search(store.git.workdir or store.git.git_dir, "shared words", Filter(), 100).hits
     policy = store.policy()
     for hit in hits:
         assert hit.entry.trust is Trust.VERIFIED

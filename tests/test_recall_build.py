@@ -11,7 +11,6 @@ import subprocess
 import sys
 import zlib
 from array import array
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -152,13 +151,12 @@ def test_bulk_writer_with_only_termless_documents(tmp_path: Path) -> None:
 
 
 def reference_write(path: Path, docs: Sequence[Doc]) -> None:
-    """The segment writer as first written: a packed-int sort of every posting."""
+    """The segment writer, plainly: every section spelled out."""
     mod = segment_module
     n = len(docs)
     vocab = sorted({t for d in docs for t in d.tf})
     term_id = {t: i for i, t in enumerate(vocab)}
     fterm, ftf, foff = array("I"), array("H"), array("I", [0])
-    packed: list[int] = []
     groups: dict[str, list[int]] = {}
     runs: dict[str, list[int]] = {}
     for docno, doc in enumerate(docs):
@@ -168,36 +166,15 @@ def reference_write(path: Path, docs: Sequence[Doc]) -> None:
         fterm.extend(tids)
         ftf.extend(tfs)
         foff.append(len(fterm))
-        packed += [tid << 48 | docno << 16 | tf for tid, tf in zip(tids, tfs, strict=True)]
         groups.setdefault(doc.group, []).append(docno)
         if doc.run is not None:
             runs.setdefault(doc.run, []).append(docno)
-    packed.sort()
-    tstart = array("I", [bisect_left(packed, tid << 48) for tid in range(len(vocab))])
-    tstart.append(len(packed))
     records = [mod._dump_record(d.record) for d in docs]
     roff = array("Q", [0])
     for chunk in records:
         roff.append(roff[-1] + len(chunk))
-    # A term held by COUNTED_AT documents or more also carries its documents per class.
-    term_map: dict[str, object] = dict(term_id)
-    for tid, term in enumerate(vocab):
-        held = [(k >> 16) & 0xFFFFFFFF for k in packed[tstart[tid] : tstart[tid + 1]]]
-        if len(held) >= mod.COUNTED_AT:
-            per_class: dict[int, int] = {}
-            for docno in held:
-                per_class[docs[docno].cls] = per_class.get(docs[docno].cls, 0) + 1
-            term_map[term] = (tid, tuple(sorted(per_class.items())))
-    tbuckets, tmap = mod._hash_map(term_map)
     kbuckets, kmap = mod._hash_map({g: tuple(v) for g, v in groups.items()})
-    pdoc = array("I", [(k >> 16) & 0xFFFFFFFF for k in packed]).tobytes()
-    ptf = array("H", [k & 0xFFFF for k in packed]).tobytes()
-    # Checksums: each term's over the term and its postings, each record's over its id and
-    # bytes, each hash-map bucket's over its bytes.
-    pcrc = array("I")
-    for tid, term in enumerate(vocab):
-        a, b = tstart[tid], tstart[tid + 1]
-        pcrc.append(zlib.crc32(term.encode() + pdoc[4 * a : 4 * b] + ptf[2 * a : 2 * b]))
+    # Checksums: each record's over its id and bytes, each hash-map bucket's over its bytes.
     rcrc = array("I", [zlib.crc32(d.id.encode() + r) for d, r in zip(docs, records, strict=True)])
 
     def bucket_crcs(offsets: bytes, blob: bytes) -> bytes:
@@ -219,14 +196,7 @@ def reference_write(path: Path, docs: Sequence[Doc]) -> None:
         "chash": b"".join(d.chash for d in docs),
         "layer": bytes(d.layer for d in docs),
         "len": array("I", [d.length for d in docs]).tobytes(),
-        "tstart": tstart.tobytes(),
-        "tbuckets": tbuckets,
-        "tmap": tmap,
-        "tcrc": bucket_crcs(tbuckets, tmap),
-        "pcrc": pcrc.tobytes(),
         "rcrc": rcrc.tobytes(),
-        "pdoc": pdoc,
-        "ptf": ptf,
         "roff": roff.tobytes(),
         "rec": b"".join(records),
         "foff": foff.tobytes(),
@@ -272,11 +242,8 @@ def test_write_segment_matches_the_reference_writer(tmp_path_factory: Any, raw: 
         )
         for i, d in enumerate(raw)
     ]
-    # Counted at 3 documents rather than hundreds, so these small segments carry counts.
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(segment_module, "COUNTED_AT", 3)
-        write_segment(folder / "new.seg", docs)
-        reference_write(folder / "old.seg", docs)
+    write_segment(folder / "new.seg", docs)
+    reference_write(folder / "old.seg", docs)
     assert segment_bytes(folder / "new.seg") == segment_bytes(folder / "old.seg")
 
 
@@ -464,25 +431,19 @@ def test_the_estimate_is_close(store: MemoryStore) -> None:
 
 
 @pytest.mark.parametrize("n_terms", [7, 0x10000, 0x10001, 200_003])
-def test_postings_are_the_forward_index_sorted_by_term(n_terms: int) -> None:
-    # Above 65,536 terms the postings sort runs on both 16-bit halves of a term id.
+def test_the_forward_index_is_every_documents_terms_counted(n_terms: int) -> None:
     rng = np.random.default_rng(n_terms)
     n = 300
     doc = np.sort(rng.integers(0, n, 20_000)).astype(np.int64)
     term = rng.integers(0, n_terms, 20_000).astype(np.int64)
     term[:50] = n_terms - 1  # the last term id, and a term frequency above one
     keys = doc * n_terms + term
-    got = build._postings(np, n, n_terms, keys.copy())
+    got = build._forward(np, n, n_terms, keys.copy())
     pairs, tf = np.unique(keys, return_counts=True)
     fdoc, fterm = pairs // n_terms, pairs % n_terms
     assert got["fterm"] == fterm.astype(np.uint32).tobytes()
     assert got["ftf"] == np.minimum(tf, 0xFFFF).astype(np.uint16).tobytes()
     assert got["foff"] == np.searchsorted(fdoc, np.arange(n + 1)).astype(np.uint32).tobytes()
-    order = np.lexsort((fdoc, fterm))  # by term, then docno
-    assert got["pdoc"] == fdoc[order].astype(np.uint32).tobytes()
-    assert got["ptf"] == np.minimum(tf, 0xFFFF)[order].astype(np.uint16).tobytes()
-    starts = np.searchsorted(fterm[order], np.arange(n_terms + 1))
-    assert got["tstart"] == starts.astype(np.uint32).tobytes()
 
 
 def test_a_pickled_record_may_name_datetime_and_nothing_else(tmp_path: Path) -> None:

@@ -1,157 +1,208 @@
-"""recall/lexical.py: the top of a query holding common words, found without scoring every
-document that holds only them -- the same entries, bit for bit, as scoring every match."""
+"""recall/lexical.py: the filter before ranking, statistics from the trust floor's own index,
+and a run's own notes below the floor scored with the floor's statistics."""
 
 from __future__ import annotations
 
 import dataclasses
+import marshal
 import random
-from itertools import compress
+from pathlib import Path
 
 import pytest
-from test_recall_support import check_against_pipeline, commit_entries, promote, reject
+import tantivy
+from test_recall_support import (
+    agrees,
+    check_against_reference,
+    commit_entries,
+    mixed_store,
+    promote,
+    reference,
+    reject,
+)
 
-from truss_files.model import Entry, Kind, Trust
+from truss_files.model import Entry, Kind, Layer, Trust
 from truss_files.recall import lexical as lexical_module
-from truss_files.recall import segment as segment_module
 from truss_files.recall.engine import Searcher
-from truss_files.recall.lexical import lexical, scores, top
-from truss_files.recall.pipeline import Filter
-from truss_files.recall.tokenize import tokenize
+from truss_files.recall.pipeline import Area, Filter
 from truss_files.store import MemoryStore
 
-COMMON = ["service", "request", "config", "update"]
-RARE = ["pgbouncer", "borrowck", "kerberos", "flamegraph", "tombstone", "quorum"]
-QUERIES = [
-    "pgbouncer service",
-    "kerberos request config",
-    "service request config update",
-    "flamegraph quorum service update",
-    "borrowck",
-    "tombstone service service",
-]
+QUERY = "flaky CI network tests retry"
 
 
-def _notes(store: MemoryStore, n: int, seed: int, prefix: str) -> list[Entry]:
-    """Notes where every common word sits in most of them and each rare word in a few."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        words = [w for w in COMMON if rng.random() < 0.7]
-        words += [w for w in RARE if rng.random() < 0.04]
-        words += [f"filler{rng.randrange(400)}" for _ in range(rng.randint(3, 40))]
-        rng.shuffle(words)
-        kind = ("lesson", "fact")[i % 2]
-        trust = Trust.VERIFIED if rng.random() < 0.4 else Trust.UNVERIFIED
-        entry = store.new_entry(kind, f"{prefix}-{i}", " ".join(words) or "empty note")
-        out.append(dataclasses.replace(entry, trust=trust))
-    return out
+def _answer(searcher: Searcher, floor: Trust) -> list[tuple[str, float]]:
+    found = searcher.query(QUERY, Filter(min_trust=floor), 50, mode="exact")
+    return [(h.entry.id, h.score) for h in found.hits]
+
+
+def _floor_index(store: MemoryStore, floor: Trust) -> tantivy.Searcher:
+    """The floor's tantivy index as the head names it, opened directly."""
+    folder = Path(store.git.git_dir) / "truss" / "recall"
+    head = marshal.loads((folder / "head").read_bytes())
+    return tantivy.Index.open(str(folder / head["floors"][floor.value][0])).searcher()
+
+
+def _stuffing(store: MemoryStore, n: int, tag: str) -> list[Entry]:
+    rng = random.Random(n)
+    words = QUERY.lower().split()
+    return [
+        store.new_entry(
+            "lesson", f"{tag}-{i}", " ".join(rng.choices(words, k=rng.randint(2, 20))) + f" {i}"
+        )
+        for i in range(n)
+    ]
+
+
+def test_changes_below_each_floor_move_nothing_at_it(store: MemoryStore) -> None:
+    """Bit for bit: unverified entries written, and then rejected (out of the unverified
+    floor's index again), a tombstone written, rejected and stale entries imported: the
+    verified floor's scores and order stay as they were; all but the stale ones leave the
+    stale floor's too. The index is updated, not rebuilt, and the changes are there below
+    the floor."""
+    mixed_store(store)
+    searcher = Searcher(store.git.workdir)
+    verified = _answer(searcher, Trust.VERIFIED)
+    stale = _answer(searcher, Trust.STALE)
+    assert verified and len(stale) > len(verified)
+
+    written = store.write_many(_stuffing(store, 60, "stuffed"))
+    reject(store, written[0])
+    store.write("lesson", "removed", f"<!-- truss:tombstone -->\n{QUERY} removed")
+    rejected = [dataclasses.replace(e, trust=Trust.REJECTED) for e in _stuffing(store, 40, "rej")]
+    commit_entries(store, rejected, "truss: import rejected notes")
+    assert _answer(searcher, Trust.VERIFIED) == verified
+    assert _answer(searcher, Trust.STALE) == stale
+    assert searcher.index.stats["op"] == "update"
+
+    stale_ones = [dataclasses.replace(e, trust=Trust.STALE) for e in _stuffing(store, 30, "old")]
+    commit_entries(store, stale_ones, "truss: import stale notes")
+    assert _answer(searcher, Trust.VERIFIED) == verified
+    assert _answer(searcher, Trust.STALE) != stale  # at the stale floor they count
+    wide = {
+        h.entry.key for h in searcher.query(QUERY, Filter(min_trust=Trust.UNVERIFIED), 200).hits
+    }
+    assert {"stuffed-1", "old-1"} <= wide
+    assert not {"stuffed-0", "rej-1"} & wide
+
+
+def test_a_rejected_entrys_words_are_in_no_floor_index(store: MemoryStore) -> None:
+    """A word only rejected entries hold has document frequency 0 in every floor index --
+    read from the tantivy indexes themselves -- and nothing finds them at any floor."""
+    mixed_store(store)
+    imported = store.new_entry("fact", "bad-import", "qqrejectedword imported and rejected")
+    commit_entries(store, [dataclasses.replace(imported, trust=Trust.REJECTED)], "truss: import")
+    searcher = Searcher(store.git.workdir)
+    searcher.query("x", Filter())
+    written = store.write("fact", "bad-write", "qqrejectedword written, then rejected")
+    assert searcher.query("qqrejectedword", Filter(min_trust=Trust.UNVERIFIED), 5).hits
+    reject(store, written)
+    for floor in (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED):
+        assert not searcher.query("qqrejectedword", Filter(min_trust=floor), 5).hits
+    assert _floor_index(store, Trust.VERIFIED).doc_freq("body", "qqrejectedword") == 0
+    assert _floor_index(store, Trust.STALE).doc_freq("body", "qqrejectedword") == 0
+    searcher.index.discard()  # rebuilt: tantivy no longer counts the deleted copy either
+    searcher.query("x", Filter())
+    for floor in (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED):
+        assert _floor_index(store, floor).doc_freq("body", "qqrejectedword") == 0
 
 
 @pytest.fixture
-def common_store(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> MemoryStore:
-    # Terms of 8 documents or more carry their counts per class (hundreds in a real store),
-    # so these small segments take the counted path too.
-    monkeypatch.setattr(segment_module, "COUNTED_AT", 8)
-    commit_entries(store, _notes(store, 400, 1, "note"), "truss: import notes")
-    return store
-
-
-def test_pruned_top_is_the_full_top_bit_for_bit(
-    common_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every floor, kind and limit: the answer equals the in-memory pipeline's, and the
-    shortcut was taken for some of them (else this would test nothing)."""
-    taken = []
-    real = lexical_module._pruned
-
-    def spy(*args: object, **kwargs: object) -> object:
-        found = real(*args, **kwargs)  # type: ignore[arg-type]
-        taken.append(found is not None)
-        return found
-
-    monkeypatch.setattr(lexical_module, "_pruned", spy)
-    for floor in (Trust.VERIFIED, Trust.UNVERIFIED):
-        for kind in (None, Kind.LESSON):
-            for query in QUERIES:
-                for limit in (1, 5, 10, 60):
-                    flt = Filter(min_trust=floor, kind=kind)
-                    check_against_pipeline(common_store, query, flt, limit=limit)
-    assert any(taken) and not all(taken)
-
-
-def test_pruned_equals_scoring_every_match_on_random_queries(common_store: MemoryStore) -> None:
-    searcher = Searcher(common_store.git.git_dir)
-    view = searcher.view()
-    rng = random.Random(7)
-    words = COMMON + RARE + [f"filler{i}" for i in range(0, 400, 37)]
-    for floor in (Trust.VERIFIED, Trust.UNVERIFIED):
-        cands = searcher.candidates(view, Filter(min_trust=floor))
-        for _ in range(150):
-            terms = tokenize(" ".join(rng.choices(words, k=rng.randint(2, 6))))
-            limit = rng.choice((1, 3, 10, 25))
-            assert lexical(cands, terms, limit) == top(view, scores(cands, terms), limit)
-
-
-def test_a_flood_of_common_words_below_the_floor_moves_nothing(
-    common_store: MemoryStore,
-) -> None:
-    """Hundreds of unverified and rejected notes stuffed with the query's common and rare words:
-    the verified answer keeps its entries, order and scores (the shortcut's bound comes from
-    the admitted candidates only)."""
-    searcher = Searcher(common_store.git.git_dir)
-    flt = Filter(min_trust=Trust.VERIFIED)
-    before = {q: searcher.query(q, flt, 10, mode="exact").hits for q in QUERIES}
-    assert all(before.values())
-    rng = random.Random(3)
-    flood = []
-    for i in range(500):
-        text = " ".join(rng.choices(COMMON + RARE, k=rng.randint(5, 60)))
-        entry = common_store.new_entry("lesson", f"flood-{i}", text)
-        trust = Trust.REJECTED if i % 5 == 0 else Trust.UNVERIFIED
-        flood.append(dataclasses.replace(entry, trust=trust))
-    commit_entries(common_store, flood, "truss: import a flood")
-    for query, hits in before.items():
-        after = searcher.query(query, flt, 10, mode="exact").hits
-        assert [(h.entry.id, h.score) for h in after] == [(h.entry.id, h.score) for h in hits]
-    wide = searcher.query("pgbouncer service", Filter(min_trust=Trust.UNVERIFIED), 50)
-    assert any(h.entry.key.startswith("flood-") for h in wide.hits)
-    assert all(h.entry.trust is not Trust.REJECTED for h in wide.hits)
-
-
-def test_counted_frequencies_less_deleted_documents(common_store: MemoryStore) -> None:
-    """Document frequencies and lengths from the sums per class, once entries of the counted
-    segment are replaced (promoted, rejected, rewritten: deleted there, added to a new
-    segment), equal the mask walked posting by posting -- under filters of classes and
-    others."""
-    searcher = Searcher(common_store.git.git_dir)
-    searcher.query("service", Filter())
-    notes = [e for e in common_store.iter_entries() if e.trust is Trust.UNVERIFIED][:40]
-    for entry in notes[:15]:
-        promote(common_store, entry)
-    for entry in notes[15:25]:
-        reject(common_store, entry)
-    common_store.write_many(
-        [common_store.new_entry("lesson", e.key, e.body + " service") for e in notes[25:]]
-    )
-    view = searcher.view()
-    service = tokenize("service")[0]  # as the index holds it (stemmed)
-    counted = [seg.counted_postings(service) for seg in view.segments]
-    assert any(view.deleted) and any(c is not None and c[2] for c in counted)
-    for flt in (
-        Filter(),
-        Filter(min_trust=Trust.UNVERIFIED),
-        Filter(kind=Kind.LESSON),
-        Filter(min_trust=Trust.UNVERIFIED, key="note-3"),
-    ):
-        cands = searcher.candidates(view, flt)
-        lengths = sum(
-            sum(compress(seg.lengths, mask))
-            for seg, mask in zip(view.segments, cands.masks, strict=True)
+def deep_store(store: MemoryStore) -> dict[str, Entry]:
+    """200 short verified facts that rank first for "alpha", and below them a few long
+    lessons of every kind of filter: a key, a layer, a scope, a run's unverified notes."""
+    made: dict[str, Entry] = {}
+    entries = [
+        dataclasses.replace(
+            store.new_entry("fact", f"top-{i}", f"alpha alpha note {i}"), trust=Trust.VERIFIED
         )
-        assert cands.avgdl == lengths / cands.n  # from the sums per class when it can
-        for term in tokenize(" ".join(COMMON + RARE)):
-            found = lexical_module._postings(cands, term)
-            walked = sum(sum(map(cands.masks[n].__getitem__, held[0])) for n, held, _c in found)
-            assert lexical_module._masked_count(cands, found) == walked
-        for query in QUERIES:
-            check_against_pipeline(common_store, query, flt)
+        for i in range(200)
+    ]
+    filler = " ".join(f"filler{i}" for i in range(60))
+    for i in range(14):
+        fields: dict[str, object] = {}
+        if i % 2:
+            fields["layer"] = Layer.TEAM.value
+        if i % 3 == 0:
+            fields["scope"] = {"agent": "deep-bot"}
+        entry = store.new_entry(
+            "lesson", "deep" if i < 12 else f"deep-{i}", f"alpha once in {filler} {i}", **fields
+        )
+        entries.append(dataclasses.replace(entry, trust=Trust.VERIFIED))
+        made[f"deep{i}"] = entry
+    for i in range(4):
+        own = store.new_entry(
+            "lesson", f"mine-{i}", f"alpha run note {i}", produced_by=f"run:R-7/{i}"
+        )
+        entries.append(own)
+        made[f"own{i}"] = own
+    commit_entries(store, entries, "truss: import notes")
+    return made
+
+
+FILTERS = {
+    "kind": Filter(kind=Kind.LESSON),
+    "key": Filter(key="deep"),
+    "kind and key": Filter(kind=Kind.LESSON, key="deep"),
+    "layer": Filter(layers=frozenset({Layer.TEAM})),
+    "scope": Filter(scope={"agent": "deep-bot"}),
+    "area": Filter(areas=(Area(Layer.TEAM),)),
+    "run": Filter(kind=Kind.LESSON, visible_run="R-7"),
+    "own area": Filter(kind=Kind.LESSON, areas=(Area(Layer.TASK, own=True),)),
+    "hidden": Filter(hidden_ids=frozenset()),
+}
+
+
+@pytest.mark.parametrize("path", ["id set", "mask"])
+@pytest.mark.parametrize("name", sorted(FILTERS))
+def test_the_filter_runs_before_ranking_and_fills_the_limit(
+    deep_store: dict[str, Entry],
+    store: MemoryStore,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    path: str,
+) -> None:
+    """Only admitted entries come back, and the limit is filled from deep in the ranking
+    (the 200 facts above them never crowd them out), whether the admitted ids go to tantivy
+    as a set or its hits are read through the mask."""
+    if path == "mask":
+        monkeypatch.setattr(lexical_module, "ID_SET_AT", 0)
+    flt = FILTERS[name]
+    if name == "hidden":
+        top = Searcher(store.git.workdir).query("alpha", Filter(), 5).hits
+        flt = Filter(hidden_ids=frozenset(h.entry.id for h in top))
+    found = check_against_reference(store, "alpha", flt, 10)
+    entries = {e.id: e for e in store.iter_entries()}
+    assert all(flt.admits(entries[h.entry.id]) for h in found.hits)
+    want = [i for i, _ in reference(entries.values(), "alpha", flt)]
+    assert len(found.hits) == min(10, len(want)) and len(found.hits) >= 4
+    if name == "hidden":
+        assert not {h.entry.id for h in found.hits} & flt.hidden_ids
+
+
+def test_a_runs_own_note_is_scored_with_the_floors_statistics(
+    deep_store: dict[str, Entry], store: MemoryStore
+) -> None:
+    """A run's own unverified note at the verified floor is not in the floor's index: it is
+    scored with the floor's statistics as if it had joined the floor, by tantivy's formula
+    (the reference agrees); once verified -- it has joined -- tantivy gives it that score, to
+    f32 rounding. Its score never moves the verified entries'."""
+    mine = store.write("lesson", "mine-alone", "alpha solo note", produced_by="run:R-8/1")
+    flt = Filter(visible_run="R-8")
+    searcher = Searcher(store.git.workdir)
+    plain = {h.entry.id: h.score for h in searcher.query("alpha solo", Filter(), 300).hits}
+    hits = searcher.query("alpha solo", flt, 300).hits
+    agrees(hits, reference(store.iter_entries(), "alpha solo", flt), 300)
+    before = {h.entry.id: h.score for h in hits}
+    assert before.pop(mine.id) > 0 and before == plain
+    bypassed = {h.entry.id: h.score for h in hits}[mine.id]
+    promote(store, mine)
+    after = {h.entry.id: h.score for h in searcher.query("alpha solo", Filter(), 300).hits}
+    assert after[mine.id] == pytest.approx(bypassed, rel=1e-6)
+
+
+def test_a_runs_own_notes_score_above_zero_over_an_empty_floor(store: MemoryStore) -> None:
+    """No verified entry at all: a run's own notes still rank, by their own lengths."""
+    short = store.write("fact", "short", "epsilon note", produced_by="run:R-9/1")
+    wide = store.write("fact", "wide", "epsilon " + "zeta " * 300, produced_by="run:R-9/2")
+    hits = Searcher(store.git.workdir).query("epsilon", Filter(visible_run="R-9"), 10).hits
+    assert [h.entry.id for h in hits] == [short.id, wide.id]
+    assert hits[0].score > hits[1].score > 0

@@ -1,4 +1,5 @@
-"""Helpers shared by the recall tests (index, pipeline, modes, CLI): stores with mixed trust.
+"""Helpers shared by the recall tests (index, floors, modes, CLI): stores with mixed trust,
+and a reference for what exact recall must answer.
 
 Everything goes through the real store: signed writes, signed panel verdicts, and -- for what
 the library refuses to do, such as committing a thousand rejected entries at once -- signed
@@ -8,15 +9,20 @@ commits of entry files through ``GitStore.apply``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
-from typing import Any
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from truss_files import entryfile
 from truss_files.gitstore import Identity, Plan, Snapshot
 from truss_files.model import Entry, Kind, Trust
 from truss_files.panel.verdict import sign_verdict
+from truss_files.recall.bounds import query_terms
+from truss_files.recall.docs import document_tokens
 from truss_files.recall.engine import RecallResult, Searcher
-from truss_files.recall.pipeline import Filter, Hit, recall
+from truss_files.recall.floors import fieldnorm
+from truss_files.recall.pipeline import Filter, Hit
 from truss_files.store import MemoryStore, trailers
 
 
@@ -127,14 +133,84 @@ def same(a: Iterable[Hit], b: Iterable[Hit]) -> bool:
     return [(h.entry.id, h.score) for h in a] == [(h.entry.id, h.score) for h in b]
 
 
-def check_against_pipeline(
+# tantivy scores in f32; the reference below in f64: they agree to this relative error.
+REL: Final = 2e-5
+
+
+def reference(entries: Iterable[Entry], query: str, flt: Filter) -> list[tuple[str, float]]:
+    """Every entry ``flt`` admits that holds a query term, with its BM25 score over the trust
+    floor's statistics -- ``N``, document frequencies and the average length of the entries at
+    or above ``flt.min_trust`` (rejected ones never; entries let through below the floor are
+    scored as if they had joined it) -- as tantivy computes BM25 (k1 1.2, b 0.75, lengths
+    quantised as it stores them); best first, ties by id."""
+    entries = list(entries)
+    terms = query_terms(query)
+    tokens = {e.id: document_tokens(e) for e in entries}
+    members = [e for e in entries if e.trust.passes(flt.min_trust)]
+    # Entries let through the floor they are below are scored as if they had joined it.
+    joining = [e for e in entries if flt.admits(e) and not e.trust.passes(flt.min_trust)]
+    total = sum(len(tokens[e.id]) for e in members)
+    held = {t: sum(1 for e in members if t in tokens[e.id]) for t in terms}
+    extra = {t: sum(1 for e in joining if t in tokens[e.id]) for t in terms}
+    extra_total = sum(len(tokens[e.id]) for e in joining)
+    out = []
+    for entry in entries:
+        if not flt.admits(entry):
+            continue
+        joins = not entry.trust.passes(flt.min_trust)
+        n_docs = len(members) + joins * len(joining)
+        length = len(tokens[entry.id])
+        avgdl = (total + joins * extra_total) / n_docs
+        counts = Counter(tokens[entry.id])
+        norm = 1.2 * (1 - 0.75 + 0.75 * fieldnorm(length) / avgdl)
+        score = 0.0
+        for term in terms:
+            tf = counts.get(term, 0)
+            if tf:
+                df = held[term] + joins * extra[term]
+                idf = math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+                score += idf * 2.2 * tf / (tf + norm)
+        if score:
+            out.append((entry.id, score))
+    out.sort(key=lambda hit: (-hit[1], hit[0]))
+    return out
+
+
+def agrees(hits: Sequence[Hit], want: Sequence[tuple[str, float]], limit: int) -> None:
+    """``hits`` are ``want``'s first ``limit``, scores within ``REL``; where two scores of
+    ``want`` are within ``REL`` of each other their order may differ."""
+    assert len(hits) == min(limit, len(want)), ([h.entry.id for h in hits], want[:limit])
+    ref = dict(want)
+    keys = [(-h.score, h.entry.id) for h in hits]
+    assert keys == sorted(keys), "score desc, then id asc"
+    for hit in hits:
+        assert hit.entry.id in ref, f"{hit.entry.id} is not admitted or holds no query term"
+        assert math.isclose(hit.score, ref[hit.entry.id], rel_tol=REL), (hit.score, ref)
+        assert hit.score > 0
+    if len(want) > limit:
+        cut = hits[-1].score
+        beyond = {i for i, s in want if s > cut * (1 + REL)}
+        assert beyond <= {h.entry.id for h in hits}
+
+
+def check_against_reference(
     store: MemoryStore, query: str, flt: Filter, limit: int = 10
 ) -> RecallResult:
-    """The index's answer must be the in-memory pipeline's, entry for entry, bit for bit."""
-    found = Searcher(store.git.workdir or store.git.git_dir).query(query, flt, limit, mode="exact")
-    want = recall(store.iter_entries(), query, flt, limit)
-    assert [(h.entry.id, h.score) for h in found.hits] == [(h.entry.id, h.score) for h in want]
-    assert [h.entry for h in found.hits] == [h.entry for h in want]
+    """The index's answer, as it stands (updated incrementally), holds exactly the admitted
+    entries a reference finds, the store's own entries, in score order; rebuilt from scratch
+    (tantivy then counts no deleted document), its scores are the reference's (``agrees``)."""
+    where = store.git.workdir or store.git.git_dir
+    found = Searcher(where).query(query, flt, limit, mode="exact")
+    entries = {e.id: e for e in store.iter_entries()}
+    want = reference(entries.values(), query, flt)
+    assert len(found.hits) == min(limit, len(want))
+    assert {h.entry.id for h in found.hits} <= dict(want).keys()
+    assert all(h.entry == entries[h.entry.id] for h in found.hits)
+    keys = [(-h.score, h.entry.id) for h in found.hits]
+    assert keys == sorted(keys)
+    searcher = Searcher(where)
+    searcher.index.discard()
+    agrees(searcher.query(query, flt, limit, mode="exact").hits, want, limit)
     return found
 
 

@@ -14,13 +14,14 @@ from truss_files.faces.cli import cli
 from truss_files.model import Trust
 from truss_files.recall.bounds import MAX_QUERY_TERMS
 from truss_files.recall.engine import Searcher
+from truss_files.recall.floors import MemoryIndex, bm25
 from truss_files.recall.modelfiles import wordllama_files, wordllama_package
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.related import (
     MIN_TERM,
+    RELATED_WEIGHT,
     TABLE_FILE,
     RelatedWords,
-    add_weighted,
     build_table,
     load_related,
 )
@@ -38,11 +39,28 @@ def test_widen_adds_one_word_per_term_and_never_a_query_term() -> None:
     assert table.widen([]) == []
 
 
-def test_add_weighted_sums_at_half_weight_and_orders_ties_by_id() -> None:
-    own = [("b", 2.0), ("a", 1.0)]
-    extra = [("c", 4.0), ("a", 2.0)]
-    assert add_weighted(own, extra, 10) == [("a", 2.0), ("b", 2.0), ("c", 2.0)]
-    assert add_weighted(own, extra, 1) == [("a", 2.0)]
+def test_an_added_word_counts_at_its_weight_in_one_query() -> None:
+    """An added word's part of a score is ``weight`` times its BM25, summed with the query's
+    own words by tantivy over every note (not over two cut lists), and ``floors.bm25`` -- what
+    a run's own notes below the floor are scored with -- gives the same number."""
+    docs = [
+        ("a", ["passphras", "reset", "oper"]),
+        ("b", ["forgotten", "passphras"]),
+        ("c", ["forgotten", "rotat", "year"]),
+        ("d", ["rotat", "year", "old"]),
+    ]
+    index = MemoryIndex(docs)
+    alone = dict(index.top(["forgotten"], 10))
+    own = dict(index.top(["passphras"], 10))
+    both = dict(index.top(["passphras"], 10, ["forgotten"], RELATED_WEIGHT))
+    assert set(both) == {"a", "b", "c"}
+    assert both["c"] == pytest.approx(RELATED_WEIGHT * alone["c"], rel=1e-6)
+    assert both["a"] == pytest.approx(own["a"], rel=1e-6)
+    assert both["b"] == pytest.approx(own["b"] + RELATED_WEIGHT * alone["b"], rel=1e-6)
+    total = sum(len(tokens) for _, tokens in docs)
+    by_formula = bm25([1, 1], [2, 2], 2, len(docs), total, [1.0, RELATED_WEIGHT])
+    assert by_formula == pytest.approx(both["b"], rel=1e-6)
+    assert index.top(["passphras"], 1, ["forgotten"], RELATED_WEIGHT)[0][0] == "b"
 
 
 def test_the_shipped_table_is_words_of_the_index() -> None:

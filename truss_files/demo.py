@@ -15,7 +15,8 @@ from pathlib import Path
 
 from .audit import audit
 from .model import Trust
-from .recall.pipeline import Filter, recall
+from .recall.engine import search_snapshot
+from .recall.pipeline import Filter
 from .store import MemoryStore
 
 QUESTIONS = (
@@ -40,7 +41,7 @@ def main(path: str = ".") -> int:
 
     for question in QUESTIONS:
         print(f"\n? {question}")
-        hits = recall(entries, question, Filter(min_trust=Trust.VERIFIED), limit=2)
+        hits = search_snapshot(store, snap, question, Filter(min_trust=Trust.VERIFIED), 2).hits
         if not hits:
             print("  (no verified memory matches)")
         for hit in hits:
@@ -50,8 +51,8 @@ def main(path: str = ".") -> int:
 
     question = "should JSON be the default output for agents?"
     print(f"\n? {question}")
-    strict = recall(entries, question, Filter(min_trust=Trust.VERIFIED), limit=1)
-    wide = recall(entries, question, Filter(min_trust=Trust.UNVERIFIED), limit=1)
+    strict = search_snapshot(store, snap, question, Filter(min_trust=Trust.VERIFIED), 1).hits
+    wide = search_snapshot(store, snap, question, Filter(min_trust=Trust.UNVERIFIED), 1).hits
     for label, hits in (("at the verified floor", strict), ("widened to unverified", wide)):
         for hit in hits:
             e = hit.entry

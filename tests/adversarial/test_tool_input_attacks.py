@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 
 from truss_files.errors import UsageError
 from truss_files.model import check_key
-from truss_files.recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+from truss_files.recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS, query_terms
 from truss_files.recall.engine import search
-from truss_files.recall.pipeline import Filter, recall
+from truss_files.recall.pipeline import Filter
 from truss_files.store import MemoryStore
 from truss_files.tools import RunContext, ToolSession
 from truss_files.tools.registry import all_tools
@@ -357,7 +357,7 @@ def test_query_bounds_in_the_python_api(seeded: MemoryStore) -> None:
         with pytest.raises(UsageError, match=says):
             search(path, text, Filter())
         with pytest.raises(UsageError, match=says):
-            recall(list(seeded.iter_entries()), text, Filter())
+            query_terms(text)
     # At the bounds: accepted.
     at_bound = " ".join(["postgres"] + [f"w{i}" for i in range(MAX_QUERY_TERMS - 1)])
     assert [h.entry.key for h in search(path, at_bound).hits] == ["db"]

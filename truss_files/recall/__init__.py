@@ -1,9 +1,9 @@
 """Recall: filter candidates first, then rank only them (never the reverse).
 
 ``search`` / ``Searcher`` (``engine``) query a store through the index cached under
-``.git/truss/``; ``pipeline.recall`` ranks entries already in hand; ``bm25`` and ``tokenize``
-are the parts both use. Everything but the tokenizer is imported on first use: the query
-path pays only for what it runs.
+``.git/truss/``: segments for the filter, a tantivy index per trust floor for BM25
+(``floors``). Everything but the tokenizer is imported on first use: the query path pays only
+for what it runs.
 """
 
 from __future__ import annotations
@@ -13,17 +13,10 @@ from typing import TYPE_CHECKING, Any
 from truss_files.recall.tokenize import TOKENIZER_VERSION, tokenize
 
 if TYPE_CHECKING:
-    from truss_files.recall.bm25 import BM25, Candidates, Postings, Scored, rank, score_subset
     from truss_files.recall.engine import RECALL_MODES, RecallResult, Searcher, search
     from truss_files.recall.pipeline import Filter, Hit
 
 _LAZY = {
-    "BM25": "bm25",
-    "Candidates": "bm25",
-    "Postings": "bm25",
-    "Scored": "bm25",
-    "rank": "bm25",
-    "score_subset": "bm25",
     "RECALL_MODES": "engine",
     "RecallResult": "engine",
     "Searcher": "engine",
@@ -43,18 +36,12 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "BM25",
     "RECALL_MODES",
     "TOKENIZER_VERSION",
-    "Candidates",
     "Filter",
     "Hit",
-    "Postings",
     "RecallResult",
-    "Scored",
     "Searcher",
-    "rank",
-    "score_subset",
     "search",
     "tokenize",
 ]

@@ -4,16 +4,15 @@ Where the time goes, per file, measured inside a build on the development machin
 cores, ~75 µs a file in all): reading the blob ~17 µs (a loose object opened, read and
 inflated by hand; pygit2 only for objects in packs), ``scan_meta`` ~23 µs (the fast parser
 of canonical files, content address checked), the words ~15 µs (a third of it analysing
-words seen for the first time), the record and the rest ~4 µs, the postings ~13 µs, writing
-the segment ~4 µs. Words and postings are the parts pure Python does worst:
-``split_words`` and a memo lookup cost ~0.3 µs a word, and ``segment.write_segment`` sorts
-every posting by term at ~80 µs a document. So a build of ``BULK_AT`` files or more hands
-both to numpy (a core dependency; where it cannot be imported, the plain writer runs):
+words seen for the first time), the record and the rest ~4 µs, the forward index and writing
+the segment a few µs. Words are the part pure Python does worst: ``split_words`` and a memo
+lookup cost ~0.3 µs a word. So a build of ``BULK_AT`` files or more hands them to numpy (a
+core dependency; where it cannot be imported, the plain writer runs):
 ``bulkwords.ascii_word_ids`` finds the words of a batch of texts and their word ids in array
 operations, numpy turns them into ``document * V + term`` keys, and one stable sort gives the
-forward index and its term frequencies, one radix sort by term the postings. Both writers
-write the same bytes (``tests/test_recall_build.py``); 100k notes rebuild in ~4.3 s with
-numpy, ~10 s without.
+forward index and its term frequencies. Both writers write the same bytes
+(``tests/test_recall_build.py``). The floor indexes (``floors``) are then fed from the
+segments' forward indexes by the index (``index.py``).
 
 Above ``index.PARALLEL_AT`` files the work is split by entry id across worker processes (fresh
 interpreters, ``python -m truss_files.recall.build``: safe beside threads and pygit2, and
@@ -354,7 +353,7 @@ def read_docs(
 def write_bulk_segment(
     path: Path, files: Iterable[tuple[str, str]], read: Callable[[str], bytes], np: Any
 ) -> tuple[bool, dict[str, str]]:
-    """``write_segment(path, read_docs(read, files)[0])`` with the postings built by numpy:
+    """``write_segment(path, read_docs(read, files)[0])`` with the words found by numpy:
     the same file. Returns whether a segment was written (some file was readable) and the
     unreadable files."""
     term_pid: defaultdict[str, int] = defaultdict(count().__next__)  # in order of first sight
@@ -425,7 +424,7 @@ def write_bulk_segment(
     del wids, n_words
     keys, lengths = word_ids.token_keys(np, all_wids, counts, n_terms, terms, term_id)
     del word_ids, table, all_wids
-    columns = _postings(np, n, n_terms, keys)
+    columns = _forward(np, n, n_terms, keys)
     columns.update(
         ids=joined,
         cls=bytes(classes),
@@ -433,7 +432,7 @@ def write_bulk_segment(
         layer=bytes(layers),
         len=lengths.tobytes(),
     )
-    finish_segment(path, n, vocab, term_id, records, groups, runs, columns)
+    finish_segment(path, n, vocab, records, groups, runs, columns)
     return True, invalid
 
 
@@ -544,19 +543,12 @@ class _Words(dict[str, int]):
         return keys, lengths
 
 
-def _postings(np: Any, n: int, n_terms: int, keys: Any) -> dict[str, bytes]:
-    """The forward index and the postings of ``n`` documents whose tokens are ``keys``
-    (``document * n_terms + term id``, in document order; modified here)."""
+def _forward(np: Any, n: int, n_terms: int, keys: Any) -> dict[str, bytes]:
+    """The forward index of ``n`` documents whose tokens are ``keys`` (``document * n_terms +
+    term id``, in document order; modified here): per document its term ids, ascending, and
+    their frequencies."""
     if not len(keys):
-        empty = b""
-        return {
-            "tstart": bytes(4),
-            "pdoc": empty,
-            "ptf": empty,
-            "foff": bytes(4 * (n + 1)),
-            "fterm": empty,
-            "ftf": empty,
-        }
+        return {"foff": bytes(4 * (n + 1)), "fterm": b"", "ftf": b""}
     # Small integer types and in-place operations: each new array of a few million elements
     # costs page faults, which on this kind of machine cost more than the arithmetic.
     # Keys come mostly in document order: a stable sort (timsort) keeps to sorting within
@@ -577,35 +569,7 @@ def _postings(np: Any, n: int, n_terms: int, keys: Any) -> dict[str, bytes]:
     unique -= fdoc * n_terms
     fterm = unique.astype(np.uint32, copy=False)
     foff = np.searchsorted(fdoc, np.arange(n + 1)).astype(np.uint32)  # fdoc is sorted
-    tstart = np.zeros(n_terms + 1, dtype=np.uint32)
-    np.cumsum(np.bincount(fterm, minlength=n_terms), out=tstart[1:], dtype=np.uint32)
-    order = _by_term(np, fterm)
-    return {
-        "tstart": tstart.tobytes(),
-        "pdoc": fdoc[order].astype(np.uint32, copy=False).tobytes(),
-        "ptf": ftf[order].tobytes(),
-        "foff": foff.tobytes(),
-        "fterm": fterm.tobytes(),
-        "ftf": ftf.tobytes(),
-    }
-
-
-def _by_term(np: Any, fterm: Any) -> Any:
-    """The order that sorts the forward index by term, stably (docnos stay ascending): a radix
-    sort of the low 16 bits of the term ids (numpy radix-sorts 16-bit keys; 32-bit ones it
-    timsorts), per value of the high bits -- one pass each while they are few."""
-    high = fterm >> 16
-    top = int(high.max())
-    if top == 0:
-        return np.argsort(fterm.astype(np.uint16), kind="stable")
-    if top < 16:
-        parts = []
-        for value in range(top + 1):
-            chosen = np.flatnonzero(high == value)
-            parts.append(chosen[np.argsort(fterm[chosen].astype(np.uint16), kind="stable")])
-        return np.concatenate(parts)
-    order = np.argsort(fterm.astype(np.uint16), kind="stable")
-    return order[np.argsort(high[order].astype(np.uint16), kind="stable")]
+    return {"foff": foff.tobytes(), "fterm": fterm.tobytes(), "ftf": ftf.tobytes()}
 
 
 def main(argv: Sequence[str]) -> int:

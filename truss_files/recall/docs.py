@@ -25,11 +25,14 @@ from .verdict import VerdictBlock
 
 __all__ = [
     "KIND_CODE",
+    "KIND_OF_CODE",
     "LAYER_CODE",
+    "LAYER_OF_CODE",
     "MARKED",
     "MARKER_PREFIX",
     "SUPERSEDED",
     "TRUST_CODE",
+    "TRUST_OF_CODE",
     "content_hash",
     "embed_text",
     "doc_meta",
@@ -44,6 +47,10 @@ KIND_CODE: Final = {kind: n for n, kind in enumerate(Kind)}
 LAYER_CODE: Final = {layer: n for n, layer in enumerate(Layer)}
 SUPERSEDED: Final = 4
 MARKED: Final = 8
+# Code -> value, for the floor indexes' tags (``floors.doc_tags``).
+TRUST_OF_CODE: Final = {code: trust.value for trust, code in TRUST_CODE.items()}
+KIND_OF_CODE: Final = {code: kind.value for kind, code in KIND_CODE.items()}
+LAYER_OF_CODE: Final = {code: layer.value for layer, code in LAYER_CODE.items()}
 # Bodies that start with this are machine markers (the memory tool's tombstones), not notes.
 MARKER_PREFIX: Final = "<!-- truss:"
 

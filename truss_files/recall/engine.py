@@ -5,7 +5,8 @@ that asks many questions keeps a ``Searcher`` (it re-checks the branch tip on ev
 it never answers from an old tree). Modes (``RECALL_MODES``):
 
 ``exact``
-    BM25 over the admitted entries (``lexical``), statistics from them alone.
+    BM25 in the trust floor's tantivy index over the entries the filter admits (``lexical``,
+    ``floors``): statistics from the floor's members.
 ``semantic``
     cosine similarity between the query's embedding and each admitted entry's (``embed``).
 ``hybrid``
@@ -15,33 +16,51 @@ In every mode the query is widened by the acronyms the admitted entries define (
 in exact and hybrid mode its words' related words are also looked for at half weight
 (``related``; ``RecallResult.related_words`` names them).
 
-In every mode the filter runs first and nothing outside it is looked at. A query is bounded
+In every mode the filter runs first and nothing outside it is ranked. A query is bounded
 first (``bounds.query_terms``: length and distinct terms, each term scored once). The mode
 comes from the caller, else from ``[recall] mode`` in the truss.toml of the branch tip, else
 ``exact``.
 
-Measured (``python -m benchmarks recall``: tantivy fed our tokens and SQLite FTS5 beside it over
-the same verified notes; 2 shared cores; 30% of notes verified; medians, two runs): at 10k /
-100k notes a warm exact query p50 0.69-0.73 / 2.1-2.4 ms, p95 3-6 / 17-18 ms (tantivy 0.05 /
-0.12 ms and 0.07 / 0.34-0.39 ms; rank-bm25 over the same candidates 2.3 / 44-71 ms); a cold
-``truss-files query`` process 47-48 / 47-51 ms beside ``python -c pass`` at 21-24 ms and
-tantivy's own at 41-42 ms at 100k (1.22x it; 1.26x for queries holding a word of half the
-notes; one run); the update after one write 2.7-3.1 / 3.1-3.3 ms (tantivy 7.6-13 ms); a full
-rebuild from git 1.6-2.3 / 8.6-9.7 s (tantivy 0.14-0.34 / 1.3-1.7 s, tokens in hand); the
-index on disk 26 / 244 MB with every trust class and the records (tantivy over every note: 2.9
-/ 23 MB); peak RSS of the cold query 24 / 71 MB (tantivy 22 / 23 MB); recall@5 on
-``tests/relevance`` 0.850, as tantivy fed our tokens. Semantic at 10k (``python -m benchmarks
-semantic``): ~2.5 ms warm, a cold process ~2.8-3.0x ``python -c pass`` (no numpy: ``embed``).
+Why tantivy. The engine this replaced was our own BM25 over memory-mapped segments, which
+took its statistics from the filtered candidates and matched an in-memory pipeline bit for
+bit. Measured beside tantivy fed our tokens (``python -m benchmarks recall``, 100k notes, 30%
+verified, 2 shared cores): warm p50 2.22 ms against 0.122 ms (18x), p95 56x, a full rebuild
+4.3x, the index 32x its size; only its cold query (1.21x) and its update after a write (3.3
+ms) were on target. tantivy is ahead, so it is the one lexical engine. What recall promises,
+restated for it:
 
-Why this engine and not tantivy, which is faster on all of that but the update: its BM25
-takes its statistics from the whole index (an index per trust floor gives the floor's, not a
-kind's, key's, layer's or scope's candidates'), scores in f32 over lengths quantised to a byte
-(fed our tokens, over 3,000 notes of the benchmark corpus, its top 10 kept the order of exact
-BM25 in 3 of 50 queries; mean overlap 0.95), and keeps deleted documents in its statistics
-until a merge (an updated index scores unlike a rebuilt one). Recall here promises the filter
-first, statistics from the admitted candidates alone, and the in-memory pipeline's scores bit
-for bit, however the index got there. The cold query is mostly imports (the engine's share is
-~5 ms at 100k); the warm gap is Python.
+* the filter runs first: what a filter's class table and fields say (kind, key, layers, the
+  trust ceiling, superseded, marked) are zero-score clauses of the tantivy query, the rest
+  (areas, scope, reader scopes, hidden ids) is read through the candidates' mask;
+* statistics are the **floor's**: ``N``, document frequencies and average length of the
+  entries at or above ``min_trust`` (one tantivy index per floor), no longer those of the
+  kind-, key-, layer- or scope-filtered candidates;
+* adding, changing or removing entries below the floor never changes the score or order of
+  entries at or above it, bit for bit: the floor's index is not written for them;
+  rejected entries are in no index;
+* a run's own notes below the floor are scored by tantivy's formula (``floors.bm25``) with
+  the floor's statistics joined by the admitted notes below it: what tantivy gives them once
+  at the floor, to f32 rounding -- and they never move a score at the floor;
+* a matching entry scores above 0 (tantivy's idf is Lucene's, never negative).
+
+What tantivy changes: scores are f32 over lengths quantised to a byte (``floors.fieldnorm``),
+k1 is 1.2 (it was 1.5); its top 10 agree with exact BM25's (rank-bm25, k1 1.2) at a mean
+overlap of 0.997 on ``tests/relevance`` and 0.977 on a synthetic corpus; recall@5 there went
+from 0.850 to 0.843. A document deleted from a floor's index (an entry demoted, rejected or
+changed) still counts in that floor's statistics until tantivy merges its segment, so an
+updated index can score a little unlike a rebuilt one -- for entries at that floor, never
+from below it.
+
+Measured now (same benchmark, medians; 10k / 100k notes, the last of two runs at each):
+warm exact query p50 0.32 / 0.67 ms, p95 0.69 / 1.46 ms (tantivy alone 0.05 / 0.13 ms and
+0.07 / 0.34 ms: 6.4x / 5.2x at p50, 9.9x / 4.2x at p95 -- the rest is the read gate, the
+view, the filter and the entries out, in Python); a cold ``truss-files query`` process 52 /
+62-65 ms, 1.12-1.19x / 1.29-1.51x tantivy's own cold script over two runs; the update after
+one write 15 / 13-21 ms (tantivy's own 12 / 8-10 ms: both commit to disk); a full rebuild
+1.1 / 8.1 s (tantivy over the verified notes, tokens in hand, 0.20 / 1.28 s); the index 24 /
+224 MB with every note's record (tantivy 1.1 / 7.6 MB). The cold query is mostly imports.
+Semantic at 10k (``python -m benchmarks semantic``): ~2.5 ms warm, a cold process ~2.8-3.0x
+``python -c pass``.
 
 Every view passes the read gate (``readgate``): ~30 us on a warm query (one small file);
 after new commits it audits just those (``python -m benchmarks readgate``, ~400-1,800
@@ -62,11 +81,12 @@ from ..errors import ConfigError, TrussError, UntrustedHistory, UsageError
 from ..model import Entry, Trust
 from .bounds import query_terms
 from .docs import KIND_CODE, MARKED, SUPERSEDED, TRUST_CODE, entry_of
+from .floors import FloorError, FloorMoved
 from .gitread import GitDir
 from .index import Index, IndexView
-from .lexical import Candidates, Match, candidates, lexical, scores
+from .lexical import Candidates, Match, below_floor, candidates, lexical
 from .pipeline import Filter, Hit
-from .segment import SegmentError
+from .segment import Segment, SegmentError
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
@@ -93,7 +113,16 @@ _UNVERIFIED: Final = TRUST_CODE[Trust.UNVERIFIED]
 _T = TypeVar("_T")
 # What reading a segment whose bytes changed in place raises (marshal, struct, an index past
 # the end, a code no table holds).
-_DAMAGE: Final = (SegmentError, IndexError, ValueError, EOFError, TypeError, KeyError, struct.error)
+_DAMAGE: Final = (
+    SegmentError,
+    FloorError,
+    IndexError,
+    ValueError,
+    EOFError,
+    TypeError,
+    KeyError,
+    struct.error,
+)
 
 
 @dataclass(frozen=True)
@@ -182,22 +211,6 @@ class Searcher:
         table = load_related()
         return table.widen(terms) if table is not None else []
 
-    @staticmethod
-    def lexical(cands: Candidates, terms: list[str], added: list[str], depth: int) -> list[Match]:
-        """BM25 for ``terms`` plus ``RELATED_WEIGHT`` times BM25 for ``added``, over each
-        ranking's top ``FUSION_DEPTH`` (``related.add_weighted``); the plain query when no
-        admitted entry holds an added word."""
-        deep = max(depth, FUSION_DEPTH)
-        extra = lexical(cands, added, deep) if added else []
-        if not extra:  # no admitted entry holds an added word: the plain query, unchanged
-            return lexical(cands, terms, depth)
-        from .related import add_weighted
-
-        own = lexical(cands, terms, deep)
-        first = {(m.id, m.seg, m.docno): m for m in (*extra, *own)}
-        mine, more = ([((m.id, m.seg, m.docno), m.score) for m in part] for part in (own, extra))
-        return [first[key]._replace(score=s) for key, s in add_weighted(mine, more, depth)]
-
     def mode_of(self, view: IndexView, mode: str | None) -> str:
         if mode is not None:
             return check_mode(mode)
@@ -278,7 +291,7 @@ class Searcher:
 
             depth = max(limit, DEPTH)
         if mode == "exact":
-            ranked = self.lexical(cands, terms, added, depth)
+            ranked = lexical(cands, terms, depth, added)
         else:
             ranked = self._semantic_or_hybrid(view, cands, text, terms, added, depth, mode)
         hits = [Hit(self._entry(view, m), m.score) for m in ranked]
@@ -288,8 +301,7 @@ class Searcher:
             hits = salience_policy(salience).order(hits, limit)
         below = 0
         if not hits and flt.min_trust is not Trust.UNVERIFIED and terms:
-            wide = self.candidates(view, replace(flt, min_trust=Trust.UNVERIFIED))
-            below = len(scores(wide, terms)) - len(scores(cands, terms))
+            below = below_floor(cands, terms)
         return RecallResult(
             mode=mode,
             min_trust=flt.min_trust,
@@ -319,20 +331,13 @@ class Searcher:
         if mode == "semantic":
             return semantic_rank(self.git, embedder, cands, text, limit)
         depth = max(limit, FUSION_DEPTH)
-        exact = self.lexical(cands, terms, added, depth)
+        exact = lexical(cands, terms, depth, added)
         close = semantic_rank(self.git, embedder, cands, text, depth)
         return score_fusion([exact, close], limit)
 
     @staticmethod
     def _entry(view: IndexView, match: Match) -> Entry:
-        seg = view.segments[match.seg]
-        entry = entry_of(seg.record(match.docno), seg.doc_id(match.docno))
-        code = seg.cls[match.docno]
-        # The filter read the class byte, the caller gets the record: they must agree, or a
-        # flipped byte could pass an unverified entry off at the verified floor.
-        if code & 3 != TRUST_CODE[entry.trust] or code >> 4 != KIND_CODE[entry.kind]:
-            raise SegmentError(f"{seg.path.name}: document {match.docno} contradicts its record")
-        return entry
+        return _entry_at(view.segments[match.seg], match.docno)
 
     @staticmethod
     def _related(view: IndexView, hits: Sequence[Hit]) -> list[Entry]:
@@ -354,23 +359,42 @@ class Searcher:
                         live.append((number, docno))
             if len(live) > 1:  # records are read only for an actual conflict
                 for number, docno in live:
-                    held = view.segments[number]
-                    out[(number, docno)] = entry_of(held.record(docno), held.doc_id(docno))
+                    out[(number, docno)] = _entry_at(view.segments[number], docno)
         return list(out.values())
+
+
+def _entry_at(seg: Segment, docno: int) -> Entry:
+    """The entry of a segment's document, kept in the segment's memo (entries are frozen)."""
+    found: Entry | None = seg.memo.get(docno)
+    if found is not None:
+        return found
+    entry = entry_of(seg.record(docno), seg.doc_id(docno))
+    code = seg.cls[docno]
+    # The filter read the class byte, the caller gets the record: they must agree, or a
+    # flipped byte could pass an unverified entry off at the verified floor.
+    if code & 3 != TRUST_CODE[entry.trust] or code >> 4 != KIND_CODE[entry.kind]:
+        raise SegmentError(f"{seg.path.name}: document {docno} contradicts its record")
+    seg.remember(docno, entry)
+    return entry
 
 
 def _once_more(searcher: Searcher, work: Callable[[], _T]) -> _T:
     """``work()``; when it meets a segment damaged in place (bytes changed, length and header
-    intact: a failed check, a decoding error, a record that contradicts its class byte), the
-    index is dropped and ``work()`` runs once more on a rebuilt one. A second failure is
-    raised."""
-    try:
-        return work()
-    except TrussError:
-        raise
-    except _DAMAGE:
-        searcher.index.discard()
-        searcher._candidates.clear()
+    intact: a failed check, a decoding error, a record that contradicts its class byte; a
+    floor index whose files are not the ones its commit left), the index is dropped and
+    ``work()`` runs once more on a rebuilt one. A second failure is raised. A floor index an
+    updater moved on since the view was read is not damage: ``work()`` just runs again."""
+    for _attempt in range(3):
+        try:
+            return work()
+        except FloorMoved:
+            continue  # an updater committed between the view and the search: ask again
+        except TrussError:
+            raise
+        except _DAMAGE:
+            searcher.index.discard()
+            searcher._candidates.clear()
+            break
     return work()
 
 

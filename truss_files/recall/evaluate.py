@@ -2,7 +2,8 @@
 
 A *rank function* takes a query string and a depth and returns note ids, best first; it closes
 over whatever index it needs, built from the same corpus passed to ``evaluate``. ``bm25_rank_fn``
-is the exact-BM25 baseline (``tokenize`` + ``BM25`` over every note body); ``semantic_rank_fn``
+is exact recall's ranking (``tokenize`` + a floor index in memory, ``floors.MemoryIndex``: the
+same documents, queries and BM25 as a store's); ``semantic_rank_fn``
 and ``hybrid_rank_fn`` rank with an ``Embedder`` (cosine; score fusion with BM25), as the
 ``semantic`` and ``hybrid`` recall modes do; ``plain_bm25_rank_fn`` is the unanalysed baseline.
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from truss_files.recall.bm25 import BM25
+from truss_files.recall.floors import MemoryIndex
 from truss_files.recall.tokenize import STOPWORDS, tokenize
 
 if TYPE_CHECKING:
@@ -101,14 +102,14 @@ def _bm25_scored(corpus: Iterable[Note], *, acronyms: bool = True) -> ScoredFn:
     from .acronyms import Glossary, definitions
 
     notes = list(corpus)
-    index = BM25({note.id: tokenize(note.body) for note in notes})
+    index = MemoryIndex((note.id, tokenize(note.body)) for note in notes)
     glossary = Glossary(p for note in notes for p in definitions(note.body)) if acronyms else None
 
     def scored(query: str, depth: int) -> list[tuple[str, float]]:
         terms = tokenize(query)
         if glossary is not None:
             terms = glossary.expand(terms)
-        return [(hit.doc_id, hit.score) for hit in index.top(terms, depth)]
+        return index.top(terms, depth)
 
     return scored
 
@@ -124,22 +125,17 @@ def _widened_scored(
     corpus: Sequence[Note], related: RelatedWords | None, depth: int = 100
 ) -> ScoredFn:
     from .acronyms import Glossary, definitions
-    from .related import add_weighted
+    from .related import RELATED_WEIGHT
 
-    lexical = _bm25_scored(corpus)
     if related is None:
-        return lexical
-    # The added words are scored by the same BM25 over the same notes (fed terms, not text).
-    index = BM25({note.id: tokenize(note.body) for note in corpus})
-    glossary = Glossary(p for note in corpus for p in definitions(note.body))
+        return _bm25_scored(corpus)
+    notes = list(corpus)
+    index = MemoryIndex((note.id, tokenize(note.body)) for note in notes)
+    glossary = Glossary(p for note in notes for p in definitions(note.body))
 
     def scored(query: str, limit: int) -> list[tuple[str, float]]:
-        added = related.widen(glossary.expand(tokenize(query)))
-        deep = max(limit, depth)
-        if not added:
-            return lexical(query, limit)
-        extra = [(hit.doc_id, hit.score) for hit in index.top(added, deep)]
-        return add_weighted(lexical(query, deep), extra, limit)
+        terms = glossary.expand(tokenize(query))
+        return index.top(terms, limit, related.widen(terms), RELATED_WEIGHT)
 
     return scored
 
@@ -147,10 +143,10 @@ def _widened_scored(
 def plain_bm25_rank_fn(corpus: Iterable[Note]) -> RankFn:
     """The baseline without analysis: lowercase ASCII words minus stopwords, no stemming, no
     identifier splitting, no acronyms."""
-    index = BM25({note.id: plain_words(note.body) for note in corpus})
+    index = MemoryIndex((note.id, plain_words(note.body)) for note in corpus)
 
     def rank_fn(query: str, depth: int) -> list[str]:
-        return [hit.doc_id for hit in index.top(plain_words(query), depth)]
+        return [doc_id for doc_id, _ in index.top(plain_words(query), depth)]
 
     return rank_fn
 

@@ -5,7 +5,11 @@ Files::
     .git/truss/recall/head        which tree the index holds and how: segments, deletions,
                                   unreadable files, the branch tip it was read from, and that
                                   tip's [recall] settings (marshal, replaced atomically)
-    .git/truss/recall/seg-*.seg   immutable segments (``segment.py``), sorted by entry id
+    .git/truss/recall/seg-*.seg   immutable segments (``segment.py``), sorted by entry id:
+                                  records, class bytes, groups, runs -- what filters read
+    .git/truss/recall/floor-*/    one tantivy index per trust floor (``floors.py``): what
+                                  queries rank with; the head names each with its commit
+                                  opstamp, its live documents and their total length
     .git/truss/recall/lock        taken by whoever updates the index (readers never lock)
 
 Life cycle:
@@ -17,10 +21,14 @@ Life cycle:
   against the head's tree (only subtrees whose ids differ are read), re-read just the changed
   files, and write them as one new small segment; the files they replace are marked deleted
   in the head. Small segments merge in tiers of four (each entry is rewritten
-  ~log4(N) times over its life), a segment more than half deleted is compacted.
+  ~log4(N) times over its life), a segment more than half deleted is compacted. The same
+  deletions and additions go to each floor index the entry belongs to (an unverified write
+  touches the unverified floor's alone), committed before the head is replaced.
 * **Rebuild** -- when the head is missing, unreadable, of another format or tokenizer version,
-  or a segment is missing or damaged: read every entry file again (in parallel worker
-  processes above 5k files).
+  a segment is missing or damaged, or a floor index is missing, damaged, a link, or at
+  another commit than the head names (a crash between its commit and the head's
+  replacement): read every entry file again (in parallel worker processes above 5k files)
+  and build the floor indexes afresh in new folders.
 
 Concurrency: every file is written to a temporary name and ``os.replace``d, so a reader sees a
 whole old file or a whole new one. Segments are immutable and only deleted once unreferenced
@@ -40,6 +48,9 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..errors import ConfigError, EntryError, StoreError
+from ..model import Trust
+from .floors import FLOORS, Floor, FloorError, FloorMoved
+from .floorwrite import FloorChanges, FloorMeta
 from .gitread import Change, GitDir, Objects, diff_trees
 from .segment import FORMAT, NOFOLLOW, Doc, Segment, SegmentError, write_segment
 from .tokenize import TOKENIZER_VERSION
@@ -49,7 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HEAD_FORMAT", "Index", "IndexView", "TipInfo"]
 
-HEAD_FORMAT: Final = 1
+HEAD_FORMAT: Final = 2
 MERGE_TIER: Final = 4
 PARALLEL_AT: Final = 5_000  # files; below this a rebuild stays in-process (spawn ~0.3 s)
 REBUILD_AT: Final = 20_000  # changed files; above this a diff costs more than a rebuild
@@ -67,9 +78,9 @@ class TipInfo(NamedTuple):
 
 
 class _Head:
-    """The head file: the index's tree, tip, segments, deletions and unreadable files."""
+    """The head file: the index's tree, tip, segments, deletions, unreadable files, floors."""
 
-    __slots__ = ("tree", "tip", "segments", "deleted", "invalid", "state")
+    __slots__ = ("tree", "tip", "segments", "deleted", "invalid", "floors", "state")
 
     def __init__(
         self,
@@ -78,6 +89,7 @@ class _Head:
         segments: list[str],
         deleted: dict[str, set[int]],
         invalid: dict[str, str],
+        floors: dict[str, FloorMeta],
         state: str = "",
     ) -> None:
         self.tree = tree
@@ -85,6 +97,7 @@ class _Head:
         self.segments = segments
         self.deleted = deleted
         self.invalid = invalid
+        self.floors = floors
         self.state = state  # identifies the set of live documents (segments and deletions)
 
     def dump(self) -> bytes:
@@ -101,6 +114,7 @@ class _Head:
                 "segments": self.segments,
                 "deleted": {k: sorted(v) for k, v in self.deleted.items() if v},
                 "invalid": self.invalid,
+                "floors": self.floors,
             }
         )
 
@@ -121,16 +135,29 @@ class _Head:
                 segments=list(raw["segments"]),
                 deleted={k: set(v) for k, v in raw["deleted"].items()},
                 invalid=dict(raw["invalid"]),
-                state=repr((raw["segments"], raw["deleted"])),
+                floors={str(k): tuple(v) for k, v in raw["floors"].items()},
+                state=repr((raw["segments"], raw["deleted"], raw["floors"])),
             )
         except (EOFError, ValueError, TypeError, KeyError):
             return None
 
 
 class IndexView:
-    """The index at one tree: segments and, per segment, the docnos no longer in the tree."""
+    """The index at one tree: segments and, per segment, the docnos no longer in the tree;
+    the floor indexes, opened on first use (``floor``)."""
 
-    __slots__ = ("tree", "segments", "deleted", "invalid", "tip", "state", "refused")
+    __slots__ = (
+        "tree",
+        "segments",
+        "deleted",
+        "invalid",
+        "tip",
+        "state",
+        "refused",
+        "floor_meta",
+        "_opener",
+        "_by_size",
+    )
 
     def __init__(
         self,
@@ -140,6 +167,8 @@ class IndexView:
         invalid: dict[str, str],
         tip: TipInfo | None,
         state: str = "",
+        floor_meta: dict[str, FloorMeta] | None = None,
+        opener: Any = None,
     ) -> None:
         self.tree = tree
         self.segments = segments
@@ -147,12 +176,35 @@ class IndexView:
         self.invalid = invalid
         self.tip = tip
         self.state = state  # equal states hold the same live documents
+        self.floor_meta = floor_meta or {}
+        self._opener = opener
+        self._by_size: list[int] | None = None
         # Why the history of the commit read fails the audit (``readgate``), else None: then
         # nothing above unverified may leave this view.
         self.refused: str | None = None
 
     def __len__(self) -> int:
         return sum(s.n - len(d) for s, d in zip(self.segments, self.deleted, strict=True))
+
+    def floor(self, trust: Trust) -> Floor:
+        """The floor index of ``trust`` as the head names it (raises ``FloorError`` when it
+        is not: damaged, or moved on by an updater since this view was read)."""
+        meta = self.floor_meta.get(trust.value)
+        if meta is None or self._opener is None:
+            raise FloorError(f"no {trust.value} floor index")
+        found: Floor = self._opener(meta)
+        return found
+
+    def locate(self, entry_id: str) -> tuple[int, int] | None:
+        """``(segment number, docno)`` of a live document. An id is live in one segment at
+        most, so the largest (most likely) are searched first."""
+        if self._by_size is None:
+            self._by_size = sorted(range(len(self.segments)), key=lambda i: -self.segments[i].n)
+        for number in self._by_size:
+            docno = self.segments[number].find(entry_id)
+            if docno is not None and docno not in self.deleted[number]:
+                return number, docno
+        return None
 
     def live(self) -> Iterator[tuple[int, int]]:
         """Every (segment number, docno) in the tree."""
@@ -171,6 +223,7 @@ class Index:
         self.objects = Objects(git, repo)
         self.stats: dict[str, Any] = {}
         self._segments: dict[str, Segment] = {}
+        self._floors: dict[FloorMeta, Floor] = {}
         self._head_cache: tuple[bytes, _Head] | None = None
 
     @property
@@ -241,6 +294,10 @@ class Index:
                 opened = None
                 if current is not None and current.tree == target:
                     opened = self._open(current, tip)
+                    if opened is None:
+                        # Under the lock no updater is at work: a segment or a floor index
+                        # that disagrees with the head is damage (or a crash): rebuild.
+                        current = None
                 if opened is None:
                     opened = self._open(self._update(current, target, tip), tip)
                 if opened is not None:
@@ -262,8 +319,39 @@ class Index:
         if len(self._segments) > len(segments):
             # Forget merged-away segments; views still using one keep it mapped until dropped.
             self._segments = {name: self._segments[name] for name in head.segments}
+        if head.tree is not None and set(head.floors) != {t.value for t in FLOORS}:
+            return None
+        # A floor index is checked when a query first opens it (``Floor``: its opstamp and
+        # files against the head's record), so a crash that left one ahead of the head, or
+        # one damaged, removed or replaced by a link, is found there and rebuilt.
         deleted = [head.deleted.get(name, set()) for name in head.segments]
-        return IndexView(head.tree, segments, deleted, head.invalid, tip or head.tip, head.state)
+        return IndexView(
+            head.tree,
+            segments,
+            deleted,
+            head.invalid,
+            tip or head.tip,
+            head.state,
+            head.floors,
+            self._open_floor,
+        )
+
+    def _open_floor(self, meta: FloorMeta) -> Floor:
+        found = self._floors.get(meta)
+        if found is None:
+            name, opstamp, n_docs, total, sign = meta
+            try:
+                found = Floor(os.path.join(self.dir_str, name), opstamp, n_docs, total, sign)
+            except FloorError:
+                head = self._load_head()
+                if head is None or meta not in head.floors.values():
+                    # An updater committed since this view read the head: not damage.
+                    raise FloorMoved(f"{name} moved on; ask again") from None
+                raise
+            if len(self._floors) >= 6:
+                self._floors.clear()
+            self._floors[meta] = found
+        return found
 
     def _guard_dir(self) -> None:
         """The cache must be a plain folder of this git directory. A symbolic link (or a file)
@@ -290,6 +378,7 @@ class Index:
             os.unlink(self.dir_str)
         self._head_cache = None
         self._segments = {}
+        self._floors = {}
 
     def discard(self) -> None:
         """Forget the index (its head), so the next view rebuilds it: for a segment found
@@ -298,6 +387,7 @@ class Index:
             os.unlink(os.path.join(self.dir_str, "head"))
         self._head_cache = None
         self._segments = {}
+        self._floors = {}
 
     def _load_head(self) -> _Head | None:
         try:
@@ -366,8 +456,8 @@ class Index:
             if changes is not None and len(changes) <= REBUILD_AT:
                 try:
                     new = self._apply(head, changes, target, tip)
-                except SegmentError:
-                    new = None  # a segment read for a merge or a deletion is damaged: rebuild
+                except (SegmentError, FloorError):
+                    new = None  # a segment or floor index an update needs is damaged: rebuild
                 if new is not None:
                     self.stats = {"op": "update", "changed": len(changes)}
                     self.stats["seconds"] = time.perf_counter() - started
@@ -397,9 +487,12 @@ class Index:
         target: str | None,
         tip: TipInfo | None,
     ) -> _Head:
+        if head.tree is not None and set(head.floors) != {t.value for t in FLOORS}:
+            raise FloorError("the head names no floor indexes")
         deleted = {name: set(head.deleted.get(name, ())) for name in head.segments}
         invalid = dict(head.invalid)
         added: list[tuple[str, str]] = []
+        floors = FloorChanges(self.dir_str, head.floors)
         for change in changes:
             if change.old is not None:
                 invalid.pop(change.path, None)
@@ -408,6 +501,7 @@ class Index:
                     docno = seg.find(entry_id)
                     if docno is not None and docno not in deleted[name]:
                         deleted[name].add(docno)
+                        floors.delete(entry_id, seg.cls[docno], seg.lengths[docno])
                         break
             if change.new is not None:
                 added.append((change.path, change.new))
@@ -425,8 +519,16 @@ class Index:
         for name in made:
             names.append(name)
             deleted[name] = set()
+            seg = Segment(self.dir / name)
+            try:
+                floors.add_segment(seg, range(seg.n))
+            finally:
+                seg.close()
+        # Committed before the head names them: a crash in between leaves a floor index
+        # ahead of the head, which the next reader finds and rebuilds.
+        committed = floors.commit()
         names, deleted = self._merge(names, deleted)
-        new = _Head(target, tip, names, deleted, invalid)
+        new = _Head(target, tip, names, deleted, invalid, committed)
         self._save_head(new)
         self._collect(set(names))
         return new
@@ -490,16 +592,30 @@ class Index:
         invalid: dict[str, str] = {}
         if target is not None:
             names, invalid = build_tree(self, target)
-        head = _Head(target, tip, names, {n: set() for n in names}, invalid)
+        floors = FloorChanges(self.dir_str, None)
+        for name in names:
+            seg = Segment(self.dir / name)
+            try:
+                floors.add_segment(seg, range(seg.n))
+            finally:
+                seg.close()
+        head = _Head(target, tip, names, {n: set() for n in names}, invalid, floors.commit())
         self._save_head(head)
         self._collect(set(names))
         return head
 
     def _collect(self, keep: set[str]) -> None:
-        """Delete unreferenced segments and temporary files older than ``GC_AGE``."""
+        """Delete unreferenced segments, floor indexes and temporary files older than
+        ``GC_AGE``."""
         now = time.time()
+        head = self._load_head()
+        floors = {meta[0] for meta in head.floors.values()} if head is not None else set()
         for path in self.dir.iterdir():
             name = path.name
+            if name.startswith("floor-"):
+                if name not in floors:
+                    _remove_old(path, now)
+                continue
             if name.endswith(".vec"):  # a segment's vectors (embed.py) live as long as it does
                 name = name.split(".", 1)[0] + ".seg"
             elif not (name.endswith(".seg") or name.endswith(".tmp")):
@@ -509,6 +625,20 @@ class Index:
             with contextlib.suppress(OSError):
                 if now - path.stat().st_mtime > GC_AGE:
                     path.unlink()
+
+
+def _remove_old(path: Path, now: float) -> None:
+    """Remove a floor folder no head names, once older than ``GC_AGE`` (a link: just it)."""
+    import shutil
+
+    with contextlib.suppress(OSError):
+        info = os.lstat(path)
+        if now - info.st_mtime <= GC_AGE:
+            return
+        if stat.S_ISDIR(info.st_mode):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
 
 
 def _recall_section(data: bytes) -> dict[str, Any]:

@@ -1,55 +1,64 @@
-"""The filter and exact BM25 over an index view -- the same numbers as ``bm25.Candidates``.
+"""Exact recall over an index view: the filter, then BM25 in the trust floor's tantivy index.
 
-Filtering is per segment: the class byte of every document goes through a 256-entry table
-(``bytes.translate``), giving a 0/1 mask in C; the rarer conditions (layer, key, scope, ids a
-run may see, deleted documents) adjust that mask. The candidate statistics follow from the
-masks alone -- ``N`` is their count, the total length ``sum(compress(lengths, mask))`` -- and a
-query term's postings are filtered with ``compress(docnos, map(mask.__getitem__, docnos))``,
-so no Python code runs per non-matching document.
+The filter runs first. Per segment, the class byte of every document goes through a 256-entry
+table (``bytes.translate``), giving a 0/1 mask in C; the rarer conditions (layer, key, scope,
+areas, ids a run may see or may not, deleted documents) adjust that mask (``candidates``).
 
-Scores repeat ``bm25.Candidates.scores`` operation for operation, so they are bit-identical to
-ranking the admitted entries' tokens with it. The idf is Lucene's never-negative one (see
-``bm25``): it needs each query term's document frequency among the candidates and nothing else.
+Ranking reads the floor index of ``flt.min_trust`` (``floors``): tantivy's BM25 over the
+floor's members, so ``N``, document frequencies and the average length are the floor's
+statistics -- not the filtered candidates'. What the filter's class table and fields can say
+(kind, key, layers, the trust ceiling, superseded, marked) goes into the tantivy query as
+clauses of zero score, so tantivy only ever scores admitted documents. The rest of the filter
+(areas, scope, the reader's scopes, hidden ids, deleted documents in a view of another tree)
+comes from the mask: when the mask admits at most ``ID_SET_AT`` documents (200, measured),
+their ids go into the query as one more clause (a term set); otherwise tantivy's hits are read
+through the mask, asking for more (four times as many) until ``limit`` pass or none are left.
 
-A query holding a common word (a word of half the notes) need not cost its postings. Its
-document frequency comes from the counts per class byte a segment keeps for each term of 512
-documents or more (under a filter of classes alone), and when the documents of the query's
-rarer words decide the top (``_pruned``: the ``limit``-th of their scores above what the
-common words could add to any other document) the common word's postings are only probed by
-bisection for those documents. At 100k notes, 30% verified, a warm query with one of the 20
-commonest words went from 14.6 ms to 2.7 ms p50 (the same answers, bit for bit).
+Documents a filter lets through a floor they are below -- ``visible_ids``, ``visible_run``,
+an ``own`` area's unverified entries -- are not in the floor's index. They are scored in
+Python with the floor's statistics joined by the admitted documents below the floor (their
+count, lengths and document frequencies added: what tantivy would score them were they at
+the floor, and above 0 even over an empty floor), by tantivy's own formula (``floors.bm25``:
+its f32 steps and its quantised lengths), and merged into the ranking. Entries at the floor
+are scored by tantivy without them: nothing below the floor moves their scores.
+
+Order: score descending, then entry id ascending. tantivy orders equal scores arbitrarily, so
+the search asks for more hits until the last one scores below the ``limit``-th.
 """
 
 from __future__ import annotations
 
-import heapq
-import math
-from bisect import bisect_left
-from collections.abc import Sequence
-from itertools import compress
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
 from ..model import Kind, Layer, Trust
 from .docs import KIND_CODE, LAYER_CODE, MARKED, SUPERSEDED, TRUST_CODE
+from .floors import (
+    MARKED_TAG,
+    SUPERSEDED_TAG,
+    Floor,
+    bm25,
+    body_query,
+    group_tag,
+    kind_tag,
+    layer_tag,
+    ranked,
+    trust_tag,
+)
 from .index import IndexView
 from .pipeline import Area, Filter
 from .segment import Segment
 
-__all__ = ["Candidates", "Match", "candidates", "lexical"]
+__all__ = ["Candidates", "Match", "candidates", "below_floor", "lexical"]
 
-# bm25.DEFAULT_* (a test checks they agree); not imported, to keep bm25 off the query path.
-DEFAULT_K1: Final = 1.5
-DEFAULT_B: Final = 0.75
 _REJECTED: Final = TRUST_CODE[Trust.REJECTED]
-_Postings = tuple[int, list[int], list[int]]  # (segment number, docnos, term frequencies)
 _RANK_OF_CODE: Final = {code: trust.rank for trust, code in TRUST_CODE.items()}
-# One probe (a bisection and a sum for one document) costs about this many postings walked
-# by ``scores``; a query of common words only (the worst the bounds accept: 32 of them) would
-# otherwise probe each for every document of the rarest.
-PROBE_COST: Final = 4
-# A query term held by more than 1 in COMMON_SHARE candidates is "common": its postings are
-# walked only when the rarer terms' documents cannot decide the top (``_pruned``).
-COMMON_SHARE: Final = 20
+# Admitted documents up to this many are handed to tantivy as a set of ids (one clause)
+# rather than read back through the mask hit by hit. Measured at 10k notes (warm p50, a filter
+# of hidden ids): admitting 50, the id set 2.3 ms against 9.3 ms through the mask (tantivy's
+# hits are mostly refused, so it is asked again and again); 300, 4.7 against 3.3 ms; 1,000,
+# 10.5 against 2.0 ms; ~3,000, 16.7 against 0.23 ms (building the set grows with it).
+ID_SET_AT: Final = 200
 
 
 class Match(NamedTuple):
@@ -62,44 +71,29 @@ class Match(NamedTuple):
 
 
 class Candidates:
-    """The admitted documents of a view: a 0/1 mask per segment, their count and length."""
+    """The admitted documents of a view: a 0/1 mask per segment and their count."""
 
-    def __init__(self, view: IndexView, masks: list[bytearray], table: bytes | None = None) -> None:
+    def __init__(
+        self,
+        view: IndexView,
+        masks: list[bytearray],
+        table: bytes | None = None,
+        flt: Filter | None = None,
+    ) -> None:
         self.view = view
         self.masks = masks
         # The class table when each mask is it applied to the class bytes, less the deleted
-        # documents, and nothing else: a common term's stored counts per class then give
-        # its document frequency (``_masked_count``).
+        # documents, and nothing else: the floor index's clauses then say it all.
         self.table = table
-        counts = [m.count(1) for m in masks]
-        self.n = sum(counts)
-        # Segments whose every document is admitted: their postings need no mask.
-        self.whole = [c == len(m) for c, m in zip(counts, masks, strict=True)]
-        if table is not None:
-            total = sum(
-                _class_length(seg, table, gone)
-                for seg, gone in zip(view.segments, view.deleted, strict=True)
-            )
-        else:
-            total = sum(
-                sum(compress(seg.lengths, mask))
-                for seg, mask in zip(view.segments, masks, strict=True)
-            )
-        # int / int, exactly as BM25Okapi computes it.
-        self.avgdl = total / self.n if self.n and total else 0.0
+        self.flt = flt or Filter()
+        self.n = sum(m.count(1) for m in masks)
 
     def docnos(self, seg: int) -> list[int]:
         return [d for d, keep in enumerate(self.masks[seg]) if keep]
 
-
-def _class_length(seg: Segment, table: bytes, gone: set[int]) -> int:
-    """The total length of a segment's documents whose class ``table`` admits, less the
-    deleted ones: from the segment's stored sums per class, not its length column."""
-    total = sum(length for code, (_n, length) in seg.class_stats().items() if table[code])
-    if gone:
-        cls, lengths = seg.cls, seg.lengths
-        total -= sum(lengths[d] for d in gone if table[cls[d]])
-    return total
+    def admits(self, entry_id: str) -> bool:
+        found = self.view.locate(entry_id)
+        return found is not None and bool(self.masks[found[0]][found[1]])
 
 
 def candidates(view: IndexView, flt: Filter) -> Candidates:
@@ -174,7 +168,7 @@ def candidates(view: IndexView, flt: Filter) -> Candidates:
         or flt.scope
         or flt.reader is not None
     )
-    return Candidates(view, masks, main_table if by_class_only else None)
+    return Candidates(view, masks, main_table if by_class_only else None, flt)
 
 
 def _within_areas(
@@ -224,237 +218,198 @@ def _and(mask: bytearray, other: bytes | bytearray) -> None:
     mask[:] = both.to_bytes(len(mask), "little")
 
 
-def scores(
-    cands: Candidates,
-    query_tokens: Sequence[str],
-    *,
-    k1: float = DEFAULT_K1,
-    b: float = DEFAULT_B,
-) -> dict[int, float]:
-    """``{(segment << 32) | docno: score}`` of the candidates holding a query token."""
-    if cands.n == 0 or cands.avgdl == 0.0:
-        return {}
-    view = cands.view
-    n_docs = cands.n
-    avgdl = cands.avgdl
-    k1p1 = k1 + 1
-    one_minus_b = 1 - b
-    term_info = {term: _term_info(cands, term, n_docs) for term in query_tokens}
-    # A query of common words touches most documents once per term: their length norm is
-    # then computed once per document, not once per posting (the same expression, so the
-    # same floats).
-    touched = [0] * len(view.segments)
-    for info in term_info.values():
-        for number, docnos, _tfs in info[0] if info is not None else ():
-            touched[number] += len(docnos)
-    norms = [
-        [k1 * (one_minus_b + b * length / avgdl) for length in seg.lengths]
-        if touched[number] > seg.n // 2
-        else None
-        for number, seg in enumerate(view.segments)
-    ]
-    acc: dict[int, float] = {}
-    for term in query_tokens:
-        info = term_info[term]
-        if info is None:
-            continue
-        matches, idf = info
-        first = not acc
-        for number, docnos, tfs in matches:
-            lengths = view.segments[number].lengths
-            base = number << 32
-            norm = norms[number]
-            if first:
-                # First contribution to every doc (0.0 + x == x): a comprehension, faster.
-                acc.update(
-                    {
-                        base | docno: idf
-                        * (tf * k1p1 / (tf + k1 * (one_minus_b + b * lengths[docno] / avgdl)))
-                        for docno, tf in zip(docnos, tfs, strict=True)
-                    }
-                )
-                continue
-            get = acc.get
-            # Same operation order as bm25.Candidates.scores, so the floats come out identical.
-            if norm is not None:
-                for docno, tf in zip(docnos, tfs, strict=True):
-                    key = base | docno
-                    acc[key] = get(key, 0.0) + idf * (tf * k1p1 / (tf + norm[docno]))
-                continue
-            for docno, tf in zip(docnos, tfs, strict=True):
-                key = base | docno
-                acc[key] = get(key, 0.0) + idf * (
-                    tf * k1p1 / (tf + k1 * (one_minus_b + b * lengths[docno] / avgdl))
-                )
-    return acc
-
-
-def _term_info(cands: Candidates, term: str, n_docs: int) -> tuple[list[_Postings], float] | None:
-    matches: list[_Postings] = []
-    df = 0
-    for number, (seg, mask) in enumerate(zip(cands.view.segments, cands.masks, strict=True)):
-        found = seg.postings(term)
-        if found is None:
-            continue
-        docnos, tfs = found
-        if cands.whole[number]:
-            matches.append((number, list(docnos), list(tfs)))
-            df += len(docnos)
-            continue
-        keep = list(map(mask.__getitem__, docnos))
-        kept = list(compress(docnos, keep))
-        if kept:
-            matches.append((number, kept, list(compress(tfs, keep))))
-            df += len(kept)
-    if not df:
-        return None
-    return matches, lexical_idf(n_docs, df)
-
-
-def lexical_idf(n_docs: int, df: int) -> float:
-    """``bm25.term_idf``, repeated to keep bm25 off the query path (a test checks they agree)."""
-    return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
-
-
-def lexical(cands: Candidates, query_tokens: Sequence[str], limit: int) -> list[Match]:
-    """The best ``limit`` candidates holding a query token: score desc, then entry id asc."""
-    if limit <= 0 or not query_tokens:
+def lexical(
+    cands: Candidates, query_tokens: Sequence[str], limit: int, added: Sequence[str] = ()
+) -> list[Match]:
+    """The best ``limit`` admitted documents holding a query token, or one of ``added`` (the
+    query's related words, scored at ``related.RELATED_WEIGHT``): score desc, then id asc."""
+    if limit <= 0 or not query_tokens or not cands.n:
         return []
-    acc = _pruned(cands, query_tokens, limit)
-    if acc is None:
-        acc = scores(cands, query_tokens)
-    return top(cands.view, acc, limit)
+    from .related import RELATED_WEIGHT
 
+    view, flt = cands.view, cands.flt
+    floor = view.floor(flt.min_trust)
+    body = body_query(query_tokens, added, RELATED_WEIGHT)
+    if body is None:
+        return []
+    clauses: list[Any] | None = _clauses(flt)
+    admit: Callable[[str], bool] | None = None
+    if cands.table is None:
+        ids = _admitted_ids(cands, flt.min_trust) if cands.n <= ID_SET_AT else None
+        if ids is not None:
+            import tantivy
 
-def _pruned(cands: Candidates, query_tokens: Sequence[str], limit: int) -> dict[int, float] | None:
-    """The scores of the documents holding one of the query's rarer terms, when those alone
-    decide the top ``limit``; None when they may not (the caller then scores every match).
+            from .floors import schema
 
-    A word in most notes has a small idf, and a document holding only such words scores below
-    the sum of their bounds (``idf * (k1 + 1)``, which no term frequency reaches). So the
-    documents of the rare terms are scored in full (every term, in query order: the same
-    floats as ``scores``), the common terms' frequencies looked up by bisection in their
-    postings; when the ``limit``-th best of them beats that sum, no document holding only
-    common words can place, and their postings are never walked. A query holding a word of
-    half the notes then costs about what its rare words cost (the common-word cliff)."""
-    n_docs = cands.n
-    if n_docs == 0 or cands.avgdl == 0.0:
-        return {}
-    distinct = list(dict.fromkeys(query_tokens))
-    if len(distinct) < 2:
-        return None
-    found = {term: _postings(cands, term) for term in distinct}
-    df = {term: _masked_count(cands, found[term]) for term in distinct}
-    by_df = sorted((t for t in distinct if df[t]), key=lambda t: (df[t], t))
-    common = {t for t in by_df[1:] if df[t] * COMMON_SHARE > n_docs}
-    if not common:
-        return None
-    k1, b = DEFAULT_K1, DEFAULT_B
-    k1p1 = k1 + 1
-    one_minus_b = 1 - b
-    avgdl = cands.avgdl
-    idf = {t: lexical_idf(n_docs, df[t]) for t in by_df}
-    bound = sum(idf[t] * k1p1 for t in query_tokens if t in common)
-    rare = {t: _term_info(cands, t, n_docs) for t in by_df if t not in common}
-    union: list[set[int]] = [set() for _ in cands.view.segments]
-    for info in rare.values():
-        for number, docnos, _tfs in info[0] if info is not None else ():
-            union[number].update(docnos)
-    size = sum(map(len, union))
-    probes = size * sum(1 for t in query_tokens if t in common)
-    if size < limit or probes * PROBE_COST > sum(df[t] for t in common):
-        return None  # too few to decide, or probing would cost more than walking
-    ordered = [(number, sorted(docs)) for number, docs in enumerate(union) if docs]
-    acc: dict[int, float] = {}
-    get = acc.get
-    for term in query_tokens:
-        weight = idf.get(term)
-        if weight is None:
-            continue
-        info = rare.get(term)
-        if info is not None:
-            for number, docnos, tfs in info[0]:
-                lengths = cands.view.segments[number].lengths
-                base = number << 32
-                for docno, tf in zip(docnos, tfs, strict=True):
-                    key = base | docno
-                    acc[key] = get(key, 0.0) + weight * (
-                        tf * k1p1 / (tf + k1 * (one_minus_b + b * lengths[docno] / avgdl))
-                    )
-            continue
-        postings = {number: held for number, held, _counts in found[term]}
-        for number, docnos in ordered:
-            held = postings.get(number)
-            if held is None:
-                continue
-            post_docs, post_tfs = held
-            lengths = cands.view.segments[number].lengths
-            base = number << 32
-            end = len(post_docs)
-            at = 0
-            for docno in docnos:
-                at = bisect_left(post_docs, docno, at, end)
-                if at == end:
-                    break
-                if post_docs[at] != docno:
-                    continue
-                tf = post_tfs[at]
-                key = base | docno
-                acc[key] = get(key, 0.0) + weight * (
-                    tf * k1p1 / (tf + k1 * (one_minus_b + b * lengths[docno] / avgdl))
-                )
-    cut = heapq.nlargest(limit, acc.values())[-1]
-    # Strictly above, with room for rounding: an equal score could still win on its id.
-    if cut > bound * (1 + 1e-9):
-        return acc
-    return None
-
-
-_Held = tuple[int, tuple[Any, Any], Any]  # segment number, (docnos, tfs), class counts
-
-
-def _postings(cands: Candidates, term: str) -> list[_Held]:
-    """``(segment number, (docnos, tfs), counts)`` of each segment holding ``term``, unmasked."""
+            if not ids:
+                clauses = None
+            else:
+                clauses = clauses or []
+                clauses.append(tantivy.Query.term_set_query(schema(), "id", ids))
+        else:
+            admit = cands.admits
+    found = ranked(floor, _query(body, clauses), limit, admit) if clauses is not None else []
+    if cands.table is None and _may_bypass(flt):
+        own = list(dict.fromkeys(query_tokens))
+        more = [t for t in dict.fromkeys(added) if t not in own]
+        boosts = [1.0] * len(own) + [RELATED_WEIGHT] * len(more)
+        found += _bypass(cands, floor, own + more, boosts)
+    found.sort(key=lambda hit: (-hit[0], hit[1]))
     out = []
-    for number, seg in enumerate(cands.view.segments):
-        held = seg.counted_postings(term)
-        if held is not None:
-            out.append((number, held[:2], held[2]))
+    for score, entry_id in found[:limit]:
+        at = view.locate(entry_id)
+        if at is None:
+            # The floor index holds a document the segments do not: they disagree.
+            from .floors import FloorError
+
+            raise FloorError(f"{entry_id} is in the floor index but not in the segments")
+        out.append(Match(at[0], at[1], entry_id, score))
     return out
 
 
-def _masked_count(cands: Candidates, found: list[_Held]) -> int:
-    """How many candidates hold the term: its document frequency. From the segment's counts
-    per class when the filter is one of classes (less the deleted documents that hold it),
-    else by walking its postings through the mask (in C, ~60 ns a posting)."""
-    total = 0
-    table = cands.table
-    for number, (docnos, _tfs), counts in found:
-        if cands.whole[number]:
-            total += len(docnos)
-        elif counts is not None and table is not None:
-            total += sum(n for code, n in counts if table[code])
-            cls = cands.view.segments[number].cls
-            end = len(docnos)
-            for docno in cands.view.deleted[number]:
-                if table[cls[docno]]:
-                    at = bisect_left(docnos, docno, 0, end)
-                    total -= at < end and docnos[at] == docno
-        else:
-            total += sum(map(cands.masks[number].__getitem__, docnos))
-    return total
+def below_floor(cands: Candidates, query_tokens: Sequence[str]) -> int:
+    """How many entries below the filter's floor hold a query term, under the clauses the
+    filter can say to tantivy: the unverified floor's matches less the floor's own."""
+    flt = cands.flt
+    body = body_query(query_tokens)
+    if body is None or flt.min_trust is Trust.UNVERIFIED:
+        return 0
+    query = _query(body, _clauses(flt))
+    wide = cands.view.floor(Trust.UNVERIFIED).search(query, 1, count=True)[1]
+    here = cands.view.floor(flt.min_trust).search(query, 1, count=True)[1]
+    return max(0, wide - here)
 
 
-def top(view: IndexView, acc: dict[int, float], limit: int) -> list[Match]:
-    """Sort by score, ties by entry id; ids are read only for the scores that can place."""
-    if not acc:
+def _query(body: Any, clauses: list[Any] | None) -> Any:
+    if not clauses:
+        return body
+    import tantivy
+
+    return tantivy.Query.boolean_query([(tantivy.Occur.Must, body)] + [_clause(c) for c in clauses])
+
+
+def _clause(clause: Any) -> tuple[Any, Any]:
+    import tantivy
+
+    if isinstance(clause, tuple):  # (Occur, query): a must-not
+        return clause
+    # A filter matches or not: it adds nothing to the score.
+    return tantivy.Occur.Must, tantivy.Query.const_score_query(clause, 0.0)
+
+
+def _clauses(flt: Filter) -> list[Any]:
+    """The tantivy clauses for what ``flt``'s class table and fields say (kind, key, layers,
+    the trust ceiling, superseded, marked); the floor index itself is the floor."""
+    import tantivy
+
+    from .floors import schema
+
+    sch = schema()
+    out: list[Any] = []
+
+    def any_of(tags: list[str]) -> Any:
+        if len(tags) == 1:
+            return tantivy.Query.term_query(sch, "tag", tags[0])
+        return tantivy.Query.term_set_query(sch, "tag", tags)
+
+    if flt.ceiling is not None and flt.ceiling.rank < Trust.VERIFIED.rank:
+        allowed = [
+            trust_tag(t.value)
+            for t in (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED)
+            if flt.min_trust.rank <= t.rank <= flt.ceiling.rank
+        ]
+        out.append(any_of(allowed) if allowed else tantivy.Query.empty_query())
+    if flt.kind is not None:
+        out.append(any_of([kind_tag(flt.kind.value)]))
+    if flt.key is not None:
+        kinds = [flt.kind] if flt.kind is not None else list(Kind)
+        out.append(any_of([group_tag(k.value, flt.key) for k in kinds]))
+    if flt.layers is not None:
+        out.append(
+            any_of([layer_tag(x.value) for x in sorted(flt.layers)])
+            if flt.layers
+            else tantivy.Query.empty_query()
+        )
+    if not flt.superseded_ok:
+        out.append((tantivy.Occur.MustNot, tantivy.Query.term_query(sch, "tag", SUPERSEDED_TAG)))
+    if flt.skip_marked:
+        out.append((tantivy.Occur.MustNot, tantivy.Query.term_query(sch, "tag", MARKED_TAG)))
+    return out
+
+
+def _may_bypass(flt: Filter) -> bool:
+    return bool(
+        flt.visible_ids
+        or flt.visible_run is not None
+        or (flt.areas is not None and any(a.own for a in flt.areas))
+    )
+
+
+def _below_table(floor: Trust) -> bytes:
+    return bytes(
+        int((code & 3) != _REJECTED and _RANK_OF_CODE[code & 3] < floor.rank) for code in range(256)
+    )
+
+
+def _admitted_ids(cands: Candidates, floor: Trust) -> list[str]:
+    """The ids of the admitted documents in the floor's index (the bypass ones are not)."""
+    at_floor = bytes(1 - x for x in _below_table(floor))
+    out = []
+    for seg, mask in zip(cands.view.segments, cands.masks, strict=True):
+        keep = bytearray(seg.cls.translate(at_floor))
+        _and(keep, mask)
+        out += [seg.doc_id(d) for d in _ones(keep)]
+    return out
+
+
+def _ones(mask: bytearray) -> Iterator[int]:
+    """The positions of the 1s of a 0/1 mask (found in C, however sparse)."""
+    at = mask.find(1)
+    while at >= 0:
+        yield at
+        at = mask.find(1, at + 1)
+
+
+def _bypass(
+    cands: Candidates, floor: Floor, terms: list[str], boosts: list[float]
+) -> list[tuple[float, str]]:
+    """Admitted documents below the floor (not in its index) that hold a query term, scored
+    with the floor's statistics joined by every admitted document below it (``floors.bm25``):
+    what tantivy would score them were they at the floor, and above 0 even over an empty
+    floor. Entries at the floor are scored by tantivy without them."""
+    from collections import Counter
+
+    below = _below_table(cands.flt.min_trust)
+    joining: list[tuple[str, Counter[str], int]] = []
+    for seg, mask in zip(cands.view.segments, cands.masks, strict=True):
+        wanted = bytearray(seg.cls.translate(below))
+        _and(wanted, mask)
+        for docno in _ones(wanted):
+            counts, length = _counts(seg, docno)
+            joining.append((seg.doc_id(docno), counts, length))
+    matching = [j for j in joining if any(term in j[1] for term in terms)]
+    if not matching:
         return []
-    if len(acc) > limit:
-        cut = heapq.nlargest(limit, acc.values())[-1]
-        acc = {k: s for k, s in acc.items() if s >= cut}
-    ranked = []
-    for key, score in acc.items():
-        number, docno = key >> 32, key & 0xFFFFFFFF
-        ranked.append((-score, view.segments[number].doc_id(docno), number, docno))
-    ranked.sort()
-    return [Match(number, docno, doc_id, -neg) for neg, doc_id, number, docno in ranked[:limit]]
+    dfs = [floor.doc_freq(t) + sum(1 for j in joining if t in j[1]) for t in terms]
+    n_docs = floor.n_docs + len(joining)
+    total = floor.total + sum(j[2] for j in joining)
+    return [
+        (bm25([counts.get(t, 0) for t in terms], dfs, length, n_docs, total, boosts), entry_id)
+        for entry_id, counts, length in matching
+    ]
+
+
+def _counts(seg: Segment, docno: int) -> tuple[Any, int]:
+    """A document's term frequencies and length, from its record (kept in the segment's
+    memo: a run's own notes are scored on each of its queries)."""
+    from collections import Counter
+
+    from .docs import document_tokens, entry_of
+
+    key = ("tokens", docno)
+    found = seg.memo.get(key)
+    if found is None:
+        tokens = document_tokens(entry_of(seg.record(docno), seg.doc_id(docno)))
+        found = (Counter(tokens), len(tokens))
+        seg.remember(key, found)
+    return found

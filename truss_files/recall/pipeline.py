@@ -1,31 +1,26 @@
-"""The recall pipeline: filter by trust and fields, then rank only the candidates, then cut.
+"""What a recall query asks for and gets: the ``Filter``, ``Area`` and ``Hit``.
 
-BM25 statistics come from the filtered candidates alone, so text below the trust floor can
-never move a returned entry's score or rank.
-
-Two ways in:
-
-* ``recall(entries, query, flt, limit)`` -- over entries you already hold (parsed files, a
-  test's fixtures). Tokenizes every candidate on each call.
-* ``truss_files.recall.engine.search(store, query, flt, limit, mode=...)`` -- over a store,
-  through the index cache under ``.git/truss/`` (``index.py``): same filter, same scores, no
-  parsing or tokenizing at query time, and the ``semantic`` and ``hybrid`` modes.
+The pipeline is always: filter by trust and fields, rank only what the filter admits, cut to
+the limit. One engine runs it, ``truss_files.recall.engine`` (``search`` / ``Searcher``), over
+the index cache under ``.git/truss/``: BM25 statistics come from the trust floor's own index
+(``floors``), so text below the floor can never move a returned entry's score or rank.
+``Filter.admits`` says the same of one ``Entry`` in hand (what tests and the memory tool's
+views check against).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..model import Entry, Kind, Layer, Trust
-from .bounds import query_terms
 from .docs import MARKER_PREFIX, document_tokens
 
 if TYPE_CHECKING:
     from ..scope import Reader  # made by the caller; a query with no reader never loads it
 
-__all__ = ["Area", "Filter", "Hit", "document_tokens", "recall"]
+__all__ = ["Area", "Filter", "Hit", "document_tokens"]
 
 
 @dataclass(frozen=True)
@@ -132,16 +127,3 @@ class Filter:
 class Hit:
     entry: Entry
     score: float
-
-
-def recall(entries: Iterable[Entry], query: str, flt: Filter, limit: int = 32) -> list[Hit]:
-    """Exact BM25 over the entries ``flt`` admits, statistics from those entries alone; the
-    query within ``bounds`` (each distinct term scored once)."""
-    from .bm25 import rank
-
-    query_tokens = query_terms(query)
-    candidates = {e.id: e for e in entries if flt.admits(e)}
-    if not query_tokens:
-        return []
-    docs = {eid: document_tokens(e) for eid, e in candidates.items()}
-    return [Hit(candidates[s.doc_id], s.score) for s in rank(docs, query_tokens, limit)]

@@ -4,8 +4,9 @@ Exact matching misses a note that says the thing another way: the stemmer leaves
 ``recovered`` (``recov``) and ``recovery`` (``recoveri``) apart, ``forgot`` and ``forgotten``,
 ``slow`` and ``slower``. Each term of a query (after acronyms) brings in the one word the
 embedding model puts nearest to it, and a note's score becomes its BM25 for the query's own
-terms plus ``RELATED_WEIGHT`` (0.5) times its BM25 for the added words -- two lexical queries
-over the same admitted entries, so this stacks on any lexical engine. Exact mode stays
+terms plus ``RELATED_WEIGHT`` (0.5) times its BM25 for the added words -- one query, the
+added words boosted clauses of it (``floors.body_query``), over the same admitted entries and
+the same floor statistics. Exact mode stays
 explainable: the added words are plain index terms, and ``RecallResult.related_words``
 (``--format json``: ``related_words``) lists them.
 
@@ -47,14 +48,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
 __all__ = [
     "MIN_SIMILARITY",
     "RELATED_WEIGHT",
     "RelatedWords",
     "TableText",
-    "add_weighted",
     "build_table",
     "load_related",
     "table_text",
@@ -65,8 +65,6 @@ MIN_SIMILARITY: Final = 0.4
 MIN_TERM: Final = 4  # letters of a term that has or is a related word
 MIN_WORD: Final = 3  # letters of a vocabulary word that is looked at
 MAX_TABLE_ENTRIES: Final = 100_000
-
-K = TypeVar("K", str, tuple[str, int, int])
 
 
 class RelatedWords:
@@ -89,20 +87,6 @@ class RelatedWords:
                 have.add(other)
                 added.append(other)
         return added
-
-
-def add_weighted(
-    own: Sequence[tuple[K, float]],
-    extra: Sequence[tuple[K, float]],
-    limit: int,
-    weight: float = RELATED_WEIGHT,
-) -> list[tuple[K, float]]:
-    """The best ``limit`` of ``own score + weight * extra score`` (a key missing from one list
-    counts 0 there), score desc, then key asc."""
-    total = dict(own)
-    for key, score in extra:
-        total[key] = total.get(key, 0.0) + weight * score
-    return sorted(total.items(), key=lambda item: (-item[1], item[0]))[:limit]
 
 
 # -- the table ----------------------------------------------------------------------------

@@ -1,12 +1,12 @@
-"""One immutable file of the recall index: documents, postings, records; read through mmap.
+"""One immutable file of the recall index: documents, their filter fields and records; mmap.
 
-Why this format (measured on the development machine, 2 busy cores):
-loading a whole index as Python objects costs more than the query it serves -- ``marshal`` or
-``pickle`` of 10k documents' term frequencies alone take ~45 ms to load (~450 ms at 100k), a
-term dictionary of 100k words ~20 ms. So a segment is laid out to be *read in place*: the file
-is mapped, a query decodes only the buckets of its own terms, their posting lists
-(``array.frombytes``, a memcpy) and the records of the hits it returns. Opening a segment costs
-its header plus two bytes per document (trust/kind class and layer), whatever its size.
+Ranking lives in the floor indexes (``floors``, tantivy); a segment holds what the filter and
+the answer need: per document its id, class byte, layer, length, record, (kind, key) group and
+run, and its terms (the forward index: what a floor index is fed, and what a merge copies).
+Loading a whole index as Python objects costs more than the query it serves (``marshal`` of
+10k records ~45 ms), so a segment is laid out to be *read in place*: the file is mapped, and a
+query decodes only the records of the hits it returns. Opening a segment costs its header plus
+two bytes per document (trust/kind class and layer), whatever its size.
 
 Layout: ``MAGIC``, a little-endian u32 header length, the header (``marshal``: format and
 tokenizer versions, counts, byte order, section offsets) and the sections:
@@ -17,13 +17,10 @@ chash      16 bytes per document: sha256 of the text an embedder sees (``docs.em
 cls        one byte per document: trust (2 bits), superseded, marked, kind (4 bits)
 layer      one byte per document
 len        u32 per document: BM25 length (token count of key + body)
-tstart     u32 per term + 1: where each term's postings start (terms sorted, term id = rank)
-tbuckets   u32 per bucket + 1, then ``tmap``: per bucket a marshal ``{term: term id}``
-pdoc/ptf   u32 docno and u16 term frequency of every posting, grouped by term, docno ascending
 roff/rec   u64 offsets and the marshal record of each document (what rebuilds its ``Entry``)
 foff       u32 per document + 1, then ``fterm``/``ftf``: the forward index (term ids, tfs)
-vocab      marshal list of the terms (only merges need it)
-kbuckets   like tbuckets, ``kmap``: ``"kind\\0key"`` -> tuple of docnos
+vocab      marshal list of the terms, sorted (term id = rank)
+kbuckets   u32 per bucket + 1, then ``kmap``: per bucket a marshal ``{"kind\\0key": docnos}``
 runs       marshal ``{run id: tuple of docnos}`` for entries produced by a run
 =========  =================================================================================
 
@@ -41,9 +38,8 @@ import sys
 import zlib
 from array import array
 from bisect import bisect_left
-from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import accumulate, chain, repeat
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -63,16 +59,16 @@ __all__ = [
 ]
 
 MAGIC: Final = b"TRUSSEG\x01"
-FORMAT: Final = 2
-# Sections checked piece by piece as they are read (a term's postings, a record, a bucket);
+FORMAT: Final = 3
+# Sections checked piece by piece as they are read (a block of ids, a record, a bucket);
 # every other section is checked whole, against the header's CRC, before its first use.
-_PIECEWISE: Final = frozenset({"ids", "pdoc", "ptf", "rec", "tmap", "kmap"})
+_PIECEWISE: Final = frozenset({"ids", "rec", "kmap"})
 _U32: Final = struct.Struct("<I")
 _PAIR: Final = struct.Struct("=II")
 _SPAN: Final = struct.Struct("=QQ")
 MAX_TF: Final = 0xFFFF
 ID_BLOCK: Final = 64  # ids per CRC of the ids section: a lookup checks the blocks it reads
-COUNTED_AT: Final = 512  # documents: a term this common carries its counts per class
+MEMO: Final = 8192  # things a reader keeps per open segment (``Segment.memo``)
 NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -178,14 +174,9 @@ _PICKLED_TYPES: Final = frozenset({"date", "datetime", "time", "timedelta", "tim
 
 
 def write_segment(path: StrPath, docs: Sequence[Doc]) -> None:
-    """Write ``docs`` (sorted by id, unique) as a segment at ``path``, atomically.
-
-    Per posting this runs no Python bytecode: a document's term ids are looked up and sorted
-    by ``map``/``sorted``, and its postings are appended to their terms' lists by
-    ``map(list.append, ...)`` drained by a zero-length ``deque`` -- a bucket sort by term, in
-    docno order, in C (~85 µs a document of ~90 distinct terms where a packed-int sort took
-    ~130 µs). ``tests/test_index.py`` checks the bytes against a plain reference writer.
-    """
+    """Write ``docs`` (sorted by id, unique) as a segment at ``path``, atomically. A
+    document's term ids are looked up and sorted by ``map``/``sorted``, in C.
+    ``tests/test_recall_build.py`` checks the bytes against a plain reference writer."""
     n = len(docs)
     ids = "".join([d.id for d in docs]).encode("ascii")
     if len(ids) != 32 * n:
@@ -198,12 +189,6 @@ def write_segment(path: StrPath, docs: Sequence[Doc]) -> None:
     term_id = dict(zip(vocab, range(len(vocab)), strict=True))
     tid_of = term_id.__getitem__
     term_of = vocab.__getitem__
-    post_docs: list[list[int]] = [[] for _ in vocab]
-    post_tfs: list[list[int]] = [[] for _ in vocab]
-    docs_of = post_docs.__getitem__
-    tfs_of = post_tfs.__getitem__
-    append = list.append
-    drain = deque[Any](maxlen=0).extend
     fterm = array("I")
     ftf = array("H")
     foff = array("I", [0])
@@ -218,8 +203,6 @@ def write_segment(path: StrPath, docs: Sequence[Doc]) -> None:
         fterm.extend(tids)
         ftf.extend(tfs)
         foff.append(len(fterm))
-        drain(map(append, map(docs_of, tids), repeat(docno)))
-        drain(map(append, map(tfs_of, tids), tfs))
         group = groups.get(doc.group)
         if group is None:
             groups[doc.group] = [docno]
@@ -233,45 +216,27 @@ def write_segment(path: StrPath, docs: Sequence[Doc]) -> None:
         "chash": b"".join([d.chash for d in docs]),
         "layer": bytes([d.layer for d in docs]),
         "len": array("I", [d.length for d in docs]).tobytes(),
-        "tstart": array("I", accumulate(map(len, post_docs), initial=0)).tobytes(),
-        "pdoc": array("I", chain.from_iterable(post_docs)).tobytes(),
-        "ptf": array("H", chain.from_iterable(post_tfs)).tobytes(),
         "foff": foff.tobytes(),
         "fterm": fterm.tobytes(),
         "ftf": ftf.tobytes(),
     }
-    del post_docs, post_tfs
     records = dump_records([d.record for d in docs])
-    finish_segment(path, n, vocab, term_id, records, groups, runs, sections)
+    finish_segment(path, n, vocab, records, groups, runs, sections)
 
 
 def finish_segment(
     path: StrPath,
     n: int,
     vocab: list[str],
-    term_id: Mapping[str, int],
     records: Sequence[bytes],
     groups: Mapping[str, Sequence[int]],
     runs: Mapping[str, Sequence[int]],
     columns: Mapping[str, bytes],
 ) -> None:
     """Write a segment from its columns and the parts every writer encodes the same way:
-    the dumped records (``dump_records``), the term and group maps, the runs."""
-    starts = array("I")
-    starts.frombytes(columns["tstart"])
-    docnos = array("I")
-    docnos.frombytes(columns["pdoc"])
-    tbuckets, tmap = _hash_map(_with_class_counts(term_id, starts, docnos, columns["cls"]))
+    the dumped records (``dump_records``), the group map, the runs."""
     kbuckets, kmap = _hash_map({g: tuple(v) for g, v in groups.items()})
-    pdoc, ptf = memoryview(columns["pdoc"]), memoryview(columns["ptf"])
     ids = columns["ids"]
-    pcrc = array(
-        "I",
-        (
-            zlib.crc32(ptf[2 * a : 2 * b], zlib.crc32(pdoc[4 * a : 4 * b], zlib.crc32(t.encode())))
-            for t, a, b in zip(vocab, starts, starts[1:], strict=False)
-        ),
-    )
     rcrc = array(
         "I", (zlib.crc32(r, zlib.crc32(ids[32 * d : 32 * d + 32])) for d, r in enumerate(records))
     )
@@ -285,14 +250,7 @@ def finish_segment(
         "chash": columns["chash"],
         "layer": columns["layer"],
         "len": columns["len"],
-        "tstart": columns["tstart"],
-        "tbuckets": tbuckets,
-        "tmap": tmap,
-        "tcrc": _chunk_crcs(tbuckets, tmap),
-        "pcrc": pcrc.tobytes(),
         "rcrc": rcrc.tobytes(),
-        "pdoc": columns["pdoc"],
-        "ptf": columns["ptf"],
         "roff": array("Q", accumulate(map(len, records), initial=0)).tobytes(),
         "rec": records,  # written piece by piece: no copy of the largest section
         "foff": columns["foff"],
@@ -305,42 +263,6 @@ def finish_segment(
         "runs": marshal.dumps({r: tuple(v) for r, v in runs.items()}),
     }
     _write_sections(path, n, len(vocab), sections)
-
-
-def _with_class_counts(
-    term_id: Mapping[str, int], starts: array[int], docnos: array[int], cls: bytes
-) -> Mapping[str, Any]:
-    """The term map, where a term held by ``COUNTED_AT`` documents or more maps to ``(term
-    id, ((class byte, documents), ...))``: its document frequency per class, so a query under
-    a filter of classes alone (trust floor, kind, superseded, marked) knows how many
-    candidates hold a common word without walking its postings."""
-    common = [t for t, i in term_id.items() if starts[i + 1] - starts[i] >= COUNTED_AT]
-    if not common:
-        return term_id
-    out: dict[str, Any] = dict(term_id)
-    for term in common:
-        tid = term_id[term]
-        held = docnos[starts[tid] : starts[tid + 1]]
-        counts = Counter(bytes(map(cls.__getitem__, held)))
-        out[term] = (tid, tuple(sorted(counts.items())))
-    return out
-
-
-def _class_stats(cls: bytes | Sequence[bytes], lens: bytes | Sequence[bytes]) -> bytes:
-    """``{class byte: (documents, their total length)}``, marshalled: a filter of classes
-    alone then knows its candidates' count and average length without summing a column."""
-    lengths = array("I")
-    lengths.frombytes(lens if isinstance(lens, bytes) else b"".join(lens))
-    codes = cls if isinstance(cls, bytes) else b"".join(cls)
-    stats: dict[int, list[int]] = {}
-    for code, length in zip(codes, lengths, strict=True):
-        entry = stats.get(code)
-        if entry is None:
-            stats[code] = [1, length]
-        else:
-            entry[0] += 1
-            entry[1] += length
-    return marshal.dumps({code: tuple(v) for code, v in sorted(stats.items())})
 
 
 def _chunk_crcs(offsets: bytes, blob: bytes) -> bytes:
@@ -364,8 +286,6 @@ def dump_records(records: Sequence[tuple[Any, ...]]) -> list[bytes]:
 def _write_sections(
     path: StrPath, n: int, n_terms: int, sections: Mapping[str, bytes | Sequence[bytes]]
 ) -> None:
-    if "cls" in sections and "len" in sections:
-        sections = {**sections, "cstat": _class_stats(sections["cls"], sections["len"])}
     spans: dict[str, tuple[int, int]] = {}
     crcs: dict[str, int] = {}
     offset = 0
@@ -434,6 +354,8 @@ class Segment:
         self._spans = {k: (base + a, n) for k, (a, n) in header["sections"].items()}
         self._crc: dict[str, int] = header["crc"]
         self._cache: dict[str, Any] = {}
+        # What readers derived from this (immutable) file: ids found, groups, entries.
+        self.memo: dict[Any, Any] = {}
 
     @property
     def path(self) -> Path:
@@ -496,6 +418,20 @@ class Segment:
         """The docno of ``doc_id``, by binary search over the sorted ids; every block of ids
         the search reads is checked against its CRC first (a changed id could hide an entry
         a deletion must find)."""
+        found = self.memo.get(doc_id)
+        if found is not None or doc_id in self.memo:
+            return found
+        docno = self._find(doc_id)
+        self.remember(doc_id, docno)
+        return docno
+
+    def remember(self, key: Any, value: Any) -> None:
+        """Keep ``value`` in ``memo`` (bounded: emptied when it grows past ``MEMO``)."""
+        if len(self.memo) >= MEMO:
+            self.memo.clear()
+        self.memo[key] = value
+
+    def _find(self, doc_id: str) -> int | None:
         start = self._spans["ids"][0]
         mm = self._mm
         key = doc_id.encode("ascii")
@@ -540,7 +476,7 @@ class Segment:
         base = self._spans["rec"][0]
         return bytes(self._mm[base + a : base + b])
 
-    # -- terms ---------------------------------------------------------------------------
+    # -- groups --------------------------------------------------------------------------
 
     def _lookup(self, buckets: str, table: str, crcs: str, name: str) -> Any:
         start, size = self._spans[buckets]
@@ -559,51 +495,14 @@ class Segment:
         except (ValueError, EOFError, TypeError, AttributeError) as exc:
             raise self._damaged(f"bucket {slot} of {table}") from exc
 
-    def postings(self, term: str) -> tuple[array[int], array[int]] | None:
-        """``(docnos ascending, term frequencies)`` of ``term``, or None."""
-        found = self.counted_postings(term)
-        return None if found is None else found[:2]
-
-    def counted_postings(
-        self, term: str
-    ) -> tuple[array[int], array[int], tuple[tuple[int, int], ...] | None] | None:
-        """``postings(term)`` and, for a common term (``COUNTED_AT``), its document counts
-        per class byte: ``((class, documents), ...)``."""
-        tid = self._lookup("tbuckets", "tmap", "tcrc", term)
-        if tid is None:
-            return None
-        counts = None
-        if isinstance(tid, tuple):
-            tid, counts = tid
-        try:
-            a, b = _PAIR.unpack_from(self._mm, self._spans["tstart"][0] + 4 * tid)
-            (want,) = _U32.unpack_from(self._mm, self._spans["pcrc"][0] + 4 * tid)
-        except (struct.error, TypeError) as exc:
-            raise self._damaged(f"the term table at {term!r}") from exc
-        pdoc = self._span_slice("pdoc", 4 * a, 4 * b)
-        ptf = self._span_slice("ptf", 2 * a, 2 * b)
-        if zlib.crc32(ptf, zlib.crc32(pdoc, zlib.crc32(term.encode()))) != want:
-            raise self._damaged(f"the postings of {term!r}")
-        docs = array("I")
-        docs.frombytes(pdoc)
-        tfs = array("H")
-        tfs.frombytes(ptf)
-        return docs, tfs, counts
-
-    def _span_slice(self, name: str, a: int, b: int) -> bytes:
-        start = self._spans[name][0]
-        return self._mm[start + a : start + b]
-
     def group(self, kind: str, key: str) -> tuple[int, ...]:
         """Docnos of every document with this kind and key (any trust)."""
-        found = self._lookup("kbuckets", "kmap", "kcrc", f"{kind}\0{key}")
-        return found if found is not None else ()
-
-    def class_stats(self) -> dict[int, tuple[int, int]]:
-        """``{class byte: (documents, their total length)}`` (deleted documents included)."""
-        found = self._cache.get("cstat")
+        name = f"{kind}\0{key}"
+        found = self.memo.get(name)
         if found is None:
-            found = self._cache["cstat"] = marshal.loads(self._raw("cstat"))
+            found = self._lookup("kbuckets", "kmap", "kcrc", name)
+            found = found if found is not None else ()
+            self.remember(name, found)
         return found
 
     def runs(self) -> dict[str, tuple[int, ...]]:
@@ -619,6 +518,42 @@ class Segment:
         if found is None:
             found = self._cache["vocab"] = marshal.loads(self._raw("vocab"))
         return found
+
+    def forward_terms(self, docno: int) -> tuple[list[str], list[int]]:
+        """The terms of one document and their frequencies (what a floor index is fed)."""
+        foff = self._array("foff", "I")
+        a, b = foff[docno], foff[docno + 1]
+        terms = list(map(self.vocab().__getitem__, self._array("fterm", "I")[a:b]))
+        return terms, self._array("ftf", "H")[a:b].tolist()
+
+    def forward_arrays(self) -> tuple[Any, Any, Any]:
+        """The forward index as numpy arrays: term ids, frequencies, per-document offsets
+        (for a rebuild; numpy must be importable)."""
+        import numpy as np
+
+        return (
+            np.frombuffer(self._raw("fterm"), dtype=np.uint32),
+            np.frombuffer(self._raw("ftf"), dtype=np.uint16),
+            np.frombuffer(self._raw("foff"), dtype=np.uint32).astype(np.int64),
+        )
+
+    def groups(self) -> dict[str, tuple[int, ...]]:
+        """Every ``"kind\0key"`` group and its docnos, each bucket checked as it is read."""
+        bounds = array("I")
+        bounds.frombytes(self._raw("kbuckets"))
+        base = self._spans["kmap"][0]
+        crcs = self._spans["kcrc"][0]
+        out: dict[str, tuple[int, ...]] = {}
+        for slot in range(len(bounds) - 1):
+            data = self._mm[base + bounds[slot] : base + bounds[slot + 1]]
+            (want,) = _U32.unpack_from(self._mm, crcs + 4 * slot)
+            if zlib.crc32(data) != want:
+                raise self._damaged(f"bucket {slot} of kmap")
+            try:
+                out.update(marshal.loads(data))
+            except (ValueError, EOFError, TypeError) as exc:
+                raise self._damaged(f"bucket {slot} of kmap") from exc
+        return out
 
     def forward(self, docno: int) -> dict[str, int]:
         """The term frequencies of one document (what a merge copies)."""

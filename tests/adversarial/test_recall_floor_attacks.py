@@ -1,0 +1,168 @@
+"""Attacks on the floor indexes (one tantivy index per trust floor under .git/truss/recall/):
+updaters killed mid-update, a floor index left ahead of the head, its files truncated,
+garbled, deleted or replaced by links, the folder itself replaced by a link to a planted
+index. Each time the next query must answer what the store holds -- never a crash, never
+an entry from elsewhere -- and the store itself is left as it was."""
+
+from __future__ import annotations
+
+import dataclasses
+import marshal
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_recall_support import check_against_reference, commit_entries, mixed_store
+
+from truss_files.audit import audit
+from truss_files.model import Trust
+from truss_files.recall.engine import Searcher
+from truss_files.recall.pipeline import Filter
+from truss_files.store import MemoryStore
+
+QUERY = "flaky CI network tests retry postgres"
+FLOORS = (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED)
+
+
+def _folder(store: MemoryStore) -> Path:
+    return Path(store.git.git_dir) / "truss" / "recall"
+
+
+def _head(store: MemoryStore) -> dict[str, object]:
+    found: dict[str, object] = marshal.loads((_folder(store) / "head").read_bytes())
+    return found
+
+
+def _floor_dir(store: MemoryStore, floor: Trust) -> Path:
+    floors = _head(store)["floors"]
+    assert isinstance(floors, dict)
+    return _folder(store) / floors[floor.value][0]
+
+
+def _every_floor_answers_right(store: MemoryStore) -> None:
+    for floor in FLOORS:
+        check_against_reference(store, QUERY, Filter(min_trust=floor), 50)
+
+
+def _notes(store: MemoryStore, n: int, tag: str) -> list:
+    rng = random.Random(tag)
+    words = QUERY.lower().split() + [f"w{i}" for i in range(40)]
+    out = []
+    for i in range(n):
+        entry = store.new_entry("fact", f"{tag}-{i}", " ".join(rng.choices(words, k=12)))
+        trust = rng.choice((Trust.VERIFIED, Trust.UNVERIFIED, Trust.STALE, Trust.REJECTED))
+        out.append(dataclasses.replace(entry, trust=trust))
+    return out
+
+
+_UPDATER = """
+import sys
+from truss_files.recall.engine import search
+from truss_files.recall.pipeline import Filter
+search(sys.argv[1], "flaky", Filter())
+"""
+
+
+def test_updaters_killed_mid_update_never_leave_a_wrong_answer(store: MemoryStore) -> None:
+    """A query process brings the index up to a commit of a few hundred entries and is
+    killed (SIGKILL) at a random moment of its life, a dozen times: the next query answers
+    what the store holds at every floor."""
+    mixed_store(store)
+    work = str(store.git.workdir)
+    Searcher(work).query(QUERY, Filter())
+    rng = random.Random(int(os.environ.get("TRUSS_CRASH_SEED", "13")))
+    commit_entries(store, _notes(store, 300, "calibrate"), "truss: import")
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-c", _UPDATER, work], check=True, timeout=120)
+    life = time.monotonic() - start
+    killed = 0
+    for trial in range(12):
+        commit_entries(store, _notes(store, 300, f"t{trial}"), "truss: import")
+        proc = subprocess.Popen([sys.executable, "-c", _UPDATER, work])
+        time.sleep(rng.uniform(0.3, 1.0) * life)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            killed += 1
+        proc.wait(timeout=120)
+        check_against_reference(store, QUERY, Filter(min_trust=rng.choice(FLOORS)), 50)
+    assert killed, "no updater was ever killed: the trials tested nothing"
+    _every_floor_answers_right(store)
+    assert audit(store.git).ok
+
+
+def test_a_floor_index_ahead_of_the_head_is_rebuilt(store: MemoryStore) -> None:
+    """The state a crash between a floor's commit and the head's replacement leaves: the
+    floor indexes at the new commit, the head naming the old one. The next query rebuilds."""
+    mixed_store(store)
+    searcher = Searcher(store.git.workdir)
+    searcher.query(QUERY, Filter())
+    old_head = (_folder(store) / "head").read_bytes()
+    store.write("fact", "later", "flaky network tests, written later")
+    searcher.query(QUERY, Filter(min_trust=Trust.UNVERIFIED))
+    assert searcher.index.stats["op"] == "update"
+    (_folder(store) / "head").write_bytes(old_head)  # the floors moved, the head did not
+    fresh = Searcher(store.git.workdir)
+    found = fresh.query(QUERY, Filter(min_trust=Trust.UNVERIFIED), 50)
+    assert fresh.index.stats["op"] == "rebuild"
+    assert "later" in {h.entry.key for h in found.hits}
+    _every_floor_answers_right(store)
+
+
+@pytest.mark.parametrize("part", ["term", "idx", "fieldnorm", "fast", "meta.json"])
+@pytest.mark.parametrize("damage", ["truncate", "garble", "delete", "link"])
+@pytest.mark.parametrize("floor", [Trust.VERIFIED, Trust.UNVERIFIED])
+def test_a_damaged_floor_file_is_rebuilt_not_served(
+    store: MemoryStore, tmp_path: Path, floor: Trust, damage: str, part: str
+) -> None:
+    """One file of a floor index truncated, garbled in place (its length kept), deleted, or
+    replaced by a link to a garbled copy: the next query answers right from a rebuilt one."""
+    mixed_store(store)
+    Searcher(store.git.workdir).query(QUERY, Filter(min_trust=floor))
+    folder = _floor_dir(store, floor)
+    victims = [p for p in folder.iterdir() if p.name == part or p.suffix == f".{part}"]
+    assert victims, sorted(p.name for p in folder.iterdir())
+    victim = max(victims, key=lambda p: p.stat().st_size)
+    data = bytearray(victim.read_bytes())
+    if damage == "truncate":
+        victim.write_bytes(bytes(data[: len(data) // 2]))
+    elif damage == "delete":
+        victim.unlink()
+    else:
+        at = len(data) // 3
+        data[at : at + 64] = bytes(b ^ 0x5A for b in data[at : at + 64])
+        if damage == "garble":
+            victim.write_bytes(bytes(data))
+        else:
+            copy = tmp_path / "planted"
+            copy.write_bytes(bytes(data))
+            victim.unlink()
+            victim.symlink_to(copy)
+    _every_floor_answers_right(store)
+    assert _floor_dir(store, floor) != folder  # answered from a new index
+
+
+def test_a_link_planted_at_a_floor_folder_is_not_followed(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    """The verified floor's folder replaced by a link to a copy of the unverified floor's
+    index (every unverified note in it): nothing of it is served at the verified floor, the
+    copy is not touched through the link, and the index is rebuilt in a real folder."""
+    mixed_store(store)
+    Searcher(store.git.workdir).query(QUERY, Filter())
+    planted = tmp_path / "planted-floor"
+    shutil.copytree(_floor_dir(store, Trust.UNVERIFIED), planted)  # holds unverified entries
+    folder = _floor_dir(store, Trust.VERIFIED)
+    shutil.rmtree(folder)
+    folder.symlink_to(planted)
+    before = sorted(p.name for p in planted.iterdir())
+    found = check_against_reference(store, QUERY, Filter(), 50)
+    assert all(h.entry.trust is Trust.VERIFIED for h in found.hits)
+    assert sorted(p.name for p in planted.iterdir()) == before
+    new = _floor_dir(store, Trust.VERIFIED)
+    assert new != folder and new.is_dir() and not new.is_symlink()
