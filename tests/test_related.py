@@ -18,10 +18,12 @@ from truss_files.recall.floors import MemoryIndex, bm25
 from truss_files.recall.modelfiles import wordllama_files, wordllama_package
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.related import (
+    FIND_LIMIT,
     MIN_TERM,
     RELATED_WEIGHT,
     TABLE_FILE,
     RelatedWords,
+    TableText,
     build_table,
     load_related,
 )
@@ -98,6 +100,25 @@ def test_a_damaged_table_file_is_read_line_by_line_never_trusted(tmp_path: Path)
     assert load_related(path) is None  # not UTF-8: nothing added, the query runs plain
     assert load_related(tmp_path / "missing.tsv") is None
     assert load_related(TABLE_FILE) is load_related()  # read once per process
+
+
+def test_the_table_answers_the_same_before_and_after_it_is_parsed() -> None:
+    """Lookups in place, then (past ``FIND_LIMIT``) in the parsed table: the same answers,
+    odd lines included -- the first line of a term wins both ways."""
+    text = (
+        "# comment\tnot a pair\nforgot\tforgotten\nforgot\tlater\nno tab here\n\tempty\n"
+        "empty\t\nthree\tcolumns\there\n"
+        + "".join(f"word{n}\tother{n}\n" for n in range(FIND_LIMIT * 2))
+    )
+    asked = ["forgot", "no tab here", "", "empty", "three", "# comment", "absent"]
+    asked += [f"word{n}" for n in range(FIND_LIMIT * 2)]
+    fresh = [TableText(text).get(term) for term in asked]
+    table = TableText(text)
+    first = [table.get(term) for term in asked]
+    then = [table.get(term) for term in asked]
+    assert first == fresh == then
+    assert fresh[:7] == ["forgotten", None, None, None, None, None, None]
+    assert table._parsed is not None  # parsed once it had been asked often enough
 
 
 def hits(searcher: Searcher, text: str, floor: Trust = Trust.VERIFIED) -> list[tuple[str, float]]:

@@ -350,17 +350,33 @@ class Searcher:
             if entry.trust is not Trust.VERIFIED or entry.superseded_by or slot in seen:
                 continue
             seen.add(slot)
-            live = []
-            for number, (seg, gone) in enumerate(zip(view.segments, view.deleted, strict=True)):
-                cls = seg.cls
-                for docno in seg.group(*slot):
-                    code = cls[docno]
-                    if docno not in gone and code & 3 == _VERIFIED and not code & SUPERSEDED:
-                        live.append((number, docno))
+            live = [
+                (number, docno)
+                for number, (seg, gone) in enumerate(zip(view.segments, view.deleted, strict=True))
+                for docno in _verified_in_group(seg, slot)
+                if docno not in gone
+            ]
             if len(live) > 1:  # records are read only for an actual conflict
                 for number, docno in live:
                     out[(number, docno)] = _entry_at(view.segments[number], docno)
         return list(out.values())
+
+
+def _verified_in_group(seg: Segment, slot: tuple[str, str]) -> tuple[int, ...]:
+    """The docnos of a segment's verified, not superseded documents of one (kind, key), kept
+    in the segment's memo (segments never change): a warm query's conflict check is then a
+    lookup per segment, not a walk of its class bytes."""
+    key = ("verified-group", *slot)
+    found: tuple[int, ...] | None = seg.memo.get(key)
+    if found is None:
+        cls = seg.cls
+        found = tuple(
+            docno
+            for docno in seg.group(*slot)
+            if cls[docno] & 3 == _VERIFIED and not cls[docno] & SUPERSEDED
+        )
+        seg.remember(key, found)
+    return found
 
 
 def _entry_at(seg: Segment, docno: int) -> Entry:
