@@ -51,16 +51,17 @@ changed) still counts in that floor's statistics until tantivy merges its segmen
 updated index can score a little unlike a rebuilt one -- for entries at that floor, never
 from below it.
 
-Measured now (same benchmark, medians; 10k / 100k notes, the last of two runs at each):
-warm exact query p50 0.32 / 0.67 ms, p95 0.69 / 1.46 ms (tantivy alone 0.05 / 0.13 ms and
-0.07 / 0.34 ms: 6.4x / 5.2x at p50, 9.9x / 4.2x at p95 -- the rest is the read gate, the
-view, the filter and the entries out, in Python); a cold ``truss-files query`` process 52 /
-62-65 ms, 1.12-1.19x / 1.29-1.51x tantivy's own cold script over two runs; the update after
-one write 15 / 13-21 ms (tantivy's own 12 / 8-10 ms: both commit to disk); a full rebuild
-1.1 / 8.1 s (tantivy over the verified notes, tokens in hand, 0.20 / 1.28 s); the index 24 /
-224 MB with every note's record (tantivy 1.1 / 7.6 MB). The cold query is mostly imports.
-Semantic at 10k (``python -m benchmarks semantic``): ~2.5 ms warm, a cold process ~2.8-3.0x
-``python -c pass``.
+Measured now (same benchmark, medians; 10k notes without related words, 100k with them, as
+exact mode runs): warm exact query p50 0.32 / 0.91 ms, p95 0.69 / 2.1 ms (tantivy alone 0.05 /
+0.12 ms and 0.07 / 0.33 ms: 6.4x / 7.5x at p50, 9.9x / 6.4x at p95; a query asked again at
+100k ~0.35-0.6 ms -- the first time, the entries out and ``_related`` decode their records;
+the rest is the read gate and the view, in Python); a cold ``truss-files query`` process 52
+/ 58-65 ms, 1.12-1.19x / 1.30-1.39x tantivy's own cold script; the update after one write 15
+/ 14 ms (tantivy's own 12 / 7.4 ms: both commit to disk); a full rebuild 1.1 / 8-11 s
+(tantivy over the verified notes, our tokens, 0.20 / 1.6 s); the index 24 / 224 MB with every
+note's record (tantivy 1.1 / 7.6 MB). The cold query is mostly imports. Semantic at 10k
+(``python -m benchmarks semantic``): ~2.5 ms warm, a cold process ~2.2-2.5x ``python -c
+pass``.
 
 Every view passes the read gate (``readgate``): ~30 us on a warm query (one small file);
 after new commits it audits just those (``python -m benchmarks readgate``, ~400-1,800

@@ -33,12 +33,9 @@ import stat
 import struct
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from ..model import Trust
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "B",
