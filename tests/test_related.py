@@ -77,12 +77,11 @@ def test_the_shipped_table_is_words_of_the_index() -> None:
     assert related.table["forgot"] == "forgotten"
 
 
-@pytest.mark.skipif(wordllama_package() is None, reason="needs the semantic extra")
 def test_the_shipped_table_is_what_the_model_gives() -> None:
     """A tokenizer or stemmer change that moves the index's terms fails here until the table
     is rebuilt (``python -m truss_files.recall.related``)."""
     package = wordllama_package()
-    assert package is not None
+    assert package is not None, "wordllama (the semantic extra, in the dev extra) is not installed"
     related = load_related()
     assert related is not None
     assert build_table(*wordllama_files(package)) == dict(related.table)
@@ -200,7 +199,6 @@ def test_query_json_names_the_related_words(store: MemoryStore) -> None:
     assert len(data["entries"]) == 1
 
 
-@pytest.mark.skipif(wordllama_package() is None, reason="needs the semantic extra")
 def test_hybrid_widens_its_exact_side_and_semantic_mode_does_not(store: MemoryStore) -> None:
     target = promote(store, store.write("fact", "reset", TARGET))
     promote(store, store.write("fact", "rotate", OTHER))
