@@ -103,7 +103,6 @@ TARGETS = {
     "update": {100_000: 20.0},
     "build": {100_000: 5.0},
 }
-RELEVANCE = Path(__file__).resolve().parent.parent / "tests" / "relevance"
 
 
 # The issue-shaped side-by-side tables, filled by ``run``; the runner prints them after the
@@ -609,34 +608,16 @@ def _semantic(
 
 
 def _relevance(tmp: Path, tables: Sequence[SideBySide]) -> list[Figure]:
-    from truss_files.recall.evaluate import (
-        bm25_rank_fn,
-        evaluate,
-        hybrid_rank_fn,
-        load_corpus,
-        load_queries,
-        semantic_rank_fn,
-        widened_rank_fn,
-    )
-    from truss_files.recall.related import load_related
+    from truss_files.recall.evaluate import evaluate, load_corpus, load_queries
 
-    corpus = load_corpus(RELEVANCE / "corpus.yaml")
-    asked = load_queries(RELEVANCE / "queries.yaml")
-    # Exact mode as it runs: acronyms and related words (``related``); beside it, without the
-    # related words.
-    exact = evaluate(widened_rank_fn(corpus, load_related()), corpus, asked, k=5)
-    results = {
-        "exact": exact,
-        "exact without related words": evaluate(bm25_rank_fn(corpus), corpus, asked, k=5),
-    }
-    import importlib.util
+    from .bench_semantic import SETS, measure_relevance
 
-    if importlib.util.find_spec("wordllama") is not None:
-        from truss_files.recall.embed import WordLlamaEmbedder
-
-        embedder = WordLlamaEmbedder()
-        results["semantic"] = evaluate(semantic_rank_fn(corpus, embedder), corpus, asked, k=5)
-        results["hybrid"] = evaluate(hybrid_rank_fn(corpus, embedder), corpus, asked, k=5)
+    name, corpus_file, queries_file = SETS[0]  # tests/relevance
+    corpus, asked = load_corpus(corpus_file), load_queries(queries_file)
+    # Exact mode as it runs (acronyms and related words), and the other modes, measured as
+    # bench_semantic measures them.
+    results = measure_relevance([SETS[0]])[name]
+    exact = results["exact"]
     notes = [(note.id, note.body) for note in corpus]
     for engine in ENGINES:
         built_in = tmp / f"relevance-{engine}"

@@ -113,8 +113,10 @@ def relevance() -> list[Figure]:
     return figures
 
 
-def measure_relevance() -> dict[str, dict[str, dict[str, Any]]]:
-    """``{set: {mode: evaluate(...)}}`` for every set of ``SETS``."""
+def measure_relevance(
+    sets: Sequence[tuple[str, Path, Path]] = SETS,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{set: {mode: evaluate(...)}}`` for every set of ``sets`` (name, corpus, queries)."""
     from truss_files.recall.evaluate import (
         bm25_rank_fn,
         evaluate,
@@ -134,7 +136,7 @@ def measure_relevance() -> dict[str, dict[str, dict[str, Any]]]:
         embedder = load_embedder()
     out: dict[str, dict[str, dict[str, Any]]] = {}
     fns: dict[Path, dict[str, Callable[[str, int], Sequence[str]]]] = {}
-    for name, corpus_file, queries_file in SETS:
+    for name, corpus_file, queries_file in sets:
         corpus = load_corpus(corpus_file)
         if corpus_file not in fns:
             made: dict[str, Callable[[str, int], Sequence[str]]] = {
