@@ -98,8 +98,11 @@ def bm25_rank_fn(corpus: Iterable[Note], *, acronyms: bool = True) -> RankFn:
     return lambda query, depth: [doc_id for doc_id, _ in scored(query, depth)]
 
 
-def _bm25_scored(corpus: Iterable[Note], *, acronyms: bool = True) -> ScoredFn:
+def _bm25_scored(
+    corpus: Iterable[Note], *, acronyms: bool = True, related: RelatedWords | None = None
+) -> ScoredFn:
     from .acronyms import Glossary, definitions
+    from .related import RELATED_WEIGHT
 
     notes = list(corpus)
     index = MemoryIndex((note.id, tokenize(note.body)) for note in notes)
@@ -109,7 +112,8 @@ def _bm25_scored(corpus: Iterable[Note], *, acronyms: bool = True) -> ScoredFn:
         terms = tokenize(query)
         if glossary is not None:
             terms = glossary.expand(terms)
-        return index.top(terms, depth)
+        added = related.widen(terms) if related is not None else []
+        return index.top(terms, depth, added, RELATED_WEIGHT)
 
     return scored
 
@@ -117,27 +121,8 @@ def _bm25_scored(corpus: Iterable[Note], *, acronyms: bool = True) -> ScoredFn:
 def widened_rank_fn(corpus: Sequence[Note], related: RelatedWords | None) -> RankFn:
     """Exact mode's ranking: ``bm25_rank_fn`` plus the query's related words
     (``related.RelatedWords``) at ``RELATED_WEIGHT``; ``related=None`` is ``bm25_rank_fn``."""
-    scored = _widened_scored(corpus, related)
+    scored = _bm25_scored(corpus, related=related)
     return lambda query, depth: [doc_id for doc_id, _ in scored(query, depth)]
-
-
-def _widened_scored(
-    corpus: Sequence[Note], related: RelatedWords | None, depth: int = 100
-) -> ScoredFn:
-    from .acronyms import Glossary, definitions
-    from .related import RELATED_WEIGHT
-
-    if related is None:
-        return _bm25_scored(corpus)
-    notes = list(corpus)
-    index = MemoryIndex((note.id, tokenize(note.body)) for note in notes)
-    glossary = Glossary(p for note in notes for p in definitions(note.body))
-
-    def scored(query: str, limit: int) -> list[tuple[str, float]]:
-        terms = glossary.expand(tokenize(query))
-        return index.top(terms, limit, related.widen(terms), RELATED_WEIGHT)
-
-    return scored
 
 
 def plain_bm25_rank_fn(corpus: Iterable[Note]) -> RankFn:
@@ -183,7 +168,7 @@ def hybrid_rank_fn(corpus: Sequence[Note], embedder: Embedder, depth: int = 100)
     from .fusion import fuse_scored_ids
     from .related import load_related
 
-    lexical = _widened_scored(corpus, load_related(), depth)
+    lexical = _bm25_scored(corpus, related=load_related())
     semantic = _semantic_scored(corpus, embedder)
 
     def rank_fn(query: str, limit: int) -> list[str]:
