@@ -8,7 +8,7 @@ scored again. Now a query holds at most ``MAX_QUERY_CHARS`` characters and
 accepted (that many of the store's most common words, over every note) is measured beside an
 ordinary one in ``benchmarks/bench_recall.py``: at 100k notes p50 0.40 s warm and 0.49 s as a
 new process's first query, beside 2.7 ms (2 shared cores), with the engine before tantivy;
-with tantivy at 10k, 0.9 ms warm beside 0.6 ms.
+with tantivy, 0.9 / 5.6 ms warm beside 0.6 / 0.8 ms at 10k / 100k.
 
 Over a bound the query is refused (``UsageError``, code ``invalid_input``) with the limit and
 what to do, never silently cut: the CLI's ``query``, the read tools and the Python API
