@@ -15,8 +15,11 @@ with ``raise ... from exc``.
     ├── TransitionError       a trust change the state machine does not allow
     ├── ConflictError         the store moved under us, or a work tree path has local edits
     ├── ConfigError           truss.toml / allowed_signers / user config problems
+    ├── Forbidden             a write the signing key's roles do not allow (layer, author)
     ├── UntrustedHistory      a read above unverified from a history the audit rejects
+    ├── IndexUnavailable      a recall cache that is damaged and cannot be rebuilt right now
     ├── StoreError            anything else about the repository (not a store, corrupt object)
+    │   └── RepositoryDamaged a truncated index or pack, a malformed ref: git fsck / repair
     └── AccessError           an HTTP request without a valid token (401) or its scope (403)
         └── ScopeError        a valid token that lacks the scope the route needs
 """
@@ -78,6 +81,13 @@ class ConfigError(TrussError):
     code = "config"
 
 
+class Forbidden(TrussError):
+    """A write the signing key may not make: a layer above the task or another author's
+    name needs the ``trainer`` role (``roles grant trainer PRINCIPAL``)."""
+
+    code = "forbidden"
+
+
 class UntrustedHistory(TrussError):
     """The branch's history breaks an audit rule, so its trust labels cannot be believed:
     nothing above unverified is served until the offending commit is off the branch."""
@@ -85,8 +95,22 @@ class UntrustedHistory(TrussError):
     code = "untrusted_history"
 
 
+class IndexUnavailable(TrussError):
+    """A cache under ``.git/truss/`` is damaged and could not be rebuilt for this call; the
+    next call tries again. Never a crash, never a wrong answer."""
+
+    code = "index_unavailable"
+
+
 class StoreError(TrussError):
     code = "store"
+
+
+class RepositoryDamaged(StoreError):
+    """git's own files are damaged (a truncated ``.git/index``, a bad pack, a malformed ref):
+    the message names the file and what to run (``git fsck``, ``truss-files repair``)."""
+
+    code = "repository_damaged"
 
 
 class AccessError(TrussError):
