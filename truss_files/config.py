@@ -18,7 +18,8 @@ CONFIG_PATH = "truss.toml"
 SIGNERS_PATH = ".truss/allowed_signers"
 # A private sigstore deployment's trust anchors, pinned by an operator (keyless verdicts).
 TRUSTED_ROOT_PATH = ".truss/trusted_root.json"
-ROLES = ("operator", "panel", "agent")
+# trainer: writes above the task layer and in members' names (authority.py decides where).
+ROLES = ("operator", "panel", "agent", "trainer")
 GIT_NAMESPACE = "git"
 VERDICT_NAMESPACE = "truss-verdict"
 

@@ -373,7 +373,7 @@ def set_roles(config: str, roles: Mapping[str, Sequence[str]]) -> str:
     """
     lines = config.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if line.strip() == "[roles]"), None)
-    rendered = {role: f"{role} = {_toml_list(roles[role])}\n" for role in ROLES}
+    rendered = {role: f"{role} = {_toml_list(roles[role])}\n" for role in ROLES if role in roles}
     if start is None:
         sep = "" if not config or config.endswith("\n") else "\n"
         out = config + sep + "\n[roles]\n" + "".join(rendered.values())
@@ -387,7 +387,7 @@ def set_roles(config: str, roles: Mapping[str, Sequence[str]]) -> str:
         i = start + 1
         while i < end:
             match = re.match(r"\s*([A-Za-z_-]+)\s*=", lines[i])
-            if match and match.group(1) in ROLES:
+            if match and match.group(1) in rendered:
                 j = _assignment_end(lines, i, end)
                 body.append(rendered[match.group(1)])
                 done.add(match.group(1))
@@ -395,7 +395,7 @@ def set_roles(config: str, roles: Mapping[str, Sequence[str]]) -> str:
                 continue
             body.append(lines[i])
             i += 1
-        missing = [rendered[r] for r in ROLES if r not in done]
+        missing = [line for r, line in rendered.items() if r not in done]
         # New assignments go after the last non-blank line of the table.
         at = len(body)
         while at > 0 and not body[at - 1].strip():
@@ -435,7 +435,7 @@ def _check_roles_edit(before: str, after: str, roles: Mapping[str, Sequence[str]
             f"{CONFIG_PATH}: editing [roles] would not give valid TOML ({exc}); write the "
             'roles as a plain [roles] table of role = ["principal", ...] lines'
         ) from exc
-    wanted = {role: list(roles[role]) for role in ROLES}
+    wanted = {role: list(roles.get(role, [])) for role in ROLES}
     old_rest = {k: v for k, v in old.items() if k != "roles"}
     new_rest = {k: v for k, v in new.items() if k != "roles"}
     got = {role: new.get("roles", {}).get(role, []) for role in ROLES}
