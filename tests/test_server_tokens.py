@@ -161,7 +161,7 @@ def test_new_token_needs_exactly_one_binding_and_the_file_exactly_one(tmp_path: 
     for bad in ({}, {"enterprises": ["acme"], "any_task": True},
                 {"enterprises": ["acme"], "tasks": ["T-1"]}):  # fmt: skip
         with pytest.raises(UsageError, match="exactly one of --enterprise E, --task T"):
-            new_token(file, ["tasks:read"], **bad)  # type: ignore[arg-type]
+            new_token(file, ["tasks:read"], **bad)
     with pytest.raises(UsageError, match="no enterprise or task id"):
         new_token(file, ["tasks:read"], tasks=["../T-1"])
     assert not file.exists()
