@@ -218,7 +218,7 @@ def _setup(tmp: Path, notes: int) -> tuple[str, Path, str, dict[str, str], list[
         commit_files(store, synth.files(synth.entries(notes)), f"seed {notes} notes")
     key = _agent_key(store, tmp)
     (tmp / "tasks.toml").write_text(TASKS)
-    token, _ = new_token(tmp / "tokens.toml", ["tasks:read", "tasks:write"])
+    token, _ = new_token(tmp / "tokens.toml", ["tasks:read", "tasks:write"], any_task=True)
     env = dict(os.environ, TRUSS_CONFIG_DIR=str(tmp / "config"), HOME=str(tmp))
     env.pop("TRUSS_STORE", None)
     return str(store.git.git_dir), key, token, env, synth.words

@@ -109,7 +109,7 @@ def test_a_new_token_works_and_a_removed_one_stops_without_a_restart(
     from truss_files.server.tokens import new_token
 
     server = served()
-    token, _ = new_token(server.tokens, ["tasks:read"], name="late")
+    token, _ = new_token(server.tokens, ["tasks:read"], name="late", any_task=True)
     assert server.ask("T-1", token=token, purpose="x").status == 200
     kept = [
         block for block in server.tokens.read_text().split("\n\n") if "[tokens.late]" not in block
@@ -212,7 +212,7 @@ def test_tokens_new_prints_the_token_once_and_stores_only_its_hash(tmp_path: Pat
     file = tmp_path / "tokens.toml"
     made = subprocess.run(
         [str(SCRIPT), "tokens", "new", "--file", str(file), "--scope", "tasks:read",
-         "--scope", "tasks:write", "--name", "ci"],
+         "--scope", "tasks:write", "--name", "ci", "--enterprise", "acme"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
@@ -224,22 +224,24 @@ def test_tokens_new_prints_the_token_once_and_stores_only_its_hash(tmp_path: Pat
     assert oct(file.stat().st_mode & 0o777) == "0o600"
     as_json = subprocess.run(
         [str(SCRIPT), "tokens", "new", "--file", str(file), "--scope", "tasks:read",
-         "--format", "json"],
+         "--task", "T-1", "--format", "json"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     shown = json.loads(as_json.stdout)
-    assert set(shown) == {"token", "name", "scopes"} and shown["scopes"] == ["tasks:read"]
+    assert set(shown) == {"token", "name", "scopes", "binding"}
+    assert shown["scopes"] == ["tasks:read"] and shown["binding"] == {"tasks": ["T-1"]}
     listed = subprocess.run(
         [str(SCRIPT), "tokens", "list", "--file", str(file), "--format", "json"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     names = json.loads(listed.stdout)["tokens"]
     assert [t["name"] for t in names] == ["ci", "token-1"]
+    assert names[0]["binding"] == {"enterprises": ["acme"]}
     assert token not in listed.stdout and shown["token"] not in listed.stdout
     assert "sha256" not in listed.stdout
     again = subprocess.run(
         [str(SCRIPT), "tokens", "new", "--file", str(file), "--scope", "tasks:read",
-         "--name", "ci"],
+         "--name", "ci", "--any-task"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert again.returncode == 1

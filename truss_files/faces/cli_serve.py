@@ -63,6 +63,13 @@ from .output import FORMAT_OPTION, emit, want_json
     type=click.FloatRange(0.1, 600),
     help="Seconds a client has to send its whole body (408 after).",
 )
+@click.option(
+    "--header-timeout",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 600),
+    help="Seconds a client has to send a request's headers (the connection is closed after).",
+)
 @FORMAT_OPTION
 @pass_ctx
 @handled
@@ -77,12 +84,16 @@ def serve(
     sync_every: float,
     max_body: int,
     body_timeout: float,
+    header_timeout: float,
     fmt: str | None,
 ) -> None:
     """Serve memory.ask and memory.train over HTTP (needs the [http] extra).
 
     Each task of the registry (--tasks) is a run context; bearer tokens (--tokens) carry the
-    scopes tasks:read (ask) and tasks:write (train). The server signs its writes with its own
+    scopes tasks:read (ask) and tasks:write (train) and act only for the tasks they are bound
+    to (403 for any other). A client slower than --header-timeout to send a request's
+    headers is dropped; a key file others can read is warned of at start.
+    The server signs its writes with its own
     key, which must hold the agent role and no other. Edits to either file take effect
     without a restart. Prints `listening on http://HOST:PORT` once it accepts connections;
     --format says how an error before that is printed (the server then logs as text).
@@ -108,6 +119,7 @@ def serve(
         signer=obj.signer_kind,
         max_body=max_body,
         body_timeout=body_timeout,
+        header_timeout=header_timeout,
     )
     # Ctrl-C: uvicorn has shut down cleanly and hands the signal back; not an error.
     with contextlib.suppress(KeyboardInterrupt):
@@ -130,12 +142,13 @@ def _say(line: str) -> None:
 
 @cli.group()
 def tokens() -> None:
-    """Bearer tokens of the HTTP API (only their hashes are stored).
+    """Bearer tokens of the HTTP API (only their hashes are stored), each bound to a tenant.
 
     \b
     Example:
-      truss-files tokens new --file tokens.toml --scope tasks:read --name dashboard
+      truss-files tokens new --file tokens.toml --scope tasks:read --enterprise acme --name dash
       truss-files tokens list --file tokens.toml --format text
+      truss-files tokens revoke --file tokens.toml dash
     """
 
 
@@ -149,26 +162,73 @@ def tokens() -> None:
     type=click.Choice(["tasks:read", "tasks:write"]),
     help="A scope the token carries (repeat for both).",
 )
+@click.option(
+    "--enterprise",
+    "enterprises",
+    multiple=True,
+    metavar="E",
+    help="Act only for tasks whose registry entry names enterprise E (repeat for several).",
+)
+@click.option(
+    "--task",
+    "task_ids",
+    multiple=True,
+    metavar="T",
+    help="Act only for the task T (repeat for several).",
+)
+@click.option("--any-task", is_flag=True, help="Act for every task of the server's registry.")
 @click.option("--name", help="A name for the token (default: token-N).")
 @click.option("--expires", metavar="WHEN", help="An ISO time, or a span from now: 90s, 12h, 30d.")
 @FORMAT_OPTION
 @handled
 def tokens_new(
-    path: str, scopes: tuple[str, ...], name: str | None, expires: str | None, fmt: str | None
+    path: str,
+    scopes: tuple[str, ...],
+    enterprises: tuple[str, ...],
+    task_ids: tuple[str, ...],
+    any_task: bool,
+    name: str | None,
+    expires: str | None,
+    fmt: str | None,
 ) -> None:
     """Add a token to FILE and print it, once: only its hash is kept.
 
+    The token acts only for the tasks it is bound to, by exactly one of --enterprise,
+    --task or --any-task; any other task answers 403.
+
     \b
     Example:
-      truss-files tokens new --file tokens.toml --scope tasks:read --name dashboard
+      truss-files tokens new --file tokens.toml --scope tasks:read --enterprise acme
     """
     from ..server import tokens as token_file
 
+    if [bool(enterprises), bool(task_ids), any_task].count(True) != 1:
+        raise click.UsageError(
+            "bind the token to its tenant with exactly one of --enterprise E (repeatable), "
+            "--task T (repeatable) or --any-task"
+        )
     now = datetime.datetime.now(datetime.UTC)
     when = token_file.parse_expiry(expires, now) if expires else None
-    token, record = token_file.new_token(path, scopes, name=name, expires=when)
+    token, record = token_file.new_token(
+        path,
+        scopes,
+        name=name,
+        expires=when,
+        enterprises=enterprises,
+        tasks=task_ids,
+        any_task=any_task,
+    )
     if fmt == "json":
-        emit("json", {"token": token, "name": record.name, "scopes": sorted(record.scopes)})
+        assert record.binding is not None
+        emit(
+            "json",
+            {
+                "token": token,
+                "name": record.name,
+                "scopes": sorted(record.scopes),
+                "binding": record.binding.describe(),
+            },
+        )
     else:
         click.echo(token)
 
@@ -178,7 +238,7 @@ def tokens_new(
 @FORMAT_OPTION
 @handled
 def tokens_list(path: str, fmt: str | None) -> None:
-    """Show each token's name, scopes and times; never a token or its hash.
+    """Show each token's name, scopes, binding and times; never a token or its hash.
 
     \b
     Example:
@@ -186,12 +246,34 @@ def tokens_list(path: str, fmt: str | None) -> None:
     """
     from ..server import tokens as token_file
 
-    found = token_file.describe(token_file.load(path))
+    loaded = token_file.load(path)
     if want_json(fmt):
-        emit("json", {"tokens": found})
+        emit("json", {"tokens": token_file.describe(loaded)})
         return
-    for t in found:
-        expiry = f"\texpires {t['expires']}" if t["expires"] else ""
-        click.echo(f"{t['name']}\t{','.join(t['scopes'])}{expiry}")
-    if not found:
+    for t in loaded.tokens:
+        binding = t.binding.text() if t.binding else token_file.UNBOUND
+        expiry = f"\texpires {token_file.stamp(t.expires)}" if t.expires else ""
+        click.echo(f"{t.name}\t{','.join(sorted(t.scopes))}\t{binding}{expiry}")
+    if not loaded.tokens:
         click.echo("no tokens yet; add one with `truss-files tokens new`")
+
+
+@tokens.command("revoke")
+@click.option("--file", "path", required=True, metavar="FILE", help="The token file (TOML).")
+@click.argument("name")
+@FORMAT_OPTION
+@handled
+def tokens_revoke(path: str, name: str, fmt: str | None) -> None:
+    """Remove the token NAME from FILE; a running server refuses it (401) from then on.
+
+    \b
+    Example:
+      truss-files tokens revoke --file tokens.toml dashboard
+    """
+    from ..server import tokens as token_file
+
+    token_file.revoke_token(path, name)
+    if want_json(fmt):
+        emit("json", {"revoked": name})
+    else:
+        click.echo(f"revoked {name}")

@@ -4,7 +4,8 @@
     POST /v1/tasks/{taskId}/memory/train           scope tasks:write
     GET  /healthz, GET /openapi.json               no token
 
-Each request is checked in this order: token (401, 403), task (404), input (413, 408, 422);
+Each request is checked in this order: token (401), scope and the token's tenant binding
+(403), task (404), all in ``tokens.admit``; then input (413, 408, 422);
 then memory.ask or memory.train runs (their public entry points, after the dispatcher's
 input checks) with the run context of the task registry's entry for
 ``{taskId}`` — nothing in the request can change it — on a worker thread with that thread's
@@ -37,7 +38,15 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..errors import AccessError, ConfigError, ConflictError, ScopeError, TrussError, UsageError
+from ..errors import (
+    AccessError,
+    ConfigError,
+    ConflictError,
+    Forbidden,
+    ScopeError,
+    TrussError,
+    UsageError,
+)
 from ..server import tokens as token_file
 from ..server.tasks import TaskRegistry
 from ..server.watched import Watched
@@ -74,6 +83,8 @@ class ServeOptions:
     body_timeout: float = 10.0
     # A read slower than this answers "unavailable" rather than hold a thread.
     ask_timeout: float = 30.0
+    # A client that has not sent a request's whole head by then is dropped (slow loris).
+    header_timeout: float = 5.0
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -138,20 +149,19 @@ class Backend:
             self._local.store = found
         return found
 
-    def authorize(self, header: str | None, need: str) -> None:
-        presented = None
-        if header:
-            scheme, _, value = header.partition(" ")
-            if scheme.lower() == "bearer":
-                presented = value.strip()
-            else:
-                raise AccessError("use `Authorization: Bearer <token>`")
-        now = datetime.datetime.now(datetime.UTC)
-        self.tokens.get().check(presented, need, now)
-
-    def context(self, request: Request) -> RunContext:
+    def admit(self, request: Request, need: str) -> RunContext:
+        """Every route that takes a task calls this, and only this, before anything else:
+        token, scope, the token's tenant binding and the task (``tokens.admit``)."""
         task_id = request.path_params["taskId"]
-        found = self.tasks.get().get(task_id)
+        now = datetime.datetime.now(datetime.UTC)
+        found = token_file.admit(
+            self.tokens.get(),
+            request.headers.get("authorization"),
+            need,
+            task_id,
+            self.tasks.get(),
+            now,
+        )
         if found is None:
             raise HttpError(
                 404,
@@ -201,14 +211,12 @@ def build_app(
         return JSONResponse(http_openapi.document(options.max_body))
 
     async def ask(request: Request) -> Response:
-        backend.authorize(request.headers.get("authorization"), "tasks:read")
-        context = backend.context(request)
+        context = backend.admit(request, "tasks:read")
         tool_input = ask_input(request)
         return await _run(backend, context, ASK, tool_input, None)
 
     async def train(request: Request) -> Response:
-        backend.authorize(request.headers.get("authorization"), "tasks:write")
-        context = backend.context(request)
+        context = backend.admit(request, "tasks:write")
         call_id = idempotency_key(request)
         body = await read_body(request, options.max_body, options.body_timeout)
         tool_input = parse_json(body)
@@ -376,8 +384,8 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
 def _answer(exc: Exception) -> Response:
     if isinstance(exc, HttpError):
         return error_response(exc.status, exc.code, exc.message)
-    if isinstance(exc, ScopeError):
-        return error_response(403, exc.code, exc.message)
+    if isinstance(exc, ScopeError | Forbidden):
+        return error_response(403, "forbidden", exc.message)
     if isinstance(exc, AccessError):
         return error_response(401, exc.code, exc.message)
     if isinstance(exc, ClientDisconnect):
@@ -445,21 +453,29 @@ def serve(
     sync_remote: str | None = None,
     sync_every: float = 5.0,
     echo: Callable[[str], None],
+    warn: Callable[[str], None] | None = None,
 ) -> None:
     """Bind, then serve until a signal; ``echo`` gets the one ``listening on`` line once the
-    server accepts connections (with port 0, the port the system gave)."""
+    server accepts connections (with port 0, the port the system gave), ``warn`` (stderr by
+    default) each start-up warning, once."""
     import socket
 
     from ..server.runner import SyncLoop, check_server_key
     from ..store import MemoryStore
+    from .http_deadline import DeadlineConfig
+
+    say = warn or _stderr
 
     def open_store() -> MemoryStore:
         from ..keys import load_signer
 
         return MemoryStore(options.store, signer=load_signer(options.key, signer=options.signer))
 
-    check_server_key(open_store())
+    first = open_store()
+    check_server_key(first)
     Watched(options.tasks, TaskRegistry.parse).get()  # a broken file stops us here, not later
+    for text in start_warnings(first.signer, options.tokens):
+        say(text)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -478,18 +494,19 @@ def serve(
         "access_log": False,
         "server_header": False,
         "timeout_keep_alive": 5,
+        "header_timeout": options.header_timeout,
     }
     try:
         if loop is not None:
             loop.start()
         if workers <= 1:
             app = build_app(options, after_write=loop.poke if loop else None)
-            _ReadyServer(uvicorn.Config(app, **common), lambda: echo(line)).run(sockets=[sock])
+            _ReadyServer(DeadlineConfig(app, **common), lambda: echo(line)).run(sockets=[sock])
         else:
             from uvicorn.supervisors import Multiprocess
 
             os.environ[ENV_OPTIONS] = options.to_env()
-            config = uvicorn.Config(
+            config = DeadlineConfig(
                 f"{__name__}:app_from_env", factory=True, workers=workers, **common
             )
             # The socket already listens: connections queue in the kernel until a worker takes
@@ -500,6 +517,44 @@ def serve(
         if loop is not None:
             loop.stop()
         sock.close()
+
+
+def start_warnings(signer: Signer, tokens: str) -> list[str]:
+    """What ``serve`` warns of once at start: a private key file that others may read, and
+    tokens made before tokens were bound to tenants (they act for no task)."""
+    import stat
+
+    found: list[str] = []
+    path = getattr(signer, "key_path", None)
+    # A .pub names a key whose private half ssh-agent holds: no secret in that file.
+    if path is not None and path.suffix != ".pub":
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = 0
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            found.append(
+                f"warning: the server's key file {path} can be read by others (mode "
+                f"{stat.S_IMODE(mode):04o}); anyone who can read it can sign as the server: "
+                f"run `chmod 600 {path}`"
+            )
+    try:
+        unbound = token_file.load(tokens).unbound()
+    except ConfigError:
+        unbound = []  # every request says so (503), and the log line names the problem
+    if unbound:
+        found.append(
+            f"warning: {tokens}: token(s) {', '.join(unbound)} were made before tokens were "
+            "bound to tenants and act for no task (403); issue new ones with `truss-files "
+            f"tokens new` and {token_file.BINDING_OPTIONS}, then `truss-files tokens revoke`"
+        )
+    return found
+
+
+def _stderr(text: str) -> None:
+    import sys
+
+    print(text, file=sys.stderr, flush=True)
 
 
 class _ReadyServer(uvicorn.Server):

@@ -29,7 +29,7 @@ _ERROR = {
 
 _WHY = {
     "401": "no token, an unknown token or an expired one",
-    "403": "the token lacks the route's scope",
+    "403": "the token lacks the route's scope, or is not bound to this task's tenant",
     "404": "no such task in the task registry",
     "408": "the body did not arrive in time",
     "409": "the store kept moving under the write; try again",

@@ -1,4 +1,5 @@
-"""Bearer tokens for the HTTP API: only their SHA-256 hashes are kept, each with its scopes.
+"""Bearer tokens for the HTTP API: only their SHA-256 hashes are kept, each with its scopes
+and the tenant it is bound to.
 
 ``new_token`` adds one to a TOML file and returns the token, which is shown once and stored
 nowhere. A token is 32 random bytes, so a plain SHA-256 is as hard to reverse as the token is
@@ -6,11 +7,19 @@ to guess (no salt or slow hash needed). ``TokenFile.check`` compares the present
 hash with every stored hash in constant time, whichever matches, so the answer's timing says
 nothing about how close a guess came.
 
+A token acts only for the tasks it is bound to: those whose task-registry entry names one of
+its ``enterprises``, the task ids it lists (``tasks``), or any task (``any_task = true``);
+each token has exactly one of the three. ``admit`` is the one check every HTTP route that
+takes a task calls: token, scope, binding, then the task's registry entry. A token written
+before tokens were bound has none of the three and acts for no task (403, saying to re-issue
+it); an operator may instead add the binding line to its table by hand.
+
 File format::
 
     [tokens.ci-reader]
     hash = "sha256:9f2c…"
     scopes = ["tasks:read"]
+    enterprises = ["acme"]             # or: tasks = ["T-118"], or: any_task = true
     created = "2026-12-01T09:00:00Z"
     expires = "2026-12-31T00:00:00Z"   # optional
 """
@@ -26,12 +35,17 @@ import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import AccessError, ConfigError, ScopeError, UsageError
+from ..errors import AccessError, ConfigError, Forbidden, NotFound, ScopeError, UsageError
+from .tasks import TASK_ID, TaskRegistry
 from .watched import toml_tables
 
+if TYPE_CHECKING:
+    from ..tools.context import RunContext
+
 SCOPES = ("tasks:read", "tasks:write")
+BINDING_FIELDS = ("enterprises", "tasks", "any_task")
 PREFIX = "tft_"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -49,6 +63,43 @@ def digest(token: str) -> str:
     return "sha256:" + hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+# An enterprise id as the task registry holds it: a non-empty string, nothing a TOML line mangles.
+ENTERPRISE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+BINDING_OPTIONS = "--enterprise E, --task T or --any-task"
+UNBOUND = "UNBOUND (acts for no task: issue a new token, revoke this one)"
+
+
+@dataclass(frozen=True)
+class Binding:
+    """The tasks a token acts for: exactly one of its enterprises, its task ids, or any task."""
+
+    enterprises: frozenset[str] = frozenset()
+    tasks: frozenset[str] = frozenset()
+    any_task: bool = False
+
+    def admits(self, task_id: str, entry: RunContext | None) -> bool:
+        """Whether the token acts for this task (``entry``: its registry entry, if any). A task
+        the registry lacks is admitted only by a token that would act for that id, so no token
+        learns which of another tenant's task ids exist (it hears 403, not 404)."""
+        if self.any_task or task_id in self.tasks:
+            return True
+        return entry is not None and entry.enterprise in self.enterprises
+
+    def describe(self) -> dict[str, Any]:
+        if self.any_task:
+            return {"any_task": True}
+        if self.tasks:
+            return {"tasks": sorted(self.tasks)}
+        return {"enterprises": sorted(self.enterprises)}
+
+    def text(self) -> str:
+        if self.any_task:
+            return "any task"
+        if self.tasks:
+            return "task " + ",".join(sorted(self.tasks))
+        return "enterprise " + ",".join(sorted(self.enterprises))
+
+
 @dataclass(frozen=True)
 class Token:
     name: str
@@ -56,6 +107,8 @@ class Token:
     scopes: frozenset[str]
     created: str | None = None
     expires: datetime.datetime | None = None
+    # None: a token written before tokens were bound to tenants; it acts for no task.
+    binding: Binding | None = None
 
     def expired(self, now: datetime.datetime) -> bool:
         return self.expires is not None and now >= self.expires
@@ -75,7 +128,7 @@ class TokenFile:
         if not presented:
             raise AccessError(
                 "send `Authorization: Bearer <token>`; its operator makes one with "
-                "`truss-files tokens new --file tokens.toml --scope tasks:read`"
+                "`truss-files tokens new --file tokens.toml --scope tasks:read --enterprise E`"
             )
         want = digest(presented) if len(presented) <= MAX_TOKEN else "sha256:"
         found = None
@@ -95,6 +148,82 @@ class TokenFile:
             )
         return found
 
+    def unbound(self) -> list[str]:
+        """The names of tokens written before tokens were bound to tenants (they act for none)."""
+        return [t.name for t in self.tokens if t.binding is None]
+
+    def named(self, name: str) -> Token | None:
+        return next((t for t in self.tokens if t.name == name), None)
+
+
+def admit(
+    tokens: TokenFile,
+    header: str | None,
+    need: str,
+    task_id: str,
+    registry: TaskRegistry,
+    now: datetime.datetime,
+) -> RunContext | None:
+    """The one check of every HTTP route that takes a task: the ``Authorization`` header's
+    token is ours, current and holds ``need`` (else AccessError, 401, or ScopeError, 403), it
+    is bound to this task (else Forbidden, 403), and the task's registry entry, which is the
+    call's whole run context. None: the registry has no such task (404), said only to a token
+    that would act for that id."""
+    presented = None
+    if header:
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer":
+            raise AccessError("use `Authorization: Bearer <token>`")
+        presented = value.strip()
+    token = tokens.check(presented, need, now)
+    binding = token.binding
+    if binding is None:
+        raise Forbidden(
+            f"the bearer token '{token.name}' was made before tokens were bound to tenants and "
+            "acts for no task; its operator issues a new one with `truss-files tokens new` and "
+            f"{BINDING_OPTIONS}, then revokes this one (`truss-files tokens revoke`)"
+        )
+    entry = registry.get(task_id)
+    if not binding.admits(task_id, entry):
+        raise Forbidden(
+            f"the bearer token '{token.name}' acts for {binding.text()} only, and this task "
+            "is not one of them; use a token bound to this task's tenant"
+        )
+    return entry
+
+
+def _binding(item: Mapping[str, Any], where: str) -> Binding | None:
+    enterprises = item.get("enterprises")
+    tasks = item.get("tasks")
+    any_task = item.get("any_task")
+    given = [k for k in BINDING_FIELDS if k in item]
+    if not given:
+        return None
+    if len(given) > 1:
+        raise ConfigError(
+            f"{where}: holds {' and '.join(given)}; a token is bound by exactly one of "
+            "enterprises, tasks or any_task"
+        )
+    if any_task is not None:
+        if any_task is not True:
+            raise ConfigError(f"{where}: 'any_task' must be true (or leave it out)")
+        return Binding(any_task=True)
+    if enterprises is not None:
+        if not _names(enterprises, ENTERPRISE):
+            raise ConfigError(f"{where}: 'enterprises' must list enterprise ids")
+        return Binding(enterprises=frozenset(enterprises))
+    if not _names(tasks, TASK_ID):
+        raise ConfigError(f"{where}: 'tasks' must list task ids")
+    return Binding(tasks=frozenset(tasks or ()))
+
+
+def _names(value: Any, pattern: re.Pattern[str]) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, str) and pattern.match(v) for v in value)
+    )
+
 
 def _token(name: str, item: Any, source: str) -> Token:
     where = f"{source}: [tokens.{name}]"
@@ -102,7 +231,7 @@ def _token(name: str, item: Any, source: str) -> Token:
         raise ConfigError(f"{where}: a token name is letters, digits, '.', '_' or '-'")
     if not isinstance(item, dict):
         raise ConfigError(f"{where}: must be a table")
-    unknown = set(item) - {"hash", "scopes", "created", "expires"}
+    unknown = set(item) - {"hash", "scopes", "created", "expires"} - set(BINDING_FIELDS)
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
     hashed = item.get("hash")
@@ -115,7 +244,14 @@ def _token(name: str, item: Any, source: str) -> Token:
     if expires is not None:
         expires = _when(expires, f"{where}: 'expires'")
     created = item.get("created")
-    return Token(name, hashed, frozenset(scopes), str(created) if created else None, expires)
+    return Token(
+        name,
+        hashed,
+        frozenset(scopes),
+        str(created) if created else None,
+        expires,
+        _binding(item, where),
+    )
 
 
 def _when(value: Any, where: str) -> datetime.datetime:
@@ -131,7 +267,7 @@ def _when(value: Any, where: str) -> datetime.datetime:
     return when if when.tzinfo else when.replace(tzinfo=datetime.UTC)
 
 
-def _stamp(when: datetime.datetime) -> str:
+def stamp(when: datetime.datetime) -> str:
     return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -160,9 +296,14 @@ def new_token(
     *,
     name: str | None = None,
     expires: datetime.datetime | None = None,
+    enterprises: Iterable[str] = (),
+    tasks: Iterable[str] = (),
+    any_task: bool = False,
     clock: Clock = _now,
 ) -> tuple[str, Token]:
-    """Add a token to the file (its hash only) and return the token and its record."""
+    """Add a token to the file (its hash only) and return the token and its record. It is
+    bound by exactly one of ``enterprises``, ``tasks`` or ``any_task``."""
+    binding = bind(enterprises, tasks, any_task)
     wanted = sorted(set(scopes))
     bad = [s for s in wanted if s not in SCOPES]
     if not wanted or bad:
@@ -180,9 +321,36 @@ def new_token(
     if name in taken:
         raise UsageError(f"{path} already has a token named {name}; pick another --name")
     token = PREFIX + secrets.token_urlsafe(32)
-    record = Token(name, digest(token), frozenset(wanted), _stamp(clock()), expires)
+    record = Token(name, digest(token), frozenset(wanted), stamp(clock()), expires, binding)
     _write(Path(path), (*current.tokens, record))
     return token, record
+
+
+def bind(enterprises: Iterable[str], tasks: Iterable[str], any_task: bool) -> Binding:
+    """The binding of a new token; a usage error unless exactly one kind is given."""
+    ents, ids = sorted(set(enterprises)), sorted(set(tasks))
+    if [bool(ents), bool(ids), any_task].count(True) != 1:
+        raise UsageError(
+            f"bind the token to its tenant with exactly one of {BINDING_OPTIONS} "
+            "(--enterprise and --task repeat)"
+        )
+    bad = [e for e in ents if not ENTERPRISE.match(e)] + [t for t in ids if not TASK_ID.match(t)]
+    if bad:
+        raise UsageError(
+            f"{bad[0][:40]!r} is no enterprise or task id: letters, digits, '.', '_', ':' or '-'"
+        )
+    return Binding(frozenset(ents), frozenset(ids), any_task)
+
+
+def revoke_token(path: str | os.PathLike[str], name: str) -> Token:
+    """Remove the token ``name`` from the file (a server stops taking it at its next request)."""
+    current = load(path)
+    found = current.named(name)
+    if found is None:
+        names = ", ".join(t.name for t in current.tokens) or "none yet"
+        raise NotFound(f"{path} has no token named {name!r}; its tokens: {names}")
+    _write(Path(path), (t for t in current.tokens if t.name != name))
+    return found
 
 
 def _write(path: Path, tokens: Iterable[Token]) -> None:
@@ -194,10 +362,13 @@ def _write(path: Path, tokens: Iterable[Token]) -> None:
         lines.append(f"[tokens.{t.name}]")
         lines.append(f'hash = "{t.hash}"')
         lines.append("scopes = [" + ", ".join(f'"{s}"' for s in sorted(t.scopes)) + "]")
+        for field, value in (t.binding.describe() if t.binding else {}).items():
+            shown = "true" if value is True else "[" + ", ".join(f'"{v}"' for v in value) + "]"
+            lines.append(f"{field} = {shown}")
         if t.created:
             lines.append(f'created = "{t.created}"')
         if t.expires is not None:
-            lines.append(f'expires = "{_stamp(t.expires)}"')
+            lines.append(f'expires = "{stamp(t.expires)}"')
         lines.append("")
     text = "\n".join(lines)
     # Written beside and renamed: a server reading the file never sees half of it.
@@ -209,13 +380,15 @@ def _write(path: Path, tokens: Iterable[Token]) -> None:
 
 
 def describe(tokens: TokenFile) -> list[Mapping[str, Any]]:
-    """What ``tokens list`` shows: names, scopes and times, never a hash or a token."""
+    """What ``tokens list`` shows: names, scopes, bindings and times, never a hash or a token.
+    A ``binding`` of None: a token from before bindings, which acts for no task."""
     return [
         {
             "name": t.name,
             "scopes": sorted(t.scopes),
+            "binding": t.binding.describe() if t.binding else None,
             "created": t.created,
-            "expires": _stamp(t.expires) if t.expires else None,
+            "expires": stamp(t.expires) if t.expires else None,
         }
         for t in tokens.tokens
     ]

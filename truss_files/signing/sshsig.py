@@ -239,6 +239,8 @@ class Ed25519Signer:
         self._key = private_key
         raw = private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
         self._public = PublicKey(raw, comment)
+        # The file it was loaded from, if any (``serve`` warns when others can read it).
+        self.key_path: Path | None = None
 
     @classmethod
     def generate(cls, comment: str = "") -> Ed25519Signer:
@@ -251,7 +253,9 @@ class Ed25519Signer:
             text = Path(path).read_text(encoding="ascii")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read private key: {exc}") from exc
-        return cls._from_openssh(text, str(path))
+        found = cls._from_openssh(text, str(path))
+        found.key_path = Path(path)
+        return found
 
     @classmethod
     def _from_openssh(cls, text: str, source: str) -> Ed25519Signer:
