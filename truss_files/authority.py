@@ -87,8 +87,7 @@ def require_check_names(names: Iterable[object], defined: Mapping[str, str]) -> 
         assert isinstance(name, str)
         if name not in defined:
             raise UsageError(f"unknown check {name!r}: {_defined_list(defined)}; {_CHECKS_HOWTO}")
-        if name not in out:
-            out.append(name)
+        out.append(name)
     return tuple(out)
 
 
