@@ -11,9 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError, UsageError
+from .errors import ConfigError, UntrustedHistory, UsageError
+
+if TYPE_CHECKING:
+    from .gitstore import Snapshot
+    from .store import MemoryStore
 
 # --- layers and authors: who may write above the task layer or in another's name ---------
 
@@ -89,6 +93,25 @@ def require_check_names(names: Iterable[object], defined: Mapping[str, str]) -> 
             raise UsageError(f"unknown check {name!r}: {_defined_list(defined)}; {_CHECKS_HOWTO}")
         out.append(name)
     return tuple(out)
+
+
+def operator_checks(store: MemoryStore, snap: Snapshot) -> dict[str, str]:
+    """The checks a panel run reading ``snap`` may run: truss.toml's ``[panel.checks]``
+    there, once the history up to ``snap`` audits clean, so that truss.toml is the one an
+    operator signed (an agent's hand-made commit could edit it). Otherwise
+    ``UntrustedHistory``: the run starts no reviewer at all, since its configured reviewers
+    come from the same file."""
+    from .model import Trust
+    from .readgate import gate_snapshot
+
+    try:
+        gate_snapshot(store, snap, Trust.VERIFIED)
+    except UntrustedHistory as exc:
+        raise UntrustedHistory(
+            f"{exc.message} The panel runs no reviewer on it: the commands truss.toml "
+            "names are the operator's only when the history up to it audits clean"
+        ) from None
+    return store.defined_checks(snap)
 
 
 @dataclass(frozen=True)

@@ -110,8 +110,11 @@ class _Run:
         snap = store.snapshot()
         self.snap = snap
         # The checks an entry may name: the signed truss.toml of the commit this run reads,
-        # never a layer the person running it (or a contract) supplies.
-        self.checks = store.defined_checks(snap)
+        # never a layer the person running it (or a contract) supplies; none at all on a
+        # history the audit refuses.
+        from ..authority import operator_checks
+
+        self.checks = operator_checks(store, snap)
         self.workspace = Workspace(
             store.git.repo,
             snap.oid,
