@@ -110,11 +110,8 @@ def plant(
 # -- the reported exploit, refused at write time ---------------------------------------------
 
 
-def test_the_reported_exploit_is_refused_at_write_and_verify_runs_nothing(
-    store: MemoryStore, agent_key: Ed25519Signer, define_checks: Commit, tmp_path: Path
-) -> None:
-    define_checks(store, {"tests": "true", "lint": "true"})
-    loot = tmp_path / "loot"
+def exploit(store: MemoryStore, tmp_path: Path, loot: Path, listed: str) -> None:
+    """The agent-only key writes the exploit; the operator then runs its routine verify."""
     before = state(store)
     code, out = truss(
         store,
@@ -133,7 +130,7 @@ def test_the_reported_exploit_is_refused_at_write_and_verify_runs_nothing(
     assert code == 1, out
     assert out["error"]["code"] == "invalid_input"
     message = out["error"]["message"]
-    assert "not a check name" in message and "defined checks: lint, tests" in message
+    assert "not a check name" in message and listed in message
     assert "[panel.checks]" in message  # how to define one
     assert state(store) == before
 
@@ -141,6 +138,16 @@ def test_the_reported_exploit_is_refused_at_write_and_verify_runs_nothing(
     assert code == 0, out
     assert out["entries"] == [] and not loot.exists()
     assert audit(store.git).ok
+
+
+def test_the_reported_exploit_is_refused_at_write_and_verify_runs_nothing(
+    store: MemoryStore, agent_key: Ed25519Signer, define_checks: Commit, tmp_path: Path
+) -> None:
+    loot = tmp_path / "loot"
+    for defined in ({}, {"tests": "true", "lint": "true"}):
+        if defined:
+            define_checks(store, defined)
+        exploit(store, tmp_path, loot, "defines no checks" if not defined else "lint, tests")
 
 
 @pytest.mark.parametrize("name", ["pwn", "tests; cat ~/.ssh/id_ed25519", "$(id)", "", "a" * 65])
@@ -234,10 +241,8 @@ def test_a_hand_made_entry_with_command_text_is_not_run_and_not_promoted(
     store: MemoryStore,
     agent_key: Ed25519Signer,
     signed_commit: Commit,
-    define_checks: Commit,
     tmp_path: Path,
 ) -> None:
-    define_checks(store, {"tests": "true"})
     loot = tmp_path / "loot"
     planted = plant(store, signed_commit, agent_key, (steal(tmp_path, loot),))
     assert audit(store.git).ok  # an ordinary, validly signed write: only verify can refuse it
