@@ -82,13 +82,12 @@ def require_check_names(names: Iterable[object], defined: Mapping[str, str]) -> 
     defined names and how to define one; nothing a writer supplies is ever run."""
     out: list[str] = []
     for name in names:
-        if not is_check_name(name):
+        if not isinstance(name, str) or not is_check_name(name):
             raise UsageError(
                 f"check {str(name)[:80]!r} is not a check name: checks name commands the "
                 f"operator defined in truss.toml {CHECKS_TABLE}, never command text. "
                 f"{_defined_list(defined)}; {_CHECKS_HOWTO}"
             )
-        assert isinstance(name, str)
         if name not in defined:
             raise UsageError(f"unknown check {name!r}: {_defined_list(defined)}; {_CHECKS_HOWTO}")
         out.append(name)
