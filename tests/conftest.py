@@ -206,3 +206,33 @@ def store_as(store: MemoryStore) -> Callable[[Ed25519Signer], MemoryStore]:
         return MemoryStore(store.git.workdir or store.git.git_dir, signer=signer, clock=Clock())
 
     return make
+
+
+def with_checks(toml: str, checks: Mapping[str, str]) -> str:
+    """truss.toml text with ``checks`` (name -> command) added to its [panel.checks]."""
+    import json
+
+    lines = "".join(f"{name} = {json.dumps(command)}\n" for name, command in checks.items())
+    header = re.search(r"^\[panel\.checks\][ \t]*\n", toml, flags=re.M)
+    if header is not None:
+        return toml[: header.end()] + lines + toml[header.end() :]
+    return toml.rstrip("\n") + "\n\n[panel.checks]\n" + lines
+
+
+@pytest.fixture
+def define_checks(signed_commit: Callable[..., str]) -> Callable[..., str]:
+    """``define(store, {name: command})``: the checks entries may name, added to truss.toml's
+    [panel.checks] in one operator-signed commit (as an operator defines them)."""
+
+    def define(
+        store: MemoryStore, checks: Mapping[str, str], *, signer: Ed25519Signer | None = None
+    ) -> str:
+        def changes(snap: Snapshot) -> dict[str, bytes | None]:
+            toml = (snap.read(CONFIG_PATH) or b"").decode()
+            return {CONFIG_PATH: with_checks(toml, checks).encode()}
+
+        return signed_commit(
+            store, changes, signer=signer, message="truss: define checks\n\nTruss-Op: config"
+        )
+
+    return define

@@ -23,6 +23,14 @@ from truss_files.signing import Ed25519Signer
 from truss_files.store import MemoryStore
 
 Commit = Callable[..., str]
+# The checks these tests' entries name, as an operator defines them in truss.toml.
+CHECKS = {"true": "true", "false": "false", "crash": "kill -9 $$"}
+
+
+@pytest.fixture
+def store(store: MemoryStore, define_checks: Commit) -> MemoryStore:
+    define_checks(store, CHECKS)
+    return store
 
 TOML = {
     "off": 'verification = "off"',
@@ -49,7 +57,7 @@ def write_all(store: MemoryStore) -> dict[str, str]:
         for name, checks in (
             ("pass", ["true"]),
             ("fail", ["false"]),
-            ("abstain", ["kill -9 $$"]),
+            ("abstain", ["crash"]),
             ("none", []),
         ):
             result = write_entry(

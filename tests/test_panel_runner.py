@@ -21,6 +21,20 @@ from truss_files.settings import load_settings, settings_for
 from truss_files.store import MemoryStore, parse_trailers
 
 Commit = Callable[..., str]
+# The checks these tests' entries name, as an operator defines them in truss.toml.
+CHECKS = {
+    "true": "true",
+    "false": "false",
+    "crash": "kill -9 $$",
+    "config-present": "test -f truss.toml",
+    "printf-ok": "printf ok",
+}
+
+
+@pytest.fixture
+def store(store: MemoryStore, define_checks: Commit) -> MemoryStore:
+    define_checks(store, CHECKS)
+    return store
 
 
 def configure(store: MemoryStore, signed_commit: Commit, toml: str, **replace: str) -> None:
@@ -57,9 +71,9 @@ def ops(store: MemoryStore) -> list[str]:
 def test_verify_promotes_rejects_and_reports_undecided_each_in_its_own_commit(
     store: MemoryStore,
 ) -> None:
-    passes = store.write("fact", "a", "holds", checks=["test -f truss.toml", "true"])
+    passes = store.write("fact", "a", "holds", checks=["config-present", "true"])
     fails = store.write("fact", "b", "does not hold", checks=["true", "false"])
-    abstains = store.write("fact", "c", "cannot tell", checks=["true", "kill -9 $$"])
+    abstains = store.write("fact", "c", "cannot tell", checks=["true", "crash"])
     lonely = store.write("fact", "d", "nobody reviews me")
     before = ops(store)
     report = verify(store, pending=True)
@@ -82,7 +96,7 @@ def test_verify_promotes_rejects_and_reports_undecided_each_in_its_own_commit(
 
 
 def test_the_signed_verdict_records_votes_evidence_quorum_and_policy(store: MemoryStore) -> None:
-    entry = store.write("fact", "a", "holds", checks=["printf ok"])
+    entry = store.write("fact", "a", "holds", checks=["printf-ok"])
     verify(store, [entry.id[:10]])
     verified = store.get(entry.id)
     assert verified.provenance.verified_by is not None
@@ -90,7 +104,7 @@ def test_the_signed_verdict_records_votes_evidence_quorum_and_policy(store: Memo
     assert check_verdict(verdict, entry.id, "PASS", store.policy()) == "operator@example.test"
     assert (verdict.quorum, verdict.policy) == ("1-of-1", "lazy")
     (vote,) = verdict.votes
-    assert (vote["reviewer"], vote["kind"], vote["vote"]) == ("printf ok", "check", "PASS")
+    assert (vote["reviewer"], vote["kind"], vote["vote"]) == ("printf-ok", "check", "PASS")
     ev = vote["evidence"]
     assert ev["exit_status"] == 0 and ev["command"] == "printf ok"
     assert ev["output_sha256"] == "2689367b205c16ce32ed4200942b8b8b1e262dfc70d9bc9fbc77c49699a4f1df"
@@ -151,10 +165,11 @@ def test_verify_needs_a_selection_and_skips_decided_entries(store: MemoryStore) 
 
 
 def test_a_failed_recheck_demotes_to_stale_with_the_fail_verdict_recorded(
-    store: MemoryStore, tmp_path: Path
+    store: MemoryStore, tmp_path: Path, define_checks: Commit
 ) -> None:
     broken = tmp_path / "broken"
-    entry = store.write("lesson", "flaky", "the suite is green", checks=[f"test ! -e {broken}"])
+    define_checks(store, {"unbroken": f"test ! -e {broken}"})
+    entry = store.write("lesson", "flaky", "the suite is green", checks=["unbroken"])
     other = store.write("lesson", "steady", "always true", checks=["true"])
     verify(store, pending=True)
     passed = store.get(entry.id).provenance.verified_by

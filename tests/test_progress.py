@@ -172,11 +172,13 @@ def _promoted_shown(screen: bytes) -> int:
 
 
 def test_ctrl_c_stops_verify_at_once_and_says_what_was_decided(
-    store: MemoryStore, tmp_path: Path, signed_commit: Callable[..., str]
+    store: MemoryStore,
+    tmp_path: Path,
+    signed_commit: Callable[..., str],
+    define_checks: Callable[..., str],
 ) -> None:
-    ids = [
-        store.write("fact", f"s{i}", f"slow fact {i}", checks=["sleep 0.3"]).id for i in range(30)
-    ]
+    define_checks(store, {"slow": "sleep 0.3"})
+    ids = [store.write("fact", f"s{i}", f"slow fact {i}", checks=["slow"]).id for i in range(30)]
 
     proc, main = _spawn(store, tmp_path, "verify", "--pending", "--format", "text")
     try:

@@ -11,7 +11,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -170,8 +170,11 @@ def test_reviewers_get_no_signing_keys_and_an_empty_home(
     assert Path(seen["cwd"]) == workspace.workdir
 
 
-def test_checks_run_in_a_private_checkout_of_the_commit(store: MemoryStore) -> None:
-    entry = store.write("fact", "k", "body", checks=["test -f truss.toml"])
+def test_checks_run_in_a_private_checkout_of_the_commit(
+    store: MemoryStore, define_checks: Callable[..., str]
+) -> None:
+    define_checks(store, {"config-present": "test -f truss.toml"})
+    entry = store.write("fact", "k", "body", checks=["config-present"])
     commit = store.snapshot().oid
     assert commit is not None and store.git.workdir is not None
     with Workspace(store.git.repo, commit, environ=dict(os.environ)) as ws:

@@ -162,6 +162,33 @@ def test_truss_toml_tolerates_other_readers_keys_but_not_unknown_panel_keys() ->
         load_settings({"policy": {"verification": 3}})
 
 
+def test_panel_checks_come_from_truss_toml_alone_and_show_with_their_source(
+    tmp_path: Path, global_file: Path
+) -> None:
+    s = load_settings({"panel": {"checks": {"tests": "make test", "lint": "ruff check"}}})
+    assert s.checks == {"tests": "make test", "lint": "ruff check"}
+    assert s.source("panel.checks.tests") == "truss.toml"
+    assert 'panel.checks.tests = "make test"' in s.to_text()
+    for bad, words in (
+        ({"x y": "true"}, "is not a check name"),
+        ({"tests": ""}, "non-empty command"),
+        ({"tests": ["make"]}, "non-empty command"),
+        ("make test", "must be a table"),
+    ):
+        with pytest.raises(ConfigError, match=words):
+            load_settings({"panel": {"checks": bad}})
+    table = '[panel.checks]\ntests = "true"\n'
+    contract = tmp_path / "contract.toml"
+    contract.write_text(table)
+    with pytest.raises(ConfigError, match=f"{contract}: .* signed truss.toml only"):
+        load_settings(None, contract=contract)
+    with pytest.raises(ConfigError, match=r"truss.toml \[agents.bot\]: .* truss.toml only"):
+        load_settings({"agents": {"bot": {"panel": {"checks": {"t": "true"}}}}}, agent="bot")
+    global_file.write_text(table)
+    with pytest.raises(ConfigError, match=f"{global_file}: .* signed truss.toml only"):
+        load_settings(None)
+
+
 def test_agent_tables_are_strict_and_must_exist() -> None:
     bad = {"agents": {"bot": {"policy": {"verify": "eager"}}}}
     with pytest.raises(ConfigError, match=r"truss.toml \[agents.bot\]: policy.verify"):

@@ -66,7 +66,10 @@ def _foreign_verdict(signer: Ed25519Signer, principal: str, entry_id: str) -> Ve
 # --------------------------------------------------------------------------- write
 
 
-def test_write_lands_unverified_with_provenance(store: MemoryStore) -> None:
+def test_write_lands_unverified_with_provenance(
+    store: MemoryStore, define_checks: Callable[..., str]
+) -> None:
+    define_checks(store, {"tests": "pytest -q"})
     entry = store.write(
         "lessons",
         "rust-borrow-checker",
@@ -76,7 +79,7 @@ def test_write_lands_unverified_with_provenance(store: MemoryStore) -> None:
         produced_by="run:R-7f3a/12",
         sources=["git:9e1d2c4", "event:evt_1#1"],
         salience=0.75,
-        checks=["pytest -q"],
+        checks=["tests"],
     )
     assert entry.trust is Trust.UNVERIFIED
     assert entry.kind is Kind.LESSON and entry.layer is Layer.TEAM

@@ -26,6 +26,14 @@ from truss_files.store import MemoryStore
 
 Commit = Callable[..., str]
 MAIN = "from truss_files.faces.cli import main; main()"
+# The checks these tests' entries name, as an operator defines them in truss.toml.
+CHECKS = {"true": "true", "false": "false", "crash": "kill -9 $$"}
+
+
+@pytest.fixture
+def store(store: MemoryStore, define_checks: Commit) -> MemoryStore:
+    define_checks(store, CHECKS)
+    return store
 
 
 def invoke(store: MemoryStore, tmp_path: Path, *args: str) -> tuple[int, str, str]:
@@ -51,7 +59,7 @@ def test_verify_prints_a_json_summary_and_nothing_on_stderr(
 ) -> None:
     good = store.write("fact", "a", "holds", checks=["true"])
     store.write("fact", "b", "does not", checks=["false"])
-    store.write("fact", "c", "unclear", checks=["kill -9 $$"])
+    store.write("fact", "c", "unclear", checks=["crash"])
     store.write("fact", "d", "unreviewed")
     code, out, err = invoke(store, tmp_path, "verify", "--pending", "--format", "json")
     assert code == 0, out + err
@@ -93,9 +101,12 @@ def test_verify_refuses_politely_when_the_policy_is_off(
     assert error["code"] == "invalid_input" and "verification policy is off" in error["message"]
 
 
-def test_recheck_demotes_and_reports(store: MemoryStore, tmp_path: Path) -> None:
+def test_recheck_demotes_and_reports(
+    store: MemoryStore, tmp_path: Path, define_checks: Commit
+) -> None:
     flag = tmp_path / "flag"
-    entry = store.write("fact", "a", "x", checks=[f"test ! -e {flag}"])
+    define_checks(store, {"no-flag": f"test ! -e {flag}"})
+    entry = store.write("fact", "a", "x", checks=["no-flag"])
     verify(store, [entry.id])
     flag.touch()
     code, out, _ = invoke(store, tmp_path, "recheck", "--all", "--format", "json")
@@ -188,14 +199,20 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_verify_interrupted_halfway_leaves_decided_entries_decided_and_nothing_half_written(
-    store: MemoryStore, tmp_path: Path, git: Callable[..., str], how: signal.Signals
+    store: MemoryStore,
+    tmp_path: Path,
+    git: Callable[..., str],
+    how: signal.Signals,
+    define_checks: Commit,
 ) -> None:
     gate, marker = tmp_path / "gate", tmp_path / "pid"
     gate.touch()
     # The third entry's check blocks (while the gate exists) after telling us its pid.
-    blocker = f"if [ -e {gate} ]; then echo $$ > {marker}; exec sleep 60; fi"
+    define_checks(
+        store, {"blocker": f"if [ -e {gate} ]; then echo $$ > {marker}; exec sleep 60; fi"}
+    )
     ids = [
-        store.write("fact", f"e{i}", f"entry {i}", checks=[blocker if i == 3 else "true"]).id
+        store.write("fact", f"e{i}", f"entry {i}", checks=["blocker" if i == 3 else "true"]).id
         for i in range(1, 5)
     ]
     before = len(list(store.git.repo.walk(store.git.tip().id)))  # type: ignore[union-attr]

@@ -22,11 +22,13 @@ Every layer has the same shape::
     [panel]
     quorum = "unanimous"             # unanimous | majority | K | "K-of-N"
     timeout = 600                    # seconds per reviewer
-    entry_checks = true              # run the entry's own `checks:` as check reviewers
+    entry_checks = true              # run the checks an entry names (`checks:`) as reviewers
     workdir = "."                    # run reviewers here instead of a fresh checkout
     arbiters = [{type = "judge", command = "..."}]   # panel-arbitrated conflicts
     [panel.reviewers]                # per kind; `default` for kinds not listed
     decision = [{type = "judge", command = "...", name = "...", timeout = 60}]
+    [panel.checks]                   # truss.toml only: the checks an entry may name
+    tests = "make test"              #   (`write --check tests`); see authority.py
     [recall]
     mode = "exact"                   # exact | semantic | hybrid
     [memory]
@@ -44,6 +46,9 @@ and ``[policy] salience = "off" | "prior"`` (recall/salience.py).
 it stricter (self_amend -> propose -> locked), never looser, because truss.toml's value is
 what the audit and the gate enforce. A looser value in a later layer is ignored; ``config
 show`` names the layer whose value holds.
+
+``[panel.checks]`` is read from the top level of truss.toml alone (in any other layer it is a
+``ConfigError``): a check runs as whoever verifies, so only what an operator signed may run.
 
 The global file, agent tables and contract files are strict: an unknown key or a wrong type
 is a ``ConfigError`` naming the file and the key. truss.toml itself is shared with other
@@ -246,6 +251,9 @@ def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> 
         for key, value in table.items():
             dotted = f"{section}.{key}"
             where = f"{source}: {dotted}"
+            if (section, key) == ("panel", "checks"):
+                found.update(_checks_layer(table, source))
+                continue
             if (section, key) in PER_KIND:
                 if not isinstance(value, dict):
                     raise ConfigError(f"{where} must be a table of kind = value ([{dotted}])")
@@ -264,6 +272,23 @@ def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> 
                 )
             found[dotted] = Value(check_key(value, where), source)
     return found
+
+
+def _checks_layer(panel: Mapping[str, Any], source: str) -> dict[str, Value]:
+    """``[panel.checks]``, which only the signed truss.toml may hold (authority.py decides
+    what it means); shown by ``config show`` as ``panel.checks.NAME``."""
+    from .authority import CHECKS_TABLE, defined_checks
+
+    if source != STORE_SOURCE:
+        raise ConfigError(
+            f"{source}: {CHECKS_TABLE} is read from the store's signed truss.toml only (a check "
+            "runs as the operator who verifies); move it to the top level of truss.toml and "
+            "commit it with an operator key"
+        )
+    return {
+        f"panel.checks.{name}": Value(command, source)
+        for name, command in defined_checks({"panel": panel}, source).items()
+    }
 
 
 def _load_toml(path: Path, what: str) -> dict[str, Any]:
@@ -321,6 +346,17 @@ class Settings:
     @property
     def entry_checks(self) -> bool:
         return bool(self.get("panel.entry_checks"))
+
+    @property
+    def checks(self) -> dict[str, str]:
+        """The checks truss.toml defines (``[panel.checks]``), name -> command: for display.
+        The panel resolves names against the truss.toml of the commit it runs on."""
+        prefix = "panel.checks."
+        return {
+            k[len(prefix) :]: str(v.value)
+            for k, v in self.values.items()
+            if k.startswith(prefix) and v.source == STORE_SOURCE
+        }
 
     @property
     def arbiters(self) -> tuple[ReviewerSpec, ...]:

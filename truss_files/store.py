@@ -130,6 +130,7 @@ class MemoryStore:
         self.clock = clock
         self.environ = os.environ if environ is None else environ
         self._policies: dict[tuple[str | None, ...], TrustPolicy] = {}
+        self._checks: dict[str | None, dict[str, str]] = {}
 
     # -- configuration and identity ------------------------------------------------------
 
@@ -414,8 +415,30 @@ class MemoryStore:
             created=self._now(),
             salience=float(salience),
             provenance=Provenance(produced_by=produced_by, sources=sources),
-            checks=tuple(checks),
+            checks=self.check_names(checks),
         )
+
+    def check_names(self, names: Iterable[object], snap: Snapshot | None = None) -> tuple[str, ...]:
+        """``names`` as an entry's ``checks:`` may hold them: names truss.toml's
+        ``[panel.checks]`` defines at ``snap`` (the tip), else a ``UsageError`` listing them
+        (``authority.require_check_names``)."""
+        from .authority import require_check_names
+
+        names = tuple(names)
+        if not names:
+            return ()
+        return require_check_names(names, self.defined_checks(snap))
+
+    def defined_checks(self, snap: Snapshot | None = None) -> dict[str, str]:
+        """truss.toml's ``[panel.checks]`` at ``snap`` (the tip): name -> command."""
+        from .authority import defined_checks
+
+        snap = snap or self.snapshot()
+        key = snap.blob_id(CONFIG_PATH)
+        found = self._checks.get(key)
+        if found is None:
+            found = self._checks[key] = defined_checks(self.config(snap).raw)
+        return dict(found)
 
     def write(self, kind: Kind | str, key: str, body: str, **fields: Any) -> Entry:
         """Store a new entry, unverified. Writing the same content again changes nothing.
@@ -442,6 +465,9 @@ class MemoryStore:
             stored.clear()
             changes: dict[str, bytes | None] = {}
             for entry in batch:
+                # Against the truss.toml this commit goes onto: a check removed since the
+                # entry was made (or an Entry built by hand) is refused here too.
+                self.check_names(entry.checks, snap)
                 data = snap.read(entry.path)
                 if data is not None:
                     stored[entry.id] = entryfile.parse(data, entry.path)

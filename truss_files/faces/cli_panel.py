@@ -104,8 +104,10 @@ def verify(
 ) -> None:
     """Run the verification panel on unverified entries.
 
-    Each entry is judged by its own checks: (commands run in a private checkout, whose exit
-    status is the vote) and by the reviewers configured for its kind ([panel.reviewers]).
+    Each entry is judged by the checks it names (checks:, each a command truss.toml defines
+    in [panel.checks], run in a private checkout, whose exit status is the vote; a name not
+    defined there runs nothing and abstains) and by the reviewers configured for its kind
+    ([panel.reviewers]).
     On a quorum of PASS votes the panel key signs a verdict and the entry is promoted; on
     FAIL it is rejected — each in its own signed commit. An undecided panel (abstentions:
     a hang, a crash, a garbled judge) or an entry without reviewers stays unverified and is
@@ -161,7 +163,8 @@ def recheck(
 ) -> None:
     """Re-run the checks of verified entries; a failure turns the entry stale.
 
-    Only check reviewers run (the entry's checks: and configured checks for its kind). On
+    Only check reviewers run (the [panel.checks] the entry names, and configured checks for
+    its kind). On
     FAIL the entry is demoted to stale, and the signed FAIL verdict is recorded in the
     demote commit (trailer Truss-Verdict-Json); the entry keeps the PASS verdict that once
     verified it. A stale entry named by ID that passes again is verified again.

@@ -36,8 +36,9 @@ def _read_body(body: str) -> str:
     "--check",
     "checks",
     multiple=True,
-    metavar="CMD",
-    help="A command whose exit status the panel takes as a vote (repeatable).",
+    metavar="NAME",
+    help="A check truss.toml defines in [panel.checks]; the panel takes its command's exit "
+    "status as a vote (repeatable).",
 )
 @click.option(
     "--agent",
@@ -75,6 +76,7 @@ def write(
       truss-files write --kind lesson --key rust-borrow-checker \\
           --source run:R-7f3a/12 "Scope the index guard before any await."
       truss-files write --kind fact --key db --agent build-bot --scope project=p-3 "PG 16."
+      truss-files write --kind lesson --key ci --check tests "The suite is green."
     """
     from ..panel.policy import write_entry
     from ..scope import parse_scope_pairs, stamp
@@ -106,7 +108,8 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
     """Bulk-import entries from JSON lines (one commit); SOURCE is a file or -.
 
     Each line is an object with kind, key and body, and optionally layer, scope, author,
-    source (a ledger ref), sources, salience and checks. Everything lands unverified.
+    source (a ledger ref), sources, salience and checks (names from truss.toml's
+    [panel.checks]). Everything lands unverified.
 
     \b
     Example:

@@ -149,8 +149,9 @@ class Panel:
     def __post_init__(self) -> None:
         if not self.reviewers:
             raise ConfigError(
-                "the panel has no reviewers; an empty panel is not a pass. Add checks: to "
-                "the entry or [panel.reviewers] to truss.toml"
+                "the panel has no reviewers; an empty panel is not a pass. Name a check of "
+                "truss.toml's [panel.checks] in the entry's checks:, or add [panel.reviewers] "
+                "to truss.toml"
             )
         # Fail before any reviewer runs when the quorum cannot fit this panel.
         self.quorum.need(len(self.reviewers))

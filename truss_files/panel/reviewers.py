@@ -6,6 +6,8 @@ arbitration the verified rival) and returns a ``Ballot``: PASS, FAIL or ABSTAIN 
 - ``CheckReviewer`` runs a shell command in the checkout; exit 0 is PASS, any other exit is
   FAIL — except what says nothing about the entry: a timeout, death by a signal, or the shell
   failing to find or run the command (126/127), which abstain.
+- ``RefusedCheck`` stands for a name in an entry's ``checks:`` that truss.toml does not
+  define (or command text): nothing runs, and it abstains saying why (authority.py).
 - ``JudgeReviewer`` runs an external command that reads the entry as JSON on stdin and
   answers ``{"vote": "PASS"|"FAIL", "rationale": "..."}`` on stdout. A hang, a crash, a
   non-zero exit or anything but that object is an abstention with the reason — never a PASS.
@@ -312,6 +314,24 @@ class CheckReviewer:
             reason = f"exit {code}: the shell reports the command {why}; fix the check"
             return Ballot(self.name, self.kind, ABSTAIN, reason, evidence, result.tail)
         return Ballot(self.name, self.kind, FAIL, f"exit {code}", evidence, result.tail)
+
+
+@dataclass(frozen=True)
+class RefusedCheck:
+    """A name in an entry's ``checks:`` that runs nothing (``authority.resolve_check`` found
+    no command for it in truss.toml): it abstains with the reason, never passes."""
+
+    check: str
+    refusal: str
+    kind: str = "check"
+
+    @property
+    def name(self) -> str:
+        return clean_text(self.check, 200)
+
+    def review(self, subject: Subject) -> Ballot:
+        reason = clean_text(self.refusal)
+        return Ballot(self.name, self.kind, ABSTAIN, reason, {"check": self.name})
 
 
 def entry_document(entry: Entry) -> dict[str, Any]:

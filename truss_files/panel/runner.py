@@ -17,14 +17,21 @@ flagged to readers, never silently superseded.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, TransitionError, UsageError
 from ..model import Entry, Trust
 from .panel import FAIL, PASS, Decision, Panel, Quorum
 from .report import Outcome, Report
-from .reviewers import CheckReviewer, JudgeReviewer, Reviewer, Subject, build_reviewer
+from .reviewers import (
+    CheckReviewer,
+    JudgeReviewer,
+    RefusedCheck,
+    Reviewer,
+    Subject,
+    build_reviewer,
+)
 from .verdict import Verdict
 from .workspace import Workspace
 
@@ -37,12 +44,29 @@ OnStart = Callable[[int], None]
 OnDone = Callable[[Outcome], None]
 
 
-def reviewers_for(entry: Entry, settings: Settings, *, checks_only: bool = False) -> list[Reviewer]:
-    """The entry's own ``checks:`` (unless ``panel.entry_checks = false``), then the reviewers
-    configured for its kind."""
+def reviewers_for(
+    entry: Entry,
+    settings: Settings,
+    *,
+    checks_only: bool = False,
+    defined: Mapping[str, str] | None = None,
+) -> list[Reviewer]:
+    """The checks the entry names in ``checks:`` (unless ``panel.entry_checks = false``),
+    then the reviewers configured for its kind.
+
+    A name runs the command ``defined`` (truss.toml's ``[panel.checks]`` at the commit the
+    run reads) gives it; any other name or text runs nothing and abstains with the reason
+    (``authority.resolve_check``). Without ``defined`` no check is defined."""
+    from ..authority import resolve_check
+
     found: list[Reviewer] = []
     if settings.entry_checks:
-        found.extend(CheckReviewer(cmd, settings.timeout) for cmd in entry.checks)
+        for name in entry.checks:
+            check = resolve_check(name, defined or {})
+            if check.command is None:
+                found.append(RefusedCheck(name, check.refusal or "not run"))
+            else:
+                found.append(CheckReviewer(check.command, settings.timeout, check.name))
     for spec in settings.reviewers_for(entry.kind):
         if checks_only and spec.type != "check":
             continue
@@ -85,6 +109,12 @@ class _Run:
         self.on_done = on_done
         snap = store.snapshot()
         self.snap = snap
+        # The checks an entry may name: the signed truss.toml of the commit this run reads,
+        # never a layer the person running it (or a contract) supplies; none at all on a
+        # history the audit refuses.
+        from ..authority import operator_checks
+
+        self.checks = operator_checks(store, snap)
         self.workspace = Workspace(
             store.git.repo,
             snap.oid,
@@ -172,14 +202,15 @@ class _Run:
                 f"verification is off for kind {kind} (policy.tiered.{kind}, from "
                 f"{self.settings.source(f'policy.tiered.{kind}')})",
             )
-        reviewers = reviewers_for(entry, self.settings)
+        reviewers = reviewers_for(entry, self.settings, defined=self.checks)
         if not reviewers:
             return self.outcome(
                 entry,
                 "no-reviewers",
                 f"no reviewers configured for kind {kind}; add [panel.reviewers] {kind} = "
-                '[{type = "check", command = "..."}] (or a judge) to truss.toml, or checks: '
-                "to the entry. An empty panel never passes",
+                '[{type = "check", command = "..."}] (or a judge) to truss.toml, or name a '
+                "check of truss.toml's [panel.checks] in the entry's checks:. An empty panel "
+                "never passes",
             )
         decided = self.decide(entry, reviewers)
         if isinstance(decided, Outcome):
@@ -297,7 +328,7 @@ class _Run:
             )
         if not self.policy.runs_on_verify(entry.kind):
             return self.outcome(entry, "skipped", f"verification is off for kind {entry.kind}")
-        reviewers = reviewers_for(entry, self.settings, checks_only=True)
+        reviewers = reviewers_for(entry, self.settings, checks_only=True, defined=self.checks)
         if not reviewers:
             return self.outcome(
                 entry,

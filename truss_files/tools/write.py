@@ -125,6 +125,8 @@ def commit_entries(call: Call, entries: Sequence[Entry], summary: str) -> Commit
     def plan(snap: Snapshot) -> Plan:
         # Runs again on every retry of the CAS commit: ``added`` ends as the last attempt's.
         added[:] = [e for e in entries if snap.read(e.path) is None]
+        for entry in added:
+            call.store.check_names(entry.checks, snap)  # tools name no checks; a caller might
         changes: dict[str, bytes | None] = {e.path: entryfile.serialize(e).encode() for e in added}
         if not changes:
             return Plan({}, "")
