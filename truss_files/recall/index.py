@@ -246,9 +246,19 @@ class Index:
         try:
             ref, tip = self.git.head()
         except LookupError:
+            import pygit2
+
             repo = self.objects.repo
-            ref = None if repo.head_is_detached else repo.references["HEAD"].target
-            tip = None if repo.head_is_unborn else str(repo.head.target)
+            try:
+                ref = None if repo.head_is_detached else repo.references["HEAD"].target
+                tip = None if repo.head_is_unborn else str(repo.head.target)
+            except (pygit2.GitError, KeyError, ValueError) as exc:
+                from ..gitdamage import damage
+
+                found = damage(self.git.common_str)
+                if found is None:
+                    raise StoreError(f"cannot read HEAD or its branch ({exc})") from exc
+                raise found from exc
         known = head.tip if head is not None else None
         if known is not None and known.tip == tip and known.ref == ref:
             return known
