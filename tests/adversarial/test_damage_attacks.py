@@ -47,7 +47,7 @@ def damage_caches(
     ``how``, in place (same inode) for a cut or a garble; the recall index's ``head`` too
     only with ``head`` (whole, it names the damaged files and a reader that trusts it reads
     them). Returns the files hit."""
-    hit = []
+    hit: list[str] = []
     root = git_dir / "truss"
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
         if path == root / "recall" / "head" and not head:
