@@ -23,7 +23,8 @@ from typing import Protocol
 
 import pygit2
 
-from .errors import ConflictError, StoreError, TrussError, UsageError
+from .errors import ConflictError, RepositoryDamaged, StoreError, TrussError, UsageError
+from .gitdamage import damage, missing_object
 from .gitlocks import LockState, clear_stale
 from .gitlocks import flock as _lock
 from .recovery import Repaired, abandon, has_pending, journal, recover, repair_all
@@ -76,7 +77,10 @@ class Snapshot:
             return None
         if entry.filemode == _GITLINK:
             return None
-        return self.repo[entry.id]
+        try:
+            return self.repo[entry.id]
+        except KeyError as exc:  # the tree names it, no pack or file holds it
+            raise missing_object(self.repo.path, str(entry.id)) from exc
 
     def read(self, path: str) -> bytes | None:
         obj = self._obj(path)
@@ -153,7 +157,10 @@ class GitStore:
                 f"{path} is not inside a git repository; run `truss-files init {path}` "
                 "or pass --store PATH"
             )
-        self.repo = pygit2.Repository(found)
+        try:
+            self.repo = pygit2.Repository(found)
+        except pygit2.GitError as exc:
+            raise _damaged(found, None, f"{found}: cannot open the git repository ({exc})") from exc
         self.bare = self.repo.is_bare
         self.workdir = None if self.bare else Path(self.repo.workdir)
         # Where recovery says what it did (a stale lock removed, a crashed write replayed).
@@ -166,7 +173,10 @@ class GitStore:
     @property
     def branch(self) -> str:
         """The ref the store writes: whatever HEAD names (refs/heads/main on a new repo)."""
-        head = self.repo.references.get("HEAD")
+        try:
+            head = self.repo.references.get("HEAD")
+        except pygit2.GitError as exc:
+            raise self._damaged(f"cannot read HEAD ({exc})") from exc
         if head is None:
             return "refs/heads/main"
         target = head.target
@@ -178,10 +188,17 @@ class GitStore:
 
     def tip(self, ref: str | None = None) -> pygit2.Commit | None:
         ref = ref or self.branch
-        reference = self.repo.references.get(ref)
-        if reference is None:
-            return None
-        obj = self.repo[reference.resolve().target]
+        try:
+            reference = self.repo.references.get(ref)
+            if reference is None:
+                return None
+            target = reference.resolve().target
+        except (pygit2.GitError, ValueError) as exc:
+            raise self._damaged(f"cannot read {ref} ({exc})") from exc
+        try:
+            obj = self.repo[target]
+        except KeyError as exc:
+            raise missing_object(self.git_dir, str(target)) from exc
         return obj if isinstance(obj, pygit2.Commit) else None
 
     def snapshot(self, rev: str | None = None) -> Snapshot:
@@ -194,8 +211,17 @@ class GitStore:
             obj = self.repo.revparse_single(rev)
             commit = obj.peel(pygit2.Commit)
         except (KeyError, ValueError, pygit2.GitError) as exc:
+            # A name that does not resolve because git's own files are damaged is no typo.
+            found = damage(self.git_dir, self.workdir)
+            if found is not None:
+                raise found from exc
             raise UsageError(f"no commit named '{rev}' in {self.git_dir}") from exc
         return commit
+
+    def _damaged(self, message: str) -> StoreError:
+        """What to raise from a pygit2 error that gives no type: the damaged file, when one
+        is (``gitdamage``), else a ``StoreError`` with ``message``."""
+        return _damaged(self.git_dir, self.workdir, message)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -372,8 +398,11 @@ class GitStore:
 
     def _check_worktree(self, snap: Snapshot, changes: Changes) -> None:
         tree = self.worktree
-        index = self.repo.index
-        index.read(force=False)
+        try:
+            index = self.repo.index
+            index.read(force=False)
+        except pygit2.GitError as exc:
+            raise self._damaged(f"cannot read {self.git_dir / 'index'} ({exc})") from exc
         for path in changes:
             base_id = snap.blob_id(path)
             # Never through a link: a folder replaced by one stops the write here, before
@@ -490,6 +519,13 @@ class GitStore:
 
 class _LostRace(Exception):
     pass
+
+
+def _damaged(
+    git_dir: str | os.PathLike[str], workdir: str | os.PathLike[str] | None, message: str
+) -> StoreError:
+    found: RepositoryDamaged | None = damage(git_dir, workdir)
+    return found if found is not None else StoreError(message)
 
 
 def _to_stderr(line: str) -> None:

@@ -50,6 +50,29 @@ def _every_floor_answers_right(store: MemoryStore) -> None:
         check_against_reference(store, QUERY, Filter(min_trust=floor), 50)
 
 
+_CHECK = """
+import sys
+sys.path[:0] = sys.argv[2:4]
+from test_recall_floor_attacks import _every_floor_answers_right
+from truss_files.store import MemoryStore
+_every_floor_answers_right(MemoryStore(sys.argv[1]))
+"""
+
+
+def _every_floor_answers_right_in_a_child(store: MemoryStore) -> None:
+    """``_every_floor_answers_right`` as the first reader after a damage, in a child process:
+    a damaged file that crashes its reader (SIGBUS from a mapping) fails the test instead of
+    ending pytest."""
+    here = Path(__file__).parent
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHECK, str(store.git.workdir), str(here), str(here.parent)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
+
+
 def _notes(store: MemoryStore, n: int, tag: str) -> list:
     rng = random.Random(tag)
     words = QUERY.lower().split() + [f"w{i}" for i in range(40)]
@@ -143,6 +166,7 @@ def test_a_damaged_floor_file_is_rebuilt_not_served(
             copy.write_bytes(bytes(data))
             victim.unlink()
             victim.symlink_to(copy)
+    _every_floor_answers_right_in_a_child(store)
     _every_floor_answers_right(store)
     assert _floor_dir(store, floor) != folder  # answered from a new index
 
@@ -161,6 +185,7 @@ def test_a_link_planted_at_a_floor_folder_is_not_followed(
     shutil.rmtree(folder)
     folder.symlink_to(planted)
     before = sorted(p.name for p in planted.iterdir())
+    _every_floor_answers_right_in_a_child(store)
     found = check_against_reference(store, QUERY, Filter(), 50)
     assert all(h.entry.trust is Trust.VERIFIED for h in found.hits)
     assert sorted(p.name for p in planted.iterdir()) == before

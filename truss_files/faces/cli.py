@@ -202,6 +202,12 @@ def run_plain_query(given: dict[str, str], text: str, options: dict[str, str]) -
         except Exception:  # noqa: BLE001 - the last line of defence, as cli_app.handled
             import traceback
 
+            from ..gitdamage import damage_at
+
+            damaged = damage_at(given.get("--store") or None)
+            if damaged is not None:  # git's own files, not our bug
+                _fail(damaged, fmt)
+                return 1
             traceback.print_exc()
             _echo("error: an unexpected bug; please report the trace above", err=True)
             return 3

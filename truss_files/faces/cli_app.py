@@ -174,6 +174,10 @@ def handled(func: F, *, error_format: str | None = None) -> F:
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception:  # noqa: BLE001 - the last line of defence
+            damaged = _damage_here()
+            if damaged is not None:  # git's own files, not our bug: say which and what to run
+                fail(damaged, fmt)
+                sys.exit(1)
             traceback.print_exc()
             click.echo("error: an unexpected bug; please report the trace above", err=True)
             sys.exit(3)
@@ -182,6 +186,14 @@ def handled(func: F, *, error_format: str | None = None) -> F:
     wrapper.__doc__ = func.__doc__
     wrapper.__click_params__ = getattr(func, "__click_params__", [])  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
+
+
+def _damage_here() -> TrussError | None:
+    from ..gitdamage import damage_at
+
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_object(Ctx) if ctx is not None else None
+    return damage_at(obj.store_path if obj is not None else None)
 
 
 @click.group(

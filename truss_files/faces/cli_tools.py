@@ -235,6 +235,11 @@ def tool_cmd(
     except TrussError as exc:
         _out({"error": {"code": exc.code, "message": exc.message}}, 1, fmt)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: still one JSON object
+        from ..gitdamage import damage_at
+
+        damaged = damage_at(obj.store_path)
+        if damaged is not None:  # git's own files, not our bug
+            _out({"error": {"code": damaged.code, "message": damaged.message}}, 1, fmt)
         traceback.print_exc()
         message = f"unexpected bug ({type(exc).__name__}); please report the trace on stderr"
         _out({"error": {"code": "bug", "message": message}}, 3, fmt)

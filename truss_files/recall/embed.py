@@ -324,8 +324,8 @@ class LlamaBPE:
     def load(cls, path: Path, cache: Path) -> LlamaBPE:
         """From a compact copy keyed by the file's size and mtime: the single-character part of
         the vocabulary (all ``encode`` looks up by string) and the merges as two sorted arrays
-        of 64-bit ints, memory-mapped and searched by bisection. A query reads a few pages of
-        it instead of loading 61k merges (~1 ms instead of ~25 ms for the marshal copy)."""
+        of 64-bit ints, read whole (not mapped: see ``_from_copy``) and searched by bisection
+        in place, instead of loading 61k merges (~25 ms for the marshal copy)."""
         import zlib
 
         stat = path.stat()
@@ -363,10 +363,8 @@ class LlamaBPE:
 
     @classmethod
     def _from_copy(cls, copy: Path, key: str) -> LlamaBPE:
-        import mmap
-
-        with open(copy, "rb") as handle:
-            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        # Read (~1 MB), not mapped: a cache truncated in place under a mapping is a SIGBUS.
+        data = copy.read_bytes()
         if data[:8] != BPE_MAGIC:
             raise ValueError(f"{copy}: not a BPE copy")
         size, count = struct.unpack_from("<II", data, 8)
@@ -409,7 +407,7 @@ class LlamaBPE:
 
 
 class _SortedMerges:
-    """``dict.get`` over two sorted native-order uint64 arrays in a mapped file."""
+    """``dict.get`` over two sorted native-order uint64 arrays in a copy's bytes."""
 
     def __init__(self, data: Any, start: int, count: int) -> None:
         view = memoryview(data)
@@ -564,9 +562,9 @@ def segment_vectors(git: GitDir, embedder: Embedder, seg: Segment) -> Any:
     path = seg.path.with_name(f"{seg.path.stem}.{cache.tag}.vec")
     dim = embedder.dim
     expected = 16 + seg.n * dim * 2
-    with contextlib.suppress(OSError, ValueError):
-        if path.stat().st_size == expected:
-            return np.memmap(path, dtype=np.float16, mode="r", offset=16, shape=(seg.n, dim))
+    whole = _read_exactly(path, expected)
+    if whole is not None:  # read, not mapped: see ``SegmentVectors.open``
+        return np.frombuffer(whole, dtype=np.float16, offset=16).reshape(seg.n, dim)
     hashes = [seg.content_hash(d) for d in range(seg.n)]
     where, matrices = cache.load()
     missing = sorted({h: d for d, h in enumerate(hashes) if h not in where}.items())
@@ -635,19 +633,11 @@ class SegmentVectors:
 
     @classmethod
     def open(cls, rows_path: Path, q8_path: Path, n: int, dim: int) -> SegmentVectors | None:
-        import mmap
-
-        try:
-            with open(rows_path, "rb") as rows_file, open(q8_path, "rb") as q8_file:
-                if os.fstat(rows_file.fileno()).st_size != 16 + n * dim * 2:
-                    return None
-                if os.fstat(q8_file.fileno()).st_size != cls.HEAD.size + n * (
-                    4 + 4 + dim * _field(dim)
-                ):
-                    return None
-                rows = mmap.mmap(rows_file.fileno(), 0, access=mmap.ACCESS_READ)
-                q8 = mmap.mmap(q8_file.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):
+        """Both files read into memory, never mapped: a cache file truncated in place under a
+        mapping kills the process that reads it (SIGBUS). None when either is not whole."""
+        rows = _read_exactly(rows_path, 16 + n * dim * 2)
+        q8 = _read_exactly(q8_path, cls.HEAD.size + n * (4 + 4 + dim * _field(dim)))
+        if rows is None or q8 is None:
             return None
         head = cls.HEAD.unpack_from(q8, 0)
         if head[0] != Q8_MAGIC or head[1:3] != (n, dim) or sys.byteorder != "little":
@@ -838,6 +828,19 @@ def semantic_rank(
         :limit
     ]
     return [Match(n, d, doc_id, -neg) for neg, doc_id, n, d in ranked]
+
+
+def _read_exactly(path: Path, size: int) -> bytes | None:
+    """The file's bytes when it holds exactly ``size`` of them, else None (missing, cut
+    short, grown, unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size != size:
+                return None
+            data = handle.read(size + 1)
+    except OSError:
+        return None
+    return data if len(data) == size else None
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

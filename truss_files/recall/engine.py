@@ -72,13 +72,14 @@ pygit2 import for it: 0.26 s beside 0.07 s warm.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..errors import ConfigError, TrussError, UntrustedHistory, UsageError
+from ..errors import ConfigError, IndexUnavailable, UntrustedHistory, UsageError
 from ..model import Entry, Trust
 from .bounds import query_terms
 from .docs import KIND_CODE, MARKED, SUPERSEDED, TRUST_CODE, entry_of
@@ -399,20 +400,29 @@ def _once_more(searcher: Searcher, work: Callable[[], _T]) -> _T:
     """``work()``; when it meets a segment damaged in place (bytes changed, length and header
     intact: a failed check, a decoding error, a record that contradicts its class byte; a
     floor index whose files are not the ones its commit left), the index is dropped and
-    ``work()`` runs once more on a rebuilt one. A second failure is raised. A floor index an
-    updater moved on since the view was read is not damage: ``work()`` just runs again."""
+    ``work()`` runs once more on a rebuilt one. A second failure is ``IndexUnavailable``
+    (the next call tries again), never a crash nor an answer from damaged files. A floor
+    index an updater moved on since the view was read is not damage: ``work()`` just runs
+    again."""
     for _attempt in range(3):
         try:
             return work()
         except FloorMoved:
             continue  # an updater committed between the view and the search: ask again
-        except TrussError:
-            raise
-        except _DAMAGE:
-            searcher.index.discard()
+        except (*_DAMAGE, OSError):
+            with contextlib.suppress(OSError):
+                searcher.index.discard()
             searcher._candidates.clear()
             break
-    return work()
+    try:
+        return work()
+    except (*_DAMAGE, FloorMoved, OSError) as exc:
+        where = searcher.index.dir_str
+        raise IndexUnavailable(
+            f"the recall index in {where} is damaged and could not be rebuilt ({exc}); "
+            f"the next call tries again; if this persists, remove {where} (a cache: it is "
+            "rebuilt from git)"
+        ) from exc
 
 
 def run_deleted(view: IndexView, run_id: str) -> frozenset[str]:

@@ -35,6 +35,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
+from ..errors import IndexUnavailable
 from ..model import Trust
 
 __all__ = [
@@ -74,9 +75,9 @@ _F32: Final = struct.Struct("f")
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
-class FloorError(Exception):
+class FloorError(IndexUnavailable):
     """A floor index that is missing, damaged, planted (a link) or at another commit than
-    the index head says: rebuild."""
+    the index head says: rebuild (``IndexUnavailable`` if it escapes the rebuild)."""
 
 
 class FloorMoved(Exception):
@@ -236,6 +237,19 @@ def read_opstamp(path: str) -> int | None:
 _PARTS: Final = ("fast", "fieldnorm", "idx", "pos", "store", "term")
 
 
+def _files(meta: dict[str, Any]) -> list[str]:
+    """The files of a floor index's commit its ``meta.json`` names (each segment's parts and
+    deletions)."""
+    names: list[str] = []
+    for segment in meta["segments"]:
+        name = str(segment["segment_id"]).replace("-", "")
+        names += [f"{name}.{part}" for part in _PARTS]
+        deletes = segment.get("deletes")
+        if deletes:
+            names.append(f"{name}.{deletes['opstamp']}.del")
+    return names
+
+
 def signature(path: str) -> int | None:
     """What the files of a floor index's last commit look like from outside: per file its
     name, type, size, inode and change times (``lstat``: a link is seen as a link). tantivy
@@ -246,13 +260,7 @@ def signature(path: str) -> int | None:
     if meta is None:
         return None
     try:
-        names = []
-        for segment in meta["segments"]:
-            name = str(segment["segment_id"]).replace("-", "")
-            names += [f"{name}.{part}" for part in _PARTS]
-            deletes = segment.get("deletes")
-            if deletes:
-                names.append(f"{name}.{deletes['opstamp']}.del")
+        names = _files(meta)
         seen: list[tuple[Any, ...]] = []
         for name in names:
             try:
@@ -289,6 +297,10 @@ class _Searchable:
             los = self.searcher.fast_field_values("lo", addresses)
         except (ValueError, OSError) as exc:
             raise FloorError(f"{self.path}: {exc}") from exc
+        except BaseException as exc:  # pyo3's PanicException is no Exception
+            if type(exc).__name__ != "PanicException":
+                raise
+            raise FloorError(f"{self.path}: tantivy panicked ({exc})") from exc
         key = self._key
         found = [(score, key(hi, lo)) for (score, _), hi, lo in zip(hits, his, los, strict=True)]
         return found, result.count if count and result.count is not None else 0
@@ -298,6 +310,10 @@ class _Searchable:
             found: int = self.searcher.doc_freq("body", term)
         except (ValueError, OSError) as exc:
             raise FloorError(f"{self.path}: {exc}") from exc
+        except BaseException as exc:  # pyo3's PanicException is no Exception
+            if type(exc).__name__ != "PanicException":
+                raise
+            raise FloorError(f"{self.path}: tantivy panicked ({exc})") from exc
         return found
 
 
@@ -364,24 +380,55 @@ class Floor(_Searchable):
     __slots__ = ("path", "index", "searcher", "n_docs", "total")
 
     def __init__(self, path: str, opstamp: int, n_docs: int, total: int, sign: int) -> None:
+        import shutil
+
         import tantivy
 
         if signature(path) != sign:
             raise FloorError(f"{path}: not the commit the index head names, or changed since")
+        # tantivy maps its files: one truncated in place under a live searcher would kill
+        # this process (SIGBUS). The searcher maps a private copy instead, removed as soon as
+        # it is open (the mappings outlive the names), so nothing under .git/truss can reach
+        # what it reads. The copy is taken between two looks at the same files: it is the
+        # commit the head names, or it is not used.
+        copy = _private_copy(path)
         try:
-            self.index = tantivy.Index.open(path)
+            if signature(path) != sign or read_opstamp(path) != opstamp:
+                raise FloorError(f"{path}: moved while opened")
+            self.index = tantivy.Index.open(copy)
             # No reload on commit: that policy starts a thread watching the folder, which
             # outlives this object and reads whatever lands there later.
             self.index.config_reader(reload_policy="Manual")
             self.searcher = self.index.searcher()
         except (ValueError, OSError) as exc:
             raise FloorError(f"{path}: {exc}") from exc
-        # Opened between two looks at the same files: the searcher holds that commit.
-        if signature(path) != sign or read_opstamp(path) != opstamp:
-            raise FloorError(f"{path}: moved while opened")
+        finally:
+            shutil.rmtree(copy, ignore_errors=True)
         self.path = path
         self.n_docs = n_docs
         self.total = total
+
+
+def _private_copy(path: str) -> str:
+    """A copy of the files of the floor index at ``path`` (its ``meta.json`` and what that
+    names), in a new folder of the system's temporary directory only this user can read.
+    ``FloorError`` when a file is missing, a link or unreadable."""
+    import shutil
+    import tempfile
+
+    meta = read_meta(path)
+    if meta is None:
+        raise FloorError(f"{path}: no readable meta.json")
+    copy = tempfile.mkdtemp(prefix="truss-floor-")
+    try:
+        for name in ("meta.json", *_files(meta)):
+            fd = os.open(os.path.join(path, name), os.O_RDONLY | _NOFOLLOW)
+            with open(fd, "rb") as source, open(os.path.join(copy, name), "xb") as target:
+                shutil.copyfileobj(source, target, 1 << 20)
+    except (OSError, KeyError, TypeError, AttributeError) as exc:
+        shutil.rmtree(copy, ignore_errors=True)
+        raise FloorError(f"{path}: cannot be copied ({exc})") from exc
+    return copy
 
 
 # Tags: the raw terms of a document's ``tag`` field, one per thing a filter clause can say.

@@ -243,7 +243,9 @@ class Objects:
 
         obj = self.repo.get(pygit2.Oid(hex=sha))  # a str would be looked up as a prefix
         if obj is None:
-            raise StoreError(f"object {sha} is missing from {self.git.common_str}; run `git fsck`")
+            from ..gitdamage import missing_object
+
+            raise missing_object(self.git.common_str, sha)
         data: bytes = obj.read_raw()
         return data
 

@@ -214,6 +214,13 @@ class IndexView:
                     yield number, docno
 
 
+# Floor indexes open in this process, by cache folder and the head's record of them (its
+# folder, opstamp and file signature): a searcher reads a private copy of the commit that
+# record names (``Floor``), so one opened for an earlier ``Index`` of the same store (a server
+# opens one per call) answers right for as long as a head names that record.
+_OPEN_FLOORS: dict[tuple[str, FloorMeta], Floor] = {}
+
+
 class Index:
     """The recall cache of one repository."""
 
@@ -239,9 +246,19 @@ class Index:
         try:
             ref, tip = self.git.head()
         except LookupError:
+            import pygit2
+
             repo = self.objects.repo
-            ref = None if repo.head_is_detached else repo.references["HEAD"].target
-            tip = None if repo.head_is_unborn else str(repo.head.target)
+            try:
+                ref = None if repo.head_is_detached else repo.references["HEAD"].target
+                tip = None if repo.head_is_unborn else str(repo.head.target)
+            except (pygit2.GitError, KeyError, ValueError) as exc:
+                from ..gitdamage import damage
+
+                found = damage(self.git.common_str)
+                if found is None:
+                    raise StoreError(f"cannot read HEAD or its branch ({exc})") from exc
+                raise found from exc
         known = head.tip if head is not None else None
         if known is not None and known.tip == tip and known.ref == ref:
             return known
@@ -337,7 +354,7 @@ class Index:
         )
 
     def _open_floor(self, meta: FloorMeta) -> Floor:
-        found = self._floors.get(meta)
+        found = self._floors.get(meta) or _OPEN_FLOORS.get((self.dir_str, meta))
         if found is None:
             name, opstamp, n_docs, total, sign = meta
             try:
@@ -348,6 +365,10 @@ class Index:
                     # An updater committed since this view read the head: not damage.
                     raise FloorMoved(f"{name} moved on; ask again") from None
                 raise
+            if len(_OPEN_FLOORS) >= 12:
+                _OPEN_FLOORS.clear()
+            _OPEN_FLOORS[(self.dir_str, meta)] = found
+        if meta not in self._floors:
             if len(self._floors) >= 6:
                 self._floors.clear()
             self._floors[meta] = found
@@ -385,6 +406,8 @@ class Index:
         damaged while read, whose header and length still checked out."""
         with self._lock(), contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(self.dir_str, "head"))
+        for key in [k for k in _OPEN_FLOORS if k[0] == self.dir_str]:
+            _OPEN_FLOORS.pop(key, None)
         self._head_cache = None
         self._segments = {}
         self._floors = {}

@@ -1,12 +1,14 @@
-"""One immutable file of the recall index: documents, their filter fields and records; mmap.
+"""One immutable file of the recall index: documents, their filter fields and records.
 
 Ranking lives in the floor indexes (``floors``, tantivy); a segment holds what the filter and
 the answer need: per document its id, class byte, layer, length, record, (kind, key) group and
 run, and its terms (the forward index: what a floor index is fed, and what a merge copies).
 Loading a whole index as Python objects costs more than the query it serves (``marshal`` of
-10k records ~45 ms), so a segment is laid out to be *read in place*: the file is mapped, and a
-query decodes only the records of the hits it returns. Opening a segment costs its header plus
-two bytes per document (trust/kind class and layer), whatever its size.
+10k records ~45 ms), so a segment is laid out to be *read in place*: a query reads (``pread``)
+and decodes only the records of the hits it returns. Not mapped: a file truncated in place
+under a mapping kills the process that reads it (SIGBUS); a short read is a ``SegmentError``
+(the index is rebuilt), and sections read whole are kept once checked. Opening a segment
+costs its header plus two bytes per document (trust/kind class and layer), whatever its size.
 
 Layout: ``MAGIC``, a little-endian u32 header length, the header (``marshal``: format and
 tokenizer versions, counts, byte order, section offsets) and the sections:
@@ -31,7 +33,6 @@ Buckets are ``zlib.crc32(utf-8) & (n_buckets - 1)``. A segment never changes onc
 from __future__ import annotations
 
 import marshal
-import mmap
 import os
 import struct
 import sys
@@ -41,6 +42,8 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import IndexUnavailable
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -72,8 +75,9 @@ MEMO: Final = 8192  # things a reader keeps per open segment (``Segment.memo``)
 NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
-class SegmentError(Exception):
-    """A segment file that is missing, truncated or of another format: rebuild."""
+class SegmentError(IndexUnavailable):
+    """A segment file that is missing, truncated or of another format: rebuild. An
+    ``IndexUnavailable``, so one that escapes a rebuild reaches every face as that."""
 
 
 class Doc:
@@ -327,28 +331,30 @@ class Segment:
         name = os.path.basename(self._path)
         try:
             # A link planted in place of a segment is not followed (ELOOP): rebuilt instead.
-            fd = os.open(self._path, os.O_RDONLY | NOFOLLOW)
-            try:
-                self._mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-            finally:
-                os.close(fd)
-        except (OSError, ValueError) as exc:  # ValueError: an empty file cannot be mapped
+            # The descriptor stays open: the file it reads survives its deletion.
+            self._fd = os.open(self._path, os.O_RDONLY | NOFOLLOW)
+        except OSError as exc:
             raise SegmentError(f"{name}: {exc}") from exc
-        mm = self._mm
+        self._size = 0
         try:
-            if mm[:8] != MAGIC:
+            size = self._size = os.fstat(self._fd).st_size
+            if self._read(0, 8) != MAGIC:
                 raise SegmentError(f"{name}: not a segment of this format")
-            (size,) = _U32.unpack(mm[8:12])
-            header = marshal.loads(mm[12 : 12 + size])
-            base = 12 + size
+            (length,) = _U32.unpack(self._read(8, 4))
+            header = marshal.loads(self._read(12, length))
+            base = 12 + length
             if (
                 header["format"] != FORMAT
                 or header["byteorder"] != sys.byteorder
-                or len(mm) != base + header["data"]
+                or size != base + header["data"]
             ):
                 raise SegmentError(f"{name}: truncated or of another format")
-        except (EOFError, ValueError, TypeError, KeyError, struct.error) as exc:
+        except (OSError, EOFError, ValueError, TypeError, KeyError, struct.error) as exc:
+            self.close()
             raise SegmentError(f"{name}: unreadable header ({exc})") from exc
+        except SegmentError:
+            self.close()
+            raise
         self.n: int = header["docs"]
         self.n_terms: int = header["terms"]
         self._spans = {k: (base + a, n) for k, (a, n) in header["sections"].items()}
@@ -357,6 +363,18 @@ class Segment:
         # What readers derived from this (immutable) file: ids found, groups, entries.
         self.memo: dict[Any, Any] = {}
 
+    def _read(self, start: int, size: int) -> bytes:
+        """``size`` bytes at ``start``; fewer (the file was cut short under us) is damage."""
+        if start < 0 or size < 0 or start + size > self._size:
+            raise self._damaged(f"bytes {start}-{start + size} (past the end)")
+        try:
+            data = os.pread(self._fd, size, start)
+        except (OSError, ValueError) as exc:  # ValueError: closed, or a negative offset
+            raise self._damaged(f"bytes {start}-{start + size}") from exc
+        if len(data) != size:
+            raise self._damaged(f"bytes {start}-{start + size} (the file is cut short)")
+        return data
+
     @property
     def path(self) -> Path:
         from pathlib import Path
@@ -364,13 +382,19 @@ class Segment:
         return Path(self._path)
 
     def close(self) -> None:
-        self._mm.close()
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:  # a view dropped without ``close``: its descriptor goes too
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
 
     def _raw(self, name: str) -> bytes:
         """A whole section, checked against the header's CRC: a byte changed in place (the
         length and header intact) is damage, never a different answer."""
         start, size = self._spans[name]
-        data = self._mm[start : start + size]
+        data = self._read(start, size)
         if zlib.crc32(data) != self._crc.get(name):
             raise SegmentError(f"{os.path.basename(self._path)}: section {name} is damaged")
         return data
@@ -411,8 +435,12 @@ class Segment:
         return self._array("len", "I")
 
     def doc_id(self, docno: int) -> str:
+        block = self._cache.get("ids-blocks", {}).get(docno // ID_BLOCK)
+        if block is not None:
+            at = 32 * (docno % ID_BLOCK)
+            return block[at : at + 32].decode("ascii")
         start = self._spans["ids"][0] + 32 * docno
-        return self._mm[start : start + 32].decode("ascii")
+        return self._read(start, 32).decode("ascii")
 
     def find(self, doc_id: str) -> int | None:
         """The docno of ``doc_id``, by binary search over the sorted ids; every block of ids
@@ -433,22 +461,24 @@ class Segment:
 
     def _find(self, doc_id: str) -> int | None:
         start = self._spans["ids"][0]
-        mm = self._mm
         key = doc_id.encode("ascii")
         if len(key) != 32:
             return None
-        checked: set[int] = self._cache.setdefault("icrc-ok", set())
+        # Blocks of ids read and checked against their CRC, kept: a lookup reads each once.
+        blocks: dict[int, bytes] = self._cache.setdefault("ids-blocks", {})
 
         def id_at(i: int) -> bytes:
-            block = i // ID_BLOCK
-            if block not in checked:
-                a = start + 32 * ID_BLOCK * block
+            number, at = divmod(i, ID_BLOCK)
+            block = blocks.get(number)
+            if block is None:
+                a = start + 32 * ID_BLOCK * number
                 b = min(a + 32 * ID_BLOCK, start + 32 * self.n)
-                (want,) = _U32.unpack_from(mm, self._spans["icrc"][0] + 4 * block)
-                if zlib.crc32(mm[a:b]) != want:
-                    raise self._damaged(f"block {block} of the ids")
-                checked.add(block)
-            return mm[start + 32 * i : start + 32 * i + 32]
+                (want,) = _U32.unpack(self._read(self._spans["icrc"][0] + 4 * number, 4))
+                block = self._read(a, b - a)
+                if zlib.crc32(block) != want:
+                    raise self._damaged(f"block {number} of the ids")
+                blocks[number] = block
+            return block[32 * at : 32 * at + 32]
 
         docno = bisect_left(range(self.n), key, key=id_at)
         if docno < self.n and id_at(docno) == key:
@@ -457,14 +487,14 @@ class Segment:
 
     def content_hash(self, docno: int) -> bytes:
         self._checked("chash")
-        start = self._spans["chash"][0] + 16 * docno
-        return self._mm[start : start + 16]
+        data: bytes = self._cache["chash"]
+        return data[16 * docno : 16 * docno + 16]
 
     def record(self, docno: int) -> tuple[Any, ...]:
         data = self.record_bytes(docno)
-        (want,) = _U32.unpack_from(self._mm, self._spans["rcrc"][0] + 4 * docno)
-        start = self._spans["ids"][0] + 32 * docno
-        if zlib.crc32(data, zlib.crc32(self._mm[start : start + 32])) != want:
+        (want,) = _U32.unpack(self._read(self._spans["rcrc"][0] + 4 * docno, 4))
+        ident = self.doc_id(docno).encode("ascii")
+        if zlib.crc32(data, zlib.crc32(ident)) != want:
             raise self._damaged(f"the record of document {docno}")
         return _load_record(data)
 
@@ -472,9 +502,10 @@ class Segment:
         """The stored form of ``record(docno)``: a filter can test it for a value's bytes
         before paying for the whole record."""
         start = self._spans["roff"][0] + 8 * docno
-        a, b = _SPAN.unpack_from(self._mm, start)
-        base = self._spans["rec"][0]
-        return bytes(self._mm[base + a : base + b])
+        a, b = _SPAN.unpack(self._read(start, _SPAN.size))
+        if not 0 <= a <= b <= self._spans["rec"][1]:
+            raise self._damaged(f"the offsets of document {docno}")
+        return self._read(self._spans["rec"][0] + a, b - a)
 
     # -- groups --------------------------------------------------------------------------
 
@@ -484,10 +515,11 @@ class Segment:
         if n_buckets <= 0:
             return None
         slot = zlib.crc32(name.encode()) & (n_buckets - 1)
-        a, b = _PAIR.unpack_from(self._mm, start + 4 * slot)
-        base = self._spans[table][0]
-        data = self._mm[base + a : base + b]
-        (want,) = _U32.unpack_from(self._mm, self._spans[crcs][0] + 4 * slot)
+        a, b = _PAIR.unpack(self._read(start + 4 * slot, _PAIR.size))
+        if not 0 <= a <= b <= self._spans[table][1]:
+            raise self._damaged(f"bucket {slot} of {table}")
+        data = self._read(self._spans[table][0] + a, b - a)
+        (want,) = _U32.unpack(self._read(self._spans[crcs][0] + 4 * slot, 4))
         if zlib.crc32(data) != want:
             raise self._damaged(f"bucket {slot} of {table}")
         try:
@@ -545,8 +577,8 @@ class Segment:
         crcs = self._spans["kcrc"][0]
         out: dict[str, tuple[int, ...]] = {}
         for slot in range(len(bounds) - 1):
-            data = self._mm[base + bounds[slot] : base + bounds[slot + 1]]
-            (want,) = _U32.unpack_from(self._mm, crcs + 4 * slot)
+            data = self._read(base + bounds[slot], bounds[slot + 1] - bounds[slot])
+            (want,) = _U32.unpack(self._read(crcs + 4 * slot, 4))
             if zlib.crc32(data) != want:
                 raise self._damaged(f"bucket {slot} of kmap")
             try:
