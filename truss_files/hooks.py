@@ -7,7 +7,10 @@ wants ``Truss-Op`` trailers on store commits (and judges trust moves with the re
 ``pre-push`` audits the pushed range. Server side, the real gate: ``pre-receive`` judges every
 new commit by its parent's policy — reading the quarantined objects of the push through
 ``RepositoryOpenFlag.FROM_ENV`` — and refuses deletions and non-fast-forward updates of
-protected branches.
+protected branches: the default branch, the ``truss.protected`` patterns and every branch
+whose history holds the pinned trust root (whatever the bare repository's HEAD names).
+Under the pre-commit framework a push it names no range for is audited from what the remote
+has (or the root), never waved through.
 
 Each installed hook is a two-line shell script that execs ``python -m truss_files hook NAME``
 with the interpreter that installed it; a hook that was there before is kept as
@@ -185,7 +188,10 @@ def _pin_server(repo: pygit2.Repository, root: str | None, protect: Sequence[str
         if name not in have:
             cfg.set_multivar(PROTECTED_CONFIG, f"^{re.escape(name)}$", name)
     names = ", ".join(sorted(protected_branches(repo)))
-    notes.append(f"protected branches (no deletion, no force-push): {names}")
+    notes.append(
+        f"protected branches (no deletion, no force-push): {names}, and every branch whose "
+        "history holds the trust root"
+    )
     return notes
 
 
@@ -238,6 +244,20 @@ def protected_branches(repo: pygit2.Repository, remote: str | None = None) -> se
 
 def _is_protected(ref: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(ref, p) for p in patterns)
+
+
+def _reaches_root(repo: pygit2.Repository, ref: str, old_sha: str, root: str | None) -> bool:
+    """A store branch: a branch whose history (at its current tip) holds the pinned root.
+
+    The server protects these whatever its default branch is named: a bare repository made
+    by ``git init --bare`` points HEAD at ``master`` while the store pushes ``main``."""
+    if root is None or not ref.startswith("refs/heads/") or _ZERO.match(old_sha):
+        return False
+    old = _commit(repo, old_sha)
+    start = _commit(repo, root)
+    if old is None or start is None:
+        return False
+    return old.id == start.id or repo.descendant_of(old.id, start.id)
 
 
 def _commit(repo: pygit2.Repository, sha: str) -> pygit2.Commit | None:
@@ -413,6 +433,22 @@ def _push_updates(stdin: str, environ: Mapping[str, str]) -> list[tuple[str, str
     return updates
 
 
+def _unnamed_push(
+    repo: pygit2.Repository, environ: Mapping[str, str]
+) -> list[tuple[str, str, str, str]]:
+    """What a push sends when nobody said: pre-commit passes no range for a first push or a
+    new branch (it keeps stdin and sets no ``PRE_COMMIT_TO_REF``). The local branch it names,
+    else HEAD, is then audited back to what the remote already has, or to the trust root, so
+    the hook never passes a push it did not judge."""
+    local = environ.get("PRE_COMMIT_LOCAL_BRANCH", "")
+    commit = _commit(repo, local) if local else None
+    if commit is None:
+        commit = _head(repo)
+    if commit is None:
+        return []
+    return [(local, str(commit.id), environ.get("PRE_COMMIT_REMOTE_BRANCH", ""), "0" * 40)]
+
+
 def pre_push(
     repo: pygit2.Repository, remote: str, stdin: str, environ: Mapping[str, str]
 ) -> list[str]:
@@ -427,7 +463,8 @@ def pre_push(
                 known.append(commit.id)
     lines: list[str] = []
     seen: set[str] = set()
-    for _local_ref, local_sha, remote_ref, remote_sha in _push_updates(stdin, environ):
+    updates = _push_updates(stdin, environ) or _unnamed_push(repo, environ)
+    for _local_ref, local_sha, remote_ref, remote_sha in updates:
         protected_ref = bool(remote_ref) and _is_protected(remote_ref, protected)
         if _ZERO.match(local_sha):
             if protected_ref:
@@ -466,7 +503,7 @@ def pre_receive(repo: pygit2.Repository, stdin: str, environ: Mapping[str, str])
         if ref == NOTES_REF:
             lines.extend(_notes_lines(repo, ref, old_sha, new_sha))
             continue
-        is_protected = _is_protected(ref, protected)
+        is_protected = _is_protected(ref, protected) or _reaches_root(repo, ref, old_sha, root)
         if _ZERO.match(new_sha):
             if is_protected:
                 lines.append(_delete_line(ref, old_sha))
