@@ -16,6 +16,7 @@ from test_recall_support import (
     mixed_store,
     promote,
     reject,
+    writers_of,
 )
 
 from truss_files.model import Kind, Layer, Trust
@@ -24,6 +25,9 @@ from truss_files.recall.engine import Searcher
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.tokenize import tokenize
 from truss_files.store import MemoryStore
+
+# The store fixture's principal: whose signature proves a run's own notes.
+ME = "operator@example.test"
 
 QUERY = "flaky CI network tests retry"
 
@@ -116,14 +120,16 @@ def test_layers_scope_runs_and_markers(store: MemoryStore) -> None:
         Filter(layers=frozenset({Layer.TEAM})),
         Filter(layers=frozenset({Layer.TASK, Layer.ROLE})),
         Filter(scope={"agent": "build-bot"}),
-        Filter(visible_run="R-1"),
-        Filter(visible_run="R-1", kind=Kind.LESSON),
+        Filter(visible_run="R-1", own_principal=ME),
+        Filter(visible_run="R-1", own_principal=ME, kind=Kind.LESSON),
         Filter(skip_marked=True),
-        Filter(min_trust=Trust.UNVERIFIED, skip_marked=True, visible_run="R-2"),
+        Filter(min_trust=Trust.UNVERIFIED, skip_marked=True, visible_run="R-2", own_principal=ME),
     ]
     for flt in cases:
         check_against_reference(store, "on-call rota pager handover deleted", flt)
-    found = Searcher(store.git.workdir).query("on-call pager", Filter(visible_run="R-1"), 10)
+    found = Searcher(store.git.workdir).query(
+        "on-call pager", Filter(visible_run="R-1", own_principal=ME), 10
+    )
     assert mine.id in {h.entry.id for h in found.hits}
     assert other.id not in {h.entry.id for h in found.hits}
     skipping = Searcher(store.git.workdir).query("on-call deleted", Filter(skip_marked=True), 10)
@@ -186,10 +192,13 @@ def test_a_single_or_exact_hit_in_a_small_store_scores_above_zero(store: MemoryS
 
 def test_filter_admits_visible_run_only_for_unverified(store: MemoryStore) -> None:
     mine = store.write("fact", "mine", "text", produced_by="run:R-9/1")
-    flt = Filter(visible_run="R-9")
-    assert flt.admits(mine)
-    assert not Filter(visible_run="R-10").admits(mine)
-    assert not flt.admits(dataclasses.replace(mine, trust=Trust.REJECTED))
+    flt = Filter(visible_run="R-9", own_principal=ME)
+    by = writers_of(store)
+    assert flt.admits(mine, by)
+    assert not flt.admits(mine)  # without the history, no note is proven a run's own
+    assert not Filter(visible_run="R-9", own_principal="someone-else").admits(mine, by)
+    assert not Filter(visible_run="R-10", own_principal=ME).admits(mine, by)
+    assert not flt.admits(dataclasses.replace(mine, trust=Trust.REJECTED), by)
     assert Filter(skip_marked=True).admits(mine) is False  # unverified, below the floor
     marked = dataclasses.replace(mine, body="<!-- truss:tombstone -->", trust=Trust.VERIFIED)
     assert Filter().admits(marked) and not Filter(skip_marked=True).admits(marked)

@@ -18,6 +18,7 @@ from test_recall_support import (
     promote,
     reference,
     reject,
+    writers_of,
 )
 
 from truss_files.model import Entry, Kind, Layer, Trust
@@ -25,6 +26,9 @@ from truss_files.recall import lexical as lexical_module
 from truss_files.recall.engine import Searcher
 from truss_files.recall.pipeline import Area, Filter
 from truss_files.store import MemoryStore
+
+# The store fixture's principal: whose signature proves a run's own notes.
+ME = "operator@example.test"
 
 QUERY = "flaky CI network tests retry"
 
@@ -145,8 +149,10 @@ FILTERS = {
     "layer": Filter(layers=frozenset({Layer.TEAM})),
     "scope": Filter(scope={"agent": "deep-bot"}),
     "area": Filter(areas=(Area(Layer.TEAM),)),
-    "run": Filter(kind=Kind.LESSON, visible_run="R-7"),
-    "own area": Filter(kind=Kind.LESSON, areas=(Area(Layer.TASK, own=True),)),
+    "run": Filter(kind=Kind.LESSON, visible_run="R-7", own_principal=ME),
+    "own area": Filter(
+        kind=Kind.LESSON, areas=(Area(Layer.TASK, own=True),), area_writers=frozenset({ME})
+    ),
     "hidden": Filter(hidden_ids=frozenset()),
 }
 
@@ -171,8 +177,8 @@ def test_the_filter_runs_before_ranking_and_fills_the_limit(
         flt = Filter(hidden_ids=frozenset(h.entry.id for h in top))
     found = check_against_reference(store, "alpha", flt, 10)
     entries = {e.id: e for e in store.iter_entries()}
-    assert all(flt.admits(entries[h.entry.id]) for h in found.hits)
-    want = [i for i, _ in reference(entries.values(), "alpha", flt)]
+    assert all(flt.admits(entries[h.entry.id], writers_of(store)) for h in found.hits)
+    want = [i for i, _ in reference(entries.values(), "alpha", flt, writers_of(store))]
     assert len(found.hits) == min(10, len(want)) and len(found.hits) >= 4
     if name == "hidden":
         assert not {h.entry.id for h in found.hits} & flt.hidden_ids
@@ -186,11 +192,11 @@ def test_a_runs_own_note_is_scored_with_the_floors_statistics(
     (the reference agrees); once verified -- it has joined -- tantivy gives it that score, to
     f32 rounding. Its score never moves the verified entries'."""
     mine = store.write("lesson", "mine-alone", "alpha solo note", produced_by="run:R-8/1")
-    flt = Filter(visible_run="R-8")
+    flt = Filter(visible_run="R-8", own_principal=ME)
     searcher = Searcher(store.git.workdir)
     plain = {h.entry.id: h.score for h in searcher.query("alpha solo", Filter(), 300).hits}
     hits = searcher.query("alpha solo", flt, 300).hits
-    agrees(hits, reference(store.iter_entries(), "alpha solo", flt), 300)
+    agrees(hits, reference(store.iter_entries(), "alpha solo", flt, writers_of(store)), 300)
     before = {h.entry.id: h.score for h in hits}
     assert before.pop(mine.id) > 0 and before == plain
     bypassed = {h.entry.id: h.score for h in hits}[mine.id]
@@ -203,6 +209,10 @@ def test_a_runs_own_notes_score_above_zero_over_an_empty_floor(store: MemoryStor
     """No verified entry at all: a run's own notes still rank, by their own lengths."""
     short = store.write("fact", "short", "epsilon note", produced_by="run:R-9/1")
     wide = store.write("fact", "wide", "epsilon " + "zeta " * 300, produced_by="run:R-9/2")
-    hits = Searcher(store.git.workdir).query("epsilon", Filter(visible_run="R-9"), 10).hits
+    hits = (
+        Searcher(store.git.workdir)
+        .query("epsilon", Filter(visible_run="R-9", own_principal=ME), 10)
+        .hits
+    )
     assert [h.entry.id for h in hits] == [short.id, wide.id]
     assert hits[0].score > hits[1].score > 0

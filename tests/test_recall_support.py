@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from truss_files import entryfile
@@ -137,25 +137,33 @@ def same(a: Iterable[Hit], b: Iterable[Hit]) -> bool:
 REL: Final = 2e-5
 
 
-def reference(entries: Iterable[Entry], query: str, flt: Filter) -> list[tuple[str, float]]:
+def reference(
+    entries: Iterable[Entry],
+    query: str,
+    flt: Filter,
+    writer_of: Callable[[str], str | None] | None = None,
+) -> list[tuple[str, float]]:
     """Every entry ``flt`` admits that holds a query term, with its BM25 score over the trust
     floor's statistics -- ``N``, document frequencies and the average length of the entries at
     or above ``flt.min_trust`` (rejected ones never; entries let through below the floor are
     scored as if they had joined it) -- as tantivy computes BM25 (k1 1.2, b 0.75, lengths
     quantised as it stores them); best first, ties by id."""
     entries = list(entries)
+    admits = flt.admits
+    if writer_of is not None:
+        admits = lambda e: flt.admits(e, writer_of)  # noqa: E731 - the reference's one test
     terms = query_terms(query)
     tokens = {e.id: document_tokens(e) for e in entries}
     members = [e for e in entries if e.trust.passes(flt.min_trust)]
     # Entries let through the floor they are below are scored as if they had joined it.
-    joining = [e for e in entries if flt.admits(e) and not e.trust.passes(flt.min_trust)]
+    joining = [e for e in entries if admits(e) and not e.trust.passes(flt.min_trust)]
     total = sum(len(tokens[e.id]) for e in members)
     held = {t: sum(1 for e in members if t in tokens[e.id]) for t in terms}
     extra = {t: sum(1 for e in joining if t in tokens[e.id]) for t in terms}
     extra_total = sum(len(tokens[e.id]) for e in joining)
     out = []
     for entry in entries:
-        if not flt.admits(entry):
+        if not admits(entry):
             continue
         joins = not entry.trust.passes(flt.min_trust)
         n_docs = len(members) + joins * len(joining)
@@ -202,7 +210,7 @@ def check_against_reference(
     where = store.git.workdir or store.git.git_dir
     found = Searcher(where).query(query, flt, limit, mode="exact")
     entries = {e.id: e for e in store.iter_entries()}
-    want = reference(entries.values(), query, flt)
+    want = reference(entries.values(), query, flt, writers_of(store))
     assert len(found.hits) == min(limit, len(want))
     assert {h.entry.id for h in found.hits} <= dict(want).keys()
     assert all(h.entry == entries[h.entry.id] for h in found.hits)
@@ -212,6 +220,15 @@ def check_against_reference(
     searcher.index.discard()
     agrees(searcher.query(query, flt, limit, mode="exact").hits, want, limit)
     return found
+
+
+def writers_of(store: MemoryStore) -> Callable[[str], str | None]:
+    """Who added each entry at the tip (``writers``): what proves a run's own notes."""
+    from truss_files.recall.gitread import GitDir
+    from truss_files.writers import writers
+
+    git = GitDir.discover(store.git.git_dir)
+    return writers(git, store.snapshot().oid, store.git.repo).of
 
 
 FLOORS = (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED)

@@ -32,6 +32,7 @@ def configure(
         f'operator = ["{PRINCIPAL}"]',
         f'panel = ["{PRINCIPAL}"]',
         f'agent = ["{PRINCIPAL}"]',
+        f'trainer = ["{PRINCIPAL}"]',
         "",
         "[tools]",
         f"memory = {str(memory).lower()}",

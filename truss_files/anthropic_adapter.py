@@ -65,6 +65,7 @@ class TrussMemoryTool(BetaAbstractMemoryTool):
         agent: str | None = None,
         contract: str | os.PathLike[str] | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
+        parent: str | None = None,
     ) -> None:
         super().__init__(cache_control=cache_control)
         # "~/agent-memory" as the README writes it: nothing between here and the user expands it.
@@ -83,6 +84,7 @@ class TrussMemoryTool(BetaAbstractMemoryTool):
             context=context,
             agent=agent,
             contract=contract,
+            parent=parent,
         )
 
     @property

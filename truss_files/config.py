@@ -31,6 +31,7 @@ DEFAULT_TOML = """\
 operator = [{principal}]
 panel = [{principal}]
 agent = [{principal}]
+trainer = [{principal}]
 
 [tools]
 # The read tools (memory_query, memory_view, read_memory) are served to agents.

@@ -346,13 +346,21 @@ class MemoryStore:
         agent: str | None = None,
         project: str | None = None,
         gates: Iterable[str] = (),
+        parent: str | None = None,
     ) -> Prefix:
         """The prefix of run ``run`` (tools, system, messages, cursor); the first call for a
-        run starts it at the branch tip, and later calls keep its tools and system bytes."""
+        run starts it at the branch tip, and later calls keep its tools and system bytes.
+        ``parent``: the run is a child of that run (they share their own notes)."""
         from .context.assemble import build_context
 
         return build_context(
-            self, run, principal=principal, agent=agent, project=project, gates=tuple(gates)
+            self,
+            run,
+            principal=principal,
+            agent=agent,
+            project=project,
+            gates=tuple(gates),
+            parent=parent,
         )
 
     # -- writing -------------------------------------------------------------------------

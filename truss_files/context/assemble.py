@@ -275,16 +275,30 @@ def run_entries(store: MemoryStore, snap: Snapshot, run: str) -> list[Entry]:
     return out
 
 
-def scratch_tail(store: MemoryStore, snap: Snapshot, run: str, limit: int) -> list[Entry]:
-    """The run's own unverified writes and its scratch notes (never a goal), newest last."""
+def scratch_tail(
+    store: MemoryStore, snap: Snapshot, run: str, limit: int, principal: str | None = None
+) -> list[Entry]:
+    """The run's own unverified writes and its scratch notes (never a goal), newest last.
+    An unverified note is the run's own only when ``principal`` (the calling key's) signed
+    the commit that added it (``authority.is_own``); a child keeps its own L4 (no shared
+    runs here)."""
+    from ..authority import RunView, is_own
+    from ..recall.gitread import GitDir
     from ..tools.dispatch import seq_of
+    from ..writers import writers
 
+    view = RunView(run, principal)
+    found = run_entries(store, snap, run)
+    by = writers(GitDir.discover(store.git.git_dir), snap.oid, store.git.repo) if found else None
     notes = [
         e
-        for e in run_entries(store, snap, run)
+        for e in found
         if e.kind is not Kind.GOAL
         and e.trust is not Trust.REJECTED
-        and (e.trust is Trust.UNVERIFIED or e.kind is Kind.SCRATCH)
+        and (
+            (e.trust is Trust.UNVERIFIED and by is not None and is_own(view, e, by.of(e.id)))
+            or (e.kind is Kind.SCRATCH and e.trust is not Trust.UNVERIFIED)
+        )
     ]
     notes.sort(key=lambda e: (seq_of(e, run), e.created, e.id))
     kept: list[Entry] = []
@@ -305,8 +319,10 @@ def build_context(
     agent: str | None = None,
     project: str | None = None,
     gates: Sequence[str] = (),
+    parent: str | None = None,
 ) -> Prefix:
-    """The prefix of run ``run``; its first call starts the run (``runstart``)."""
+    """The prefix of run ``run``; its first call starts the run (``runstart``). ``parent``:
+    link the run as a child of that run (``runlinks``: they share their own notes)."""
     from ..errors import StoreError
     from ..tools.runs import check_run_id
     from .cursor import encode
@@ -344,7 +360,12 @@ def build_context(
     reader = _reader(store, snap, start)
     settings = run_settings(store, snap, start.agent)
     goals = goal_ledger(store, snap, reader)
-    tail = scratch_tail(store, snap, run, int(settings.get("context.scratch_tail")))
+    from ..tools.runlinks import key_principal, link_run
+
+    signer = key_principal(store)
+    if parent is not None:
+        link_run(store, run, parent, signer)
+    tail = scratch_tail(store, snap, run, int(settings.get("context.scratch_tail")), signer)
     return Prefix(
         run,
         start,

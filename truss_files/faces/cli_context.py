@@ -51,6 +51,12 @@ def _who(agent: str | None, run_context: str | None) -> tuple[str | None, str | 
 
 @cli.group(invoke_without_command=True)
 @click.option("--run", "run_id", metavar="RUN", help="The run whose prefix to print.")
+@click.option(
+    "--parent",
+    "parent",
+    metavar="RUN",
+    help="Start the run as a child of this run: they share their own notes.",
+)
 @click.option("--principal", metavar="P", help="Whom the run serves: principals/<P>.md is L1.")
 @click.option(
     "--format",
@@ -73,6 +79,7 @@ def _who(agent: str | None, run_context: str | None) -> tuple[str | None, str | 
 def context(
     click_ctx: click.Context,
     run_id: str | None,
+    parent: str | None,
     principal: str | None,
     fmt: str,
     agent: str | None,
@@ -89,6 +96,7 @@ def context(
     \b
     Examples:
       truss-files context --run R-7f3a --principal alice --format anthropic
+      truss-files context --run R-7f3a-1 --parent R-7f3a
       truss-files context repin --run R-7f3a --turn 20
     """
     if click_ctx.invoked_subcommand is not None:
@@ -103,6 +111,7 @@ def context(
         agent=agent,
         project=project,
         gates=gates(memory_tools, memory_write),
+        parent=parent,
     )
     _print(prefix.render(fmt))
 

@@ -46,6 +46,13 @@ def _run_options(func: F) -> F:
     func = click.option(
         "--durable", is_flag=True, help="Record every call as a signed commit on the run's ledger."
     )(func)
+    func = click.option(
+        "--parent",
+        "parent",
+        metavar="RUN_ID",
+        help="This run is a child of that run (recorded at its first call): they share their "
+        "own notes.",
+    )(func)
     return click.option(
         "--run", "run_id", metavar="RUN_ID", help="The agent run this call belongs to."
     )(func)
@@ -61,6 +68,7 @@ def _session(
     durable: bool = False,
     replay: bool = False,
     run_context: str | None = None,
+    parent: str | None = None,
 ) -> ToolSession:
     from ..tools.context import load_run_context
     from ..tools.dispatch import ToolSession
@@ -76,6 +84,7 @@ def _session(
         durable=durable,
         replay=replay,
         context=load_run_context(run_context),
+        parent=parent,
     )
 
 
@@ -175,6 +184,7 @@ def tool_cmd(
     obj: Ctx,
     name: str | None,
     run_id: str | None,
+    parent: str | None,
     durable: bool,
     run_context: str | None,
     replay: bool,
@@ -198,6 +208,7 @@ def tool_cmd(
       echo '{"query": "flaky ci"}' | truss-files tool memory_query
       echo '{"command": "view", "path": "/memories"}' | truss-files tool memory --memory-write
       truss-files tool --block --run R-1 --durable --memory-write < tool_use.json
+      echo '{"query": "flaky ci"}' | truss-files tool memory_query --run R-1a --parent R-1
     """
     from ..tools.blocks import parse_tool_use, tool_result
     from ..tools.registry import lookup
@@ -230,6 +241,7 @@ def tool_cmd(
             durable=durable,
             replay=replay,
             run_context=run_context,
+            parent=parent,
         )
         outcome = session.call(name, data, call_id=use.id if use is not None else None)
     except TrussError as exc:
@@ -403,6 +415,7 @@ def runs_show(obj: Ctx, run_id: str, store_path: str | None, fmt: str | None) ->
 def mcp_cmd(
     obj: Ctx,
     run_id: str | None,
+    parent: str | None,
     durable: bool,
     run_context: str | None,
     store_path: str | None,
@@ -433,6 +446,7 @@ def mcp_cmd(
             run_id=run,
             durable=durable,
             run_context=run_context,
+            parent=parent,
         )
         server = build_server(session)
     except TrussError as exc:

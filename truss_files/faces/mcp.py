@@ -131,6 +131,7 @@ def _context_prompt(session: ToolSession, run: str) -> Any:
             principal=principal or None,
             agent=session.agent,
             gates=sorted(session.flags),
+            parent=session.parent,
         )
         system = "\n\n".join(layer.text for layer in prefix.system if layer.text)
         messages = [UserMessage(system)]

@@ -91,8 +91,10 @@ from .pipeline import Filter, Hit
 from .segment import Segment, SegmentError
 
 if TYPE_CHECKING:
+    from ..authority import RunView
     from ..gitstore import Snapshot
     from ..store import MemoryStore
+    from ..writers import Writers
     from .acronyms import Glossary
     from .embed import Embedder
 
@@ -174,7 +176,7 @@ class Searcher:
         self.git = git or GitDir.discover(store)
         self.index = Index(self.git, repo)
         self._embedder = embedder
-        self._candidates: dict[tuple[str, str], Candidates] = {}
+        self._candidates: dict[tuple[str, str, str | None], Candidates] = {}
         self._glossary: tuple[Candidates, Glossary] | None = None
 
     def view(
@@ -182,17 +184,32 @@ class Searcher:
     ) -> IndexView:
         return self.index.view(tree, at_tip=at_tip, commit=commit)
 
-    def candidates(self, view: IndexView, flt: Filter) -> Candidates:
+    def candidates(self, view: IndexView, flt: Filter, commit: str | None = None) -> Candidates:
         """The filter's candidates, kept while the index holds the same documents: repeated
-        queries skip the O(N) mask and length sums (~3 ms at 100k)."""
-        key = (view.state, repr(flt))
+        queries skip the O(N) mask and length sums (~3 ms at 100k). ``commit``: the commit
+        read, whose history proves a run's own notes (``writers``), when the filter asks."""
+        writer_of = None
+        stamp = None
+        if needs_writers(flt):
+            found_writers = self.writers(view, commit)
+            writer_of, stamp = found_writers.of, found_writers.tip
+        key = (view.state, repr(flt), stamp)
         found = self._candidates.get(key)
         if found is None or found.view.segments != view.segments:
-            found = candidates(view, flt)
+            found = candidates(view, flt, writer_of)
             if len(self._candidates) > 16:
                 self._candidates.clear()
             self._candidates[key] = found
         return found
+
+    def writers(self, view: IndexView, commit: str | None) -> Writers:
+        """Who added each entry in the history of the commit read (``writers``: a cache
+        under .git/truss/; pygit2 only when it must grow)."""
+        from ..writers import writers
+
+        if commit is None and view.tip is not None:
+            commit = view.tip.tip
+        return writers(self.git, commit, self.index.objects.repo_if_open)
 
     def expand(self, cands: Candidates, terms: list[str]) -> list[str]:
         """``terms`` and the other spelling of each acronym the admitted entries define
@@ -276,12 +293,14 @@ class Searcher:
         if flt.reader is not None and flt.reader.mode is None:
             scope = view.tip.recall.get("memory.scope") if view.tip is not None else None
             flt = replace(flt, reader=replace(flt.reader, mode=str(scope or "per-agent")))
-        if flt.run_deletes and flt.visible_run is not None:
-            hidden = run_deleted(view, flt.visible_run)
+        read = commit if not at_tip else (view.tip.tip if view.tip is not None else None)
+        run_view = flt.run_view()
+        if flt.run_deletes and run_view is not None:
+            hidden = run_deleted(view, run_view, self.writers(view, read).of)
             if hidden:
                 flt = replace(flt, hidden_ids=flt.hidden_ids | hidden)
         mode = self.mode_of(view, mode)
-        cands = self.candidates(view, flt)
+        cands = self.candidates(view, flt, read)
         terms = self.expand(cands, terms)
         added = self.related_words(view, terms) if mode != "semantic" else []
         if salience is None and view.tip is not None:
@@ -425,14 +444,28 @@ def _once_more(searcher: Searcher, work: Callable[[], _T]) -> _T:
         ) from exc
 
 
-def run_deleted(view: IndexView, run_id: str) -> frozenset[str]:
+def needs_writers(flt: Filter) -> bool:
+    """Whether ``flt`` lets notes below its floor through on a writer's signature."""
+    return (flt.visible_run is not None and flt.own_principal is not None) or (
+        flt.areas is not None and bool(flt.area_writers) and any(a.own for a in flt.areas)
+    )
+
+
+def run_deleted(
+    view: IndexView, run_view: RunView, writer_of: Callable[[str], str | None]
+) -> frozenset[str]:
     """Ids of the entries a run has deleted for itself: for each of its own unverified
-    tombstones, the entries of the same kind and key written before it (by ``created``, then
-    by the run's own call order). Others keep seeing them until the tombstone is verified;
-    the run sees what the memory tool's view shows it. Read from the index: the run's own
-    documents, then the (kind, key) groups of its tombstones."""
+    tombstones (proven by the signature that added it: ``authority.own_delete``), the
+    entries of the same kind and key written before it (by ``created``, then by the run's
+    own call order). Others keep seeing them until the tombstone is verified; the run sees
+    what the memory tool's view shows it. Read from the index: the run's own documents, then
+    the (kind, key) groups of its tombstones."""
+    from ..authority import own_delete
     from ..model import TOMBSTONE_MARK
 
+    run_id = run_view.run
+    if run_view.principal is None:
+        return frozenset()
     prefix = f"run:{run_id}/"
 
     def order(record: tuple[Any, ...]) -> tuple[str, int]:
@@ -446,6 +479,8 @@ def run_deleted(view: IndexView, run_id: str) -> frozenset[str]:
         for docno in seg.runs().get(run_id, ()):
             if docno in gone or cls[docno] & 3 != _UNVERIFIED or not cls[docno] & MARKED:
                 continue
+            if not own_delete(run_view, run_id, writer_of(seg.doc_id(docno))):
+                continue  # someone else's tombstone under this run's name hides nothing
             record = seg.record(docno)
             if not str(record[2]).startswith(TOMBSTONE_MARK):
                 continue
@@ -512,14 +547,16 @@ def search_snapshot(
     )
 
 
-def run_deleted_snapshot(store: MemoryStore, snap: Snapshot, run_id: str) -> frozenset[str]:
+def run_deleted_snapshot(store: MemoryStore, snap: Snapshot, run_view: RunView) -> frozenset[str]:
     """``run_deleted`` at the commit of ``snap``, for entries fetched by id."""
     searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
     tree = snap.tree_id("memories")
-    return _once_more(
-        searcher,
-        lambda: run_deleted(searcher.view(tree, at_tip=False, commit=snap.oid), run_id),
-    )
+
+    def deleted() -> frozenset[str]:
+        view = searcher.view(tree, at_tip=False, commit=snap.oid)
+        return run_deleted(view, run_view, searcher.writers(view, snap.oid).of)
+
+    return _once_more(searcher, deleted)
 
 
 def related_snapshot(store: MemoryStore, snap: Snapshot, entries: Sequence[Entry]) -> list[Entry]:

@@ -229,6 +229,11 @@ class Objects:
             self.used_pygit2 = True
         return self._repo
 
+    @property
+    def repo_if_open(self) -> Any:
+        """The pygit2 repository when one is open already, else None (opening costs)."""
+        return self._repo
+
     def _read(self, sha: str, want: bytes) -> bytes:
         if self._repo is None:
             try:

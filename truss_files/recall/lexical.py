@@ -96,8 +96,14 @@ class Candidates:
         return found is not None and bool(self.masks[found[0]][found[1]])
 
 
-def candidates(view: IndexView, flt: Filter) -> Candidates:
-    """Apply ``flt`` to every document of ``view``, before anything is scored."""
+def candidates(
+    view: IndexView, flt: Filter, writer_of: Callable[[str], str | None] | None = None
+) -> Candidates:
+    """Apply ``flt`` to every document of ``view``, before anything is scored. ``writer_of``:
+    the principal whose signature added an entry (``writers``), what proves a run's own
+    notes and an own area's (``authority``); without it no note below the floor is one."""
+    from ..authority import owns, trainer_note
+
     floor = flt.min_trust.rank
     ceiling = 3 if flt.ceiling is None else flt.ceiling.rank
     superseded_ok = flt.superseded_ok
@@ -117,6 +123,7 @@ def candidates(view: IndexView, flt: Filter) -> Candidates:
     if flt.layers is not None:
         layer_table = bytes(int(any(LAYER_CODE[x] == n for x in flt.layers)) for n in range(256))
     unverified = TRUST_CODE[Trust.UNVERIFIED]
+    run_view = flt.run_view()
     masks: list[bytearray] = []
     for seg, gone in zip(view.segments, view.deleted, strict=True):
         cls = seg.cls
@@ -126,9 +133,13 @@ def candidates(view: IndexView, flt: Filter) -> Candidates:
             docno = seg.find(entry_id)
             if docno is not None:
                 visible.add(docno)
-        if flt.visible_run is not None:
-            members = seg.runs().get(flt.visible_run, ())
-            visible.update(d for d in members if cls[d] & 3 == unverified)
+        if run_view is not None and writer_of is not None:
+            for run in sorted(run_view.runs):
+                for d in seg.runs().get(run, ()):
+                    if cls[d] & 3 == unverified and owns(
+                        run_view, run, Trust.UNVERIFIED, writer_of(seg.doc_id(d))
+                    ):
+                        visible.add(d)
         for docno in visible:
             mask[docno] = bypass[cls[docno]]
         if layer_table is not None:
@@ -143,7 +154,14 @@ def candidates(view: IndexView, flt: Filter) -> Candidates:
         for docno in gone:
             mask[docno] = 0
         if flt.areas is not None:
-            _within_areas(seg, mask, flt.areas, bypass, gone)
+
+            def own_ok(docno: int, seg: Segment = seg) -> bool:
+                if writer_of is None:
+                    return False
+                writer = writer_of(seg.doc_id(docno))
+                return trainer_note(Trust.UNVERIFIED, writer, flt.area_writers)
+
+            _within_areas(seg, mask, flt.areas, bypass, gone, own_ok)
         for entry_id in flt.hidden_ids:
             docno = seg.find(entry_id)
             if docno is not None:
@@ -172,7 +190,12 @@ def candidates(view: IndexView, flt: Filter) -> Candidates:
 
 
 def _within_areas(
-    seg: Segment, mask: bytearray, areas: tuple[Area, ...], bypass: bytearray, gone: Any
+    seg: Segment,
+    mask: bytearray,
+    areas: tuple[Area, ...],
+    bypass: bytearray,
+    gone: Any,
+    own_ok: Callable[[int], bool],
 ) -> None:
     """Keep only documents inside one of ``areas``; let an ``own`` area's unverified documents
     through the trust floor. A record is loaded only for a document of an area's layer whose
@@ -207,7 +230,10 @@ def _within_areas(
             continue
         record = seg.record(docno)
         layer, scope = _LAYER_OF[record[4]], dict(record[5])
-        mask[docno] = any(a.holds(layer, scope) for a, _ in options)
+        if kept:
+            mask[docno] = any(a.holds(layer, scope) for a, _ in options)
+        else:  # below the floor: only through an own area, on the writer's signature
+            mask[docno] = any(a.holds(layer, scope) for a, _ in options) and own_ok(docno)
 
 
 _LAYER_OF: Final = {x.value: x for x in Layer}

@@ -10,7 +10,7 @@ views check against).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,6 +18,7 @@ from ..model import Entry, Kind, Layer, Trust
 from .docs import MARKER_PREFIX, document_tokens
 
 if TYPE_CHECKING:
+    from ..authority import RunView
     from ..scope import Reader  # made by the caller; a query with no reader never loads it
 
 __all__ = ["Area", "Filter", "Hit", "document_tokens"]
@@ -43,8 +44,15 @@ class Filter:
 
     ``include_superseded``: None keeps superseded entries out at the verified floor and in below
     it (a stale entry is usually stale because it was superseded). ``visible_ids`` and
-    ``visible_run`` let named entries, or a run's own unverified writes (``produced_by``
-    ``run:<visible_run>/...``), through the trust floor -- every other condition still applies.
+    ``visible_run`` let named entries, or a run's own unverified writes, through the trust
+    floor -- every other condition still applies. A run's own write is one whose
+    ``produced_by`` names ``visible_run`` (or one of ``shared_runs``: its parent, siblings and
+    children) *and* whose file a commit signed by ``own_principal`` added (``authority``,
+    "a run's own notes"); without ``own_principal`` no note is a run's own. An ``own``
+    area's unverified entries pass only when a principal of ``area_writers`` signed the
+    commit that added them (memory.ask: the trainers). Both proofs need the history, so
+    the engine checks them (``Filter.admits``, with an entry alone, lets through only
+    ``visible_ids``).
     ``skip_marked`` leaves out machine markers: entries whose body starts with
     ``<!-- truss:`` (the memory tool's tombstones). ``ceiling``, when set, keeps out every
     entry above it, named or not: the read gate's cap on a history the audit rejects.
@@ -63,6 +71,9 @@ class Filter:
     include_superseded: bool | None = None  # None: only below the verified floor
     visible_ids: frozenset[str] = frozenset()  # e.g. a run's own unverified writes
     visible_run: str | None = None
+    own_principal: str | None = None
+    shared_runs: frozenset[str] = frozenset()
+    area_writers: frozenset[str] = frozenset()
     skip_marked: bool = False
     ceiling: Trust | None = None
     areas: tuple[Area, ...] | None = None
@@ -76,12 +87,15 @@ class Filter:
             return self.min_trust is not Trust.VERIFIED
         return self.include_superseded
 
-    def admits(self, entry: Entry) -> bool:
+    def admits(self, entry: Entry, writer_of: Callable[[str], str | None] | None = None) -> bool:
+        """Whether ``entry`` is a candidate. ``writer_of`` (``writers.Writers.of``): who added
+        each entry, what proves own notes below the floor; without it only ``visible_ids``
+        pass below the floor."""
         if entry.trust is Trust.REJECTED or entry.id in self.hidden_ids:
             return False
         if self.ceiling is not None and entry.trust.rank > self.ceiling.rank:
             return False
-        if not entry.trust.passes(self.min_trust) and not self._visible(entry):
+        if not entry.trust.passes(self.min_trust) and not self._visible(entry, writer_of):
             return False
         if self.kind is not None and entry.kind is not self.kind:
             return False
@@ -105,22 +119,31 @@ class Filter:
     def reader_sees(self, entry: Entry) -> bool:
         return self.reader is None or self.reader.sees(entry.scope)
 
-    def _visible(self, entry: Entry) -> bool:
+    def run_view(self) -> RunView | None:
+        """Whose notes ``visible_run`` takes as its own (``authority.RunView``)."""
+        if self.visible_run is None:
+            return None
+        from ..authority import RunView
+
+        return RunView(self.visible_run, self.own_principal, self.shared_runs)
+
+    def _visible(self, entry: Entry, writer_of: Callable[[str], str | None] | None) -> bool:
+        # Own notes (a run's, an own area's) are proven by the signature on the commit that
+        # added them, which an entry alone does not show (``authority``).
         if entry.id in self.visible_ids:
             return True
+        if writer_of is None or entry.trust is not Trust.UNVERIFIED:
+            return False
+        from ..authority import is_own, trainer_note
+
+        writer = writer_of(entry.id)
         if (
             self.areas is not None
-            and entry.trust is Trust.UNVERIFIED
             and any(a.own and a.holds(entry.layer, entry.scope) for a in self.areas)
+            and trainer_note(entry.trust, writer, self.area_writers)
         ):
             return True
-        produced = entry.provenance.produced_by
-        return (
-            self.visible_run is not None
-            and entry.trust is Trust.UNVERIFIED
-            and produced is not None
-            and produced.startswith(f"run:{self.visible_run}/")
-        )
+        return is_own(self.run_view(), entry, writer)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ log = logging.getLogger("truss_files.http")
 
 
 def check_server_key(store: MemoryStore) -> str:
-    """The principal the server signs as; raises unless it holds agent and no other role."""
+    """The principal the server signs as; raises unless it holds agent, and no role beyond
+    agent and trainer (what it trains is a task's own only under a trainer's signature)."""
     from ..signing import PublicKey
 
     key = PublicKey.from_line(store.signer.public_line)
@@ -35,12 +36,12 @@ def check_server_key(store: MemoryStore) -> str:
             f"the server's key ({principal}) lacks the agent role; an operator grants it with "
             f"`truss-files roles grant agent {principal}`"
         )
-    extra = sorted(roles - {"agent"})
+    extra = sorted(roles - {"agent", "trainer"})
     if extra:
         raise ConfigError(
             f"the server's key ({principal}) also holds {', '.join(extra)}; a server holds no "
             "secret beyond an agent key: make one (`truss-files keys new --name server`), "
-            "add it with `truss-files signers add` and grant it the agent role only"
+            "add it with `truss-files signers add` and grant it the agent and trainer roles only"
         )
     return principal
 

@@ -21,7 +21,10 @@ Rules:
 * Layers: task, team and enterprise of the run's own context (``scope.read_areas``); a
   ``teamId`` or ``projectId`` filter narrows by the notes' scope and never adds a note.
 * Trust: verified notes only (stale and superseded ones left out), plus this task's own
-  unverified notes, marked ``trust: unverified``. Rejected never. A history the audit refuses
+  unverified notes, marked ``trust: unverified``: a note in the task's own area is its own
+  only when a key of a principal holding the ``trainer`` role signed the commit that added
+  it (``authority.trainer_note``), and a run's note only on the run's own proof (as for
+  memory_query). Rejected never. A history the audit refuses
   is ``unavailable`` (the read gate), never an empty answer.
 * Status: ``answered``; ``insufficient_evidence`` (nothing in scope matches);
   ``conflict`` -- two live verified notes of one kind and key with different bodies, or a
@@ -122,12 +125,30 @@ def ask(
     deadline = None if timeout is None else time.monotonic() + timeout
     flt = Filter(areas=areas, scope=narrow, visible_run=run_id, skip_marked=True)
     try:
+        flt = _own_proof(store, flt, run_id)
         snap, limit_chars, hits, related = _read(store, purpose, flt, limit, budget, mode, deadline)
         problems = _conflicts(store, snap, hits, related, areas)
         _check_time(deadline)
     except _Unreadable as exc:
         return _unavailable(str(exc), applied)
     return _reply(hits, problems, limit_chars, applied)
+
+
+def _own_proof(store: MemoryStore, flt: Filter, run_id: str | None) -> Filter:
+    """Who proves a note below the floor: the trainers (a task's own notes) and, in a run,
+    the run's principal (``authority``, a run's own notes)."""
+    import dataclasses
+
+    from ..authority import run_view, trainers
+    from ..recall.gitread import GitDir
+    from .runlinks import key_principal
+
+    roles = store.config(store.snapshot()).roles()
+    flt = dataclasses.replace(flt, area_writers=trainers(roles))
+    if run_id is None:
+        return flt
+    view = run_view(GitDir.discover(store.git.git_dir), run_id, key_principal(store))
+    return dataclasses.replace(flt, own_principal=view.principal, shared_runs=view.shared)
 
 
 def _may_hold(team: str | None, layer: str, wanted: str | None) -> bool:

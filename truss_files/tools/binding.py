@@ -158,7 +158,10 @@ def _scan(call: Call, snap: Snapshot, kinds: Iterable[Kind], key: str | None) ->
     """Entries that might be visible, read cheaply: a byte test before each full parse."""
     from .. import entryfile
 
-    run = call.run_prefix.encode() if call.run_prefix else None
+    # The run's own and the runs it shares notes with (which of them are its own is decided
+    # by signature in ``View.build``: ``Call.own_unverified``).
+    view = call.run_view()
+    runs = [f"run:{r}/".encode() for r in sorted(view.runs)] if view is not None else []
     needle = entryfile.key_line(key) if key is not None else None
     verified = b"\ntrust: verified\n"
     out = []
@@ -167,7 +170,7 @@ def _scan(call: Call, snap: Snapshot, kinds: Iterable[Kind], key: str | None) ->
             data = blob.data
             if needle is not None and needle not in data:
                 continue
-            if verified in data or (run is not None and run in data):
+            if verified in data or any(run in data for run in runs):
                 out.append(entryfile.parse(data, path))
     return out
 

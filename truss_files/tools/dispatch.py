@@ -25,9 +25,11 @@ from .schema import check_input, check_json
 from .tipconfig import ConfigLike, has_layers_above_store, tip_config, user_config_file
 
 if TYPE_CHECKING:
+    from ..authority import RunView
     from ..gitstore import Snapshot
     from ..settings import Settings
     from ..store import MemoryStore
+    from ..writers import Writers
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,8 @@ class Call:
     produced: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # -> Outcome.note
     _snap: Snapshot | None = None
+    _run_view: RunView | None = None
+    _writers: Writers | None = None
 
     @property
     def store(self) -> MemoryStore:
@@ -158,20 +162,46 @@ class Call:
     def refresh(self) -> Snapshot:
         """A snapshot of the new tip, after this call wrote something."""
         self._snap = None
+        self._writers = None
         return self.snapshot()
 
     @property
     def run_prefix(self) -> str | None:
         return f"run:{self.run_id}/" if self.run_id else None
 
-    def is_own(self, entry: Entry) -> bool:
-        """Written by this run (its produced_by names a call of this run)."""
-        prefix = self.run_prefix
-        produced = entry.provenance.produced_by
-        return prefix is not None and produced is not None and produced.startswith(prefix)
+    def run_view(self) -> RunView | None:
+        """Whose notes this run takes as its own (``authority.RunView``); None outside a run."""
+        if self.run_id is None:
+            return None
+        if self._run_view is None:
+            from ..authority import run_view
+            from ..recall.gitread import GitDir
+
+            git = GitDir.discover(self.path)
+            self._run_view = run_view(git, self.run_id, self.session.own_principal())
+        return self._run_view
+
+    def writer_of(self, entry: Entry) -> str | None:
+        """The principal whose verified signature added ``entry`` (``writers``)."""
+        from ..recall.gitread import GitDir
+        from ..writers import writers
+
+        snap = self.snapshot()
+        if self._writers is None:
+            git = GitDir.discover(self.store.git.git_dir)
+            self._writers = writers(git, snap.oid, self.store.git.repo)
+        return self._writers.of(entry.id)
 
     def own_unverified(self, entry: Entry) -> bool:
-        return entry.trust is Trust.UNVERIFIED and self.is_own(entry)
+        """This run's own unverified note, proven by signature (``authority.is_own``)."""
+        if self.run_id is None or entry.trust is not Trust.UNVERIFIED:
+            return False
+        from ..authority import is_own
+
+        view = self.run_view()
+        if view is None or view.principal is None:
+            return False
+        return is_own(view, entry, self.writer_of(entry))
 
     def ledger_ref(self) -> str | None:
         """``run:<id>/<seq>`` for what this call writes; None outside a run.
@@ -235,6 +265,7 @@ class ToolSession:
         context: RunContext | None = None,
         agent: str | None = None,
         contract: str | os.PathLike[str] | None = None,
+        parent: str | None = None,
     ) -> None:
         from .runs import check_run_id
 
@@ -263,8 +294,13 @@ class ToolSession:
         self.context = context
         self.agent = agent
         self.contract = contract
+        self.parent = check_run_id(parent) if parent else None
+        if self.parent is not None and not self.run_id:
+            raise UsageError("--parent names the parent of a run: pass --run RUN_ID with it")
         self._serving: Serving | None = None
         self._lock = threading.Lock()
+        self._principal: tuple[str | None] | None = None
+        self._linked = False
 
     @property
     def store(self) -> MemoryStore:
@@ -290,6 +326,36 @@ class ToolSession:
 
             require_store(self.path)
             self._store_checked = True
+
+    def own_principal(self) -> str | None:
+        """The principal whose signatures make a note this run's own: the calling key's,
+        which in a durable run must be the one its ledger names (``authority.viewer``);
+        None without a usable key. Asked once per session."""
+        if self._principal is None:
+            from ..authority import viewer
+
+            key: str | None = None
+            ledger: str | None = None
+            try:
+                key = self.store.principal()
+                if self.durable and self.run_id:
+                    from .runs import RunLedger
+
+                    chain = RunLedger(self.store, self.run_id).verified()
+                    ledger = chain.principal if chain.links else None
+            except TrussError:
+                key = None
+            self._principal = (viewer(key, ledger),)
+        return self._principal[0]
+
+    def link_parent(self) -> None:
+        """Record this run as a child of ``parent`` (``runlinks``), once per session."""
+        if self.parent is None or self.run_id is None or self._linked:
+            return
+        from .runlinks import link_run
+
+        link_run(self.store, self.run_id, self.parent, self.own_principal())
+        self._linked = True
 
     def has_settings_layers(self) -> bool:
         """Whether a layer above truss.toml (user config, agent, contract) may set anything."""
@@ -330,6 +396,7 @@ class ToolSession:
                 return Outcome.failed(safe, exc)
             try:
                 check_json(tool_input)
+                self.link_parent()
                 return self._call(tool, tool_input, call_id)
             except TrussError as exc:
                 return Outcome.failed(tool.name, exc, text_result=tool.text_result)
@@ -388,6 +455,7 @@ class ToolSession:
             produced=call.produced,
             context=self.context,
             call_id=call_id,
+            parent=self.parent,
         )
         return Outcome(
             tool.name,

@@ -150,8 +150,16 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     from ..recall.engine import search, search_snapshot
 
     # A run's own pending deletes hide what they delete from that run, as its memory view does.
+    # Own notes and deletes are proven by signature (``authority``): the run's principal.
+    view = call.run_view()
     flt = dataclasses.replace(
-        flt, visible_run=call.run_id, skip_marked=True, reader=call.reader(), run_deletes=True
+        flt,
+        visible_run=call.run_id,
+        own_principal=view.principal if view is not None else None,
+        shared_runs=view.shared if view is not None else frozenset(),
+        skip_marked=True,
+        reader=call.reader(),
+        run_deletes=True,
     )
     mode = recall_mode(call)
     salience = call.salience()
@@ -233,10 +241,11 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
 
     # The run's own pending deletes: gone for this run, as in its memory view and queries.
     deleted: frozenset[str] = frozenset()
-    if call.run_id is not None:
+    run_view = call.run_view()
+    if run_view is not None:
         from ..recall.engine import run_deleted_snapshot
 
-        deleted = run_deleted_snapshot(call.store, snap, call.run_id)
+        deleted = run_deleted_snapshot(call.store, snap, run_view)
 
     for ref in refs:
         try:

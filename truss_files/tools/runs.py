@@ -272,6 +272,7 @@ class RunLedger:
         context: RunContext | None = None,
         call_id: str | None = None,
         replay_of: int | None = None,
+        parent: str | None = None,
     ) -> LedgerEntry:
         from ..store import stamp, trailers
 
@@ -309,6 +310,8 @@ class RunLedger:
             }
             if context is not None:
                 run_info["context"] = context.to_dict()
+            if parent is not None:
+                run_info["parent"] = parent  # a child run (``runlinks``), in its signed ledger
             files["run.json"] = json.dumps(run_info, indent=2, sort_keys=True).encode() + b"\n"
         elif chain.seq != seq - 1:
             raise ConflictError(
