@@ -142,11 +142,11 @@ class Served:
 
 
 def agent_key(store: MemoryStore, add_signer: Callable[..., str], where: Path) -> Path:
-    """A key of its own for the server, holding the agent role only."""
+    """A key of its own for the server, holding the agent and trainer roles only."""
     key = Ed25519Signer.generate("server@example.test")
     path = where / "server_key"
     key.save(path)
-    add_signer(store, key, "server@example.test", ("agent",))
+    add_signer(store, key, "server@example.test", ("agent", "trainer"))
     return path
 
 

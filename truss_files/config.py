@@ -31,6 +31,8 @@ DEFAULT_TOML = """\
 operator = [{principal}]
 panel = [{principal}]
 agent = [{principal}]
+# trainer: writes the team and enterprise layers and in members' names (memory.train).
+trainer = [{principal}]
 
 [tools]
 # The read tools (memory_query, memory_view, read_memory) are served to agents.
