@@ -1,8 +1,8 @@
 """A real ``truss-files serve`` on 127.0.0.1 for the HTTP tests, started and stopped by them.
 
-``serve_store(store, ...)`` gives the store an agent-only server key, writes a task registry
-and a token file, starts the console script with ``--port 0`` and reads the port from its
-one start-up line. Requests go through ``http.client``: a plain HTTP/1.1 client that sends
+``serve_store(store, ...)`` gives the store a server key (the agent and trainer roles only),
+writes a task registry and a token file, starts the console script with ``--port 0`` and
+reads the port from its one start-up line. Requests go through ``http.client``: a plain HTTP/1.1 client that sends
 exactly what a test asks for, malformed requests included.
 """
 
