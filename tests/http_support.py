@@ -2,8 +2,8 @@
 
 ``serve_store(store, ...)`` gives the store a server key (the agent and trainer roles only),
 writes a task registry and a token file, starts the console script with ``--port 0`` and
-reads the port from its one start-up line. Requests go through ``http.client``: a plain HTTP/1.1 client that sends
-exactly what a test asks for, malformed requests included.
+reads the port from its one start-up line. Requests go through ``http.client``: a plain
+HTTP/1.1 client that sends exactly what a test asks for, malformed requests included.
 """
 
 from __future__ import annotations
