@@ -3,6 +3,8 @@
 Each commit that touches the store is judged by the policy of its first parent (the root by
 its own): it is signed by an allowed key whose principal holds the role its changes need;
 every entry file parses, sits at its path and matches its id; new entries land unverified;
+a new entry in the team or enterprise layer, or in another's name, is signed by a trainer
+(``authority.write_problems``: rules ``layer-role`` and ``author``);
 trust moves only along the trust state machine (a revert only back one step); every move to
 verified or rejected carries a panel-signed verdict for exactly that id; identity core,
 roles and signers change only under an operator; identity self and its proposals change as

@@ -441,7 +441,10 @@ class MemoryStore:
         """Store many unverified entries in one signed commit (a bulk import).
 
         Returns each entry as stored: an entry whose content is already there comes back as
-        it is in the store (perhaps verified since), and no commit is made for it.
+        it is in the store (perhaps verified since), and no commit is made for it. Raises
+        ``Forbidden`` for a team or enterprise entry, or one in another's name, unless the
+        key holds ``trainer`` (``authority.write_problems``), and ``UntrustedHistory`` on a
+        history the audit rejects (as every write does).
         """
         batch = list(entries)
         for entry in batch:
