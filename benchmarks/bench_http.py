@@ -80,7 +80,8 @@ class TaskNotes(Synth):
 
 
 def _agent_key(store: MemoryStore, where: Path) -> Path:
-    """A server key holding the agent role only, added in one operator-signed commit."""
+    """A server key holding the agent and trainer roles only (what ``serve`` accepts), added
+    in one operator-signed commit."""
     key = Ed25519Signer.generate(SERVER)
     key.save(where / "server_key")
 
@@ -88,9 +89,10 @@ def _agent_key(store: MemoryStore, where: Path) -> Path:
         signers = AllowedSigners.parse((snap.read(SIGNERS_PATH) or b"").decode())
         signers = signers.with_signer(SERVER, PublicKey.from_line(key.public_line), ("git",))
         toml = (snap.read(CONFIG_PATH) or b"").decode()
-        toml = re.sub(
-            r"^agent = \[(.*)\]$", rf'agent = [\1, "{SERVER}"]', toml, count=1, flags=re.M
-        )
+        for role in ("agent", "trainer"):
+            toml = re.sub(
+                rf"^{role} = \[(.*)\]$", rf'{role} = [\1, "{SERVER}"]', toml, count=1, flags=re.M
+            )
         return Plan(
             {SIGNERS_PATH: signers.render().encode(), CONFIG_PATH: toml.encode()},
             f"truss: add signer {SERVER}\n\nTruss-Op: signers",

@@ -277,7 +277,7 @@ class TickingClock:
 
 
 def new_store(path: Path, *, bare: bool = True, signer: Ed25519Signer | None = None) -> MemoryStore:
-    """A freshly initialised store whose (generated) key holds operator, panel and agent."""
+    """A freshly initialised store whose (generated) key holds every role (init grants them)."""
     signer = signer or Ed25519Signer.generate(PRINCIPAL)
     if bare:
         pygit2.init_repository(str(path), bare=True, initial_head="main")

@@ -1,9 +1,9 @@
 """A real ``truss-files serve`` on 127.0.0.1 for the HTTP tests, started and stopped by them.
 
-``serve_store(store, ...)`` gives the store an agent-only server key, writes a task registry
-and a token file, starts the console script with ``--port 0`` and reads the port from its
-one start-up line. Requests go through ``http.client``: a plain HTTP/1.1 client that sends
-exactly what a test asks for, malformed requests included.
+``serve_store(store, ...)`` gives the store a server key (the agent and trainer roles only),
+writes a task registry and a token file, starts the console script with ``--port 0`` and
+reads the port from its one start-up line. Requests go through ``http.client``: a plain
+HTTP/1.1 client that sends exactly what a test asks for, malformed requests included.
 """
 
 from __future__ import annotations
@@ -142,8 +142,7 @@ class Served:
 
 
 def agent_key(store: MemoryStore, add_signer: Callable[..., str], where: Path) -> Path:
-    """A key of its own for the server, holding the agent and trainer roles (what ``serve``
-    accepts: a note it trains is a task's own only under a trainer's signature)."""
+    """A key of its own for the server, holding the agent and trainer roles only."""
     key = Ed25519Signer.generate("server@example.test")
     path = where / "server_key"
     key.save(path)

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import hand_commits as hand
 import pygit2
 import pytest
 
@@ -249,11 +250,14 @@ def test_a_key_added_by_a_non_operator_taints_what_it_signs(
     evil = Ed25519Signer.generate("evil")
     bad = add_signer(s, evil, "operator@example.test", by=agent)
     as_evil = store_as(evil)
-    forged = as_evil.write("fact", "by-evil", "Written with the smuggled key.")
+    # The library writes nothing on this history now (it fails the audit): what follows is
+    # signed by hand, as a client that skips the library would.
+    forged = hand.write(s, evil, "fact", "by-evil", "Written with the smuggled key.")
     forged_commit = s.snapshot().oid
-    as_evil.promote(legit.id, as_evil.sign_verdict(legit.id, "PASS"))
+    hand.promote(s, evil, legit.id, as_evil.sign_verdict(legit.id, "PASS"))
     promote_commit = s.snapshot().oid
-    after = s.write("fact", "after", "The real operator writes again.")
+    assert isinstance(s.signer, Ed25519Signer)
+    after = hand.write(s, s.signer, "fact", "after", "The real operator writes again.")
     after_commit = s.snapshot().oid
     # An operator's later change to truss.toml alone does not adopt the smuggled key.
     signed_commit(
@@ -262,7 +266,7 @@ def test_a_key_added_by_a_non_operator_taints_what_it_signs(
             "truss.toml": (snap.read("truss.toml") or b"").replace(b'"exact"', b'"hybrid"')
         },
     )
-    as_evil.write("fact", "by-evil-2", "Still the smuggled key.")
+    hand.write(s, evil, "fact", "by-evil-2", "Still the smuggled key.")
     late_commit = s.snapshot().oid
 
     report = audit(s.git)
@@ -331,8 +335,10 @@ def test_a_range_audits_only_that_range(world: World, signed_commit: Commit) -> 
     s, entry = world.store, world.unverified
     text = _text(s, entry).replace("trust: unverified", "trust: verified")
     bad = signed_commit(s, {entry.path: text.encode()})
-    s.write("fact", "later-1", "after the bad commit")
-    s.write("fact", "later-2", "after the bad commit, again")
+    assert isinstance(s.signer, Ed25519Signer)
+    # Signed by hand: the library writes nothing on a history that fails the audit.
+    hand.write(s, s.signer, "fact", "later-1", "after the bad commit")
+    hand.write(s, s.signer, "fact", "later-2", "after the bad commit, again")
     assert not audit(s.git).ok
     after = audit(s.git, f"{bad}..HEAD")
     assert after.ok and after.checked == 2

@@ -110,7 +110,7 @@ def test_add_and_grant_are_one_signed_commit_each_that_the_audit_accepts(
     rows = {r["principal"]: r for r in op.ok("signers", "list")}
     assert rows["alice@example.test"]["roles"] == ["agent"]
     assert rows["alice@example.test"]["namespaces"] == ["git", "truss-verdict"]
-    assert rows["operator@example.test"]["roles"] == ["operator", "panel", "agent"]
+    assert rows["operator@example.test"]["roles"] == ["operator", "panel", "agent", "trainer"]
     # The new key now writes as an agent, and only as one.
     written = MemoryStore(work, signer=alice).write("fact", "from-alice", "Alice writes.")
     assert written.author == "agent:alice@example.test"

@@ -32,7 +32,7 @@ def configure(
         f'operator = ["{PRINCIPAL}"]',
         f'panel = ["{PRINCIPAL}"]',
         f'agent = ["{PRINCIPAL}"]',
-        f'trainer = ["{PRINCIPAL}"]',
+        f'trainer = ["{PRINCIPAL}"]',  # as init grants it: memory.train in members' names
         "",
         "[tools]",
         f"memory = {str(memory).lower()}",

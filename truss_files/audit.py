@@ -3,6 +3,8 @@
 Each commit that touches the store is judged by the policy of its first parent (the root by
 its own): it is signed by an allowed key whose principal holds the role its changes need;
 every entry file parses, sits at its path and matches its id; new entries land unverified;
+a new entry in the team or enterprise layer, or in another's name, is signed by a trainer
+(``authority.write_problems``: rules ``layer-role`` and ``author``);
 trust moves only along the trust state machine (a revert only back one step); every move to
 verified or rejected carries a panel-signed verdict for exactly that id; identity core,
 roles and signers change only under an operator; identity self and its proposals change as
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 import pygit2
 
-from . import entryfile
+from . import authority, entryfile
 from .config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TRUSTED_ROOT_PATH, TrustPolicy
 from .context.proposal import (
     APPLIED,
@@ -37,7 +39,7 @@ from .context.proposal import parse as parse_proposal
 from .errors import EntryError, KeylessError, TrussError, UsageError
 from .gitstore import GitStore, Snapshot
 from .initstore import find_root, pinned_root
-from .model import LEGAL_TRANSITIONS, Trust
+from .model import LEGAL_TRANSITIONS, Entry, Trust
 from .panel.verdict import Verdict, check_verdict
 from .store import parse_trailers
 
@@ -345,6 +347,7 @@ def check_commit(
     op = (fields.get("Truss-Op") or [""])[0]
     need: set[str] = set()
     identity: list[tuple[str, str, Snapshot]] = []
+    added: list[tuple[str, Entry]] = []
     for status, path, before in changes:
         if status == "D":
             bad(path, "no-delete", "a store file was deleted; store history only grows")
@@ -363,17 +366,21 @@ def check_commit(
                 need.add("agent")
             identity.append((status, path, before))
             continue
-        need |= _check_entry(repo, before, snap, path, status, op, policy, bad)
+        need |= _check_entry(repo, before, snap, path, status, op, policy, bad, added)
 
     signature, payload = commit.gpg_signature
     if signature is None:
         bad("", "signed", "commit touches the store but is unsigned")
         return out
     try:
-        principal, held = _roles(policy, signature, payload)
+        principals, held = _signer(policy, signature, payload)
     except TrussError as exc:
         bad("", "signed", str(exc))
         return out
+    principal = principals[0]
+    for path, entry in added:
+        for rule, message in authority.write_problems(entry, principals, held):
+            bad(path, rule, message)
     if is_root:
         need.add("operator")
     if identity:
@@ -619,11 +626,15 @@ def _odd_file(snap: Snapshot, path: str, bad: Callable[[str, str, str], None]) -
     return True
 
 
-def _roles(policy: TrustPolicy, signature: bytes, payload: bytes) -> tuple[str, set[str]]:
+def _signer(
+    policy: TrustPolicy, signature: bytes, payload: bytes
+) -> tuple[tuple[str, ...], set[str]]:
+    """Every principal of the key that made ``signature``, the first as roles_of names it,
+    and the roles they hold."""
     from .signing import verify
 
     key = verify(signature.decode("ascii", "replace"), payload, GIT_NAMESPACE)
-    return policy.roles_of(key, GIT_NAMESPACE)
+    return authority.signer_principals(policy, key)
 
 
 def _missing_roles(need: set[str], held: set[str]) -> list[str]:
@@ -648,7 +659,10 @@ def _check_entry(
     op: str,
     policy: TrustPolicy,
     bad: object,
+    added: list[tuple[str, Entry]] | None = None,
 ) -> set[str]:
+    """The roles a change of one entry file needs; ``added`` collects the entries it adds
+    (judged by the layer and author rule once the signer is known)."""
     report = bad  # a callable(path, rule, message)
     assert callable(report)
     if not path.startswith("memories/"):
@@ -659,6 +673,8 @@ def _check_entry(
         report(path, "entry", str(exc))
         return {"agent"}
     if status == "A":
+        if added is not None:
+            added.append((path, new))
         if new.trust is not Trust.UNVERIFIED:
             report(path, "lands-unverified", f"a new entry must land unverified, not {new.trust}")
         return {"agent"}

@@ -31,6 +31,7 @@ DEFAULT_TOML = """\
 operator = [{principal}]
 panel = [{principal}]
 agent = [{principal}]
+# trainer: writes the team and enterprise layers and in members' names (memory.train).
 trainer = [{principal}]
 
 [tools]

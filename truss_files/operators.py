@@ -269,6 +269,9 @@ def _operator_change(
         return Plan(changes, message)
 
     def check(commit: pygit2.Commit, parent: Snapshot) -> None:
+        from .readgate import check_write
+
+        check_write(store.git, parent.oid, store.environ)  # no change on an untrusted history
         signature, payload = commit.gpg_signature
         if signature is None:
             raise StoreError("refusing to move the branch: the new commit is unsigned")

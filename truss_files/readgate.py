@@ -46,10 +46,18 @@ if TYPE_CHECKING:
     from .recall.gitread import GitDir
     from .store import MemoryStore
 
-__all__ = ["CACHE_NAME", "FORMAT", "advance", "gate", "gate_snapshot", "refusal"]
+__all__ = [
+    "CACHE_NAME",
+    "FORMAT",
+    "advance",
+    "check_write",
+    "gate",
+    "gate_snapshot",
+    "refusal",
+]
 
 CACHE_NAME: Final = "audited"
-FORMAT: Final = "truss-audited 2"
+FORMAT: Final = "truss-audited 3"
 
 
 class _Record(NamedTuple):
@@ -88,6 +96,30 @@ def gate_snapshot(store: MemoryStore, snap: Snapshot, floor: Trust) -> str | Non
         store=store.git,
         environ=store.environ,
     )
+
+
+def check_write(
+    store: GitStore, commit: str | None, environ: Mapping[str, str] | None = None
+) -> None:
+    """Raise ``UntrustedHistory`` when the history up to ``commit`` (the parent of a write)
+    fails the audit: no write lands on it. The read gate's record answers, so a write on the
+    last audited commit costs one small file read."""
+    from .recall.gitread import GitDir
+
+    why = refusal(GitDir.discover(store.git_dir), commit, store=store, environ=environ)
+    if why is None:
+        return
+    for read_only in (_READ_PREFIX, _READ_SUFFIX):
+        why = why.replace(read_only, "")
+    why = why.strip()
+    raise UntrustedHistory(
+        "refusing to write: nothing is written on a history the audit rejects. "
+        f"{why[:1].upper()}{why[1:]} Nothing was written."
+    )
+
+
+_READ_PREFIX: Final = "refusing to serve entries above unverified: "
+_READ_SUFFIX: Final = " Reads at min_trust unverified still return unverified entries."
 
 
 def refusal(

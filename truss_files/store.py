@@ -368,14 +368,27 @@ class MemoryStore:
     def _apply(
         self, plan: Callable[[Snapshot], Plan], need: set[str]
     ) -> tuple[pygit2.Commit, Plan] | None:
+        from . import authority
+        from .readgate import check_write
+
         signer = self.signer
 
         def check(commit: pygit2.Commit, parent: Snapshot) -> None:
+            # No write on a history the audit rejects: its labels cannot be believed, and a
+            # write on it would be lost to the remedy (taking the bad commit off the branch).
+            check_write(self.git, parent.oid, self.environ)
             signature, payload = commit.gpg_signature
             if signature is None:
                 raise StoreError("refusing to move the branch: the new commit is unsigned")
-            self.policy(parent).check_signature(signature.decode(), payload, "git", need)
+            policy = self.policy(parent)
+            _, key = policy.check_signature(signature.decode(), payload, "git", need)
+            principals, held = authority.signer_principals(policy, key)
+            authority.check_writes(_added_entries(self.git.repo, parent, commit), principals, held)
 
+        tip = self.git.tip()
+        # Before planning too: a write whose content is already there makes no commit, and
+        # must not answer as if stored on a history the audit rejects.
+        check_write(self.git, str(tip.id) if tip is not None else None, self.environ)
         principal = self.principal()
         done = self.git.apply(plan, signer, self.identity(principal), check=check)
         if done is not None:
@@ -459,7 +472,10 @@ class MemoryStore:
         """Store many unverified entries in one signed commit (a bulk import).
 
         Returns each entry as stored: an entry whose content is already there comes back as
-        it is in the store (perhaps verified since), and no commit is made for it.
+        it is in the store (perhaps verified since), and no commit is made for it. Raises
+        ``Forbidden`` for a team or enterprise entry, or one in another's name, unless the
+        key holds ``trainer`` (``authority.write_problems``), and ``UntrustedHistory`` on a
+        history the audit rejects (as every write does).
         """
         batch = list(entries)
         for entry in batch:
@@ -901,6 +917,21 @@ def _blob_at(commit: pygit2.Commit, path: str) -> pygit2.Oid | None:
         return commit.tree[path].id
     except KeyError:
         return None
+
+
+def _added_entries(
+    repo: pygit2.Repository, parent: Snapshot, commit: pygit2.Commit
+) -> Iterator[Entry]:
+    """The entry files ``commit`` adds under memories/ (what the layer rule judges)."""
+    if parent.tree is None:
+        diff = commit.tree.diff_to_tree(swap=True)
+    else:
+        diff = parent.tree.diff_to_tree(commit.tree)
+    snap = Snapshot(repo, commit)
+    for delta in diff.deltas:
+        path = delta.new_file.path
+        if delta.status_char() == "A" and path.startswith("memories/") and path.endswith(".md"):
+            yield entryfile.parse(snap.read(path) or b"", path)
 
 
 def _changed_paths(repo: pygit2.Repository, a: pygit2.Commit, b: pygit2.Commit) -> list[str]:

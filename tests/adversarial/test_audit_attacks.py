@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import hand_commits as hand
 import pygit2
 import pytest
 from click.testing import CliRunner, Result
@@ -200,9 +201,10 @@ def test_a_revoked_key_restored_through_a_merge_signs_nothing(
     head = a.tip()
     a.publish()
     merge = a.merge({SIGNERS_PATH: added, CONFIG_PATH: added}, [head, added], signer=None)
-    # The restored key now signs a promotion that the library's own checks accept.
+    # The restored key now signs a promotion (by hand: the library writes nothing on a
+    # history that fails the audit, and this one does from the merge on).
     as_panel = MemoryStore(a.work, signer=panel)
-    as_panel.promote(entry.id, as_panel.sign_verdict(entry.id, "PASS"))
+    hand.promote(s, panel, entry.id, as_panel.sign_verdict(entry.id, "PASS"))
     promote = a.tip()
 
     a.refused([(merge, "", "signed"), (promote, "", "signed"), (promote, entry.path, "verdict")])

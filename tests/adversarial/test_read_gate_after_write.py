@@ -103,7 +103,8 @@ def test_a_write_on_a_hand_made_commit_does_not_launder_it(
     store: MemoryStore, git: GitRunner, warm: Entry
 ) -> None:
     """A forged promotion committed by hand, then an honest library write on top of it: the
-    record must not move past the forgery, and every read refuses it."""
+    write is refused (nothing lands on a history the audit rejects), the record does not move
+    past the forgery, and every read refuses it."""
     draft = store.write("lesson", "flaky-draft", "Flaky network: disable the suite.")
     clean = record(store)["clean"]
     assert clean == tip(store)
@@ -113,7 +114,9 @@ def test_a_write_on_a_hand_made_commit_does_not_launder_it(
     path.write_text(path.read_text().replace("\ntrust: unverified\n", "\ntrust: verified\n"))
     git(work, "commit", "--no-verify", "-q", "-am", "make it verified")
     forged = git(work, "rev-parse", "HEAD").strip()
-    store.write("fact", "ci", "The flaky suite runs on every push.")
+    with pytest.raises(UntrustedHistory) as refused:
+        store.write("fact", "ci", "The flaky suite runs on every push.")
+    assert forged[:12] in refused.value.message and tip(store) == forged
     assert record(store)["clean"] == clean
     code, _imported, ids, out = probe(store, "flaky network")
     assert code == 1 and ids is None and forged[:12] in out

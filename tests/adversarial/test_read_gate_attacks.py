@@ -300,12 +300,17 @@ def test_a_refused_branch_keeps_refusing_without_auditing_again(
 def test_a_runs_own_notes_stay_readable_at_unverified(
     store: MemoryStore, git: GitRunner, honest: tuple[Entry, Entry]
 ) -> None:
-    """Writes still land (unverified, signed); at min_trust unverified the run reads its own
-    notes back, and nothing above unverified comes with them."""
+    """At min_trust unverified the run reads its own notes back (written before the forgery),
+    and nothing above unverified comes with them; a write on the forged history is refused
+    (``untrusted_history``) and stores nothing."""
     good, draft = honest
-    forge_verified(store, git, draft)
     wrote = tool(store, "write_memory", {"kind": "lesson", "key": "own", "body": "flaky own note"})
     assert wrote.ok and wrote.payload["trust"] == "unverified"
+    forge_verified(store, git, draft)
+    forged = store.snapshot().oid
+    again = tool(store, "write_memory", {"kind": "lesson", "key": "own2", "body": "flaky again"})
+    assert again.payload["error"]["code"] == "untrusted_history"
+    assert store.snapshot().oid == forged
     found = tool(store, "memory_query", {"query": "flaky", "min_trust": "unverified"})
     assert found.ok and "withheld" in found.payload
     assert [e["id"] for e in found.payload["entries"]] == [wrote.payload["id"]]

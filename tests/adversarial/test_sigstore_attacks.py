@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import hand_commits as hand
 import pygit2
 import pytest
 from sigstore_local import LocalSigstore
@@ -34,7 +35,7 @@ from truss_files import entryfile
 from truss_files.attest import NOTES_REF, attest, payload, read_notes
 from truss_files.audit import audit
 from truss_files.config import TRUSTED_ROOT_PATH
-from truss_files.errors import KeylessError
+from truss_files.errors import KeylessError, UntrustedHistory
 from truss_files.model import Entry, Kind, Trust
 from truss_files.panel.verdict import Verdict
 from truss_files.signing import Ed25519Signer, keyless
@@ -213,9 +214,12 @@ def test_a_trusted_root_swapped_in_by_a_non_operator_vouches_for_nothing(
             trust_config=str(rogue.trust_config_json), quorum="1-of-1", policy="manual",
             now="2026-11-29T12:00:00Z",
         )  # fmt: skip
-    # The library judges by the tree it sees; the audit holds the operator's root.
-    store.promote(entry.id, verdict)
-    promote = str(store.git.tip().id)  # type: ignore[union-attr]
+    # The library writes nothing on a history the audit rejects; a promote signed by hand
+    # (a client that skips it) is judged by the audit under the operator's root.
+    with pytest.raises(UntrustedHistory):
+        store.promote(entry.id, verdict)
+    assert isinstance(store.signer, Ed25519Signer)
+    promote = hand.promote(store, store.signer, entry.id, verdict)
     found = {(v.commit, v.rule) for v in audit(store.git).violations}
     assert (swap, "role") in found
     assert (promote, "sigstore-untrusted-certificate") in found
@@ -408,10 +412,14 @@ def test_a_sigstore_principal_added_to_the_panel_by_a_non_operator_passes_nothin
         return {"truss.toml": toml.replace("panel = [", f'panel = ["{mallory}", ', 1).encode()}
 
     grant = signed_commit(store, smuggle, signer=agent)
-    entry = store.write(Kind.FACT, "k", "a body")
-    # The library reads the tree it is given; the audit holds the operator's [roles].
-    store.promote(entry.id, keyless_verdict(store, sigstore_local, entry.id, identity=MALLORY))
-    promote = str(store.git.tip().id)  # type: ignore[union-attr]
+    # The library writes nothing on a history the audit rejects; signed by hand instead, the
+    # audit judges them under the operator's [roles].
+    with pytest.raises(UntrustedHistory):
+        store.write(Kind.FACT, "k", "a body")
+    assert isinstance(store.signer, Ed25519Signer)
+    entry = hand.write(store, store.signer, "fact", "k", "a body")
+    verdict = keyless_verdict(store, sigstore_local, entry.id, identity=MALLORY)
+    promote = hand.promote(store, store.signer, entry.id, verdict)
     found = {(v.commit, v.rule) for v in audit(store.git).violations}
     assert (grant, "role") in found
     assert (promote, "sigstore-identity") in found

@@ -243,10 +243,10 @@ def cli(ctx: click.Context, store: str | None, key: str | None, signer: str | No
 def init(obj: Ctx, directory: str | None, principal: str | None, fmt: str | None) -> None:
     """Create or adopt a git repository as a store.
 
-    Writes truss.toml, .truss/allowed_signers (your key as operator, panel and agent) and
-    identity/core.md and identity/self.md templates in one signed commit, and pins that
-    commit as the trust root in the repository's local config. Creates a key if you have
-    none. Harmless to re-run.
+    Writes truss.toml, .truss/allowed_signers (your key holding every role: operator,
+    panel, agent, trainer) and identity/core.md and identity/self.md templates in one signed
+    commit, and pins that commit as the trust root in the repository's local config.
+    Creates a key if you have none. Harmless to re-run.
 
     \b
     Example:

@@ -132,7 +132,7 @@ def signers_list(obj: Ctx, fmt: str | None) -> None:
 
 @cli.group("roles")
 def roles_group() -> None:
-    """Who holds which role in truss.toml [roles]: operator, panel or agent.
+    """Who holds which role in truss.toml [roles]: operator, panel, agent or trainer.
 
     \b
     Example:

@@ -31,7 +31,11 @@ def _read_body(body: str) -> str:
 @click.option(
     "--source", metavar="LEDGERREF", help="What produced it: git:<sha>, run:<id>/<n>, event:<id>."
 )
-@click.option("--author", help="Who wrote it (default: agent:<your principal>).")
+@click.option(
+    "--author",
+    help="Who wrote it (default: agent:<your principal>); another name, like the team and "
+    "enterprise layers, needs the trainer role.",
+)
 @click.option(
     "--check",
     "checks",

@@ -1,8 +1,9 @@
 """What a server process does besides answering requests: check its key, sync its clone.
 
-A server signs with a key of its own that holds the agent role and nothing more: it writes
-unverified notes, never verdicts or configuration, so a stolen server key cannot promote a
-note or change who may sign.
+A server signs with a key of its own that holds the agent and trainer roles and nothing more:
+it writes unverified notes (in its members' names and the layers a task's grants allow),
+never verdicts or configuration, so a stolen server key cannot promote a note or change who
+may sign.
 
 ``SyncLoop`` keeps one clone of a shared remote in line with it (``serve --sync REMOTE``):
 every few seconds, and soon after each write, it runs the same ``sync`` as the command line
@@ -22,26 +23,32 @@ from ..gitlocks import flock
 from ..store import MemoryStore
 
 log = logging.getLogger("truss_files.http")
+# What a server's key holds, exactly: it writes notes, in members' names and above the task.
+SERVER_ROLES = ("agent", "trainer")
 
 
 def check_server_key(store: MemoryStore) -> str:
-    """The principal the server signs as; raises unless it holds agent, and no role beyond
-    agent and trainer (what it trains is a task's own only under a trainer's signature)."""
+    """The principal the server signs as; raises unless it holds agent and trainer and no
+    other role."""
     from ..signing import PublicKey
 
     key = PublicKey.from_line(store.signer.public_line)
     principal, roles = store.policy().roles_of(key)
-    if "agent" not in roles:
+    missing = [role for role in SERVER_ROLES if role not in roles]
+    if missing:
+        grants = " and ".join(f"`truss-files roles grant {r} {principal}`" for r in missing)
         raise ConfigError(
-            f"the server's key ({principal}) lacks the agent role; an operator grants it with "
-            f"`truss-files roles grant agent {principal}`"
+            f"the server's key ({principal}) lacks the {' and '.join(missing)} role"
+            f"{'s' if len(missing) > 1 else ''}: it writes notes (agent) in members' names and "
+            f"the layers a task's grants allow (trainer); an operator grants them with {grants}"
         )
-    extra = sorted(roles - {"agent", "trainer"})
+    extra = sorted(roles - set(SERVER_ROLES))
     if extra:
         raise ConfigError(
             f"the server's key ({principal}) also holds {', '.join(extra)}; a server holds no "
-            "secret beyond an agent key: make one (`truss-files keys new --name server`), "
-            "add it with `truss-files signers add` and grant it the agent and trainer roles only"
+            "secret beyond an agent and trainer key: make one (`truss-files keys new --name "
+            "server`), add it with `truss-files signers add` and grant it the agent and "
+            "trainer roles only"
         )
     return principal
 

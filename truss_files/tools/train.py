@@ -23,6 +23,11 @@ Rules:
   compare-and-swap plan, on the tip the commit is made on, so of two processes racing with
   one event exactly one commits and the other answers ``retained`` -- also after a restart:
   the lookup reads git, nothing in memory.
+* Nothing is stored on a history the audit rejects (a forged commit on the branch): the
+  reply is ``failed``, its reason names the commit and the remedy (the read gate's record).
+* A note in the team or enterprise layer, or in a member's name, is signed by a key holding
+  the ``trainer`` role (``authority.write_problems``, checked before the branch moves); a
+  key without it gets ``failed``, naming ``truss-files roles grant trainer PRINCIPAL``.
 * It lands unverified, as one signed commit (``Truss-Op: write``, ``Truss-Event`` or
   ``Truss-Call`` trailers). Author (the run's member, else its signer) and scope (task, team,
   enterprise, project) come from the run.
@@ -130,6 +135,7 @@ def train(
     body = normalize_body(str(inp["body"]))
     usage: dict[str, Any] = {"chars": len(body), "commits": 0}
     try:
+        _trusted(store)
         entry, key_match = _note(store, ctx, inp, body, call_id, run_id, seq)
         similarity = _overlap(store, ctx, entry)
         usage["similarity"] = round(similarity, 3)
@@ -144,6 +150,18 @@ def train(
     else:
         status = "accepted"
     return {"status": status, "entry": _view(stored), "usage": usage}
+
+
+def _trusted(store: MemoryStore) -> None:
+    """Refuse on a history the audit rejects: nothing is stored (or said to be) on it."""
+    from ..errors import UntrustedHistory
+    from ..readgate import check_write
+
+    tip = store.git.tip()
+    try:
+        check_write(store.git, str(tip.id) if tip is not None else None, store.environ)
+    except UntrustedHistory as exc:
+        raise _Refused(exc.message) from None
 
 
 def _note(
