@@ -10,7 +10,8 @@ the identity policy in force at the parent allows, and a principal's file only u
 principal's key or an operator's (see ``check_identity``); no store file is deleted; store files are
 plain files (no gitlink, no symlink); a body stays within the one limit writes keep. A merge
 is judged against each of its parents (see ``check_commit``): what it does not take cleanly
-from one parent is its own change of belief.
+from one parent is its own change of belief -- except the join of two clones' adds of one
+entry, which changes no belief and needs only the agent role (``_joined_adds``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .gitstore import GitStore, Snapshot
 from .initstore import find_root, pinned_root
 from .model import LEGAL_TRANSITIONS, Trust
 from .panel.verdict import Verdict, check_verdict
+from .review.join import is_join
 from .store import parse_trailers
 
 STORE_PREFIXES = ("memories/", "identity/", "principals/", ".truss/")
@@ -322,10 +324,13 @@ def check_commit(
     parents = list(commit.parents)
     base = Snapshot(repo, parents[0] if parents else None)
     snap = Snapshot(repo, commit)
+    joined: set[str] = set()
     if is_root or len(parents) < 2:
         changes = [(status, path, base) for status, path in _diff(repo, base.tree, commit.tree)]
     else:
-        changes = _merge_changes(repo, snap, [Snapshot(repo, p) for p in parents])
+        sides = [Snapshot(repo, p) for p in parents]
+        changes = _merge_changes(repo, snap, sides)
+        joined = _joined_adds(repo, snap, sides, changes)
     if not changes:
         return []
     out: list[Violation] = []
@@ -351,6 +356,9 @@ def check_commit(
             continue
         if _odd_file(snap, path, bad):
             need.add("operator" if path in OPERATOR_PATHS else "agent")
+            continue
+        if path in joined:
+            need.add("agent")  # two clones' adds of one entry, joined (_joined_adds)
             continue
         if path in OPERATOR_PATHS or path.startswith(".truss/"):
             need.add("operator")
@@ -583,6 +591,46 @@ def _merge_changes(
             if not clean:
                 out.append((status, path, parent))
     return out
+
+
+def _joined_adds(
+    repo: pygit2.Repository,
+    snap: Snapshot,
+    parents: list[Snapshot],
+    changes: list[tuple[str, str, Snapshot]],
+) -> set[str]:
+    """The entry files a merge sets to exactly what ``review.join.is_join`` settles its
+    parents' versions to: adds of one entry on two or more sides that no common ancestor
+    holds (the same event trained on two clones), joined, or the one side's version its
+    panel already reviewed. Each version passed in its own side's history and the result
+    loses no review, so such a file needs the agent role only; any other change a merge
+    makes to it is judged as before.
+
+    One merge base per pair is enough: store files are never deleted (``no-delete``), so a
+    file some common ancestor holds is held by every best common ancestor too."""
+    out: set[str] = set()
+    for path in {path for _, path, _ in changes}:
+        if not (path.startswith("memories/") and path.endswith(".md")):
+            continue
+        holding = [p for p in parents if p.read(path) is not None]
+        if len(holding) < 2:
+            continue
+        commits = [p.commit for p in holding]
+        ancestors = [
+            repo.merge_base(a.id, b.id)
+            for n, a in enumerate(commits)
+            for b in commits[n + 1 :]
+            if a is not None and b is not None
+        ]
+        if any(found is None or _has(repo, found, path) for found in ancestors):
+            continue
+        if is_join(snap.read(path), [p.read(path) or b"" for p in holding], path):
+            out.add(path)
+    return out
+
+
+def _has(repo: pygit2.Repository, oid: pygit2.Oid, path: str) -> bool:
+    return Snapshot(repo, repo[oid].peel(pygit2.Commit)).read(path) is not None
 
 
 def _mode_blob(snap: Snapshot, path: str) -> tuple[int, str] | None:
