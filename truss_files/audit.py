@@ -609,28 +609,27 @@ def _joined_adds(
     One merge base per pair is enough: store files are never deleted (``no-delete``), so a
     file some common ancestor holds is held by every best common ancestor too."""
     out: set[str] = set()
+    bases: dict[tuple[int, int], Snapshot | None] = {}
+
+    def base(i: int, j: int) -> Snapshot | None:
+        if (i, j) not in bases:
+            a, b = parents[i].commit, parents[j].commit
+            found = repo.merge_base(a.id, b.id) if a is not None and b is not None else None
+            bases[i, j] = Snapshot(repo, repo[found].peel(pygit2.Commit)) if found else None
+        return bases[i, j]
+
     for path in {path for _, path, _ in changes}:
         if not (path.startswith("memories/") and path.endswith(".md")):
             continue
-        holding = [p for p in parents if p.read(path) is not None]
+        holding = [n for n, p in enumerate(parents) if p.read(path) is not None]
         if len(holding) < 2:
             continue
-        commits = [p.commit for p in holding]
-        ancestors = [
-            repo.merge_base(a.id, b.id)
-            for n, a in enumerate(commits)
-            for b in commits[n + 1 :]
-            if a is not None and b is not None
-        ]
-        if any(found is None or _has(repo, found, path) for found in ancestors):
+        pairs = [base(i, j) for n, i in enumerate(holding) for j in holding[n + 1 :]]
+        if any(found is None or found.read(path) is not None for found in pairs):
             continue
-        if is_join(snap.read(path), [p.read(path) or b"" for p in holding], path):
+        if is_join(snap.read(path), [parents[n].read(path) or b"" for n in holding], path):
             out.add(path)
     return out
-
-
-def _has(repo: pygit2.Repository, oid: pygit2.Oid, path: str) -> bool:
-    return Snapshot(repo, repo[oid].peel(pygit2.Commit)).read(path) is not None
 
 
 def _mode_blob(snap: Snapshot, path: str) -> tuple[int, str] | None:
