@@ -12,7 +12,8 @@ the identity policy in force at the parent allows, and a principal's file only u
 principal's key or an operator's (see ``check_identity``); no store file is deleted; store files are
 plain files (no gitlink, no symlink); a body stays within the one limit writes keep. A merge
 is judged against each of its parents (see ``check_commit``): what it does not take cleanly
-from one parent is its own change of belief.
+from one parent is its own change of belief -- except the join of two clones' adds of one
+entry, which changes no belief and needs only the agent role (``_joined_adds``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from .gitstore import GitStore, Snapshot
 from .initstore import find_root, pinned_root
 from .model import LEGAL_TRANSITIONS, Entry, Trust
 from .panel.verdict import Verdict, check_verdict
+from .review.join import is_join
 from .store import parse_trailers
 
 STORE_PREFIXES = ("memories/", "identity/", "principals/", ".truss/")
@@ -324,10 +326,13 @@ def check_commit(
     parents = list(commit.parents)
     base = Snapshot(repo, parents[0] if parents else None)
     snap = Snapshot(repo, commit)
+    joined: set[str] = set()
     if is_root or len(parents) < 2:
         changes = [(status, path, base) for status, path in _diff(repo, base.tree, commit.tree)]
     else:
-        changes = _merge_changes(repo, snap, [Snapshot(repo, p) for p in parents])
+        sides = [Snapshot(repo, p) for p in parents]
+        changes = _merge_changes(repo, snap, sides)
+        joined = _joined_adds(repo, snap, sides, changes)
     if not changes:
         return []
     out: list[Violation] = []
@@ -354,6 +359,9 @@ def check_commit(
             continue
         if _odd_file(snap, path, bad):
             need.add("operator" if path in OPERATOR_PATHS else "agent")
+            continue
+        if path in joined:
+            need.add("agent")  # two clones' adds of one entry, joined (_joined_adds)
             continue
         if path in OPERATOR_PATHS or path.startswith(".truss/"):
             need.add("operator")
@@ -589,6 +597,45 @@ def _merge_changes(
             )
             if not clean:
                 out.append((status, path, parent))
+    return out
+
+
+def _joined_adds(
+    repo: pygit2.Repository,
+    snap: Snapshot,
+    parents: list[Snapshot],
+    changes: list[tuple[str, str, Snapshot]],
+) -> set[str]:
+    """The entry files a merge sets to exactly what ``review.join.is_join`` settles its
+    parents' versions to: adds of one entry on two or more sides that no common ancestor
+    holds (the same event trained on two clones), joined, or the one side's version its
+    panel already reviewed. Each version passed in its own side's history and the result
+    loses no review, so such a file needs the agent role only; any other change a merge
+    makes to it is judged as before.
+
+    One merge base per pair is enough: store files are never deleted (``no-delete``), so a
+    file some common ancestor holds is held by every best common ancestor too."""
+    out: set[str] = set()
+    bases: dict[tuple[int, int], Snapshot | None] = {}
+
+    def base(i: int, j: int) -> Snapshot | None:
+        if (i, j) not in bases:
+            a, b = parents[i].commit, parents[j].commit
+            found = repo.merge_base(a.id, b.id) if a is not None and b is not None else None
+            bases[i, j] = Snapshot(repo, repo[found].peel(pygit2.Commit)) if found else None
+        return bases[i, j]
+
+    for path in {path for _, path, _ in changes}:
+        if not (path.startswith("memories/") and path.endswith(".md")):
+            continue
+        holding = [n for n, p in enumerate(parents) if p.read(path) is not None]
+        if len(holding) < 2:
+            continue
+        pairs = [base(i, j) for n, i in enumerate(holding) for j in holding[n + 1 :]]
+        if any(found is None or found.read(path) is not None for found in pairs):
+            continue
+        if is_join(snap.read(path), [parents[n].read(path) or b"" for n in holding], path):
+            out.add(path)
     return out
 
 

@@ -3,8 +3,9 @@
 Each module is one concern: ``diff`` (what changed in belief between two commits), ``render``
 (that change set as text or pull-request markdown), ``textconv`` (an entry file as a reviewer
 reads it), ``merge`` (two concurrent versions of one entry file settled by the trust state
-machine), ``drivers`` (the git config that wires the last two in) and ``sync`` (fetch, audit,
-integrate, push by compare-and-swap).
+machine), ``join`` (two clones' adds of one entry, joined to one file), ``drivers`` (the git
+config that wires the merge and textconv drivers in) and ``sync`` (fetch, audit, integrate,
+push by compare-and-swap).
 """
 
 from __future__ import annotations

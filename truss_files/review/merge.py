@@ -10,8 +10,10 @@ ordered by the time of the verdict behind them, then by phase (unverified, then 
 rejected, then stale), so "promoted" on one side and "promoted, then demoted" on the other
 gives stale, and two promotions with different verdicts keep the later verdict on every
 machine. A PASS history (verified or stale) against a FAIL (rejected) is a disagreement of the
-panel, never settled here. Links merge (a merge never unmakes a link); the other fields merge
-three-way and otherwise follow the side whose trust won. The result is checked against both
+panel, never settled here. Two unverified adds of one entry (no base: a retried event trained
+on two clones) join by ``join``'s rule instead: the earlier ``created``, the union of sources.
+Links merge (a merge never unmakes a link); the other fields merge three-way and otherwise
+follow the side whose trust won. The result is checked against both
 sides: it must equal a side or be reachable from it by one legal arrow, or the merge is a
 conflict.
 
@@ -35,6 +37,7 @@ from ..config import TrustPolicy
 from ..entryfile import parse, serialize
 from ..errors import ConflictError, EntryError
 from ..model import LEGAL_TRANSITIONS, TRUST_RULE, Entry, Trust
+from .join import can_join, join
 
 # How far along the trust arrows a state is, within one verdict's lifetime.
 _PHASE = {Trust.UNVERIFIED: 0, Trust.VERIFIED: 1, Trust.REJECTED: 1, Trust.STALE: 2}
@@ -121,6 +124,14 @@ def merge_entries(base: Entry | None, ours: Entry, theirs: Entry) -> tuple[Entry
         )
     if base is not None and base.id != ours.id:
         base = None
+    if base is None and can_join((ours, theirs)):
+        joined = join((ours, theirs))
+        if joined == ours == theirs:
+            return joined, []
+        return joined, [
+            f"joined two adds of one entry: created {joined.created} (the earlier), the "
+            "union of sources; no trust change"
+        ]
     notes: list[str] = []
     win, lose = _trust_winner(base, ours, theirs)
     if _state(win) != _state(lose):

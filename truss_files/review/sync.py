@@ -4,10 +4,11 @@ Git is the distributed engine. A sync fetches the remote branch, audits every
 incoming commit before anything local moves, then integrates: nothing to do, a fast-forward,
 or a signed merge commit whose tree is the two sides merged with the merge driver's rules
 (entry files changed on both sides are settled by ``merge.merge_entry``, never by a text
-merge). The merge commit is checked like every commit the library makes before the branch
-moves. The push is a compare-and-swap (``--force-with-lease=<ref>:<what we fetched>``): if
-another writer got there first, we fetch again and retry; if the remote refuses for any other
-reason (its pre-receive hook), we stop and say why.
+merge; the same event trained on both sides joins to one note, see ``join``). The merge
+commit is checked like every commit the library makes before the branch moves. The push is
+a compare-and-swap (``--force-with-lease=<ref>:<what we fetched>``): if another writer got
+there first, we fetch again and retry; if the remote refuses for any other reason (its
+pre-receive hook), we stop and say why.
 """
 
 from __future__ import annotations
