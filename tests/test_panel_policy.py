@@ -32,6 +32,7 @@ def store(store: MemoryStore, define_checks: Commit) -> MemoryStore:
     define_checks(store, CHECKS)
     return store
 
+
 TOML = {
     "off": 'verification = "off"',
     "lazy": 'verification = "lazy"',
