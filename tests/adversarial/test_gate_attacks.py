@@ -148,6 +148,9 @@ def test_every_branch_that_reaches_the_root_is_protected_and_others_are_not(
     back = git(work, "push", "-f", "origin", "HEAD~1:topic", check=False)
     assert back.returncode != 0 and "[non-fast-forward]" in back.stderr
     assert tip(bare, "refs/heads/topic") == held
+    # The README's way to retire one: on the server itself, where no push runs the gate.
+    git(bare, "branch", "-D", "topic")
+    assert tip(bare, "refs/heads/topic") == ""
 
     # A branch with no store history (an orphan of plain files) is the team's to rewrite.
     git(work, "switch", "-q", "--orphan", "notes")
