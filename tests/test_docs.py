@@ -69,7 +69,8 @@ NOT_RUN = {
         "runs in CI on a pull request ($BASE, $GITHUB_STEP_SUMMARY); tests/test_diff.py"
     ),
     ("For operators: enforcement and sync", "git init --bare /srv/git/memory.git"): (
-        "sets up a server; tests/test_hooks.py does it in a temp dir"
+        "sets up a server under /srv; tests/adversarial/test_gate_attacks.py runs it as "
+        "written with the server in a temp dir, then attacks it"
     ),
     ("For operators: enforcement and sync", "git config truss.root <root commit>"): (
         "placeholders for your remote; tests/test_sync.py"

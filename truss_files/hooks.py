@@ -435,18 +435,33 @@ def _push_updates(stdin: str, environ: Mapping[str, str]) -> list[tuple[str, str
 
 def _unnamed_push(
     repo: pygit2.Repository, environ: Mapping[str, str]
-) -> list[tuple[str, str, str, str]]:
-    """What a push sends when nobody said: pre-commit passes no range for a first push or a
-    new branch (it keeps stdin and sets no ``PRE_COMMIT_TO_REF``). The local branch it names,
-    else HEAD, is then audited back to what the remote already has, or to the trust root, so
-    the hook never passes a push it did not judge."""
-    local = environ.get("PRE_COMMIT_LOCAL_BRANCH", "")
-    commit = _commit(repo, local) if local else None
-    if commit is None:
+) -> tuple[list[tuple[str, str, str, str]], list[str]]:
+    """What a push sends when nobody said: pre-commit passes no range when the whole history
+    down to a root commit is new to the remote (a first push, a branch of its own), as it
+    keeps stdin and sets no ``PRE_COMMIT_TO_REF``. The local ref it names (what git wrote:
+    ``refs/heads/topic``, ``HEAD~2``, a commit id), else HEAD, is then audited back to what
+    the remote already has, or to the trust root, so the hook never passes a push it did not
+    judge; a name it cannot resolve is refused."""
+    local = environ.get("PRE_COMMIT_LOCAL_BRANCH", "").strip()
+    remote_ref = environ.get("PRE_COMMIT_REMOTE_BRANCH", "")
+    if not local:
         commit = _head(repo)
+        return ([("HEAD", str(commit.id), remote_ref, "0" * 40)] if commit else []), []
+    commit = _resolve(repo, local)
     if commit is None:
-        return []
-    return [(local, str(commit.id), environ.get("PRE_COMMIT_REMOTE_BRANCH", ""), "0" * 40)]
+        return [], [
+            f"truss-files: rejected {remote_ref or local}: [unaudited] pre-commit named no "
+            f"range and the local ref '{local}' does not resolve to a commit here, so "
+            "nothing was judged; push a branch by name (`git push origin BRANCH`)"
+        ]
+    return [(local, str(commit.id), remote_ref, "0" * 40)], []
+
+
+def _resolve(repo: pygit2.Repository, name: str) -> pygit2.Commit | None:
+    try:
+        return repo.revparse_single(name).peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
 
 
 def pre_push(
@@ -463,16 +478,31 @@ def pre_push(
                 known.append(commit.id)
     lines: list[str] = []
     seen: set[str] = set()
-    updates = _push_updates(stdin, environ) or _unnamed_push(repo, environ)
+    updates = _push_updates(stdin, environ)
+    if not updates:
+        updates, lines = _unnamed_push(repo, environ)
     for _local_ref, local_sha, remote_ref, remote_sha in updates:
-        protected_ref = bool(remote_ref) and _is_protected(remote_ref, protected)
+        protected_ref = bool(remote_ref) and (
+            _is_protected(remote_ref, protected)
+            or _reaches_root(repo, remote_ref, remote_sha, root)
+        )
         if _ZERO.match(local_sha):
             if protected_ref:
                 lines.append(_delete_line(remote_ref, remote_sha))
             continue
-        tip = _commit(repo, local_sha)
-        if tip is None:
+        try:
+            pushed = repo[local_sha]
+        except (KeyError, ValueError, pygit2.GitError):
+            lines.append(
+                f"truss-files: rejected {remote_ref or local_sha}: commit {local_sha[:12]}: "
+                "[unreadable] the pushed commit is not in this repository, so nothing was "
+                "judged; fetch it or push a branch by name"
+            )
             continue
+        try:
+            tip = pushed.peel(pygit2.Commit)
+        except (ValueError, pygit2.GitError):
+            continue  # a tag of a tree or blob: nothing of the store's
         hide = list(known)
         old = _commit(repo, remote_sha) if not _ZERO.match(remote_sha) else None
         if old is not None:

@@ -173,7 +173,8 @@ def hooks() -> None:
     metavar="BRANCH",
     multiple=True,
     help="Another branch never deleted or force-pushed (truss.protected; the default branch "
-    "always is). Repeatable; globs like release/* work.",
+    "and every branch whose history holds the trust root always are). Repeatable; globs "
+    "like release/* work.",
 )
 @FORMAT_OPTION
 @pass_ctx
@@ -186,7 +187,8 @@ def hooks_install(
     Client (default): pre-commit validates staged store files, commit-msg wants Truss-Op
     trailers on store commits, pre-push audits what a push sends. With --server (a bare
     repository that receives pushes): pre-receive refuses unsigned or invalid commits, and
-    deletions and force-pushes of protected branches. A hook already there is kept as
+    deletions and force-pushes of protected branches: every branch whose history holds the
+    trust root, the default branch and the --protect patterns. A hook already there is kept as
     NAME.local and runs first.
 
     \b
