@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .config import GIT_NAMESPACE
 from .errors import ConfigError, Forbidden, UntrustedHistory, UsageError
 from .model import Entry, Layer, Trust
 
@@ -101,6 +100,10 @@ def check_writes(entries: Iterable[Entry], principals: Sequence[str], roles: Ite
 def signer_principals(policy: TrustPolicy, key: PublicKey) -> tuple[tuple[str, ...], set[str]]:
     """Every principal ``allowed_signers`` lists ``key`` under (namespace git) and the roles
     they hold; raises ``SignatureError`` for a key it does not list."""
+    # config brings tomllib and the signers; a plain query reaches this module for the run
+    # rule alone (tests/test_cli_startup.py keeps that path light).
+    from .config import GIT_NAMESPACE
+
     _, held = policy.roles_of(key, GIT_NAMESPACE)
     return tuple(policy.signers.principals_for(key, GIT_NAMESPACE)), held
 
