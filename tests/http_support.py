@@ -24,6 +24,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from truss_files.audit import audit
 from truss_files.server.tokens import new_token
 from truss_files.signing import Ed25519Signer
 from truss_files.store import MemoryStore
@@ -139,6 +140,18 @@ class Served:
                 self.proc.kill()
                 self.proc.wait(10)
         return self.log.read_text(errors="replace")
+
+
+def entries(store: MemoryStore) -> set[str]:
+    return {e.id for e in MemoryStore(store.git.workdir or ".").iter_entries()}
+
+
+def intact(server: Served, store: MemoryStore, before: set[str]) -> None:
+    """The server still answers, nothing was written, and the history audits clean."""
+    assert server.request("GET", "/healthz").status == 200
+    assert entries(store) == before
+    report = audit(store.git)
+    assert report.ok, [str(v) for v in report.violations]
 
 
 def agent_key(store: MemoryStore, add_signer: Callable[..., str], where: Path) -> Path:

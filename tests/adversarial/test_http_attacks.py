@@ -14,27 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from http_support import Served, served_fixture  # noqa: F401 - the fixture
+from http_support import Served, entries, intact, served_fixture  # noqa: F401 - the fixture
 
-from truss_files.audit import audit
 from truss_files.server.tokens import new_token
 from truss_files.store import MemoryStore
 
 pytest.importorskip("uvicorn")
 
 CANARY = "canary-7f3a-body-text"
-
-
-def entries(store: MemoryStore) -> set[str]:
-    return {e.id for e in MemoryStore(store.git.workdir or ".").iter_entries()}
-
-
-def intact(server: Served, store: MemoryStore, before: set[str]) -> None:
-    """The server still answers, nothing was written, and the history audits clean."""
-    assert server.request("GET", "/healthz").status == 200
-    assert entries(store) == before
-    report = audit(store.git)
-    assert report.ok, [str(v) for v in report.violations]
 
 
 def test_no_bad_expired_or_wrong_scope_token_gets_in(

@@ -72,6 +72,24 @@ class Faces:
         return "\n".join(str(m) for m in messages)
 
 
+def plant_poison(faces: Faces) -> None:
+    """The exploit: the attacker's own key writes a note naming R-victim's run as its source."""
+    code, out = faces.run(
+        "attacker",
+        "write",
+        "--kind",
+        "lesson",
+        "--key",
+        "release-checks",
+        "--source",
+        "run:R-victim/9",
+        "--format",
+        "json",
+        POISON,
+    )
+    assert code == 0, out
+
+
 def state(store: MemoryStore) -> frozenset[tuple[str, str]]:
     return frozenset((e.id, e.trust.value) for e in store.iter_entries())
 
@@ -99,20 +117,7 @@ def test_a_note_written_under_a_runs_name_by_another_principal_is_not_its_own(
         "R-victim",
     )
     assert "error" not in mine
-    code, out = faces.run(
-        "attacker",
-        "write",
-        "--kind",
-        "lesson",
-        "--key",
-        "release-checks",
-        "--source",
-        "run:R-victim/9",
-        "--format",
-        "json",
-        POISON,
-    )
-    assert code == 0, out
+    plant_poison(faces)
     before = state(faces.store)
 
     assert POISON not in faces.query("victim", "release checks push main", "--run", "R-victim")
@@ -189,20 +194,7 @@ def test_the_exploit_over_the_mcp_server(faces: Faces, tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     from mcp import Client, StdioServerParameters
 
-    code, out = faces.run(
-        "attacker",
-        "write",
-        "--kind",
-        "lesson",
-        "--key",
-        "release-checks",
-        "--source",
-        "run:R-victim/9",
-        "--format",
-        "json",
-        POISON,
-    )
-    assert code == 0, out
+    plant_poison(faces)
     env = {k: v for k, v in os.environ.items() if k.startswith(("GIT_", "TRUSS_", "HOME", "XDG_"))}
     env["TRUSS_KEY"] = str(faces.keys["victim"])
     params = StdioServerParameters(

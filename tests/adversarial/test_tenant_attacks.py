@@ -20,9 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from http_support import SCRIPT, Served, agent_key, served_fixture, start  # noqa: F401
+from http_support import (  # noqa: F401 - the fixtures
+    SCRIPT,
+    Served,
+    agent_key,
+    entries,
+    intact,
+    served_fixture,
+    start,
+)
 
-from truss_files.audit import audit
 from truss_files.server.tokens import digest
 from truss_files.store import MemoryStore
 
@@ -49,18 +56,6 @@ role = "reviewer"
 team = "red"
 enterprise = "evilcorp"
 """
-
-
-def entries(store: MemoryStore) -> set[str]:
-    return {e.id for e in MemoryStore(store.git.workdir or ".").iter_entries()}
-
-
-def intact(server: Served, store: MemoryStore, before: set[str]) -> None:
-    """The server still answers, nothing was written, and the history audits clean."""
-    assert server.request("GET", "/healthz").status == 200
-    assert entries(store) == before
-    report = audit(store.git)
-    assert report.ok, [str(v) for v in report.violations]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
