@@ -13,15 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .errors import ConfigError, Forbidden, UntrustedHistory, UsageError
+from .errors import ConfigError, Forbidden, UsageError
 from .model import Entry, Layer, Trust
 
 if TYPE_CHECKING:
     from .config import TrustPolicy
-    from .gitstore import Snapshot
-    from .recall.gitread import GitDir
     from .signing import PublicKey
-    from .store import MemoryStore
 
 # --- layers and authors: who may write above the task layer or in another's name ---------
 
@@ -180,25 +177,6 @@ def require_check_names(names: Iterable[object], defined: Mapping[str, str]) -> 
     return tuple(out)
 
 
-def operator_checks(store: MemoryStore, snap: Snapshot) -> dict[str, str]:
-    """The checks a panel run reading ``snap`` may run: truss.toml's ``[panel.checks]``
-    there, once the history up to ``snap`` audits clean, so that truss.toml is the one an
-    operator signed (an agent's hand-made commit could edit it). Otherwise
-    ``UntrustedHistory``: the run starts no reviewer at all, since its configured reviewers
-    come from the same file."""
-    from .model import Trust
-    from .readgate import gate_snapshot
-
-    try:
-        gate_snapshot(store, snap, Trust.VERIFIED)
-    except UntrustedHistory as exc:
-        raise UntrustedHistory(
-            f"{exc.message} The panel runs no reviewer on it: the commands truss.toml "
-            "names are the operator's only when the history up to it audits clean"
-        ) from None
-    return store.defined_checks(snap)
-
-
 @dataclass(frozen=True)
 class ResolvedCheck:
     """What a name in an entry's ``checks:`` runs: the operator's ``command``, or None and
@@ -292,25 +270,6 @@ def own_delete(view: RunView | None, run: str | None, writer: str | None) -> boo
         and run == view.run
         and writer == view.principal
     )
-
-
-def run_view(git: GitDir, run: str, principal: str | None) -> RunView:
-    """The run as ``principal`` sees it: its parent, the parent's other children and its own
-    children, as far as links ``principal`` made say so (a link anyone else made shares
-    nothing: the stranger's notes are not signed by ``principal``, and ours are not shown to
-    a run whose principal is the stranger)."""
-    from .tools import runlinks
-
-    if principal is None:
-        return RunView(run, None)
-    shared: set[str] = set()
-    up = runlinks.parent(git, run)
-    if up is not None and up.principal == principal:
-        shared.add(up.run)
-        shared.update(c.run for c in runlinks.children(git, up.run) if c.principal == principal)
-    shared.update(c.run for c in runlinks.children(git, run) if c.principal == principal)
-    shared.discard(run)
-    return RunView(run, principal, frozenset(shared))
 
 
 def viewer(key_principal: str | None, ledger_principal: str | None) -> str | None:

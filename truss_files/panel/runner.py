@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError, TransitionError, UsageError
+from ..errors import ConfigError, TransitionError, UntrustedHistory, UsageError
 from ..model import Entry, Trust
 from .panel import FAIL, PASS, Decision, Panel, Quorum
 from .report import Outcome, Report
@@ -36,6 +36,7 @@ from .verdict import Verdict
 from .workspace import Workspace
 
 if TYPE_CHECKING:
+    from ..gitstore import Snapshot
     from ..settings import Settings
     from ..store import MemoryStore
 
@@ -112,7 +113,6 @@ class _Run:
         # The checks an entry may name: the signed truss.toml of the commit this run reads,
         # never a layer the person running it (or a contract) supplies; none at all on a
         # history the audit refuses.
-        from ..authority import operator_checks
 
         self.checks = operator_checks(store, snap)
         self.workspace = Workspace(
@@ -436,3 +436,21 @@ def failed_recheck(store: MemoryStore, ref: str) -> Verdict | None:
         found = fields.get("Truss-Verdict-Json")
         return Verdict.from_json(found[0], f"commit {item.commit[:12]}") if found else None
     return None
+
+
+def operator_checks(store: MemoryStore, snap: Snapshot) -> dict[str, str]:
+    """The checks a panel run reading ``snap`` may run: truss.toml's ``[panel.checks]``
+    there, once the history up to ``snap`` audits clean, so that truss.toml is the one an
+    operator signed (an agent's hand-made commit could edit it). Otherwise
+    ``UntrustedHistory``: the run starts no reviewer at all, since its configured reviewers
+    come from the same file."""
+    from ..readgate import gate_snapshot
+
+    try:
+        gate_snapshot(store, snap, Trust.VERIFIED)
+    except UntrustedHistory as exc:
+        raise UntrustedHistory(
+            f"{exc.message} The panel runs no reviewer on it: the commands truss.toml "
+            "names are the operator's only when the history up to it audits clean"
+        ) from None
+    return store.defined_checks(snap)

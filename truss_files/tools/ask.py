@@ -139,9 +139,9 @@ def _own_proof(store: MemoryStore, flt: Filter, run_id: str | None) -> Filter:
     the run's principal (``authority``, a run's own notes)."""
     import dataclasses
 
-    from ..authority import run_view, trainers
+    from ..authority import trainers
     from ..recall.gitread import GitDir
-    from .runlinks import key_principal
+    from .runlinks import key_principal, run_view
 
     roles = store.config(store.snapshot()).roles()
     flt = dataclasses.replace(flt, area_writers=trainers(roles))

@@ -174,8 +174,8 @@ class Call:
         if self.run_id is None:
             return None
         if self._run_view is None:
-            from ..authority import run_view
             from ..recall.gitread import GitDir
+            from .runlinks import run_view
 
             git = GitDir.discover(self.path)
             self._run_view = run_view(git, self.run_id, self.session.own_principal())

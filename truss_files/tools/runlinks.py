@@ -20,6 +20,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..authority import RunView
 from ..errors import Forbidden, UsageError
 
 if TYPE_CHECKING:
@@ -150,3 +151,20 @@ def key_principal(store: MemoryStore) -> str | None:
         return store.principal()
     except TrussError:
         return None
+
+
+def run_view(git: GitDir, run: str, principal: str | None) -> RunView:
+    """The run as ``principal`` sees it: its parent, the parent's other children and its own
+    children, as far as links ``principal`` made say so (a link anyone else made shares
+    nothing: the stranger's notes are not signed by ``principal``, and ours are not shown to
+    a run whose principal is the stranger)."""
+    if principal is None:
+        return RunView(run, None)
+    shared: set[str] = set()
+    up = parent(git, run)
+    if up is not None and up.principal == principal:
+        shared.add(up.run)
+        shared.update(c.run for c in children(git, up.run) if c.principal == principal)
+    shared.update(c.run for c in children(git, run) if c.principal == principal)
+    shared.discard(run)
+    return RunView(run, principal, frozenset(shared))
