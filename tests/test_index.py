@@ -27,7 +27,7 @@ from truss_files.model import Trust, content_id
 from truss_files.recall import index as index_module
 from truss_files.recall.docs import TRUST_CODE
 from truss_files.recall.engine import Searcher, search
-from truss_files.recall.gitread import GitDir
+from truss_files.gitdir import GitDir
 from truss_files.recall.index import Index
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.segment import Segment

@@ -30,7 +30,7 @@ from truss_files.model import Entry, Kind, Provenance, Trust
 from truss_files.recall import build
 from truss_files.recall import segment as segment_module
 from truss_files.recall.docs import doc_meta, to_doc
-from truss_files.recall.gitread import GitDir, Objects, walk_tree
+from truss_files.gitdir import GitDir, Objects, walk_tree
 from truss_files.recall.index import Index
 from truss_files.recall.scan import scan, scan_meta
 from truss_files.recall.segment import Doc, Segment, SegmentError, write_segment

@@ -224,7 +224,7 @@ def check_against_reference(
 
 def writers_of(store: MemoryStore) -> Callable[[str], str | None]:
     """Who added each entry at the tip (``writers``): what proves a run's own notes."""
-    from truss_files.recall.gitread import GitDir
+    from truss_files.gitdir import GitDir
     from truss_files.writers import writers
 
     git = GitDir.discover(store.git.git_dir)

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from .audit import Violation
     from .gitstore import GitStore, Snapshot
-    from .recall.gitread import GitDir
+    from .gitdir import GitDir
     from .store import MemoryStore
 
 __all__ = [
@@ -87,7 +87,7 @@ def gate(
 def gate_snapshot(store: MemoryStore, snap: Snapshot, floor: Trust) -> str | None:
     """``gate`` for a read from a snapshot of an open store (memory_view, the memory tool,
     ``show`` and ``list``): the same record the index path keeps."""
-    from .recall.gitread import GitDir
+    from .gitdir import GitDir
 
     return gate(
         GitDir.discover(store.git.git_dir),
@@ -104,7 +104,7 @@ def check_write(
     """Raise ``UntrustedHistory`` when the history up to ``commit`` (the parent of a write)
     fails the audit: no write lands on it. The read gate's record answers, so a write on the
     last audited commit costs one small file read."""
-    from .recall.gitread import GitDir
+    from .gitdir import GitDir
 
     why = refusal(GitDir.discover(store.git_dir), commit, store=store, environ=environ)
     if why is None:
@@ -211,7 +211,7 @@ def advance(store: GitStore, commit: pygit2.Commit, environ: Mapping[str, str]) 
     from .audit import check_commit
     from .errors import TrussError
     from .initstore import pinned_root
-    from .recall.gitread import GitDir
+    from .gitdir import GitDir
 
     if len(commit.parent_ids) != 1:
         return False

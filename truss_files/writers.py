@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from .recall.gitread import GitDir
+    from .gitdir import GitDir
 
 __all__ = ["CACHE_NAME", "FORMAT", "Writers", "writers"]
 

@@ -263,7 +263,7 @@ def run_entries(store: MemoryStore, snap: Snapshot, run: str) -> list[Entry]:
     a few ms at 10k entries where a scan of every file takes ~300 ms."""
     from ..recall.docs import entry_of
     from ..recall.engine import Searcher
-    from ..recall.gitread import GitDir
+    from ..gitdir import GitDir
 
     searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
     view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
@@ -283,7 +283,7 @@ def scratch_tail(
     the commit that added it (``authority.is_own``); a child keeps its own L4 (no shared
     runs here)."""
     from ..authority import RunView, is_own
-    from ..recall.gitread import GitDir
+    from ..gitdir import GitDir
     from ..tools.dispatch import seq_of
     from ..writers import writers
 

@@ -49,7 +49,7 @@ class RunStart:
 
 
 def _folder(store: MemoryStore) -> str:
-    from ..recall.gitread import GitDir
+    from ..gitdir import GitDir
 
     return os.path.join(GitDir.discover(store.git.git_dir).cache_str, "context", "runs")
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .tokenize import STOPWORDS, tokenize
 
 if TYPE_CHECKING:
-    from .gitread import GitDir
+    from ..gitdir import GitDir
     from .lexical import Candidates
     from .segment import Segment
 

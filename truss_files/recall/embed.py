@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from .gitread import GitDir
+    from ..gitdir import GitDir
     from .lexical import Candidates, Match
     from .segment import Segment
 

@@ -84,7 +84,7 @@ from ..model import Entry, Trust
 from .bounds import query_terms
 from .docs import KIND_CODE, MARKED, SUPERSEDED, TRUST_CODE, entry_of
 from .floors import FloorError, FloorMoved
-from .gitread import GitDir
+from ..gitdir import GitDir
 from .index import Index, IndexView
 from .lexical import Candidates, Match, below_floor, candidates, lexical
 from .pipeline import Filter, Hit

@@ -14,7 +14,7 @@ Files::
 
 Life cycle:
 
-* **Warm query** -- read ``HEAD`` and the ref (two small files, ``gitread``); when the tip is
+* **Warm query** -- read ``HEAD`` and the ref (two small files, ``gitdir``); when the tip is
   the one the head names, the index is current: no git object, no YAML, no pygit2. The read
   gate (``readgate``) then finds the tip in ``.git/truss/audited``: one more small file.
 * **After a write** -- the tip moved: read the new tip's ``memories/`` tree id, diff it
@@ -51,7 +51,7 @@ from ..errors import ConfigError, EntryError, StoreError
 from ..model import Trust
 from .floors import FLOORS, Floor, FloorError, FloorMoved
 from .floorwrite import FloorChanges, FloorMeta
-from .gitread import Change, GitDir, Objects, diff_trees
+from ..gitdir import Change, GitDir, Objects, diff_trees
 from .segment import FORMAT, NOFOLLOW, Doc, Segment, SegmentError, write_segment
 from .tokenize import TOKENIZER_VERSION
 

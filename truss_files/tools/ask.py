@@ -140,7 +140,7 @@ def _own_proof(store: MemoryStore, flt: Filter, run_id: str | None) -> Filter:
     import dataclasses
 
     from ..authority import trainers
-    from ..recall.gitread import GitDir
+    from ..gitdir import GitDir
     from .runlinks import key_principal, run_view
 
     roles = store.config(store.snapshot()).roles()

@@ -174,7 +174,7 @@ class Call:
         if self.run_id is None:
             return None
         if self._run_view is None:
-            from ..recall.gitread import GitDir
+            from ..gitdir import GitDir
             from .runlinks import run_view
 
             git = GitDir.discover(self.path)
@@ -183,7 +183,7 @@ class Call:
 
     def writer_of(self, entry: Entry) -> str | None:
         """The principal whose verified signature added ``entry`` (``writers``)."""
-        from ..recall.gitread import GitDir
+        from ..gitdir import GitDir
         from ..writers import writers
 
         snap = self.snapshot()

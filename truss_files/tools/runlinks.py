@@ -24,7 +24,7 @@ from ..authority import RunView
 from ..errors import Forbidden, UsageError
 
 if TYPE_CHECKING:
-    from ..recall.gitread import GitDir
+    from ..gitdir import GitDir
     from ..store import MemoryStore
 
 __all__ = ["Link", "children", "link", "link_run", "parent"]
@@ -124,7 +124,7 @@ def _settled(git: GitDir, child: str, parent_run: str) -> bool:
 def link_run(store: MemoryStore, child: str, parent_run: str, principal: str | None) -> bool:
     """``link`` for a call signed by ``principal`` (the calling key's): refused without a
     key, and when the parent is a durable run whose ledger names another principal."""
-    from ..recall.gitread import GitDir
+    from ..gitdir import GitDir
     from .runs import RUN_REF_PREFIX, RunLedger, check_run_id
 
     check_run_id(parent_run)

@@ -237,7 +237,7 @@ class RunLedger:
 
     def _common_dir(self) -> Path:
         """Where the mark and the reflog live: beside the refs, which linked work trees share."""
-        from ..recall.gitread import GitDir
+        from ..gitdir import GitDir
 
         if self._common is None:
             self._common = GitDir.discover(self.store.git.git_dir).common

@@ -27,7 +27,7 @@ def require_store(path: str | os.PathLike[str]) -> None:
     (no ``.truss/allowed_signers`` at its branch tip), as a write there does: a read would
     otherwise answer an empty list, which reads as "nothing matches". Refs this reader cannot
     read (reftable) are left to the store, which opens through pygit2."""
-    from ..recall.gitread import GitDir, Objects
+    from ..gitdir import GitDir, Objects
 
     git = GitDir.discover(path)
     try:

@@ -4,7 +4,7 @@ a store is there and any settings layer above it is in play comes from ``storepr
 A read tool call must know which tools the store serves and its recall mode before it can
 answer. pygit2 and the store module cost ~170 ms to import on this machine class — more than
 the whole indexed query — so a process that only reads goes through the recall engine's small
-git reader (``recall.gitread``) instead. It falls back to pygit2 by itself for packed objects;
+git reader (``gitdir``) instead. It falls back to pygit2 by itself for packed objects;
 refs it cannot read (reftable) make ``tip_config`` return None and the caller open the store.
 """
 
@@ -66,7 +66,7 @@ class TipConfig:
 
 def tip_config(path: str | os.PathLike[str]) -> TipConfig | None:
     """The branch tip's truss.toml; None when this reader cannot tell (use the store)."""
-    from ..recall.gitread import GitDir, Objects
+    from ..gitdir import GitDir, Objects
 
     git = GitDir.discover(path)
     try:

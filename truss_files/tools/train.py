@@ -408,7 +408,7 @@ def _stored(
     the tree by its diff. If the index cannot be read, the walk answers instead."""
     from ..recall.docs import entry_of
     from ..recall.engine import Searcher
-    from ..recall.gitread import GitDir
+    from ..gitdir import GitDir
 
     key, produced = repeat
     try:

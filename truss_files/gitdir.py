@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import StoreError
+from .errors import StoreError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -248,7 +248,7 @@ class Objects:
 
         obj = self.repo.get(pygit2.Oid(hex=sha))  # a str would be looked up as a prefix
         if obj is None:
-            from ..gitdamage import missing_object
+            from .gitdamage import missing_object
 
             raise missing_object(self.git.common_str, sha)
         data: bytes = obj.read_raw()
