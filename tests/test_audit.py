@@ -12,7 +12,8 @@ import pygit2
 import pytest
 
 from truss_files import entryfile
-from truss_files.audit import AuditReport, audit, check_commit, is_store_path
+from truss_files.audit import AuditReport, audit, check_commit
+from truss_files.config import is_store_path
 from truss_files.errors import UsageError
 from truss_files.gitstore import GitStore, Identity, Snapshot
 from truss_files.initstore import CORE_PATH

@@ -17,7 +17,8 @@ from truss_files.context.proposal import SELF_PATH
 from truss_files.errors import ConfigError
 from truss_files.faces.cli import cli
 from truss_files.gitstore import GitStore
-from truss_files.initstore import CORE_PATH, ROOT_CONFIG, find_root, init_store, pinned_root
+from truss_files.initstore import CORE_PATH, init_store
+from truss_files.trustroot import ROOT_CONFIG, find_root, pinned_root
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
 
 PRINCIPAL = "operator@example.test"

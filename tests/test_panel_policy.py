@@ -13,7 +13,8 @@ from truss_files.audit import audit
 from truss_files.errors import ConfigError, UsageError
 from truss_files.gitstore import Snapshot
 from truss_files.model import Trust
-from truss_files.panel.policy import VerificationPolicy, verify_written, write_entry
+from truss_files.panel.eager import verify_written, write_entry
+from truss_files.panel.policy import VerificationPolicy
 from truss_files.panel.runner import recheck, verify
 from truss_files.panel.verdict import Verdict, check_verdict
 from truss_files.recall.engine import search

@@ -25,9 +25,9 @@ if TYPE_CHECKING:
         UsageError,
         VerdictError,
     )
+    from .facade import MemoryStore
     from .model import Entry, Kind, Layer, Provenance, Trust
     from .panel.verdict import Verdict
-    from .store import MemoryStore
 
 _EXPORTS = {
     **dict.fromkeys(
@@ -46,7 +46,7 @@ _EXPORTS = {
         "errors",
     ),
     **dict.fromkeys(("Entry", "Kind", "Layer", "Provenance", "Trust"), "model"),
-    "MemoryStore": "store",
+    "MemoryStore": "facade",
     "Verdict": "panel.verdict",
 }
 

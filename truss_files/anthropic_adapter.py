@@ -38,7 +38,7 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
-from .store import MemoryStore
+from .facade import MemoryStore
 from .tools.context import RunContext
 from .tools.dispatch import Outcome, ToolSession
 

@@ -25,7 +25,7 @@ from .config import TrustPolicy
 from .errors import KeylessError, StoreError, UsageError
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from .store import Store
 
 NOTES_REF = "refs/notes/truss-sigstore"
 MAX_NOTE = 1 << 20
@@ -139,7 +139,7 @@ def describe_note(repo: pygit2.Repository, blob: Any) -> dict[str, Any] | None:
 
 
 def attest(
-    store: MemoryStore,
+    store: Store,
     rev: str | None = None,
     *,
     token: str | None = None,
@@ -180,7 +180,7 @@ def _index(entries: Any) -> int | None:
         return None
 
 
-def _commits(store: MemoryStore, rev: str | None) -> list[str]:
+def _commits(store: Store, rev: str | None) -> list[str]:
     repo = store.git.repo
     if rev is None:
         tip = store.git.tip()
@@ -202,7 +202,7 @@ def _commits(store: MemoryStore, rev: str | None) -> list[str]:
         raise UsageError(f"no commit or range {rev!r}: {exc}") from exc
 
 
-def transition_attest(store: MemoryStore, commit: pygit2.Commit) -> None:
+def transition_attest(store: Store, commit: pygit2.Commit) -> None:
     """``[sigstore] attest = true``: attest a trust transition just made, with the token in
     SIGSTORE_IDENTITY_TOKEN or the ambient CI identity."""
     config = store.config()

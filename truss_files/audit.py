@@ -25,7 +25,14 @@ from dataclasses import dataclass
 import pygit2
 
 from . import authority, entryfile
-from .config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TRUSTED_ROOT_PATH, TrustPolicy
+from .config import (
+    CONFIG_PATH,
+    GIT_NAMESPACE,
+    SIGNERS_PATH,
+    TRUSTED_ROOT_PATH,
+    TrustPolicy,
+    is_store_path,
+)
 from .context.proposal import (
     APPLIED,
     CORE_PATH,
@@ -39,13 +46,12 @@ from .context.proposal import (
 from .context.proposal import parse as parse_proposal
 from .errors import EntryError, KeylessError, TrussError, UsageError
 from .gitstore import GitStore, Snapshot
-from .initstore import find_root, pinned_root
 from .model import LEGAL_TRANSITIONS, Entry, Trust
 from .panel.verdict import Verdict, check_verdict
 from .review.join import is_join
-from .store import parse_trailers
+from .trailers import parse_trailers
+from .trustroot import find_root, pinned_root
 
-STORE_PREFIXES = ("memories/", "identity/", "principals/", ".truss/")
 OPERATOR_PATHS = (CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, CORE_PATH)
 # The files a commit's children are judged by (the parent's policy).
 POLICY_PATHS = (SIGNERS_PATH, CONFIG_PATH, TRUSTED_ROOT_PATH)
@@ -72,10 +78,6 @@ class AuditReport:
     @property
     def ok(self) -> bool:
         return not self.violations
-
-
-def is_store_path(path: str) -> bool:
-    return path == CONFIG_PATH or path.startswith(STORE_PREFIXES)
 
 
 class _Policies:

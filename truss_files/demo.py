@@ -14,10 +14,10 @@ from collections import Counter
 from pathlib import Path
 
 from .audit import audit
+from .facade import MemoryStore
 from .model import Trust
 from .recall.engine import search_snapshot
 from .recall.pipeline import Filter
-from .store import MemoryStore
 
 QUESTIONS = (
     "how do I undo a bad promotion?",

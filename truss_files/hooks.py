@@ -33,11 +33,11 @@ from pathlib import Path
 import pygit2
 
 from .attest import NOTES_REF
-from .audit import Violation, check_commit, check_commits, check_note, is_store_path
-from .config import SIGNERS_PATH
+from .audit import Violation, check_commit, check_commits, check_note
+from .config import SIGNERS_PATH, is_store_path
 from .errors import StoreError, UsageError
 from .gitstore import Snapshot
-from .initstore import ROOT_CONFIG, find_root, pinned_root
+from .trustroot import ROOT_CONFIG, find_root, pinned_root
 
 CLIENT_HOOKS = ("pre-commit", "commit-msg", "pre-push")
 SERVER_HOOKS = ("pre-receive",)

@@ -298,3 +298,7 @@ def normalize_body(body: str) -> str:
     """Line endings become LF and trailing blank lines go: the body is stored canonically."""
     text = body.replace("\r\n", "\n").replace("\r", "\n") if "\r" in body else body
     return "\n".join(map(str.rstrip, text.split("\n"))).strip("\n")
+
+
+# How a promotion settles a key that already holds a verified entry (``[policy] conflict``).
+CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")

@@ -36,7 +36,7 @@ from .config import (
 from .errors import ConfigError, SignatureError, StoreError, UsageError
 from .gitstore import Plan, Snapshot
 from .signing import AllowedSigners, PublicKey
-from .store import MemoryStore, trailers
+from .store import Store, trailers
 
 DEFAULT_NAMESPACES = (GIT_NAMESPACE, "truss-verdict")
 # A principal is one token in allowed_signers and one string in [roles]: printable, no
@@ -96,7 +96,7 @@ def read_public_key(text: str, source: str) -> PublicKey:
         raise UsageError(f"{source}: {exc.message}") from exc
 
 
-def list_signers(store: MemoryStore, snap: Snapshot | None = None) -> list[SignerInfo]:
+def list_signers(store: Store, snap: Snapshot | None = None) -> list[SignerInfo]:
     policy = store.policy(snap)
     roles = policy.config.roles()
     out = []
@@ -117,7 +117,7 @@ def list_signers(store: MemoryStore, snap: Snapshot | None = None) -> list[Signe
 
 
 def add_signer(
-    store: MemoryStore,
+    store: Store,
     principal: str,
     key: PublicKey,
     namespaces: Sequence[str] = DEFAULT_NAMESPACES,
@@ -139,7 +139,7 @@ def add_signer(
     )
 
 
-def remove_signer(store: MemoryStore, principal: str) -> Change:
+def remove_signer(store: Store, principal: str) -> Change:
     def change(signers: AllowedSigners, config: str) -> tuple[AllowedSigners, str]:
         kept = []
         found = False
@@ -175,7 +175,7 @@ def remove_signer(store: MemoryStore, principal: str) -> Change:
     return done
 
 
-def grant_role(store: MemoryStore, role: str, principal: str) -> Change:
+def grant_role(store: Store, role: str, principal: str) -> Change:
     _check_role(role)
     keyless = _keyless_principal(role, principal)
     if not keyless:
@@ -195,7 +195,7 @@ def grant_role(store: MemoryStore, role: str, principal: str) -> Change:
     return _operator_change(store, "grant", principal, change, f"grant {role} to {principal}")
 
 
-def revoke_role(store: MemoryStore, role: str, principal: str) -> Change:
+def revoke_role(store: Store, role: str, principal: str) -> Change:
     _check_role(role)
 
     def change(signers: AllowedSigners, config: str) -> tuple[AllowedSigners, str]:
@@ -216,7 +216,7 @@ def revoke_role(store: MemoryStore, role: str, principal: str) -> Change:
 _Edit = Callable[[AllowedSigners, str], tuple[AllowedSigners, str]]
 
 
-def pin_trusted_root(store: MemoryStore, data: bytes) -> Change:
+def pin_trusted_root(store: Store, data: bytes) -> Change:
     """Pin a private sigstore deployment's trusted root at ``.truss/trusted_root.json``:
     keyless verdicts and attestations are then verified against it, offline."""
     from .signing.keyless import check_trusted_root
@@ -237,7 +237,7 @@ def pin_trusted_root(store: MemoryStore, data: bytes) -> Change:
 
 
 def _operator_change(
-    store: MemoryStore,
+    store: Store,
     action: str,
     principal: str,
     edit: _Edit,
@@ -302,7 +302,7 @@ def _operator_change(
     return Change(str(done[0].id), summary, tuple(notes))
 
 
-def _require_operator(store: MemoryStore) -> tuple[str, PublicKey]:
+def _require_operator(store: Store) -> tuple[str, PublicKey]:
     """Refuse before planning anything when this process's key is not an operator's."""
     key = PublicKey.from_line(store.signer.public_line)
     policy = store.policy()

@@ -42,9 +42,8 @@ if TYPE_CHECKING:
     import pygit2
 
     from .audit import Violation
-    from .gitstore import GitStore, Snapshot
     from .gitdir import GitDir
-    from .store import MemoryStore
+    from .gitstore import GitStore
 
 __all__ = [
     "CACHE_NAME",
@@ -52,7 +51,6 @@ __all__ = [
     "advance",
     "check_write",
     "gate",
-    "gate_snapshot",
     "refusal",
 ]
 
@@ -82,20 +80,6 @@ def gate(
     if why is not None and floor is not Trust.UNVERIFIED:
         raise UntrustedHistory(why)
     return why
-
-
-def gate_snapshot(store: MemoryStore, snap: Snapshot, floor: Trust) -> str | None:
-    """``gate`` for a read from a snapshot of an open store (memory_view, the memory tool,
-    ``show`` and ``list``): the same record the index path keeps."""
-    from .gitdir import GitDir
-
-    return gate(
-        GitDir.discover(store.git.git_dir),
-        snap.oid,
-        floor,
-        store=store.git,
-        environ=store.environ,
-    )
 
 
 def check_write(
@@ -153,7 +137,7 @@ def _audit(
     from .audit import audit
     from .errors import TrussError
     from .gitstore import GitStore
-    from .initstore import pinned_root
+    from .trustroot import pinned_root
 
     store = store or GitStore(git.path_str)
     repo = store.repo
@@ -210,8 +194,8 @@ def advance(store: GitStore, commit: pygit2.Commit, environ: Mapping[str, str]) 
     merge is left to the next read: its other parents' histories are not in the record."""
     from .audit import check_commit
     from .errors import TrussError
-    from .initstore import pinned_root
     from .gitdir import GitDir
+    from .trustroot import pinned_root
 
     if len(commit.parent_ids) != 1:
         return False

@@ -220,7 +220,7 @@ def repair_all(
     Without ``force`` a path is changed only when what it holds is absent or a version of that
     path in the branch's recent history (so nothing unrecorded is lost); our own temporary
     files of dead writers are removed, and other untracked files are only reported."""
-    from .audit import is_store_path
+    from .config import is_store_path
 
     want: dict[str, bytes | None] = {}
     notes: list[str] = []

@@ -69,18 +69,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, UsageError
-from .model import Kind
+from .model import CONFLICT_POLICIES, Kind
 from .panel.panel import Quorum
 from .panel.policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_name
 from .scope import MEMORY_SCOPES
 
 if TYPE_CHECKING:
     from .gitstore import Snapshot
-    from .store import MemoryStore
+    from .store import Store
 
 VERIFICATION_MODES = MODES
-# Kept equal to store.CONFLICT_POLICIES (a test checks); importing store would pull pygit2.
-CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")
 RECALL_MODES = ("exact", "semantic", "hybrid")
 # Strictest first: a layer may move the policy left along this tuple, never right.
 IDENTITY_POLICIES = ("locked", "propose", "self_amend")
@@ -527,7 +525,7 @@ def _layer(values: dict[str, Value], layer: Mapping[str, Value]) -> None:
 
 
 def settings_for(
-    store: MemoryStore,
+    store: Store,
     *,
     agent: str | None = None,
     contract: str | os.PathLike[str] | None = None,

@@ -15,7 +15,7 @@ from .proposal import SELF_PATH, Proposal, normalize_text, serialize
 if TYPE_CHECKING:
     from ..gitstore import Plan, Snapshot
     from ..settings import Settings
-    from ..store import MemoryStore
+    from ..store import Store
 
 __all__ = ["Proposed", "propose"]
 
@@ -52,7 +52,7 @@ class Proposed:
 
 
 def propose(
-    store: MemoryStore,
+    store: Store,
     text: str,
     *,
     settings: Settings | None = None,
@@ -131,7 +131,7 @@ def propose(
             note="the panel judges it against core on `truss-files verify --pending`",
         )
     from ..errors import TrussError
-    from ..panel.policy import panel_store_for
+    from ..panel.eager import panel_store_for
     from .judge import judge_proposals
 
     # The proposal is committed: a panel that cannot run leaves it pending, never undone.

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..gitstore import Snapshot
     from ..scope import Reader
     from ..settings import Settings
-    from ..store import MemoryStore
+    from ..store import Store
     from ..tools.registry import Tool
     from .runstart import RunStart
 
@@ -199,7 +199,7 @@ class Prefix:
 
 
 def _start_pieces(
-    store: MemoryStore, start: RunStart
+    store: Store, start: RunStart
 ) -> tuple[tuple[Tool, ...], tuple[Layer, ...]]:
     """Tools and system as of the run's start commit."""
     from ..tools.registry import Serving
@@ -212,7 +212,7 @@ def _start_pieces(
     return tools, tuple(layers)
 
 
-def run_settings(store: MemoryStore, snap: Snapshot, agent: str | None) -> Settings:
+def run_settings(store: Store, snap: Snapshot, agent: str | None) -> Settings:
     """The layered settings at ``snap``; the agent's own layer only where truss.toml has an
     ``[agents.NAME]`` table (a run's agent need not have one)."""
     from ..settings import load_settings
@@ -225,7 +225,7 @@ def run_settings(store: MemoryStore, snap: Snapshot, agent: str | None) -> Setti
 
 
 def _instruction(
-    store: MemoryStore, snap: Snapshot, agent: str | None, gates: Sequence[str]
+    store: Store, snap: Snapshot, agent: str | None, gates: Sequence[str]
 ) -> str:
     from ..tools.registry import Serving
 
@@ -238,18 +238,16 @@ def _instruction(
     return default_instruction(names)
 
 
-def _reader(store: MemoryStore, snap: Snapshot, start: RunStart) -> Reader:
+def _reader(store: Store, snap: Snapshot, start: RunStart) -> Reader:
     from ..scope import Reader
 
     settings = run_settings(store, snap, start.agent)
     return Reader(settings.memory_scope, start.agent, start.project)
 
 
-def goal_ledger(store: MemoryStore, snap: Snapshot, reader: Reader) -> list[Entry]:
+def goal_ledger(store: Store, snap: Snapshot, reader: Reader) -> list[Entry]:
     """Verified, live goals the reader may see, oldest first; through the read gate."""
-    from ..readgate import gate_snapshot
-
-    gate_snapshot(store, snap, Trust.VERIFIED)  # a history that fails the audit: refused
+    store.open_read(Trust.VERIFIED, snap)  # a history that fails the audit: refused
     goals = [
         e
         for e in store.iter_entries(snap, Kind.GOAL)
@@ -258,12 +256,12 @@ def goal_ledger(store: MemoryStore, snap: Snapshot, reader: Reader) -> list[Entr
     return sorted(goals, key=lambda e: (e.created, e.id))
 
 
-def run_entries(store: MemoryStore, snap: Snapshot, run: str) -> list[Entry]:
+def run_entries(store: Store, snap: Snapshot, run: str) -> list[Entry]:
     """Every entry the run produced (``run:<run>/...``), from the recall index's run map:
     a few ms at 10k entries where a scan of every file takes ~300 ms."""
+    from ..gitdir import GitDir
     from ..recall.docs import entry_of
     from ..recall.engine import Searcher
-    from ..gitdir import GitDir
 
     searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
     view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
@@ -276,7 +274,7 @@ def run_entries(store: MemoryStore, snap: Snapshot, run: str) -> list[Entry]:
 
 
 def scratch_tail(
-    store: MemoryStore, snap: Snapshot, run: str, limit: int, principal: str | None = None
+    store: Store, snap: Snapshot, run: str, limit: int, principal: str | None = None
 ) -> list[Entry]:
     """The run's own unverified writes and its scratch notes (never a goal), newest last.
     An unverified note is the run's own only when ``principal`` (the calling key's) signed
@@ -312,7 +310,7 @@ def scratch_tail(
 
 
 def build_context(
-    store: MemoryStore,
+    store: Store,
     run: str,
     *,
     principal: str | None = None,
@@ -335,9 +333,7 @@ def build_context(
     snap = store.snapshot()
     if snap.oid is None:
         raise StoreError("the store's branch has no commits; run `truss-files init` first")
-    from ..readgate import gate_snapshot
-
-    gate_snapshot(store, snap, Trust.VERIFIED)  # before a run starts on an unaudited commit
+    store.open_read(Trust.VERIFIED, snap)  # before a run starts on an unaudited commit
     from .layers import identity_layers
     from .runstart import load_start
 
@@ -379,7 +375,7 @@ def build_context(
     )
 
 
-def repin(store: MemoryStore, run: str, turn: int) -> dict[str, Any]:
+def repin(store: Store, run: str, turn: int) -> dict[str, Any]:
     """``{"repin", "turn", "messages"}``: re-inject the goal ledger when ``turn`` is a positive
     multiple of ``[context] repin_every``; the goal block rides along only then."""
     from ..errors import NotFound

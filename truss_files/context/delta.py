@@ -20,7 +20,7 @@ from ..model import Entry, Kind, Trust
 
 if TYPE_CHECKING:
     from ..scope import Reader
-    from ..store import MemoryStore
+    from ..store import Store
 
 __all__ = ["Change", "Delta", "delta_since"]
 
@@ -63,14 +63,12 @@ def _changed(old: Entry | None, new: Entry | None) -> bool:
     return was and old is not None and new is not None and old.superseded_by != new.superseded_by
 
 
-def delta_since(store: MemoryStore, cursor: str, *, reader: Reader | None = None) -> Delta:
+def delta_since(store: Store, cursor: str, *, reader: Reader | None = None) -> Delta:
     from .. import entryfile
-    from ..readgate import gate_snapshot
     from .cursor import encode, resolve
 
     since = resolve(store.git, cursor)
-    snap = store.snapshot()
-    gate_snapshot(store, snap, Trust.VERIFIED)  # raises UntrustedHistory on a bad history
+    snap = store.open_read(Trust.VERIFIED).snap  # UntrustedHistory on a bad history
     assert snap.oid is not None  # resolve() found the cursor in the tip's history
     repo = store.git.repo
     old_tree = store.git.snapshot(since).tree_id("memories")

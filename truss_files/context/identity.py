@@ -37,18 +37,15 @@ from .proposal import (
 if TYPE_CHECKING:
     from ..gitstore import Plan, Snapshot
     from ..settings import Settings
-    from ..store import MemoryStore
+    from ..store import Store
 
 IDENTITY_FILES = {"core": CORE_PATH, "self": SELF_PATH}
 
 
-def show(store: MemoryStore, snap: Snapshot | None = None) -> dict[str, Any]:
+def show(store: Store, snap: Snapshot | None = None) -> dict[str, Any]:
     """core.md and self.md in force at ``snap`` (the branch tip), through the read gate: an
     identity read from a history the audit rejects is refused."""
-    from ..readgate import gate_snapshot
-
-    snap = snap or store.snapshot()
-    gate_snapshot(store, snap, Trust.VERIFIED)
+    snap = store.open_read(Trust.VERIFIED, snap).snap
     return {
         "commit": snap.oid,
         "core": _text(snap, CORE_PATH),
@@ -60,13 +57,13 @@ def _text(snap: Snapshot, path: str) -> str:
     return (snap.read(path) or b"").decode("utf-8", "replace")
 
 
-def roles(store: MemoryStore) -> tuple[str, set[str]]:
+def roles(store: Store) -> tuple[str, set[str]]:
     from ..signing import PublicKey
 
     return store.policy().roles_of(PublicKey.from_line(store.signer.public_line))
 
 
-def require_operator(store: MemoryStore, action: str) -> str:
+def require_operator(store: Store, action: str) -> str:
     principal, held = roles(store)
     if "operator" not in held:
         raise UsageError(
@@ -89,7 +86,7 @@ def iter_proposals(snap: Snapshot) -> Iterator[Proposal]:
 
 
 def proposals(
-    store: MemoryStore, *, status: str | None = PENDING, snap: Snapshot | None = None
+    store: Store, *, status: str | None = PENDING, snap: Snapshot | None = None
 ) -> list[Proposal]:
     """Proposals with ``status`` (None: all), oldest first."""
     snap = snap or store.snapshot()
@@ -112,7 +109,7 @@ def find(snap: Snapshot, ref: str) -> Proposal:
 
 
 def _decide(
-    store: MemoryStore,
+    store: Store,
     ref: str,
     status: str,
     *,
@@ -172,7 +169,7 @@ def _decide(
     return result[0], str(done[0].id)
 
 
-def approve(store: MemoryStore, ref: str, *, settings: Settings | None = None) -> dict[str, Any]:
+def approve(store: Store, ref: str, *, settings: Settings | None = None) -> dict[str, Any]:
     """An operator's approval: self.md becomes the proposal's text, in one signed commit."""
     from ..settings import settings_for
 
@@ -187,13 +184,13 @@ def approve(store: MemoryStore, ref: str, *, settings: Settings | None = None) -
     return {"id": proposal.id, "status": proposal.status, "commit": commit}
 
 
-def decline(store: MemoryStore, ref: str) -> dict[str, Any]:
+def decline(store: Store, ref: str) -> dict[str, Any]:
     principal = require_operator(store, "decline an identity proposal")
     proposal, commit = _decide(store, ref, "declined", need={"operator"}, by=principal)
     return {"id": proposal.id, "status": proposal.status, "commit": commit}
 
 
-def set_identity(store: MemoryStore, which: str, text: str) -> dict[str, Any]:
+def set_identity(store: Store, which: str, text: str) -> dict[str, Any]:
     """An operator's change of core.md or self.md, under any policy."""
     from ..gitstore import Plan
     from ..store import trailers
@@ -238,7 +235,7 @@ class Amendment:
         }
 
 
-def log(store: MemoryStore) -> list[Amendment]:
+def log(store: Store) -> list[Amendment]:
     """Every commit on the branch that changed core.md or self.md, oldest first."""
     import pygit2
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..panel.reviewers import Ballot
     from ..panel.workspace import Workspace
     from ..settings import ReviewerSpec, Settings
-    from ..store import MemoryStore
+    from ..store import Store
 
 QUESTION = (
     "An agent proposes to replace its identity/self.md (voice, persona, learned preferences) "
@@ -64,7 +64,7 @@ class Judged:
 
 
 def judge_proposals(
-    store: MemoryStore, ids: Iterable[str] | None = None, *, settings: Settings
+    store: Store, ids: Iterable[str] | None = None, *, settings: Settings
 ) -> list[Judged]:
     """Run the panel over the named (or all pending) proposals; sign with ``store``'s key,
     which must hold the panel role. Nothing runs unless the policy is self_amend and
@@ -107,7 +107,7 @@ def judge_proposals(
 
 
 def _judge_one(
-    store: MemoryStore,
+    store: Store,
     proposal: Proposal,
     specs: tuple[ReviewerSpec, ...],
     settings: Settings,
@@ -200,7 +200,7 @@ def _ballot(
     return reviewer.run(ws, env)
 
 
-def judge_pending(store: MemoryStore, settings: Settings) -> tuple[list[Judged], str | None]:
+def judge_pending(store: Store, settings: Settings) -> tuple[list[Judged], str | None]:
     """``verify --pending``'s identity half: judge every pending proposal when the policy
     is self_amend; otherwise nothing, and None. A panel that cannot run says why."""
     if settings.identity_policy != "self_amend":

@@ -15,10 +15,10 @@ from .proposal import check_principal, normalize_text, principal_path
 
 if TYPE_CHECKING:
     from ..gitstore import Plan, Snapshot
-    from ..store import MemoryStore
+    from ..store import Store
 
 
-def set_principal(store: MemoryStore, name: str, text: str) -> dict[str, Any]:
+def set_principal(store: Store, name: str, text: str) -> dict[str, Any]:
     from ..store import trailers
     from .identity import roles
 
@@ -44,12 +44,9 @@ def set_principal(store: MemoryStore, name: str, text: str) -> dict[str, Any]:
     return {"principal": name, "path": path, "commit": str(done[0].id)}
 
 
-def show_principal(store: MemoryStore, name: str, snap: Snapshot | None = None) -> dict[str, Any]:
-    from ..readgate import gate_snapshot
-
+def show_principal(store: Store, name: str, snap: Snapshot | None = None) -> dict[str, Any]:
     path = principal_path(name)
-    snap = snap or store.snapshot()
-    gate_snapshot(store, snap, Trust.VERIFIED)
+    snap = store.open_read(Trust.VERIFIED, snap).snap
     data = snap.read(path)
     if data is None:
         raise NotFound(

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Final
 from ..errors import StoreError, UsageError
 
 if TYPE_CHECKING:
-    from ..store import MemoryStore
+    from ..store import Store
 
 __all__ = ["RunStart", "load_start", "start_run"]
 
@@ -48,19 +48,19 @@ class RunStart:
         return json.dumps({"format": FORMAT, **data}, sort_keys=True, ensure_ascii=False)
 
 
-def _folder(store: MemoryStore) -> str:
+def _folder(store: Store) -> str:
     from ..gitdir import GitDir
 
     return os.path.join(GitDir.discover(store.git.git_dir).cache_str, "context", "runs")
 
 
-def _path(store: MemoryStore, run: str) -> str:
+def _path(store: Store, run: str) -> str:
     from ..tools.runs import check_run_id
 
     return os.path.join(_folder(store), f"{check_run_id(run)}.json")
 
 
-def load_start(store: MemoryStore, run: str) -> RunStart | None:
+def load_start(store: Store, run: str) -> RunStart | None:
     """The run's start record, or None when the run has not started here."""
     path = _path(store, run)
     try:
@@ -88,7 +88,7 @@ def load_start(store: MemoryStore, run: str) -> RunStart | None:
 
 
 def start_run(
-    store: MemoryStore,
+    store: Store,
     run: str,
     commit: str,
     *,
@@ -126,7 +126,7 @@ def start_run(
     return found, False
 
 
-def _create(store: MemoryStore, run: str, start: RunStart) -> bool:
+def _create(store: Store, run: str, start: RunStart) -> bool:
     folder = _folder(store)
     final = _path(store, run)
     os.makedirs(folder, exist_ok=True)

@@ -27,7 +27,7 @@ from ..model import Kind, Layer, Trust
 from .output import FORMAT_OPTION, emit, fail
 
 if TYPE_CHECKING:
-    from ..store import MemoryStore
+    from ..facade import MemoryStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,7 +55,7 @@ class Ctx:
 
     def store(self) -> MemoryStore:
         if self._store is None:
-            from ..store import MemoryStore
+            from ..facade import MemoryStore
 
             path = self.store_path or "."
             store = MemoryStore(path)

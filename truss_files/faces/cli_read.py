@@ -11,9 +11,9 @@ from .cli import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
 
 if TYPE_CHECKING:
+    from ..facade import MemoryStore
     from ..gitstore import Snapshot
     from ..model import Trust
-    from ..store import MemoryStore
 
 # -- reading ---------------------------------------------------------------------------------
 
@@ -56,9 +56,7 @@ def _gate(store: MemoryStore, snap: Snapshot, trust: Trust) -> str | None:
     """The read gate for a command that shows entries of ``trust``: refused above unverified
     when the history fails the audit; otherwise why entries above unverified are held back."""
     from ..model import Trust
-    from ..readgate import gate_snapshot
-
-    return gate_snapshot(store, snap, trust if trust.rank > 0 else Trust.UNVERIFIED)
+    return store.open_read(trust if trust.rank > 0 else Trust.UNVERIFIED, snap).withheld
 
 
 @cli.command("list")

@@ -146,7 +146,7 @@ def _head_policy() -> Any:
     """The policy of HEAD in the repository git runs the driver in (None outside a store):
     keyless verdicts either side brings are verified against it."""
     from ..errors import TrussError
-    from ..store import MemoryStore
+    from ..facade import MemoryStore
 
     try:
         store = MemoryStore(".")

@@ -82,7 +82,7 @@ def write(
       truss-files write --kind fact --key db --agent build-bot --scope project=p-3 "PG 16."
       truss-files write --kind lesson --key ci --check tests "The suite is green."
     """
-    from ..panel.policy import write_entry
+    from ..panel.eager import write_entry
     from ..scope import parse_scope_pairs, stamp
 
     scope = stamp(parse_scope_pairs(scope_pairs), agent=agent or None)

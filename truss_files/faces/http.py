@@ -53,8 +53,8 @@ from ..server.watched import Watched
 from . import http_openapi
 
 if TYPE_CHECKING:
+    from ..facade import MemoryStore
     from ..signing import Signer
-    from ..store import MemoryStore
     from ..tools.context import RunContext
 
 log = logging.getLogger("truss_files.http")
@@ -143,7 +143,7 @@ class Backend:
     def store(self) -> MemoryStore:
         found: MemoryStore | None = getattr(self._local, "store", None)
         if found is None:
-            from ..store import MemoryStore
+            from ..facade import MemoryStore
 
             found = MemoryStore(self.options.store, signer=self.signer)
             self._local.store = found
@@ -460,8 +460,8 @@ def serve(
     default) each start-up warning, once."""
     import socket
 
+    from ..facade import MemoryStore
     from ..server.runner import SyncLoop, check_server_key
-    from ..store import MemoryStore
     from .http_deadline import DeadlineConfig
 
     say = warn or _stderr

@@ -18,6 +18,7 @@ import secrets
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..context.assemble import build_context
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -84,12 +85,10 @@ def _read_resource(session: ToolSession, run: str, uri: str) -> str:
     from ..context.layers import identity_layers
     from ..context.runstart import load_start
     from ..model import Trust
-    from ..readgate import gate_snapshot
     from ..scope import Reader
 
     store = session.store
-    tip = store.snapshot()
-    gate_snapshot(store, tip, Trust.VERIFIED)
+    tip = store.open_read(Trust.VERIFIED).snap
     start = load_start(store, run)
     if uri == "truss://goals":
         agent = start.agent if start is not None else session.agent
@@ -126,11 +125,12 @@ def _context_prompt(session: ToolSession, run: str) -> Any:
 
     def context(principal: str = "") -> list[Any]:
         """The run's system text (L0, L1, the memory note) and its pinned goal ledger."""
-        prefix = session.store.context(
+        prefix = build_context(
+            session.store,
             run,
             principal=principal or None,
             agent=session.agent,
-            gates=sorted(session.flags),
+            gates=tuple(sorted(session.flags)),
             parent=session.parent,
         )
         system = "\n\n".join(layer.text for layer in prefix.system if layer.text)

@@ -110,7 +110,7 @@ def layered_settings(store: str, environ: Mapping[str, str]) -> Settings | None:
 
     config = tip_config(store)
     if config is None:  # refs this reader cannot read: ask the store
-        from ..store import MemoryStore
+        from ..facade import MemoryStore
 
         raw: Mapping[str, Any] = MemoryStore(store).config().raw
     else:

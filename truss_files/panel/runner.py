@@ -38,7 +38,7 @@ from .workspace import Workspace
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
     from ..settings import Settings
-    from ..store import MemoryStore
+    from ..store import Store
 
 __all__ = ["Outcome", "Report", "failed_recheck", "recheck", "reviewers_for", "verify"]
 OnStart = Callable[[int], None]
@@ -75,7 +75,7 @@ def reviewers_for(
     return found
 
 
-def _require_panel(store: MemoryStore) -> None:
+def _require_panel(store: Store) -> None:
     from ..signing import PublicKey
 
     key = PublicKey.from_line(store.signer.public_line)
@@ -100,7 +100,7 @@ def _require_on(settings: Settings, action: str) -> None:
 class _Run:
     def __init__(
         self,
-        store: MemoryStore,
+        store: Store,
         settings: Settings,
         on_done: OnDone | None,
     ) -> None:
@@ -361,7 +361,7 @@ class _Run:
 
 
 def _select(
-    store: MemoryStore, ids: Iterable[str] | None, everything: bool, trust: Trust, flag: str
+    store: Store, ids: Iterable[str] | None, everything: bool, trust: Trust, flag: str
 ) -> list[Entry]:
     snap = store.snapshot()
     ids = list(ids or ())
@@ -379,7 +379,7 @@ def _select(
 
 
 def verify(
-    store: MemoryStore,
+    store: Store,
     ids: Iterable[str] | None = None,
     *,
     pending: bool = False,
@@ -401,7 +401,7 @@ def verify(
 
 
 def recheck(
-    store: MemoryStore,
+    store: Store,
     ids: Iterable[str] | None = None,
     *,
     all_verified: bool = False,
@@ -425,7 +425,7 @@ def recheck(
     return run.run(entries, lambda e: run.recheck_one(e, named), "recheck")
 
 
-def failed_recheck(store: MemoryStore, ref: str) -> Verdict | None:
+def failed_recheck(store: Store, ref: str) -> Verdict | None:
     """The FAIL verdict of the latest re-check that demoted this entry, from its commit."""
     from ..store import parse_trailers
 
@@ -438,16 +438,14 @@ def failed_recheck(store: MemoryStore, ref: str) -> Verdict | None:
     return None
 
 
-def operator_checks(store: MemoryStore, snap: Snapshot) -> dict[str, str]:
+def operator_checks(store: Store, snap: Snapshot) -> dict[str, str]:
     """The checks a panel run reading ``snap`` may run: truss.toml's ``[panel.checks]``
     there, once the history up to ``snap`` audits clean, so that truss.toml is the one an
     operator signed (an agent's hand-made commit could edit it). Otherwise
     ``UntrustedHistory``: the run starts no reviewer at all, since its configured reviewers
     come from the same file."""
-    from ..readgate import gate_snapshot
-
     try:
-        gate_snapshot(store, snap, Trust.VERIFIED)
+        store.open_read(Trust.VERIFIED, snap)
     except UntrustedHistory as exc:
         raise UntrustedHistory(
             f"{exc.message} The panel runs no reviewer on it: the commands truss.toml "

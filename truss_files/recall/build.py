@@ -46,9 +46,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import EntryError, StoreError
+from ..gitdir import GitDir, Objects, walk_tree
 from .bulkwords import WordIds, ascii_word_ids
 from .docs import Meta, to_doc
-from ..gitdir import GitDir, Objects, walk_tree
 from .scan import scan, scan_meta
 from .segment import MAX_TF, Doc, dump_records, finish_segment, write_segment
 from .tokenize import split_words, word_tokens

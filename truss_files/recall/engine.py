@@ -80,11 +80,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..errors import ConfigError, IndexUnavailable, UntrustedHistory, UsageError
+from ..gitdir import GitDir
 from ..model import Entry, Trust
 from .bounds import query_terms
 from .docs import KIND_CODE, MARKED, SUPERSEDED, TRUST_CODE, entry_of
 from .floors import FloorError, FloorMoved
-from ..gitdir import GitDir
 from .index import Index, IndexView
 from .lexical import Candidates, Match, below_floor, candidates, lexical
 from .pipeline import Filter, Hit
@@ -93,7 +93,7 @@ from .segment import Segment, SegmentError
 if TYPE_CHECKING:
     from ..authority import RunView
     from ..gitstore import Snapshot
-    from ..store import MemoryStore
+    from ..store import Store
     from ..writers import Writers
     from .acronyms import Glossary
     from .embed import Embedder
@@ -525,7 +525,7 @@ def search(
 
 
 def search_snapshot(
-    store: MemoryStore,
+    store: Store,
     snap: Snapshot,
     text: str,
     flt: Filter | None = None,
@@ -547,7 +547,7 @@ def search_snapshot(
     )
 
 
-def run_deleted_snapshot(store: MemoryStore, snap: Snapshot, run_view: RunView) -> frozenset[str]:
+def run_deleted_snapshot(store: Store, snap: Snapshot, run_view: RunView) -> frozenset[str]:
     """``run_deleted`` at the commit of ``snap``, for entries fetched by id."""
     searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
     tree = snap.tree_id("memories")
@@ -559,7 +559,7 @@ def run_deleted_snapshot(store: MemoryStore, snap: Snapshot, run_view: RunView) 
     return _once_more(searcher, deleted)
 
 
-def related_snapshot(store: MemoryStore, snap: Snapshot, entries: Sequence[Entry]) -> list[Entry]:
+def related_snapshot(store: Store, snap: Snapshot, entries: Sequence[Entry]) -> list[Entry]:
     """``RecallResult.related`` for entries fetched some other way (by id): every live verified
     entry at the commit of ``snap`` sharing its kind and key with a live verified one of
     ``entries``, where two or more exist -- from the index's (kind, key) groups, not a scan."""

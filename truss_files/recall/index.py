@@ -48,10 +48,10 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..errors import ConfigError, EntryError, StoreError
+from ..gitdir import Change, GitDir, Objects, diff_trees
 from ..model import Trust
 from .floors import FLOORS, Floor, FloorError, FloorMoved
 from .floorwrite import FloorChanges, FloorMeta
-from ..gitdir import Change, GitDir, Objects, diff_trees
 from .segment import FORMAT, NOFOLLOW, Doc, Segment, SegmentError, write_segment
 from .tokenize import TOKENIZER_VERSION
 

@@ -16,8 +16,15 @@ from typing import Any
 
 import pygit2
 
-from ..audit import audit, is_store_path
-from ..config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TRUSTED_ROOT_PATH, TrustPolicy
+from ..audit import audit
+from ..config import (
+    CONFIG_PATH,
+    GIT_NAMESPACE,
+    SIGNERS_PATH,
+    TRUSTED_ROOT_PATH,
+    TrustPolicy,
+    is_store_path,
+)
 from ..context.proposal import CORE_PATH, SELF_PATH
 from ..entryfile import parse
 from ..errors import EntryError, TrussError, UsageError

@@ -19,8 +19,8 @@ import threading
 from collections.abc import Callable
 
 from ..errors import ConfigError, TrussError
+from ..facade import MemoryStore
 from ..gitlocks import flock
-from ..store import MemoryStore
 
 log = logging.getLogger("truss_files.http")
 # What a server's key holds, exactly: it writes notes, in members' names and above the task.

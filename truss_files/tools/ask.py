@@ -3,7 +3,7 @@
 Public entry point, served by the tool registry (``memory.ask`` / ``memory_ask``) and by the
 HTTP face::
 
-    ask(store: MemoryStore, context: RunContext | None, inp: Mapping[str, Any], *,
+    ask(store: Store, context: RunContext | None, inp: Mapping[str, Any], *,
         budget: int | None | Literal["config"] = "config", run_id: str | None = None,
         mode: str | None = None, timeout: float | None = None) -> dict[str, Any]
 
@@ -51,7 +51,7 @@ from .scope import read_areas, require_context, source_event
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
-    from ..store import MemoryStore
+    from ..store import Store
     from .context import RunContext
     from .dispatch import Call
 
@@ -92,7 +92,7 @@ class _Unreadable(Exception):
 
 
 def ask(
-    store: MemoryStore,
+    store: Store,
     context: RunContext | None,
     inp: Mapping[str, Any],
     *,
@@ -134,7 +134,7 @@ def ask(
     return _reply(hits, problems, limit_chars, applied)
 
 
-def _own_proof(store: MemoryStore, flt: Filter, run_id: str | None) -> Filter:
+def _own_proof(store: Store, flt: Filter, run_id: str | None) -> Filter:
     """Who proves a note below the floor: the trainers (a task's own notes) and, in a run,
     the run's principal (``authority``, a run's own notes)."""
     import dataclasses
@@ -158,7 +158,7 @@ def _may_hold(team: str | None, layer: str, wanted: str | None) -> bool:
 
 
 def _read(
-    store: MemoryStore,
+    store: Store,
     purpose: str,
     flt: Filter,
     limit: int,
@@ -201,7 +201,7 @@ def _check_time(deadline: float | None) -> None:
         raise _Unreadable("memory could not be read in time; ask again, or with a shorter purpose")
 
 
-def _budget(store: MemoryStore, snap: Snapshot) -> int:
+def _budget(store: Store, snap: Snapshot) -> int:
     value = store.config(snap).get("enterprise", "ask_budget_chars", DEFAULT_BUDGET)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(
@@ -212,7 +212,7 @@ def _budget(store: MemoryStore, snap: Snapshot) -> int:
 
 
 def _conflicts(
-    store: MemoryStore, snap: Snapshot, hits: list[Entry], related: list[Entry], areas: Any
+    store: Store, snap: Snapshot, hits: list[Entry], related: list[Entry], areas: Any
 ) -> list[dict[str, Any]]:
     """Notes in scope that disagree: verified rivals of one kind and key, and corrections
     whose target is still live and verified."""

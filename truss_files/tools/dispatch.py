@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..authority import RunView
     from ..gitstore import Snapshot
     from ..settings import Settings
-    from ..store import MemoryStore
+    from ..store import Store
     from ..writers import Writers
 
 
@@ -97,7 +97,7 @@ class Call:
     _writers: Writers | None = None
 
     @property
-    def store(self) -> MemoryStore:
+    def store(self) -> Store:
         return self.session.store
 
     @property
@@ -255,7 +255,7 @@ class ToolSession:
 
     def __init__(
         self,
-        store: MemoryStore | str | os.PathLike[str] | Callable[[], MemoryStore] = ".",
+        store: Store | str | os.PathLike[str] | Callable[[], Store] = ".",
         *,
         path: str | os.PathLike[str] | None = None,
         flags: Iterable[str] = (),
@@ -271,11 +271,11 @@ class ToolSession:
 
         if (durable or replay) and not run_id:
             raise UsageError("a durable run needs a run id: pass --run RUN_ID with --durable")
-        # ``store``: an open MemoryStore, a path, or a function that opens one (the CLI's,
+        # ``store``: an open Store, a path, or a function that opens one (the CLI's,
         # which knows the signer). ``path`` is where cheap reads look when it is a function.
-        self._store: MemoryStore | None = None
+        self._store: Store | None = None
         self._store_checked = False
-        self._open: Callable[[], MemoryStore] | None = None
+        self._open: Callable[[], Store] | None = None
         if isinstance(store, str | os.PathLike):
             where = os.path.expanduser(os.fspath(store))
             self._open = lambda: _open_store(where)
@@ -284,7 +284,7 @@ class ToolSession:
             self._open = store
             self.path = os.path.expanduser(os.fspath(path or "."))
         else:
-            opened: MemoryStore = store  # type: ignore[assignment]
+            opened: Store = store  # type: ignore[assignment]
             self._store = opened
             self.path = str(opened.git.workdir or opened.git.git_dir)
         self.flags = frozenset(flags)
@@ -303,7 +303,7 @@ class ToolSession:
         self._linked = False
 
     @property
-    def store(self) -> MemoryStore:
+    def store(self) -> Store:
         if self._store is None:
             assert self._open is not None
             self._store = self._open()
@@ -492,7 +492,7 @@ def check_name(name: Any) -> None:
         )
 
 
-def _open_store(path: str | os.PathLike[str]) -> MemoryStore:
-    from ..store import MemoryStore
+def _open_store(path: str | os.PathLike[str]) -> Store:
+    from ..store import Store
 
-    return MemoryStore(path)
+    return Store(path)

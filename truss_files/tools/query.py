@@ -225,10 +225,7 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
             "use memory_query"
         )
     floor = Trust.floor(inp.get("min_trust", "verified"))
-    snap = call.snapshot()
-    from ..readgate import gate_snapshot
-
-    withheld = gate_snapshot(call.store, snap, floor)
+    snap, withheld = call.store.open_read(floor, call.snapshot())
     flt = Filter(
         min_trust=floor, ceiling=Trust.UNVERIFIED if withheld else None, reader=call.reader()
     )

@@ -25,7 +25,7 @@ from ..errors import Forbidden, UsageError
 
 if TYPE_CHECKING:
     from ..gitdir import GitDir
-    from ..store import MemoryStore
+    from ..store import Store
 
 __all__ = ["Link", "children", "link", "link_run", "parent"]
 
@@ -121,7 +121,7 @@ def _settled(git: GitDir, child: str, parent_run: str) -> bool:
     return False
 
 
-def link_run(store: MemoryStore, child: str, parent_run: str, principal: str | None) -> bool:
+def link_run(store: Store, child: str, parent_run: str, principal: str | None) -> bool:
     """``link`` for a call signed by ``principal`` (the calling key's): refused without a
     key, and when the parent is a durable run whose ledger names another principal."""
     from ..gitdir import GitDir
@@ -143,7 +143,7 @@ def link_run(store: MemoryStore, child: str, parent_run: str, principal: str | N
     return link(GitDir.discover(store.git.git_dir), child, parent_run, principal)
 
 
-def key_principal(store: MemoryStore) -> str | None:
+def key_principal(store: Store) -> str | None:
     """The principal of the key this store signs with, None without a usable one."""
     from ..errors import TrussError
 

@@ -47,7 +47,7 @@ from .runchain import (
 if TYPE_CHECKING:
     import pygit2
 
-    from ..store import MemoryStore
+    from ..store import Store
     from .context import RunContext
 
 RUN_REF_PREFIX = "refs/truss/runs/"
@@ -181,7 +181,7 @@ class RunSummary:
 class RunLedger:
     """The ledger of one run in one store."""
 
-    def __init__(self, store: MemoryStore, run_id: str) -> None:
+    def __init__(self, store: Store, run_id: str) -> None:
         self.store = store
         self.run_id = check_run_id(run_id)
         self.ref = RUN_REF_PREFIX + run_id
@@ -472,7 +472,7 @@ class RunLedger:
         return list(reversed(out))
 
 
-def list_runs(store: MemoryStore) -> list[RunSummary]:
+def list_runs(store: Store) -> list[RunSummary]:
     repo = store.git.repo
     out = []
     for name in repo.references:

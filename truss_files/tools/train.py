@@ -3,7 +3,7 @@
 Public entry point, served by the tool registry (``memory.train`` / ``memory_train``) and by
 the HTTP face::
 
-    train(store: MemoryStore, context: RunContext | None, inp: Mapping[str, Any], *,
+    train(store: Store, context: RunContext | None, inp: Mapping[str, Any], *,
           call_id: str | None = None, run_id: str | None = None,
           seq: int | None = None) -> dict[str, Any]
 
@@ -38,7 +38,7 @@ Rules:
 * A correction (kind ``correction``) names ``supersedes``: a note this run may read, in the
   layer being written; a team or enterprise note only under a grant whose prefix starts that
   note's event id. The correction carries ``supersedes``; when the panel verifies it, the
-  note it names turns stale, superseded by it (``MemoryStore`` promote).
+  note it names turns stale, superseded by it (``Store`` promote).
 * ``consolidating``: the note's word set overlaps a live note of its layer and part (same
   task, team, ...) by Jaccard similarity >= ``CONSOLIDATE_AT`` (0.6): stored, and flagged for
   a later merge. Below it: ``accepted``.
@@ -67,7 +67,7 @@ from .scope import (
 
 if TYPE_CHECKING:
     from ..gitstore import Plan, Snapshot
-    from ..store import MemoryStore
+    from ..store import Store
     from .context import RunContext
     from .dispatch import Call
 
@@ -120,7 +120,7 @@ class _Refused(Exception):
 
 
 def train(
-    store: MemoryStore,
+    store: Store,
     context: RunContext | None,
     inp: Mapping[str, Any],
     *,
@@ -152,7 +152,7 @@ def train(
     return {"status": status, "entry": _view(stored), "usage": usage}
 
 
-def _trusted(store: MemoryStore) -> None:
+def _trusted(store: Store) -> None:
     """Refuse on a history the audit rejects: nothing is stored (or said to be) on it."""
     from ..errors import UntrustedHistory
     from ..readgate import check_write
@@ -165,7 +165,7 @@ def _trusted(store: MemoryStore) -> None:
 
 
 def _note(
-    store: MemoryStore,
+    store: Store,
     ctx: RunContext,
     inp: Mapping[str, Any],
     body: str,
@@ -301,7 +301,7 @@ def _granted(ctx: RunContext, layer: Layer, event_id: str | None, what: str) -> 
 
 
 def _check_supersedes(
-    store: MemoryStore, ctx: RunContext, inp: Mapping[str, Any], kind: Kind, layer: Layer
+    store: Store, ctx: RunContext, inp: Mapping[str, Any], kind: Kind, layer: Layer
 ) -> str | None:
     wanted = inp.get("supersedes")
     if kind is not Kind.CORRECTION:
@@ -340,7 +340,7 @@ def _check_supersedes(
     return target.id
 
 
-def _overlap(store: MemoryStore, ctx: RunContext, entry: Entry) -> float:
+def _overlap(store: Store, ctx: RunContext, entry: Entry) -> float:
     """The highest Jaccard similarity of the note's word set with a live note of its layer
     and part, among the few the recall index ranks closest (so the cost stays bounded)."""
     from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
@@ -370,7 +370,7 @@ def _overlap(store: MemoryStore, ctx: RunContext, entry: Entry) -> float:
     return best
 
 
-def _commit(store: MemoryStore, entry: Entry, repeat: tuple[str, str | None]) -> tuple[Entry, bool]:
+def _commit(store: Store, entry: Entry, repeat: tuple[str, str | None]) -> tuple[Entry, bool]:
     """One signed commit adding ``entry``, unless a note for the same source is there."""
     from .. import entryfile
     from ..gitstore import Plan
@@ -399,16 +399,16 @@ def _commit(store: MemoryStore, entry: Entry, repeat: tuple[str, str | None]) ->
 
 
 def _stored(
-    store: MemoryStore, snap: Snapshot, entry: Entry, repeat: tuple[str, str | None]
+    store: Store, snap: Snapshot, entry: Entry, repeat: tuple[str, str | None]
 ) -> list[Entry]:
     """The note already stored for this source (or call) in this task and enterprise.
 
     Looked up in the recall index's (kind, key) groups at ``snap``'s tree: a walk of every
     note file cost ~200 ms per train at 2k notes and grew with the store; the index follows
     the tree by its diff. If the index cannot be read, the walk answers instead."""
+    from ..gitdir import GitDir
     from ..recall.docs import entry_of
     from ..recall.engine import Searcher
-    from ..gitdir import GitDir
 
     key, produced = repeat
     try:

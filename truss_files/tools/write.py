@@ -64,7 +64,7 @@ def new_entry(
     tombstone: bool = False,
     memory_path: str | None = None,
 ) -> Entry:
-    """An unverified entry of this call, checked as MemoryStore.write checks its input.
+    """An unverified entry of this call, checked as Store.write checks its input.
 
     ``memory_path``: the memory tool's file at that path. Its text is kept byte for byte
     (an empty file too), where any other write is stored in canonical form."""
@@ -114,7 +114,7 @@ def commit_entries(call: Call, entries: Sequence[Entry], summary: str) -> Commit
     then the panel on the new ones whose kind the verification policy makes eager."""
     from .. import entryfile
     from ..gitstore import Plan, Snapshot
-    from ..panel.policy import verify_written
+    from ..panel.eager import verify_written
     from ..store import trailers
 
     # Read before the commit, as the CLI's write_entry does: a broken settings file fails the
