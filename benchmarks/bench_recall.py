@@ -52,11 +52,11 @@ from pathlib import Path
 from rank_bm25 import BM25Okapi
 
 import truss_files
+from truss_files.gitdir import GitDir
 from truss_files.model import Entry, Trust
 from truss_files.recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from truss_files.recall.docs import document_tokens
 from truss_files.recall.engine import Searcher
-from truss_files.gitdir import GitDir
 from truss_files.recall.index import Index
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.tokenize import tokenize

@@ -31,11 +31,12 @@ from typing import IO, Any
 import pygit2
 
 from truss_files import entryfile
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Plan, Snapshot
 from truss_files.initstore import init_store
 from truss_files.model import Entry, Kind, Layer, Trust
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore, trailers
+from truss_files.trailers import trailers
 
 SCALE_ENV = "TRUSS_BENCH_SCALE"
 PRINCIPAL = "bench@example.test"

@@ -12,9 +12,9 @@ from typing import Any
 
 from sigstore_local import DEFAULT_IDENTITY, LocalSigstore
 
+from truss_files.facade import MemoryStore
 from truss_files.operators import grant_role, pin_trusted_root
 from truss_files.panel.verdict import Verdict
-from truss_files.store import MemoryStore
 
 SCRIPT = Path(sys.executable).parent / "truss-files"
 

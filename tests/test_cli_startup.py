@@ -15,13 +15,13 @@ import pytest
 from click.testing import CliRunner
 from test_recall_support import mixed_store
 
+from truss_files.facade import MemoryStore
 from truss_files.faces import cli as cli_module
 from truss_files.faces import cli_app
 from truss_files.faces.query import FLOORS, MODES
 from truss_files.model import Kind
 from truss_files.recall.engine import RECALL_MODES, search
 from truss_files.recall.pipeline import Filter
-from truss_files.store import MemoryStore
 
 SCRIPT = Path(sys.executable).parent / "truss-files"
 
@@ -107,11 +107,11 @@ def test_the_package_names_load_on_first_use() -> None:
         "from truss_files import Entry, UsageError\n"
         "import truss_files.model as model\n"
         "assert Entry is model.Entry and truss_files.Entry is Entry\n"
-        "assert 'truss_files.store' not in sys.modules\n"
+        "assert 'truss_files.facade' not in sys.modules\n"
         "print(truss_files.MemoryStore.__module__)\n"
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "truss_files.store"
+    assert done.stdout.strip() == "truss_files.facade"
 
 
 def test_a_plain_query_imports_neither_click_nor_the_command_modules(
@@ -146,6 +146,7 @@ OFF_THE_QUERY_PATH = (
     "truss_files.scope",
     "truss_files.recall.salience",
     "truss_files.settings",
+    "truss_files.facade",
     "truss_files.store",
     "truss_files.gitstore",
     "truss_files.config",

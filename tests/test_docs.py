@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import GitStore
-from truss_files.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -38,8 +38,8 @@ def test_all_is_exactly_the_curated_list() -> None:
 
 def test_every_exported_name_resolves() -> None:
     from truss_files import errors, model
+    from truss_files.facade import MemoryStore
     from truss_files.panel.verdict import Verdict
-    from truss_files.store import MemoryStore
 
     for name in EXPECTED:
         assert getattr(truss_files, name) is not None, name

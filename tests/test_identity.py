@@ -21,6 +21,7 @@ from truss_files.context.judge import judge_proposals
 from truss_files.context.principals import set_principal, show_principal
 from truss_files.context.proposal import CORE_PATH, SELF_PATH, SELF_TEMPLATE, parse
 from truss_files.errors import TransitionError, UsageError
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.gitstore import Snapshot
 from truss_files.initstore import CORE_TEMPLATE
@@ -28,8 +29,8 @@ from truss_files.review.diff import change_set
 from truss_files.review.render import to_text
 from truss_files.settings import load_settings, settings_for
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore, parse_trailers
 from truss_files.tools.dispatch import ToolSession
+from truss_files.trailers import parse_trailers
 
 OPERATOR = "operator@example.test"
 NEW_SELF = "# Self\n\nTerse. Cites the commit behind every claim.\n"

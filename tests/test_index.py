@@ -23,15 +23,15 @@ from test_recall_support import (
 )
 
 from truss_files.errors import StoreError, UntrustedHistory
+from truss_files.facade import MemoryStore
+from truss_files.gitdir import GitDir
 from truss_files.model import Trust, content_id
 from truss_files.recall import index as index_module
 from truss_files.recall.docs import TRUST_CODE
 from truss_files.recall.engine import Searcher, search
-from truss_files.gitdir import GitDir
 from truss_files.recall.index import Index
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.segment import Segment
-from truss_files.store import MemoryStore
 
 QUERY = "flaky CI network tests retry postgres borrow deploy"
 

@@ -18,8 +18,8 @@ from truss_files.errors import ConfigError
 from truss_files.faces.cli import cli
 from truss_files.gitstore import GitStore
 from truss_files.initstore import CORE_PATH, init_store
-from truss_files.trustroot import ROOT_CONFIG, find_root, pinned_root
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
+from truss_files.trustroot import ROOT_CONFIG, find_root, pinned_root
 
 PRINCIPAL = "operator@example.test"
 
@@ -90,7 +90,7 @@ def store_path_and_root(tmp_path: Path, operator_key: Ed25519Signer) -> tuple[Pa
 
 
 def test_rerun_after_writes_keeps_the_root(tmp_path: Path, operator_key: Ed25519Signer) -> None:
-    from truss_files.store import MemoryStore
+    from truss_files.facade import MemoryStore
 
     path = tmp_path / "store"
     root = init_store(path, operator_key, PRINCIPAL).root

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from test_tools_support import configure, promote
 
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 from truss_files.tools import ToolSession
 
 mcp = pytest.importorskip("mcp")
@@ -196,7 +196,7 @@ def test_identity_goals_and_context_over_mcp(store: MemoryStore) -> None:
     from mcp_types import TextResourceContents
 
     from truss_files.gitstore import Plan
-    from truss_files.store import trailers
+    from truss_files.trailers import trailers
 
     def set_self(text: str) -> None:
         message = "truss: amend identity/self.md\n\n" + trailers(op="identity")

@@ -11,6 +11,7 @@ import pytest
 
 from truss_files.audit import audit
 from truss_files.errors import ConfigError, UsageError
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Snapshot
 from truss_files.model import Trust
 from truss_files.panel.eager import verify_written, write_entry
@@ -21,7 +22,6 @@ from truss_files.recall.engine import search
 from truss_files.recall.pipeline import Filter
 from truss_files.settings import settings_for
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
 
 Commit = Callable[..., str]
 # The checks these tests' entries name, as an operator defines them in truss.toml.

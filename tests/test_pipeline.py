@@ -19,12 +19,12 @@ from test_recall_support import (
     writers_of,
 )
 
+from truss_files.facade import MemoryStore
 from truss_files.model import Kind, Layer, Trust
 from truss_files.recall.docs import document_tokens
 from truss_files.recall.engine import Searcher
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.tokenize import tokenize
-from truss_files.store import MemoryStore
 
 # The store fixture's principal: whose signature proves a run's own notes.
 ME = "operator@example.test"

@@ -25,17 +25,18 @@ from test_recall_support import commit_entries
 
 from truss_files import entryfile
 from truss_files.errors import EntryError, StoreError
+from truss_files.facade import MemoryStore
+from truss_files.gitdir import GitDir, Objects, walk_tree
 from truss_files.gitstore import Identity, Plan
 from truss_files.model import Entry, Kind, Provenance, Trust
 from truss_files.recall import build
 from truss_files.recall import segment as segment_module
 from truss_files.recall.docs import doc_meta, to_doc
-from truss_files.gitdir import GitDir, Objects, walk_tree
 from truss_files.recall.index import Index
 from truss_files.recall.scan import scan, scan_meta
 from truss_files.recall.segment import Doc, Segment, SegmentError, write_segment
 from truss_files.recall.tokenize import split_words, tokenize, word_tokens
-from truss_files.store import MemoryStore, trailers
+from truss_files.trailers import trailers
 
 CREATED = "2026-11-29T11:02:33Z"
 BODIES = [

@@ -21,11 +21,11 @@ from test_recall_support import (
     writers_of,
 )
 
+from truss_files.facade import MemoryStore
 from truss_files.model import Entry, Kind, Layer, Trust
 from truss_files.recall import lexical as lexical_module
 from truss_files.recall.engine import Searcher
 from truss_files.recall.pipeline import Area, Filter
-from truss_files.store import MemoryStore
 
 # The store fixture's principal: whose signature proves a run's own notes.
 ME = "operator@example.test"

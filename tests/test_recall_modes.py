@@ -17,6 +17,7 @@ import pytest
 from test_recall_support import commit_toml, mixed_store, promote
 
 from truss_files.errors import ConfigError, UsageError
+from truss_files.facade import MemoryStore
 from truss_files.model import Trust
 from truss_files.recall.embed import (
     INSTALL_HINT,
@@ -43,7 +44,6 @@ from truss_files.recall.fusion import (
 from truss_files.recall.lexical import Match
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.related import load_related
-from truss_files.store import MemoryStore
 
 HAVE_WORDLLAMA = importlib.util.find_spec("wordllama") is not None
 needs_wordllama = pytest.mark.skipif(

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from truss_files import entryfile
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Identity, Plan, Snapshot
 from truss_files.model import Entry, Kind, Trust
 from truss_files.panel.verdict import sign_verdict
@@ -23,7 +24,7 @@ from truss_files.recall.docs import document_tokens
 from truss_files.recall.engine import RecallResult, Searcher
 from truss_files.recall.floors import fieldnorm
 from truss_files.recall.pipeline import Filter, Hit
-from truss_files.store import MemoryStore, trailers
+from truss_files.trailers import trailers
 
 
 def promote(store: MemoryStore, entry: Entry) -> Entry:

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 from test_recall_support import commit_toml, promote
 
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.model import Trust
 from truss_files.recall.bounds import MAX_QUERY_TERMS
@@ -28,7 +29,6 @@ from truss_files.recall.related import (
     load_related,
 )
 from truss_files.recall.tokenize import STOPWORDS, tokenize
-from truss_files.store import MemoryStore
 
 TARGET = "A forgotten passphrase is reset by the operator on request."
 OTHER = "Passphrases rotate every year; the old one stops working at once."

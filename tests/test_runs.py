@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from test_tools_support import call, cli, out, promote
 
+from truss_files.facade import MemoryStore
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore, parse_trailers, trailers
 from truss_files.tools import Outcome
 from truss_files.tools.runs import (
     PROVENANCE_MESSAGE,
@@ -24,6 +24,7 @@ from truss_files.tools.runs import (
     memo_path,
     sha256,
 )
+from truss_files.trailers import parse_trailers, trailers
 
 QUERY = {"query": "flaky network"}
 

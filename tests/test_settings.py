@@ -230,4 +230,3 @@ def test_read_layer_lenient_mode_still_checks_types() -> None:
     assert read_layer({"policy": {"identity": "propose"}}, "truss.toml", strict=False) == {}
     with pytest.raises(ConfigError, match="identity"):
         read_layer({"policy": {"identity": "propose"}}, "contract.toml")
-

@@ -9,11 +9,12 @@ import pytest
 from test_tools_support import configure, promote
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.model import Trust
-from truss_files.store import MemoryStore, parse_trailers
 from truss_files.tools import RunContext, ToolSession
 from truss_files.tools.ask import ask
 from truss_files.tools.train import CONSOLIDATE_AT, train
+from truss_files.trailers import parse_trailers
 
 BASE = {"taskId": "T-1", "teamId": "platform", "enterpriseId": "acme", "memberId": "m-7"}
 
@@ -208,7 +209,7 @@ def test_ask_whole_notes_that_fit(store: MemoryStore) -> None:
 
 def _set_budget(store: MemoryStore, chars: int) -> None:
     from truss_files.gitstore import Plan
-    from truss_files.store import trailers
+    from truss_files.trailers import trailers
 
     text = (store.snapshot().read("truss.toml") or b"").decode()
     text += f"\n[enterprise]\nask_budget_chars = {chars}\n"

@@ -71,9 +71,7 @@ class MemoryStore(Store):
         the read gate; ids below the floor, rejected, out of scope or unknown are left out."""
         floor = Trust.floor(min_trust)
         snap, withheld = self.open_read(floor)
-        flt = Filter(
-            min_trust=floor, ceiling=Trust.UNVERIFIED if withheld else None, reader=reader
-        )
+        flt = Filter(min_trust=floor, ceiling=Trust.UNVERIFIED if withheld else None, reader=reader)
         out: dict[str, Entry] = {}
         for ref in refs:
             try:

@@ -30,7 +30,7 @@ from http_support import Served, served_fixture  # noqa: F401 - the fixture
 from test_recall_support import commit_toml, mixed_store
 
 from truss_files.config import CONFIG_PATH
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
 QUERY = "flaky CI network tests retry postgres"

@@ -21,10 +21,10 @@ import pytest
 from test_recall_support import check_against_reference, commit_entries, mixed_store
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.model import Trust
 from truss_files.recall.engine import Searcher
 from truss_files.recall.pipeline import Filter
-from truss_files.store import MemoryStore
 
 QUERY = "flaky CI network tests retry postgres"
 FLOORS = (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED)
@@ -54,7 +54,7 @@ _CHECK = """
 import sys
 sys.path[:0] = sys.argv[2:4]
 from test_recall_floor_attacks import _every_floor_answers_right
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 _every_floor_answers_right(MemoryStore(sys.argv[1]))
 """
 

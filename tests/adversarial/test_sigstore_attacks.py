@@ -36,10 +36,11 @@ from truss_files.attest import NOTES_REF, attest, payload, read_notes
 from truss_files.audit import audit
 from truss_files.config import TRUSTED_ROOT_PATH
 from truss_files.errors import KeylessError, UntrustedHistory
+from truss_files.facade import MemoryStore
 from truss_files.model import Entry, Kind, Trust
 from truss_files.panel.verdict import Verdict
 from truss_files.signing import Ed25519Signer, keyless
-from truss_files.store import MemoryStore, _with_trust
+from truss_files.store import _with_trust
 
 MALLORY = "mallory@example.test"
 EVIL_ISSUER = "https://issuer.evil.example"

@@ -198,9 +198,7 @@ class Prefix:
 # -- building ----------------------------------------------------------------------------
 
 
-def _start_pieces(
-    store: Store, start: RunStart
-) -> tuple[tuple[Tool, ...], tuple[Layer, ...]]:
+def _start_pieces(store: Store, start: RunStart) -> tuple[tuple[Tool, ...], tuple[Layer, ...]]:
     """Tools and system as of the run's start commit."""
     from ..tools.registry import Serving
     from .layers import identity_layers
@@ -224,9 +222,7 @@ def run_settings(store: Store, snap: Snapshot, agent: str | None) -> Settings:
     return load_settings(raw, agent=layered, environ=env)
 
 
-def _instruction(
-    store: Store, snap: Snapshot, agent: str | None, gates: Sequence[str]
-) -> str:
+def _instruction(store: Store, snap: Snapshot, agent: str | None, gates: Sequence[str]) -> str:
     from ..tools.registry import Serving
 
     config = store.config(snap)

@@ -56,6 +56,7 @@ def _gate(store: MemoryStore, snap: Snapshot, trust: Trust) -> str | None:
     """The read gate for a command that shows entries of ``trust``: refused above unverified
     when the history fails the audit; otherwise why entries above unverified are held back."""
     from ..model import Trust
+
     return store.open_read(trust if trust.rank > 0 else Trust.UNVERIFIED, snap).withheld
 
 
