@@ -1,0 +1,143 @@
+"""The package's shape: imports point down, and the read gate has one caller.
+
+Read from the source, every import that runs counted -- at module top or inside a function
+-- so a circle cannot hide behind an import written late. (Imports under ``TYPE_CHECKING``
+never run; a package is loaded before its modules anyway, so ``from . import x`` ties the
+importer to ``x`` alone.)
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "truss_files"
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _imported(name: str, path: Path, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    """The dotted names ``node`` imports (``pkg.mod`` or ``pkg.mod.attr``)."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    base = node.module or ""
+    if node.level:
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        here = here[: len(here) - (node.level - 1)]
+        base = ".".join([*here, base] if base else here)
+    yield base
+    yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def _runs(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The imports of ``tree`` that run: all but those under ``if TYPE_CHECKING:``."""
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports."""
+    known = modules()
+    edges: dict[str, set[str]] = {name: set() for name in known}
+    for name, path in known.items():
+        for node in _runs(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            for target in _imported(name, path, node):
+                if target in known and target != name and not name.startswith(target + "."):
+                    edges[name].add(target)
+    return edges
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                part = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    part.append(member)
+                    if member == node:
+                        break
+                if len(part) > 1:
+                    found.append(sorted(part))
+    return found
+
+
+def test_no_import_circle() -> None:
+    edges = graph()
+    loops = circles(edges)
+    detail = [
+        " / ".join(f"{a} -> {', '.join(sorted(edges[a] & set(loop)))}" for a in loop)
+        for loop in loops
+    ]
+    assert not loops, "import circles:\n" + "\n".join(detail)
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_reads_imports_inside_functions() -> None:
+    edges = graph()
+    # store.Store.open_read imports nothing late, but the graph must see late imports at
+    # all: the CLI's lazy command table is one (faces.cli_app loads command modules).
+    assert "truss_files.store" in edges["truss_files.facade"]
+    assert edges["truss_files.readgate"] >= {"truss_files.audit"}  # imported inside a function
+
+
+def test_only_the_store_opens_a_read_through_the_gate() -> None:
+    """``readgate.gate`` is called from one place, ``Store.open_read``: every read path
+    (the facade, tools, context, panel, faces) starts there, so none can forget it."""
+    callers = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and "readgate" in node.module:
+                if any(alias.name == "gate" for alias in node.names):
+                    callers.append(name)
+    assert callers == ["truss_files.store"]
