@@ -73,6 +73,7 @@ def note_problems(
     repo: pygit2.Repository, commit_id: str, blob: Any, policy: TrustPolicy
 ) -> list[tuple[str, str]]:
     """(rule, message) for each reason the note on ``commit_id`` is not a valid attestation."""
+    # sigstore is an optional extra: only attesting loads it.
     from .signing import keyless
 
     try:
@@ -146,6 +147,7 @@ def attest(
     trust_config: str | None = None,
 ) -> list[Attested]:
     """Attest ``rev`` (a commit, or ``A..B``: every commit in it; default: the tip)."""
+    # sigstore is an optional extra: only attesting loads it.
     from .signing import keyless
 
     repo = store.git.repo

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import pygit2
 
 from . import authority, entryfile
+from .attest import note_problems, read_notes
 from .config import (
     CONFIG_PATH,
     GIT_NAMESPACE,
@@ -49,6 +50,7 @@ from .gitstore import GitStore, Snapshot
 from .model import LEGAL_TRANSITIONS, Entry, Trust
 from .panel.verdict import Verdict, check_verdict
 from .review.join import is_join
+from .signing import verify
 from .trailers import parse_trailers
 from .trustroot import find_root, pinned_root
 
@@ -190,8 +192,6 @@ def check_commits(
 ) -> Iterator[list[Violation]]:
     """The violations of each commit in turn (parents before children): a policy change that
     failed the rules stays out of the policy its descendants are judged by."""
-    from .attest import read_notes
-
     policies = _Policies(repo)
     notes = read_notes(repo) if attestations else {}
     for commit in commits:
@@ -215,8 +215,6 @@ def check_note(
     policy in force once the commit is made -- the one its children are judged by (a policy
     change that broke the rules does not count) -- so the commit that pins a trusted root or
     names an attester can itself be attested."""
-    from .attest import note_problems
-
     policies = policies or _Policies(repo)
     try:
         policy = policies.of(Snapshot(repo, commit))
@@ -680,8 +678,6 @@ def _signer(
 ) -> tuple[tuple[str, ...], set[str]]:
     """Every principal of the key that made ``signature``, the first as roles_of names it,
     and the roles they hold."""
-    from .signing import verify
-
     key = verify(signature.decode("ascii", "replace"), payload, GIT_NAMESPACE)
     return authority.signer_principals(policy, key)
 

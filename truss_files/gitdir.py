@@ -248,6 +248,7 @@ class Objects:
 
         obj = self.repo.get(pygit2.Oid(hex=sha))  # a str would be looked up as a prefix
         if obj is None:
+            # Only a missing object needs the damage report (and the pathlib it loads).
             from .gitdamage import missing_object
 
             raise missing_object(self.git.common_str, sha)

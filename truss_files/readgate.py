@@ -35,14 +35,14 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from .errors import UntrustedHistory
+from .errors import TrussError, UntrustedHistory
+from .gitdir import GitDir
 from .model import Trust
 
 if TYPE_CHECKING:
     import pygit2
 
     from .audit import Violation
-    from .gitdir import GitDir
     from .gitstore import GitStore
 
 __all__ = [
@@ -88,8 +88,6 @@ def check_write(
     """Raise ``UntrustedHistory`` when the history up to ``commit`` (the parent of a write)
     fails the audit: no write lands on it. The read gate's record answers, so a write on the
     last audited commit costs one small file read."""
-    from .gitdir import GitDir
-
     why = refusal(GitDir.discover(store.git_dir), commit, store=store, environ=environ)
     if why is None:
         return
@@ -134,8 +132,8 @@ def _audit(
     store: GitStore | None,
     env: Mapping[str, str],
 ) -> str | None:
+    # The audit, gitstore and the trust root load pygit2: only a read that must audit pays.
     from .audit import audit
-    from .errors import TrussError
     from .gitstore import GitStore
     from .trustroot import pinned_root
 
@@ -192,9 +190,8 @@ def advance(store: GitStore, commit: pygit2.Commit, environ: Mapping[str, str]) 
     The parent's history audited clean, so it holds no policy a failed commit smuggled in,
     and the one-commit check gives the verdict a range audit of ``parent..commit`` would. A
     merge is left to the next read: its other parents' histories are not in the record."""
+    # Only after a write (pygit2 is loaded then): a warm read never reaches here.
     from .audit import check_commit
-    from .errors import TrussError
-    from .gitdir import GitDir
     from .trustroot import pinned_root
 
     if len(commit.parent_ids) != 1:

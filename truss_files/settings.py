@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .authority import CHECKS_TABLE, defined_checks
 from .errors import ConfigError, UsageError
 from .model import CONFLICT_POLICIES, Kind
 from .panel.panel import Quorum
@@ -275,8 +276,6 @@ def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> 
 def _checks_layer(panel: Mapping[str, Any], source: str) -> dict[str, Value]:
     """``[panel.checks]``, which only the signed truss.toml may hold (authority.py decides
     what it means); shown by ``config show`` as ``panel.checks.NAME``."""
-    from .authority import CHECKS_TABLE, defined_checks
-
     if source != STORE_SOURCE:
         raise ConfigError(
             f"{source}: {CHECKS_TABLE} is read from the store's signed truss.toml only (a check "
@@ -303,6 +302,7 @@ def _load_toml(path: Path, what: str) -> dict[str, Any]:
 
 
 def global_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    # keys loads the signers (cryptography); the settings of a plain read do not need them.
     from .keys import config_dir
 
     return config_dir(environ) / GLOBAL_FILE

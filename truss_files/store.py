@@ -50,7 +50,13 @@ from .model import (
     entry_path,
     normalize_body,
 )
-from .panel.verdict import Verdict, check_keyless, check_verdict, sign_verdict
+from .panel.verdict import (
+    Verdict,
+    check_keyless,
+    check_verdict,
+    sign_keyless_verdict,
+    sign_verdict,
+)
 from .readgate import advance, check_write, gate
 from .signing import PublicKey, Signer
 from .trailers import Clock, parse_trailers, stamp, trailers, utc_now
@@ -662,7 +668,7 @@ class Store:
     ) -> Verdict:
         """A verdict signed with sigstore by the OIDC identity of ``token`` (or the ambient
         one in CI); refused before signing when that identity does not hold the panel role."""
-        from .panel.verdict import sign_keyless_verdict
+        # sigstore is an optional extra: only a keyless verdict loads it.
         from .signing import keyless
 
         entry = self.get(ref)

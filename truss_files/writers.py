@@ -34,6 +34,8 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
+from .errors import TrussError
+
 if TYPE_CHECKING:
     from .gitdir import GitDir
 
@@ -304,8 +306,9 @@ def _has(tree: Any, path: str) -> bool:
 def _signer(repo: Any, commit: Any, policies: dict[tuple[Any, ...], Any]) -> str | None:
     """The principal of the key whose verified signature is on ``commit``, by the policy of
     its first parent (its own for a root commit, as the audit judges it); else None."""
+    # The policy and the signature check load tomllib, pygit2 and cryptography: only a
+    # commit not yet in the cache pays for them, never a warm query.
     from .config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
-    from .errors import TrussError
     from .gitstore import Snapshot
     from .signing import verify
 
