@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pygit2
 
@@ -25,7 +25,22 @@ from .config import TrustPolicy
 from .errors import KeylessError, StoreError, UsageError
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .config import StoreConfig
+    from .gitstore import GitStore, Identity
+
+
+class Store(Protocol):
+    """What attesting needs of a store (``store.Store`` has it): the repository, the policy
+    and truss.toml at the tip, the committer identity of a principal, the environment."""
+
+    git: GitStore
+    environ: Mapping[str, str]
+
+    def policy(self) -> TrustPolicy: ...
+
+    def config(self) -> StoreConfig: ...
+
+    def identity(self, principal: str) -> Identity: ...
 
 NOTES_REF = "refs/notes/truss-sigstore"
 MAX_NOTE = 1 << 20

@@ -66,7 +66,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .authority import CHECKS_TABLE, defined_checks
 from .errors import ConfigError, UsageError
@@ -76,8 +76,16 @@ from .panel.policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, 
 from .scope import MEMORY_SCOPES
 
 if TYPE_CHECKING:
+    from .config import StoreConfig
     from .gitstore import Snapshot
-    from .store import Store
+
+
+class Configured(Protocol):
+    """What ``settings_for`` reads of a store: its truss.toml at a snapshot, its environment."""
+
+    environ: Mapping[str, str]
+
+    def config(self, snap: Snapshot | None = None) -> StoreConfig: ...
 
 VERIFICATION_MODES = MODES
 RECALL_MODES = ("exact", "semantic", "hybrid")
@@ -525,7 +533,7 @@ def _layer(values: dict[str, Value], layer: Mapping[str, Value]) -> None:
 
 
 def settings_for(
-    store: Store,
+    store: Configured,
     *,
     agent: str | None = None,
     contract: str | os.PathLike[str] | None = None,
