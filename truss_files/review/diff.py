@@ -23,6 +23,7 @@ from ..entryfile import parse
 from ..errors import EntryError, TrussError, UsageError
 from ..gitstore import GitStore, Snapshot
 from ..model import LEGAL_TRANSITIONS, Entry, Trust
+from ..signing.keyless import claimed
 from ..store import parse_trailers
 from .textconv import reviewers, verdict_line
 
@@ -64,8 +65,6 @@ class VerdictInfo:
 def _keyless(bundle: Any) -> tuple[str, str, int | None] | None:
     if not isinstance(bundle, Mapping):
         return None
-    from ..signing.keyless import claimed
-
     return claimed(bundle)
 
 
