@@ -141,3 +141,55 @@ def test_only_the_store_opens_a_read_through_the_gate() -> None:
                 if any(alias.name == "gate" for alias in node.names):
                     callers.append(name)
     assert callers == ["truss_files.store"]
+
+
+# The floors of the house, lowest first (README "Architecture"): a module imports only
+# modules on its own floor or below. A module is placed by its longest listed prefix.
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("values", ("errors", "model", "trailers", "scope", "memory")),
+    (
+        "formats",
+        (
+            "entryfile",
+            "config",
+            "settings",
+            "signing",
+            "keys",
+            "verdict",
+            "quorum",
+            "policy",
+            "proposal",
+            "views",
+        ),
+    ),
+    ("git", ("gitstore", "gitdir", "gitlocks", "worktree", "recovery", "gitdamage", "trustroot")),
+    ("rules", ("audit", "attest", "readgate", "authority", "writers", "join")),
+    ("store", ("store",)),
+    ("engines", ("recall", "panel", "identity", "review", "operators", "initstore")),
+    ("runtime", ("tools", "runcontext")),
+    ("facade", ("facade",)),
+    ("faces", ("faces", "server", "hooks", "anthropic_adapter", "demo", "__main__", "")),
+)
+
+
+def floor_of(module: str) -> int:
+    rest = module.removeprefix("truss_files").removeprefix(".")
+    best: tuple[int, int] | None = None
+    for level, (_, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            if rest == prefix or rest.startswith(prefix + ".") or (prefix == "" and rest == ""):
+                if best is None or len(prefix) > best[1]:
+                    best = (level, len(prefix))
+    assert best is not None, f"{module} is on no floor: place it in FLOORS and the README"
+    return best[0]
+
+
+def test_imports_point_down() -> None:
+    edges = graph()
+    up = [
+        f"{a} ({FLOORS[floor_of(a)][0]}) -> {b} ({FLOORS[floor_of(b)][0]})"
+        for a in sorted(edges)
+        for b in sorted(edges[a])
+        if floor_of(b) > floor_of(a)
+    ]
+    assert not up, "imports that point up:\n" + "\n".join(up)

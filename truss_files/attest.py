@@ -42,6 +42,7 @@ class Store(Protocol):
 
     def identity(self, principal: str) -> Identity: ...
 
+
 NOTES_REF = "refs/notes/truss-sigstore"
 MAX_NOTE = 1 << 20
 

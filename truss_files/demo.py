@@ -8,16 +8,20 @@ scratch store, the prefix a run starts from (``context``) and a delta since its 
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import textwrap
 from collections import Counter
 from pathlib import Path
 
 from .audit import audit
 from .facade import MemoryStore
+from .initstore import init_store
 from .model import Trust
 from .recall.engine import search_snapshot
 from .recall.pipeline import Filter
+from .signing import Ed25519Signer
 
 QUESTIONS = (
     "how do I undo a bad promotion?",
@@ -71,12 +75,6 @@ def main(path: str = ".") -> int:
 
 def show_context() -> None:
     """A run's prefix and a delta, on a scratch store (the project's own is never written)."""
-    import os
-    import tempfile
-
-    from .initstore import init_store
-    from .signing import Ed25519Signer
-
     with tempfile.TemporaryDirectory(prefix="truss-demo-") as tmp:
         signer = Ed25519Signer.generate("demo@example.test")
         env = {k: v for k, v in os.environ.items() if k not in ("TRUSS_ROOT", "TRUSS_AGENT")}

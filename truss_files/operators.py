@@ -35,8 +35,11 @@ from .config import (
 )
 from .errors import ConfigError, SignatureError, StoreError, UsageError
 from .gitstore import Plan, Snapshot
+from .readgate import check_write
 from .signing import AllowedSigners, PublicKey
-from .store import Store, trailers
+from .signing.keyless import KeylessIdentity, check_trusted_root
+from .store import Store
+from .trailers import trailers
 
 DEFAULT_NAMESPACES = (GIT_NAMESPACE, "truss-verdict")
 # A principal is one token in allowed_signers and one string in [roles]: printable, no
@@ -219,8 +222,6 @@ _Edit = Callable[[AllowedSigners, str], tuple[AllowedSigners, str]]
 def pin_trusted_root(store: Store, data: bytes) -> Change:
     """Pin a private sigstore deployment's trusted root at ``.truss/trusted_root.json``:
     keyless verdicts and attestations are then verified against it, offline."""
-    from .signing.keyless import check_trusted_root
-
     check_trusted_root(data)
 
     def change(signers: AllowedSigners, config: str) -> tuple[AllowedSigners, str]:
@@ -269,8 +270,6 @@ def _operator_change(
         return Plan(changes, message)
 
     def check(commit: pygit2.Commit, parent: Snapshot) -> None:
-        from .readgate import check_write
-
         check_write(store.git, parent.oid, store.environ)  # no change on an untrusted history
         signature, payload = commit.gpg_signature
         if signature is None:
@@ -340,8 +339,6 @@ def _check_operable(signers: AllowedSigners, config: str) -> None:
 def _keyless_principal(role: str, principal: str) -> bool:
     """Whether ``principal`` is a sigstore identity (which needs no key in allowed_signers);
     such a principal signs verdicts, never commits, so it holds only the panel role."""
-    from .signing.keyless import KeylessIdentity
-
     if KeylessIdentity.parse(principal) is None:
         return False
     if role != "panel":

@@ -87,6 +87,7 @@ class Configured(Protocol):
 
     def config(self, snap: Snapshot | None = None) -> StoreConfig: ...
 
+
 VERIFICATION_MODES = MODES
 RECALL_MODES = ("exact", "semantic", "hybrid")
 # Strictest first: a layer may move the policy left along this tuple, never right.

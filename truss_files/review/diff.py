@@ -30,7 +30,8 @@ from ..entryfile import parse
 from ..errors import EntryError, TrussError, UsageError
 from ..gitstore import GitStore, Snapshot
 from ..model import LEGAL_TRANSITIONS, Entry, Trust
-from ..store import parse_trailers
+from ..signing.keyless import claimed
+from ..trailers import parse_trailers
 from .textconv import reviewers, verdict_line
 
 # The audit's rules that make a trust move illegitimate.
@@ -71,8 +72,6 @@ class VerdictInfo:
 def _keyless(bundle: Any) -> tuple[str, str, int | None] | None:
     if not isinstance(bundle, Mapping):
         return None
-    from ..signing.keyless import claimed
-
     return claimed(bundle)
 
 

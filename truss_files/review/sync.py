@@ -23,10 +23,12 @@ from pathlib import Path
 
 import pygit2
 
-from ..audit import audit, check_commit
+from ..attest import NOTES_REF, notes_of, read_notes
+from ..audit import audit, check_commit, check_note
 from ..errors import ConflictError, StoreError, TrussError, UsageError
 from ..gitstore import GitStore, Snapshot
-from ..store import Store, trailers
+from ..store import Store
+from ..trailers import trailers
 from .merge import merge_entry
 
 MAX_ATTEMPTS = 8
@@ -139,9 +141,6 @@ def _sync_branch(
 def _sync_notes(store: Store, runner: _Git, remote: str) -> str | None:
     """Fetch, check and merge the remote's attestations, then push ours; a note that does
     not verify stops the sync before it reaches the local notes ref."""
-    from ..attest import NOTES_REF, notes_of, read_notes
-    from ..audit import check_note
-
     repo = store.git.repo
     tracking = f"refs/notes/remotes/{remote}/truss-sigstore"
     # A pattern, so a remote without attestations is no error: one fetch, no ls-remote.
