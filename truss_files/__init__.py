@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         UsageError,
         VerdictError,
     )
+    from .memory import Memory
     from .model import Entry, Kind, Layer, Provenance, Trust
     from .panel.verdict import Verdict
     from .store import MemoryStore
@@ -46,6 +47,7 @@ _EXPORTS = {
         "errors",
     ),
     **dict.fromkeys(("Entry", "Kind", "Layer", "Provenance", "Trust"), "model"),
+    "Memory": "memory",
     "MemoryStore": "store",
     "Verdict": "panel.verdict",
 }
@@ -71,6 +73,7 @@ __all__ = [
     "EntryError",
     "Kind",
     "Layer",
+    "Memory",
     "MemoryStore",
     "NotFound",
     "Provenance",

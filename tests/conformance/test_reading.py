@@ -41,7 +41,8 @@ def test_a_verified_score_does_not_move_when_unverified_text_is_added(
     for n in range(12):  # a flood of unverified text full of the query's words
         memory.write("lesson", f"spam{n}", "rust rust toolchain toolchain cargo " * (n + 1))
     after = {h.entry.id: h.score for h in memory.query("rust toolchain cargo").hits}
-    assert after == before
+    assert set(after) == set(before)  # the flood is below the floor: not a candidate
+    assert [after[i] for i in (a.id, b.id)] == [before[i] for i in (a.id, b.id)]
 
 
 def test_query_filters_by_kind_and_key_and_cuts_to_limit(memory: Memory, panel: Panel) -> None:
