@@ -71,7 +71,7 @@ def test_query_refuses_bad_input_with_usage_errors(memory: Memory) -> None:
 
 
 def test_view_reads_by_id_and_unique_prefix_at_the_floor(memory: Memory, panel: Panel) -> None:
-    good = _verified(memory, panel, "fact", "k1", "The cache lives in .git/truss.")
+    good = _verified(memory, panel, "fact", "k1", "The cache lives in the state folder.")
     pending = memory.write("fact", "k2", "The cache lives in /tmp.")
     unknown = "0123456789abcdef0123456789abcdef"
     assert memory.view([good.id]) == [good]
