@@ -41,8 +41,8 @@ class Clock:
 
 def git_store(root: Path, key: Ed25519Signer, principal: str) -> Memory:
     """The git store: a real repository initialised by ``key``, as `truss-files init` does."""
+    from truss_files import MemoryStore
     from truss_files.initstore import init_store
-    from truss_files.store import MemoryStore
 
     path = root / "git-store"
     init_store(path, key, principal)

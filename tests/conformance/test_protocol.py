@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from truss_files import MemoryStore
 from truss_files.memory import Memory
-from truss_files.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from truss_files import MemoryStore
 from truss_files.memory import Memory
-from truss_files.store import MemoryStore
 
 
 def git_memory(path: Path) -> Memory:
