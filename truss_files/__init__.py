@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         VerdictError,
     )
     from .facade import MemoryStore
+    from .memory import Memory
     from .model import Entry, Kind, Layer, Provenance, Trust
     from .panel.verdict import Verdict
 
@@ -46,6 +47,7 @@ _EXPORTS = {
         "errors",
     ),
     **dict.fromkeys(("Entry", "Kind", "Layer", "Provenance", "Trust"), "model"),
+    "Memory": "memory",
     "MemoryStore": "facade",
     "Verdict": "panel.verdict",
 }
@@ -71,6 +73,7 @@ __all__ = [
     "EntryError",
     "Kind",
     "Layer",
+    "Memory",
     "MemoryStore",
     "NotFound",
     "Provenance",
