@@ -1,37 +1,38 @@
-"""The click side of ``truss-files``: the group, its shared helpers and the set-up commands.
+"""The click side of ``truss-files``: the group, the context its commands share, and the
+error handler every command is wrapped in.
 
-Each command parses options, calls one library function and prints through one helper; heavy
-imports stay inside the commands that need them. The other commands live in ``cli_store``,
-``cli_read``, ``cli_review``, ``cli_panel``, ``cli_tools``, ``cli_operator``, ``cli_identity``,
-``cli_context`` and ``cli_serve``, imported only when one of their commands runs (or when every
-command must be listed: ``--help``, completion, ``.commands``): each of those modules costs
-~1 ms to import, and ``cli.py`` keeps a plain ``query`` off click altogether.
+The commands live in ``cli_setup``, ``cli_store``, ``cli_read``, ``cli_query``, ``cli_review``,
+``cli_panel``, ``cli_tools``, ``cli_operator``, ``cli_identity``, ``cli_context``, ``cli_serve``
+and ``cli_sigstore``. The group imports only the module of the command being run (all of them
+when every command must be listed: ``--help``, completion, ``.commands``), so a command pays
+for its own imports and nobody else's; each module imports what it needs at its top, except
+what would put pygit2, PyYAML, tomllib, cryptography or an optional extra on ``--help``.
 
 Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Callable, MutableMapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
 from ..errors import TrussError
+from ..gitdamage import damage_at
 from ..model import Kind, Layer, Trust
-from .output import FORMAT_OPTION, emit, fail
+from .output import fail
 
 if TYPE_CHECKING:
     from ..facade import MemoryStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Choices for click, from the model's enums (the model is on every path anyway).
+# Choices for click, from the model's enums.
 KINDS = [k.value for k in Kind]
 TRUSTS = [t.value for t in Trust]
 LAYERS = [layer.value for layer in Layer]
@@ -55,13 +56,12 @@ class Ctx:
 
     def store(self) -> MemoryStore:
         if self._store is None:
-            from ..facade import MemoryStore
+            from ..facade import MemoryStore  # pygit2: only for a command that opens the store
 
             path = self.store_path or "."
             store = MemoryStore(path)
             if self.key or self.signer_kind:
-                # Only then: a command that reads never pays for the key code (~50 ms).
-                from ..keys import load_signer
+                from ..keys import load_signer  # cryptography: only for a command that signs
 
                 store._signer = load_signer(
                     self.key, signer=self.signer_kind, repo_dir=store.git.workdir
@@ -77,6 +77,7 @@ pass_ctx = click.make_pass_decorator(Ctx)
 # still works -- an unknown name loads every module before click says "No such command" -- and
 # tests/test_cli_startup.py checks that this table names every command.
 LAZY_COMMANDS: Final = {
+    **dict.fromkeys(("init", "keys"), "cli_setup"),
     **dict.fromkeys(
         (
             *("write", "import", "verdict", "promote", "reject", "demote", "supersede"),
@@ -84,7 +85,8 @@ LAZY_COMMANDS: Final = {
         ),
         "cli_store",
     ),
-    **dict.fromkeys(("show", "list", "log", "query", "audit"), "cli_read"),
+    **dict.fromkeys(("show", "list", "log", "audit"), "cli_read"),
+    "query": "cli_query",
     **dict.fromkeys(
         ("diff", "textconv", "install-drivers", "merge-driver", "hooks", "hook", "sync"),
         "cli_review",
@@ -102,9 +104,11 @@ COMMAND_MODULES: Final = (
     "cli_identity",
     "cli_operator",
     "cli_panel",
+    "cli_query",
     "cli_read",
     "cli_review",
     "cli_serve",
+    "cli_setup",
     "cli_sigstore",
     "cli_store",
     "cli_tools",
@@ -178,6 +182,8 @@ def handled(func: F, *, error_format: str | None = None) -> F:
             if damaged is not None:  # git's own files, not our bug: say which and what to run
                 fail(damaged, fmt)
                 sys.exit(1)
+            import traceback  # only on a bug: with linecache and tokenize, ~3 ms of any command
+
             traceback.print_exc()
             click.echo("error: an unexpected bug; please report the trace above", err=True)
             sys.exit(3)
@@ -189,8 +195,6 @@ def handled(func: F, *, error_format: str | None = None) -> F:
 
 
 def _damage_here() -> TrussError | None:
-    from ..gitdamage import damage_at
-
     ctx = click.get_current_context(silent=True)
     obj = ctx.find_object(Ctx) if ctx is not None else None
     return damage_at(obj.store_path if obj is not None else None)
@@ -228,139 +232,8 @@ def cli(ctx: click.Context, store: str | None, key: str | None, signer: str | No
       truss-files write --kind lesson --key ci-flakes "Retry the network tests once."
       truss-files query "flaky ci"           # verified entries only, by default
     """
+    if ctx.invoked_subcommand != "query":
+        # The console script pauses the cyclic collector for a query, a process that answers
+        # and exits (faces/cli.py); any other command may run long (mcp, serve, verify).
+        gc.enable()
     ctx.obj = Ctx(store, key, signer)
-
-
-# -- set-up ----------------------------------------------------------------------------------
-
-
-@cli.command()
-@click.argument("directory", required=False, type=click.Path(file_okay=False))
-@click.option("--principal", help="Your name in allowed_signers (default: your git email).")
-@FORMAT_OPTION
-@pass_ctx
-@handled
-def init(obj: Ctx, directory: str | None, principal: str | None, fmt: str | None) -> None:
-    """Create or adopt a git repository as a store.
-
-    Writes truss.toml, .truss/allowed_signers (your key holding every role: operator,
-    panel, agent, trainer) and identity/core.md and identity/self.md templates in one signed
-    commit, and pins that commit as the trust root in the repository's local config.
-    Creates a key if you have none. Harmless to re-run.
-
-    \b
-    Example:
-      truss-files init ~/agent-memory
-    """
-    from ..initstore import init_store
-    from ..keys import default_principal, default_signer_or_new, load_signer
-
-    target = Path(directory or obj.store_path or ".")
-    if obj.key or obj.signer_kind:
-        signer, made = load_signer(obj.key, signer=obj.signer_kind), False
-    else:
-        signer, made = default_signer_or_new()
-    who = principal or _git_email(target) or default_principal()
-    result = init_store(target, signer, who)
-    data = {
-        "path": str(result.path),
-        "root": result.root,
-        "created": result.created,
-        "principal": result.principal,
-        "public_key": result.public_line,
-        "new_key": made,
-    }
-
-    def text(d: dict[str, Any]) -> str:
-        verb = "Initialized store" if d["created"] else "Already a store"
-        lines = [f"{verb} at {d['path']} (trust root {d['root'][:12]}, pinned as truss.root)"]
-        lines.append(f"Signing as {d['principal']}: {d['public_key']}")
-        if d["new_key"]:
-            lines.append("Created a new signing key (see `truss-files keys list`).")
-        return "\n".join(lines)
-
-    emit(fmt, data, text)
-
-
-def _git_email(path: Path) -> str | None:
-    import subprocess
-
-    try:
-        out = subprocess.run(
-            ["git", "config", "user.email"],
-            cwd=path if path.is_dir() else None,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except OSError:
-        return None
-    return out.stdout.strip() or None
-
-
-@cli.group()
-def keys() -> None:
-    """Manage your signing keys (kept under your user config dir, mode 0600).
-
-    \b
-    Example:
-      truss-files keys new --name panel-bot && truss-files keys list
-    """
-
-
-@keys.command("new")
-@click.option("--name", default="id_ed25519", show_default=True, help="File name of the key.")
-@click.option("--comment", default="", help="Comment on the public key line.")
-@FORMAT_OPTION
-@handled
-def keys_new(name: str, comment: str, fmt: str | None) -> None:
-    """Create an Ed25519 signing key and print its public line.
-
-    \b
-    Example:
-      truss-files keys new --name panel-bot
-    """
-    from ..keys import default_principal, new_key
-
-    info = new_key(name, comment or default_principal())
-    emit(
-        fmt,
-        {
-            "name": info.name,
-            "path": str(info.path),
-            "public_key": info.public_line,
-            "fingerprint": info.fingerprint,
-        },
-        lambda d: f"{d['public_key']}\n(private key at {d['path']}, {d['fingerprint']})",
-    )
-
-
-@keys.command("list")
-@FORMAT_OPTION
-@handled
-def keys_list(fmt: str | None) -> None:
-    """List your signing keys.
-
-    \b
-    Example:
-      truss-files keys list --format json
-    """
-    from ..keys import list_keys
-
-    found = [
-        {
-            "name": k.name,
-            "path": str(k.path),
-            "public_key": k.public_line,
-            "fingerprint": k.fingerprint,
-        }
-        for k in list_keys()
-    ]
-    emit(
-        fmt,
-        found,
-        lambda d: (
-            "\n".join(f"{k['name']}\t{k['fingerprint']}\t{k['path']}" for k in d)
-            or "no keys yet; create one with `truss-files keys new`"
-        ),
-    )

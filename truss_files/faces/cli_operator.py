@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 from ..config import ROLES
-from .cli import Ctx, cli, handled, pass_ctx
+from ..errors import UsageError
+from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 
 
@@ -60,7 +61,7 @@ def signers_add(obj: Ctx, principal: str, pubkey: str, namespaces: str, fmt: str
       truss-files signers add alice@example.com alice.pub
       truss-files roles grant panel alice@example.com
     """
-    from ..errors import UsageError
+    # pygit2: kept off `--help`, which imports every command module
     from ..operators import add_signer, read_public_key
 
     if pubkey == "-":
@@ -90,6 +91,7 @@ def signers_remove(obj: Ctx, principal: str, fmt: str | None) -> None:
     Example:
       truss-files signers remove alice@example.com
     """
+    # pygit2: kept off `--help`, which imports every command module
     from ..operators import remove_signer
 
     _emit_change(fmt, remove_signer(obj.store(), principal))
@@ -106,6 +108,7 @@ def signers_list(obj: Ctx, fmt: str | None) -> None:
     Example:
       truss-files signers list --format json
     """
+    # pygit2: kept off `--help`, which imports every command module
     from ..operators import list_signers
 
     rows = [
@@ -154,6 +157,7 @@ def roles_grant(obj: Ctx, role: str, principal: str, fmt: str | None) -> None:
     Example:
       truss-files roles grant panel alice@example.com
     """
+    # pygit2: kept off `--help`, which imports every command module
     from ..operators import grant_role
 
     _emit_change(fmt, grant_role(obj.store(), role, principal))
@@ -174,6 +178,7 @@ def roles_revoke(obj: Ctx, role: str, principal: str, fmt: str | None) -> None:
     Example:
       truss-files roles revoke agent alice@example.com
     """
+    # pygit2: kept off `--help`, which imports every command module
     from ..operators import revoke_role
 
     _emit_change(fmt, revoke_role(obj.store(), role, principal))

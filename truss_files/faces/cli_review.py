@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from .cli import Ctx, cli, handled, pass_ctx
+from ..errors import TrussError, UsageError
+from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
 
 # Spelled out here so `--help` does not import pygit2 (truss_files.hooks does).
@@ -44,6 +45,7 @@ def diff_cmd(obj: Ctx, rev_range: str, fmt: str | None, root: str | None) -> Non
       truss-files diff origin/main...HEAD
       truss-files diff "$BASE..$HEAD" --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
+    # pygit2: kept off `--help`, which imports every command module
     from ..gitstore import GitStore
     from ..review.diff import change_set
     from ..review.render import render
@@ -68,7 +70,7 @@ def textconv(file: str) -> None:
     Example:
       truss-files textconv memories/lesson/5b/5b0c8f3e9d7a41c2b6e0f1a2d3c4b5a6.md
     """
-    from ..errors import UsageError
+    # PyYAML: kept off `--help`, which imports every command module
     from ..review.textconv import textconv as convert
 
     try:
@@ -98,6 +100,7 @@ def install_drivers_cmd(obj: Ctx, no_attributes: bool, fmt: str | None) -> None:
     Example:
       truss-files install-drivers && git log -p memories/
     """
+    # pygit2: kept off `--help`, which imports every command module
     from ..review.drivers import install_drivers
 
     report = install_drivers(obj.store_path or ".", attributes=not no_attributes)
@@ -132,6 +135,7 @@ def merge_driver(base: str, ours: str, theirs: str, path: str) -> None:
     Example (what install-drivers configures):
       git config merge.truss.driver "truss-files merge-driver %O %A %B %P"
     """
+    # PyYAML: kept off `--help`, which imports every command module
     from ..review.merge import merge_files
 
     result = merge_files(Path(base), Path(ours), Path(theirs), path, _head_policy())
@@ -145,7 +149,7 @@ def merge_driver(base: str, ours: str, theirs: str, path: str) -> None:
 def _head_policy() -> Any:
     """The policy of HEAD in the repository git runs the driver in (None outside a store):
     keyless verdicts either side brings are verified against it."""
-    from ..errors import TrussError
+    # pygit2: kept off `--help`, which imports every command module
     from ..facade import MemoryStore
 
     try:
@@ -197,6 +201,7 @@ def hooks_install(
       truss-files --store /srv/git/memory.git hooks install --server \\
           --root "$(git config truss.root)"   # run where your store was initialised
     """
+    # pygit2: kept off `--help`, which imports every command module
     from ..hooks import install_hooks
 
     report = install_hooks(obj.store_path or ".", server=server, root=root, protect=protect)
@@ -233,6 +238,7 @@ def hook(name: str, chain: str | None, args: tuple[str, ...]) -> None:
     Example (.git/hooks/pre-push):
       exec truss-files hook pre-push --chain "$0.local" -- "$@"
     """
+    # pygit2: kept off `--help`, which imports every command module
     from ..hooks import run_hook
 
     stdin = sys.stdin.buffer.read() if name in _STDIN_HOOKS else None
@@ -260,6 +266,7 @@ def sync_cmd(obj: Ctx, remote: str, root: str | None, fmt: str | None) -> None:
       truss-files sync            # with origin
       truss-files sync backup
     """
+    # pygit2: kept off `--help`, which imports every command module
     from ..review.sync import sync
 
     result = sync(obj.store(), remote, root=root)

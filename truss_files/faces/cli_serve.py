@@ -12,7 +12,8 @@ import sys
 
 import click
 
-from .cli import Ctx, cli, handled, pass_ctx
+from ..errors import ConfigError
+from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
 
 
@@ -103,9 +104,8 @@ def serve(
     server's own key):
       truss-files serve --tasks tasks.toml --tokens tokens.toml --port 0
     """
-    from ..errors import ConfigError
-
     try:
+        # the [http] extra (Starlette, uvicorn): only for `serve`
         from . import http
     except ImportError as exc:
         raise ConfigError(
@@ -200,6 +200,7 @@ def tokens_new(
     Example:
       truss-files tokens new --file tokens.toml --scope tasks:read --enterprise acme
     """
+    # tomllib: kept off `--help`, which imports every command module
     from ..server import tokens as token_file
 
     if [bool(enterprises), bool(task_ids), any_task].count(True) != 1:
@@ -244,6 +245,7 @@ def tokens_list(path: str, fmt: str | None) -> None:
     Example:
       truss-files tokens list --file tokens.toml
     """
+    # tomllib: kept off `--help`, which imports every command module
     from ..server import tokens as token_file
 
     loaded = token_file.load(path)
@@ -270,6 +272,7 @@ def tokens_revoke(path: str, name: str, fmt: str | None) -> None:
     Example:
       truss-files tokens revoke --file tokens.toml dashboard
     """
+    # tomllib: kept off `--help`, which imports every command module
     from ..server import tokens as token_file
 
     token_file.revoke_token(path, name)

@@ -1,5 +1,10 @@
-"""What ``truss-files query`` does between parsing and printing, shared by both ways in: the
-click command (``cli_read.query``) and the click-free path of a plain query (``cli.py``)."""
+"""``truss-files query``: rank entries at or above a trust floor, from the recall index.
+
+The command every agent hook runs cold, so this module is the whole of what it loads beside
+the group: the recall engine, the views, and nothing of the store's write side. The settings
+layers and the store itself load only when a query needs them (a user config file, refs the
+tip reader cannot read); ``tests/test_cli_startup.py`` holds that.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +12,90 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import click
+
+from ..model import Kind, Layer, Trust
+from ..panel.conflicts import find_conflicts
+from ..recall.engine import RECALL_MODES, search
+from ..recall.pipeline import Filter
+from ..scope import MEMORY_SCOPES, Reader
+from ..tools.storeprobe import has_layers_above_store, require_store, user_config_file
+from ..views import entry_text, entry_view
+from .cli_app import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
+from .output import FORMAT_OPTION, emit, want_json
+
 if TYPE_CHECKING:
     from ..settings import Settings
 
-__all__ = ["FLOORS", "MODES", "floor_note", "layered_settings", "run_query"]
+# The floors a query may ask for, highest first (rejected is never one).
+FLOORS = tuple(t.value for t in sorted(Trust, key=lambda t: -t.rank) if t is not Trust.REJECTED)
 
-# The choices of `query --min-trust` and `--mode` (tests/test_cli_startup.py checks them
-# against recall.engine.RECALL_MODES and the click command).
-FLOORS = ("verified", "stale", "unverified")
-MODES = ("exact", "semantic", "hybrid")
+
+@cli.command()
+@click.argument("text")
+@click.option("--kind", type=click.Choice(KINDS))
+@click.option("--key", "key_")
+@click.option("--min-trust", type=click.Choice(FLOORS), default="verified", show_default=True)
+@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(RECALL_MODES),
+    help="exact: BM25; semantic: embeddings; hybrid: both, fused by rank "
+    "(default: [recall] mode of the layered settings, as `config show` prints it).",
+)
+@click.option("--layer", type=click.Choice(LAYERS), help="Only entries of this layer.")
+@click.option("--agent", help="Read as this agent under [memory] scope (default: every scope).")
+@click.option("--project", help="Read as an agent of this project under [memory] scope.")
+@click.option(
+    "--scope",
+    type=click.Choice(MEMORY_SCOPES),
+    help="The memory scope to read under (default: [memory] scope in truss.toml).",
+)
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def query(
+    obj: Ctx,
+    text: str,
+    kind: str | None,
+    key_: str | None,
+    min_trust: str,
+    limit: int,
+    mode: str | None,
+    layer: str | None,
+    agent: str | None,
+    project: str | None,
+    scope: str | None,
+    fmt: str | None,
+) -> None:
+    """Rank entries at or above a trust floor (BM25 statistics from those entries only).
+
+    Runs on the recall index cached under .git/truss/ (updated from the tree diff after
+    every write). semantic and hybrid need `pip install 'truss-files[semantic]'`.
+
+    \b
+    Example:
+      truss-files query "borrow checker await" --kind lesson
+      truss-files query "why are builds slow" --mode hybrid
+      truss-files query "release steps" --agent build-bot   # what build-bot may read
+    """
+    data, text_of = run_query(
+        obj.store_path or ".",
+        text,
+        kind=kind,
+        key=key_,
+        min_trust=min_trust,
+        limit=limit,
+        mode=mode,
+        layer=layer,
+        agent=agent,
+        project=project,
+        scope=scope,
+    )
+    emit(fmt, data, text_of)
+    note = None if want_json(fmt) else floor_note(data)
+    if note:
+        click.echo(note, err=True)
 
 
 def run_query(
@@ -38,12 +118,6 @@ def run_query(
     overrides the store's mode); with none of them, a person reads every scope. The recall
     mode and memory scope not given come from the layered settings, as ``config show`` prints
     them and the read tools use them."""
-    from ..model import Kind, Layer, Trust
-    from ..recall.engine import search
-    from ..recall.pipeline import Filter
-    from ..tools.storeprobe import require_store
-    from ..views import entry_text, entry_view
-
     require_store(store)
     floor = Trust.floor(min_trust)
     settings = layered_settings(store, os.environ)
@@ -51,8 +125,6 @@ def run_query(
         mode = settings.recall_mode
     reader = None
     if agent is not None or project is not None or scope is not None:
-        from ..scope import Reader
-
         if scope is None and settings is not None:
             scope = settings.memory_scope
         reader = Reader(scope, agent, project)  # mode None: the store's [memory] scope
@@ -77,11 +149,7 @@ def run_query(
     if result.related_words:  # also looked for, at half weight (recall/related.py)
         data["related_words"] = list(result.related_words)
     # keep-both-flagged leaves two verified entries on one key: reads must say so.
-    conflicts = []
-    if result.related:
-        from ..panel.conflicts import find_conflicts
-
-        conflicts = find_conflicts([h.entry for h in hits], result.related)
+    conflicts = find_conflicts([h.entry for h in hits], result.related) if result.related else []
     if conflicts:
         data["conflicts"] = [c.to_dict() for c in conflicts]
     flags = "".join(
@@ -100,17 +168,16 @@ def run_query(
 def layered_settings(store: str, environ: Mapping[str, str]) -> Settings | None:
     """truss.toml → user config → ``[agents.$TRUSS_AGENT]`` → ``$TRUSS_CONTRACT``, as the read
     tools load them; None when no layer above truss.toml is in play (the engine then reads
-    truss.toml at the tip itself, and the settings module stays off the cold path)."""
-    from ..tools.storeprobe import has_layers_above_store, user_config_file
-
+    truss.toml at the tip itself)."""
     if not has_layers_above_store(environ):
         return None
+    # tomllib and the settings layers: only when a layer above truss.toml is in play.
     from ..settings import load_settings
     from ..tools.tipconfig import tip_config
 
     config = tip_config(store)
     if config is None:  # refs this reader cannot read: ask the store
-        from ..facade import MemoryStore
+        from ..facade import MemoryStore  # pygit2: only for refs the tip reader cannot read
 
         raw: Mapping[str, Any] = MemoryStore(store).config().raw
     else:
