@@ -9,11 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import TransitionError, UsageError
+from ..errors import TransitionError, TrussError, UsageError
+from ..gitstore import Plan, Snapshot
+from ..model import check_ledger_ref
+from ..panel.eager import panel_store_for
+from ..panel.policy import IDENTITY_KIND
+from ..settings import settings_for
+from ..trailers import trailers
+from .judge import judge_proposals
 from .proposal import SELF_PATH, Proposal, normalize_text, serialize
 
 if TYPE_CHECKING:
-    from ..gitstore import Plan, Snapshot
     from ..settings import Settings
     from ..store import Store
 
@@ -62,11 +68,6 @@ def propose(
     """Store a signed proposal for a new ``self.md``. Under ``self_amend`` the panel judges
     it now when verification is eager for kind ``identity``, on ``verify --pending`` when
     lazy, and never when off."""
-    from ..model import check_ledger_ref
-    from ..panel.policy import IDENTITY_KIND
-    from ..settings import settings_for
-    from ..store import trailers
-
     settings = settings or settings_for(store)
     mode = settings.identity_policy
     if mode == "locked":
@@ -92,8 +93,6 @@ def propose(
     )
 
     def plan(now: Snapshot) -> Plan:
-        from ..gitstore import Plan
-
         if (now.blob_id(SELF_PATH) or "") != proposal.base:
             raise TransitionError(
                 "identity/self.md changed while this proposal was being made; propose again "
@@ -130,10 +129,6 @@ def propose(
             commit,
             note="the panel judges it against core on `truss-files verify --pending`",
         )
-    from ..errors import TrussError
-    from ..panel.eager import panel_store_for
-    from .judge import judge_proposals
-
     # The proposal is committed: a panel that cannot run leaves it pending, never undone.
     try:
         verifier = panel_store_for(store)

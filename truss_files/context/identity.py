@@ -20,9 +20,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pygit2
+
 from ..errors import EntryError, NotFound, TransitionError, UsageError
+from ..gitstore import Plan, Snapshot
 from ..model import Trust
+from ..settings import settings_for
+from ..signing import PublicKey
+from ..trailers import parse_trailers, trailers
 from .proposal import (
+    APPLIED,
     CORE_PATH,
     PENDING,
     PROPOSALS_DIR,
@@ -35,7 +42,6 @@ from .proposal import (
 )
 
 if TYPE_CHECKING:
-    from ..gitstore import Plan, Snapshot
     from ..settings import Settings
     from ..store import Store
 
@@ -58,8 +64,6 @@ def _text(snap: Snapshot, path: str) -> str:
 
 
 def roles(store: Store) -> tuple[str, set[str]]:
-    from ..signing import PublicKey
-
     return store.policy().roles_of(PublicKey.from_line(store.signer.public_line))
 
 
@@ -121,10 +125,6 @@ def _decide(
 ) -> tuple[Proposal, str]:
     """One signed commit that moves a pending proposal to ``status`` (and, for approved or
     passed, writes its text to self.md)."""
-    from ..gitstore import Plan
-    from ..store import trailers
-    from .proposal import APPLIED
-
     snap = store.snapshot()
     proposal_id = find(snap, ref).id
     result: list[Proposal] = []
@@ -171,8 +171,6 @@ def _decide(
 
 def approve(store: Store, ref: str, *, settings: Settings | None = None) -> dict[str, Any]:
     """An operator's approval: self.md becomes the proposal's text, in one signed commit."""
-    from ..settings import settings_for
-
     principal = require_operator(store, "approve an identity proposal")
     settings = settings or settings_for(store)
     if settings.identity_policy == "locked":
@@ -192,9 +190,6 @@ def decline(store: Store, ref: str) -> dict[str, Any]:
 
 def set_identity(store: Store, which: str, text: str) -> dict[str, Any]:
     """An operator's change of core.md or self.md, under any policy."""
-    from ..gitstore import Plan
-    from ..store import trailers
-
     if which not in IDENTITY_FILES:
         raise UsageError(f"'{which}' is not an identity file; use core or self")
     path = IDENTITY_FILES[which]
@@ -237,11 +232,6 @@ class Amendment:
 
 def log(store: Store) -> list[Amendment]:
     """Every commit on the branch that changed core.md or self.md, oldest first."""
-    import pygit2
-
-    from ..gitstore import Snapshot
-    from ..store import parse_trailers
-
     tip = store.git.tip()
     if tip is None:
         return []

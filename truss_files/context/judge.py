@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, TransitionError, TrussError, UsageError
 from ..panel.panel import FAIL, PASS
 from ..panel.policy import IDENTITY_KIND
+from ..panel.reviewers import Ballot, CheckReviewer, JudgeReviewer, build_reviewer
+from ..panel.verdict import check_verdict, sign_verdict
+from ..panel.workspace import Workspace
 from .identity import _decide, find, proposals, roles
 from .proposal import CORE_PATH, PENDING, SELF_PATH, Proposal, core_label
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
-    from ..panel.reviewers import Ballot
-    from ..panel.workspace import Workspace
     from ..settings import ReviewerSpec, Settings
     from ..store import Store
 
@@ -69,8 +70,6 @@ def judge_proposals(
     """Run the panel over the named (or all pending) proposals; sign with ``store``'s key,
     which must hold the panel role. Nothing runs unless the policy is self_amend and
     verification for kind ``identity`` is not off."""
-    from ..panel.workspace import Workspace
-
     if settings.identity_policy != "self_amend":
         raise UsageError(
             f'[identity] policy is "{settings.identity_policy}" (from '
@@ -114,8 +113,6 @@ def _judge_one(
     ws: Workspace,
     snap: Snapshot,
 ) -> Judged:
-    from ..panel.verdict import check_verdict, sign_verdict
-
     if proposal.status != PENDING:
         return Judged(proposal.id, "skipped", f"already {proposal.status}")
     if proposal.base != (snap.blob_id(SELF_PATH) or ""):
@@ -190,8 +187,6 @@ def _judge_one(
 def _ballot(
     spec: ReviewerSpec, settings: Settings, ws: Workspace, stdin: bytes, proposal_id: str
 ) -> Ballot:
-    from ..panel.reviewers import CheckReviewer, JudgeReviewer, build_reviewer
-
     reviewer = build_reviewer(spec, settings.timeout)
     env = ws.env({"TRUSS_PROPOSAL_ID": proposal_id, "TRUSS_ENTRY_KIND": IDENTITY_KIND})
     if isinstance(reviewer, JudgeReviewer):

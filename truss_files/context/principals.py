@@ -10,18 +10,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, UsageError
+from ..gitstore import Plan, Snapshot
 from ..model import Trust
+from ..trailers import trailers
+from .identity import roles
 from .proposal import check_principal, normalize_text, principal_path
 
 if TYPE_CHECKING:
-    from ..gitstore import Plan, Snapshot
     from ..store import Store
 
 
 def set_principal(store: Store, name: str, text: str) -> dict[str, Any]:
-    from ..store import trailers
-    from .identity import roles
-
     path = principal_path(name)
     data = normalize_text(text, f"the new {path}").encode()
     who, held = roles(store)
@@ -32,8 +31,6 @@ def set_principal(store: Store, name: str, text: str) -> dict[str, Any]:
         )
 
     def plan(now: Snapshot) -> Plan:
-        from ..gitstore import Plan
-
         if now.read(path) == data:
             raise UsageError(f"{path} already holds this text; nothing to change")
         message = f"truss: set {path}\n\n" + trailers(op="principal-set", principal=name)

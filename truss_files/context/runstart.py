@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final
 
 from ..errors import StoreError, UsageError
+from ..gitdir import GitDir
+from ..tools.runs import check_run_id
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -49,14 +51,10 @@ class RunStart:
 
 
 def _folder(store: Store) -> str:
-    from ..gitdir import GitDir
-
     return os.path.join(GitDir.discover(store.git.git_dir).cache_str, "context", "runs")
 
 
 def _path(store: Store, run: str) -> str:
-    from ..tools.runs import check_run_id
-
     return os.path.join(_folder(store), f"{check_run_id(run)}.json")
 
 

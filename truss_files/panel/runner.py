@@ -20,8 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..authority import resolve_check
 from ..errors import ConfigError, TransitionError, UntrustedHistory, UsageError
 from ..model import Entry, Trust
+from ..settings import settings_for
+from ..signing import PublicKey
+from ..trailers import parse_trailers
 from .panel import FAIL, PASS, Decision, Panel, Quorum
 from .report import Outcome, Report
 from .reviewers import (
@@ -58,8 +62,6 @@ def reviewers_for(
     A name runs the command ``defined`` (truss.toml's ``[panel.checks]`` at the commit the
     run reads) gives it; any other name or text runs nothing and abstains with the reason
     (``authority.resolve_check``). Without ``defined`` no check is defined."""
-    from ..authority import resolve_check
-
     found: list[Reviewer] = []
     if settings.entry_checks:
         for name in entry.checks:
@@ -76,8 +78,6 @@ def reviewers_for(
 
 
 def _require_panel(store: Store) -> None:
-    from ..signing import PublicKey
-
     key = PublicKey.from_line(store.signer.public_line)
     principal, roles = store.policy().roles_of(key)
     if "panel" not in roles:
@@ -388,8 +388,6 @@ def verify(
     on_done: OnDone | None = None,
 ) -> Report:
     """Run the panel over the named (or all pending) unverified entries."""
-    from ..settings import settings_for
-
     settings = settings or settings_for(store)
     _require_on(settings, "verify")
     entries = _select(store, ids, pending, Trust.UNVERIFIED, "--pending")
@@ -412,8 +410,6 @@ def recheck(
     """Re-run the checks of verified entries (``--all``) or of the named verified or stale
     ones: a FAIL demotes to stale with the FAIL verdict in the commit; a named stale entry
     that passes is verified again."""
-    from ..settings import settings_for
-
     settings = settings or settings_for(store)
     _require_on(settings, "recheck")
     named = bool(ids)
@@ -427,8 +423,6 @@ def recheck(
 
 def failed_recheck(store: Store, ref: str) -> Verdict | None:
     """The FAIL verdict of the latest re-check that demoted this entry, from its commit."""
-    from ..store import parse_trailers
-
     for item in reversed(store.log(ref)):
         if item.op != "demote":
             continue

@@ -20,7 +20,8 @@ from typing import Any
 
 from ..config import VERDICT_NAMESPACE, TrustPolicy
 from ..errors import KeylessError, SignatureError, UsageError, VerdictError
-from ..signing import Signer
+from ..signing import Signer, keyless
+from .panel import parse_quorum_text, tally
 
 OUTCOMES = ("PASS", "FAIL")
 # A vote may also be ABSTAIN: a reviewer that could not judge (a hang, a crash, a garbled
@@ -150,8 +151,6 @@ def sign_keyless_verdict(
     now: str,
 ) -> Verdict:
     """A verdict signed with sigstore by the identity of ``token`` (or the ambient one)."""
-    from ..signing import keyless
-
     if outcome not in OUTCOMES:  # before the token is read
         raise VerdictError(f"outcome must be PASS or FAIL, not {outcome!r}")
     identity, raw = keyless.token_identity(token)
@@ -230,8 +229,6 @@ def check_keyless(verdict: Verdict, policy: TrustPolicy) -> Any:
     """Raise unless a keyless verdict's bundle proves that its signer -- a sigstore principal
     holding the panel role -- signed exactly this verdict. Returns what the bundle says
     (identity, issuer, log index). Offline, against the policy's trusted root."""
-    from ..signing import keyless
-
     what = f"verdict {verdict.id}"
     try:
         claimed = keyless.KeylessIdentity.parse(verdict.signer)
@@ -266,8 +263,6 @@ def check_votes(verdict: Verdict) -> None:
     A panel key could sign a PASS over FAIL votes by mistake; the record must agree with
     itself. Quorum texts other than ``K-of-N`` (none are written today) are not tallied.
     """
-    from .panel import parse_quorum_text, tally
-
     quorum = parse_quorum_text(verdict.quorum)
     if quorum is None:
         return
