@@ -92,11 +92,11 @@ def test_the_package_names_load_on_first_use() -> None:
         "from truss_files import Entry, UsageError\n"
         "import truss_files.model as model\n"
         "assert Entry is model.Entry and truss_files.Entry is Entry\n"
-        "assert 'truss_files.store' not in sys.modules\n"
+        "assert 'truss_files.facade' not in sys.modules\n"
         "print(truss_files.MemoryStore.__module__)\n"
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "truss_files.store"
+    assert done.stdout.strip() == "truss_files.facade"
 
 
 def test_a_query_loads_only_its_command_module(store: MemoryStore) -> None:
@@ -128,6 +128,7 @@ OFF_THE_QUERY_PATH = (
     "truss_files.tools.tipconfig",
     "truss_files.recall.salience",
     "truss_files.settings",
+    "truss_files.facade",
     "truss_files.store",
     "truss_files.gitstore",
     "truss_files.config",
