@@ -7,6 +7,8 @@ the dispatcher, the run context and the registry (threading, tomllib, seven data
 
 from __future__ import annotations
 
+import importlib
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -37,8 +39,6 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value  # once: later lookups find it without this function
     return value

@@ -38,14 +38,21 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from ..authority import trainers
 from ..errors import ConfigError, NotFound, TrussError, UsageError
+from ..gitdir import GitDir
 from ..model import Entry, Kind, Trust
+from ..recall.bounds import query_terms
+from ..recall.engine import search_snapshot
 from ..recall.pipeline import Filter
+from .query import recall_mode
 from .registry import Annotations, Tool, register
+from .runlinks import key_principal, run_view
 from .schema import check_input, check_json
 from .scope import read_areas, require_context, source_event
 
@@ -137,12 +144,6 @@ def ask(
 def _own_proof(store: Store, flt: Filter, run_id: str | None) -> Filter:
     """Who proves a note below the floor: the trainers (a task's own notes) and, in a run,
     the run's principal (``authority``, a run's own notes)."""
-    import dataclasses
-
-    from ..authority import trainers
-    from ..gitdir import GitDir
-    from .runlinks import key_principal, run_view
-
     roles = store.config(store.snapshot()).roles()
     flt = dataclasses.replace(flt, area_writers=trainers(roles))
     if run_id is None:
@@ -166,9 +167,6 @@ def _read(
     mode: str | None,
     deadline: float | None,
 ) -> tuple[Snapshot, int | None, list[Entry], list[Entry]]:
-    from ..recall.bounds import query_terms
-    from ..recall.engine import search_snapshot
-
     query_terms(purpose)  # an over-long purpose is the caller's to fix, not "unavailable"
     try:
         snap = store.snapshot()
@@ -363,8 +361,6 @@ def _unavailable(reason: str, applied: Any) -> dict[str, Any]:
 
 
 def memory_ask(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
-    from .query import recall_mode
-
     return ask(call.store, call.context, inp, run_id=call.run_id, mode=recall_mode(call))
 
 

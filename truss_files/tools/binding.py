@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, UsageError
 from ..model import Entry, Kind, Trust, body_size
+from .dispatch import seq_of
 from .memory_paths import (
     DEFAULT_KIND,
     KIND_SEGMENTS,
@@ -105,8 +106,6 @@ class View:
 
     @classmethod
     def build(cls, call: Call, entries: Iterable[Entry]) -> View:
-        from .dispatch import seq_of
-
         best: dict[tuple[Kind, str], tuple[tuple[Any, ...], Entry, bool]] = {}
         reader = call.reader()  # memory.scope: another agent's notes are no file here
         for entry in entries:
@@ -156,6 +155,7 @@ class View:
 
 def _scan(call: Call, snap: Snapshot, kinds: Iterable[Kind], key: str | None) -> list[Entry]:
     """Entries that might be visible, read cheaply: a byte test before each full parse."""
+    # entryfile (yaml) stays off the cold read path.
     from .. import entryfile
 
     # The run's own and the runs it shares notes with (which of them are its own is decided

@@ -16,13 +16,23 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..authority import is_own, viewer
 from ..errors import TrussError, UsageError
+from ..gitdir import GitDir
 from ..model import Entry, Trust
 from ..scope import Reader
 from .context import RunContext
 from .registry import Serving, Tool, UnknownTool
+from .runlinks import link_run, run_view
+from .runs import CALL_ID, RunLedger, check_run_id, memo_key
 from .schema import check_input, check_json
-from .tipconfig import ConfigLike, has_layers_above_store, tip_config, user_config_file
+from .tipconfig import (
+    ConfigLike,
+    has_layers_above_store,
+    require_store,
+    tip_config,
+    user_config_file,
+)
 
 if TYPE_CHECKING:
     from ..authority import RunView
@@ -113,6 +123,7 @@ class Call:
         → ``[agents.NAME]`` → contract. With the store open, truss.toml is read at this call's
         snapshot through ``settings_for``, as the CLI's commands read it; before, at the branch
         tip through the cheap reader, so a cold read stays off pygit2."""
+        # settings (and the panel policy it reads) load only when a call asks for them.
         from ..settings import load_settings, settings_for
 
         session = self.session
@@ -174,16 +185,13 @@ class Call:
         if self.run_id is None:
             return None
         if self._run_view is None:
-            from ..gitdir import GitDir
-            from .runlinks import run_view
-
             git = GitDir.discover(self.path)
             self._run_view = run_view(git, self.run_id, self.session.own_principal())
         return self._run_view
 
     def writer_of(self, entry: Entry) -> str | None:
         """The principal whose verified signature added ``entry`` (``writers``)."""
-        from ..gitdir import GitDir
+        # writers checks signatures (config, gitstore, signing): only a run's own notes ask.
         from ..writers import writers
 
         snap = self.snapshot()
@@ -196,8 +204,6 @@ class Call:
         """This run's own unverified note, proven by signature (``authority.is_own``)."""
         if self.run_id is None or entry.trust is not Trust.UNVERIFIED:
             return False
-        from ..authority import is_own
-
         view = self.run_view()
         if view is None or view.principal is None:
             return False
@@ -229,6 +235,7 @@ def seq_of(entry: Entry, run_id: str) -> int:
 
 def own_entries(snap: Snapshot, run_id: str) -> list[Entry]:
     """Entries this run produced: a byte scan for its ledger prefix, then a full parse."""
+    # entryfile (yaml) stays off the cold read path.
     from .. import entryfile
 
     needle = f"run:{run_id}/".encode()
@@ -267,8 +274,6 @@ class ToolSession:
         contract: str | os.PathLike[str] | None = None,
         parent: str | None = None,
     ) -> None:
-        from .runs import check_run_id
-
         if (durable or replay) and not run_id:
             raise UsageError("a durable run needs a run id: pass --run RUN_ID with --durable")
         # ``store``: an open Store, a path, or a function that opens one (the CLI's,
@@ -322,8 +327,6 @@ class ToolSession:
         """A git repository without a store is an error for every tool, reads included (an
         empty answer there would read as "nothing matches"); checked once per session."""
         if self._store is None and not self._store_checked:
-            from .tipconfig import require_store
-
             require_store(self.path)
             self._store_checked = True
 
@@ -332,15 +335,11 @@ class ToolSession:
         which in a durable run must be the one its ledger names (``authority.viewer``);
         None without a usable key. Asked once per session."""
         if self._principal is None:
-            from ..authority import viewer
-
             key: str | None = None
             ledger: str | None = None
             try:
                 key = self.store.principal()
                 if self.durable and self.run_id:
-                    from .runs import RunLedger
-
                     chain = RunLedger(self.store, self.run_id).verified()
                     ledger = chain.principal if chain.links else None
             except TrussError:
@@ -352,8 +351,6 @@ class ToolSession:
         """Record this run as a child of ``parent`` (``runlinks``), once per session."""
         if self.parent is None or self.run_id is None or self._linked:
             return
-        from .runlinks import link_run
-
         link_run(self.store, self.run_id, self.parent, self.own_principal())
         self._linked = True
 
@@ -402,8 +399,6 @@ class ToolSession:
                 return Outcome.failed(tool.name, exc, text_result=tool.text_result)
 
     def _call(self, tool: Tool, tool_input: Any, call_id: str | None) -> Outcome:
-        from .runs import CALL_ID, RunLedger, memo_key
-
         ledger = RunLedger(self.store, self.run_id) if self.durable and self.run_id else None
         if ledger is None:
             return self._live(tool, tool_input, call_id)
@@ -493,6 +488,7 @@ def check_name(name: Any) -> None:
 
 
 def _open_store(path: str | os.PathLike[str]) -> Store:
+    # The store (pygit2, cryptography, yaml) opens only when a call needs more than the index.
     from ..store import Store
 
     return Store(path)

@@ -25,13 +25,20 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, NotFound, UsageError
 from ..model import Entry, Kind, Trust
+from ..panel.conflicts import find_conflicts
 from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+from ..recall.engine import (
+    RecallResult,
+    related_snapshot,
+    run_deleted_snapshot,
+    search,
+    search_snapshot,
+)
 from ..recall.pipeline import Filter
 from ..views import entry_view
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
-    from ..recall.engine import RecallResult
     from .dispatch import Call
     from .tipconfig import ConfigLike
 
@@ -147,8 +154,6 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     """The recall engine over this call's snapshot (through the index cache under .git/truss/):
     the filter first — trust floor, kind, key, the run's own unverified writes let through,
     tombstones left out — then ranking in the recall mode of the settings."""
-    from ..recall.engine import search, search_snapshot
-
     # A run's own pending deletes hide what they delete from that run, as its memory view does.
     # Own notes and deletes are proven by signature (``authority``): the run's principal.
     view = call.run_view()
@@ -175,8 +180,6 @@ def _conflicts(returned: list[Entry], related: list[Entry]) -> list[dict[str, An
     """The optional ``conflicts`` field, as the CLI's ``query`` builds it."""
     if not related:
         return []
-    from ..panel.conflicts import find_conflicts
-
     return [c.to_dict() for c in find_conflicts(returned, related)]
 
 
@@ -234,14 +237,13 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     filtered: list[str] = []
     missing: list[str] = []
     seen: set[str] = set()
+    # entryfile (yaml) stays off the cold memory_query path; memory_view opens the store.
     from .. import entryfile
 
     # The run's own pending deletes: gone for this run, as in its memory view and queries.
     deleted: frozenset[str] = frozenset()
     run_view = call.run_view()
     if run_view is not None:
-        from ..recall.engine import run_deleted_snapshot
-
         deleted = run_deleted_snapshot(call.store, snap, run_view)
 
     for ref in refs:
@@ -276,8 +278,6 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     if withheld:
         out["withheld"] = withheld
     if any(e.trust is Trust.VERIFIED and e.superseded_by is None for e in shown):
-        from ..recall.engine import related_snapshot
-
         conflicts = _conflicts(shown, related_snapshot(call.store, snap, shown))
         if conflicts:
             out["conflicts"] = conflicts

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import SignatureError, TrussError
+from ..trailers import parse_trailers
 
 if TYPE_CHECKING:
     import pygit2
@@ -207,10 +208,10 @@ def check_chain(
 
 
 def _read_link(repo: pygit2.Repository, oid: str, run_id: str) -> Link:
+    # pygit2 and the signing stack (cryptography) stay off the cold read path.
     import pygit2
 
     from ..signing import verify
-    from ..store import parse_trailers
 
     try:
         commit = repo[oid]
@@ -278,6 +279,7 @@ def check_mark(git_dir: Path, ref: str, chain: Chain, mark: Mark | None) -> None
 
 def check_reflog(repo: pygit2.Repository, ref: str, chain: Chain) -> None:
     """Every commit the ref's reflog says it pointed at must be in today's chain."""
+    # pygit2 stays off the cold read path this module is on.
     import pygit2
 
     reference = repo.references.get(ref)
@@ -305,10 +307,11 @@ def check_reflog(repo: pygit2.Repository, ref: str, chain: Chain) -> None:
 
 def raise_mark(git_dir: Path, run_id: str, tip: str, seq: int) -> None:
     """Record ``tip`` as the newest call seen, unless a newer one is recorded already."""
-    from ..gitstore import _lock
+    # The lock (gitlocks: random, a dataclass) is only for a durable run, not a cold read.
+    from ..gitlocks import flock
 
     path = mark_path(git_dir, run_id)
-    with _lock(git_dir, "runs.lock"):
+    with flock(git_dir, "runs.lock"):
         try:
             current = read_mark(git_dir, run_id)
         except ProvenanceError:

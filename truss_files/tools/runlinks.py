@@ -21,10 +21,11 @@ import threading
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..authority import RunView
-from ..errors import Forbidden, UsageError
+from ..errors import Forbidden, TrussError, UsageError
+from ..gitdir import GitDir
+from .runs import RUN_REF_PREFIX, RunLedger, check_run_id
 
 if TYPE_CHECKING:
-    from ..gitdir import GitDir
     from ..store import Store
 
 __all__ = ["Link", "children", "link", "link_run", "parent"]
@@ -71,8 +72,6 @@ def link(git: GitDir, child: str, parent_run: str, principal: str) -> bool:
     """Record ``child`` as a child of ``parent_run``, made by ``principal``. True when this
     call made the link, False when it was there already; refuses another parent, a run as
     its own parent, and a parent whose runs another principal recorded."""
-    from .runs import check_run_id
-
     check_run_id(child)
     check_run_id(parent_run)
     if child == parent_run:
@@ -124,9 +123,6 @@ def _settled(git: GitDir, child: str, parent_run: str) -> bool:
 def link_run(store: Store, child: str, parent_run: str, principal: str | None) -> bool:
     """``link`` for a call signed by ``principal`` (the calling key's): refused without a
     key, and when the parent is a durable run whose ledger names another principal."""
-    from ..gitdir import GitDir
-    from .runs import RUN_REF_PREFIX, RunLedger, check_run_id
-
     check_run_id(parent_run)
     if principal is None:
         raise Forbidden(
@@ -145,8 +141,6 @@ def link_run(store: Store, child: str, parent_run: str, principal: str | None) -
 
 def key_principal(store: Store) -> str | None:
     """The principal of the key this store signs with, None without a usable one."""
-    from ..errors import TrussError
-
     try:
         return store.principal()
     except TrussError:

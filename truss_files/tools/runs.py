@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, NotFound, SignatureError, TrussError, UsageError
+from ..gitdir import GitDir
+from ..trailers import parse_trailers, stamp, trailers
 from .runchain import (
     PROVENANCE_MESSAGE as PROVENANCE_MESSAGE,
 )
@@ -237,13 +239,12 @@ class RunLedger:
 
     def _common_dir(self) -> Path:
         """Where the mark and the reflog live: beside the refs, which linked work trees share."""
-        from ..gitdir import GitDir
-
         if self._common is None:
             self._common = GitDir.discover(self.store.git.git_dir).common
         return self._common
 
     def _read_tip(self) -> pygit2.Commit | None:
+        # pygit2 stays off the cold read path this module is on.
         import pygit2
 
         try:
@@ -274,8 +275,6 @@ class RunLedger:
         replay_of: int | None = None,
         parent: str | None = None,
     ) -> LedgerEntry:
-        from ..store import stamp, trailers
-
         # Key order is kept (not sorted): a replay hands back the very object the model saw.
         memo = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
         entry = LedgerEntry(
@@ -494,8 +493,6 @@ def list_runs(store: Store) -> list[RunSummary]:
 
 
 def _trailers(commit: pygit2.Commit) -> dict[str, list[str]]:
-    from ..store import parse_trailers
-
     return parse_trailers(commit.message)
 
 
@@ -512,6 +509,7 @@ def _seq_of(commit: pygit2.Commit) -> int:
 
 def _blob(repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> bytes:
     """The blob at ``path`` in ``commit``'s tree; KeyError when absent."""
+    # pygit2 stays off the cold read path this module is on.
     import pygit2
 
     try:

@@ -49,8 +49,27 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import TrussError
-from ..model import MAX_BODY, Entry, Kind, Layer, Provenance, Trust, body_size, normalize_body
+from ..errors import NotFound, TrussError, UntrustedHistory, UsageError
+from ..gitdir import GitDir
+from ..model import (
+    MAX_BODY,
+    Entry,
+    Kind,
+    Layer,
+    Provenance,
+    Trust,
+    body_size,
+    check_key,
+    normalize_body,
+)
+from ..readgate import check_write
+from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+from ..recall.docs import entry_of
+from ..recall.engine import Searcher, search_snapshot
+from ..recall.pipeline import Filter
+from ..recall.tokenize import tokenize
+from ..trailers import trailers
+from ..views import entry_view
 from .registry import Annotations, Tool, register
 from .schema import check_input, check_json
 from .scope import (
@@ -64,6 +83,7 @@ from .scope import (
     scope_of,
     source_event,
 )
+from .write import TOMBSTONE_MARK
 
 if TYPE_CHECKING:
     from ..gitstore import Plan, Snapshot
@@ -154,9 +174,6 @@ def train(
 
 def _trusted(store: Store) -> None:
     """Refuse on a history the audit rejects: nothing is stored (or said to be) on it."""
-    from ..errors import UntrustedHistory
-    from ..readgate import check_write
-
     tip = store.git.tip()
     try:
         check_write(store.git, str(tip.id) if tip is not None else None, store.environ)
@@ -214,8 +231,6 @@ def _note(
             provenance=Provenance(produced_by=produced, sources=sources),
             supersedes=supersedes,
         )
-        from ..model import check_key
-
         check_key(entry.key)
     except TrussError as exc:
         raise _Refused(exc.message) from None
@@ -223,8 +238,6 @@ def _note(
 
 
 def _check_body(body: str) -> None:
-    from .write import TOMBSTONE_MARK
-
     if not body:
         raise _Refused("the body is empty; a note needs the text of what was learned")
     size = body_size(body)
@@ -313,8 +326,6 @@ def _check_supersedes(
             'a correction names the note it corrects: give "supersedes": {"entryId": "<id>"} '
             "(find the id with memory.ask)"
         )
-    from ..errors import NotFound, UsageError
-
     ref = str(wanted["entryId"])
     try:
         target = store.get(ref)
@@ -343,11 +354,6 @@ def _check_supersedes(
 def _overlap(store: Store, ctx: RunContext, entry: Entry) -> float:
     """The highest Jaccard similarity of the note's word set with a live note of its layer
     and part, among the few the recall index ranks closest (so the cost stays bounded)."""
-    from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
-    from ..recall.engine import search_snapshot
-    from ..recall.pipeline import Filter
-    from ..recall.tokenize import tokenize
-
     words = set(tokenize(entry.body))
     area = home(ctx, entry.layer)
     if not words or area is None:
@@ -372,9 +378,9 @@ def _overlap(store: Store, ctx: RunContext, entry: Entry) -> float:
 
 def _commit(store: Store, entry: Entry, repeat: tuple[str, str | None]) -> tuple[Entry, bool]:
     """One signed commit adding ``entry``, unless a note for the same source is there."""
+    # entryfile (yaml) and gitstore (pygit2) stay off the cold read path this module is on.
     from .. import entryfile
     from ..gitstore import Plan
-    from ..store import trailers
 
     found: list[Entry] = []
 
@@ -406,10 +412,6 @@ def _stored(
     Looked up in the recall index's (kind, key) groups at ``snap``'s tree: a walk of every
     note file cost ~200 ms per train at 2k notes and grew with the store; the index follows
     the tree by its diff. If the index cannot be read, the walk answers instead."""
-    from ..gitdir import GitDir
-    from ..recall.docs import entry_of
-    from ..recall.engine import Searcher
-
     key, produced = repeat
     try:
         searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
@@ -436,6 +438,7 @@ def _stored(
 
 
 def _walk(snap: Snapshot, key: str) -> Iterator[Entry]:
+    # entryfile (yaml) stays off the cold read path this module is on.
     from .. import entryfile
 
     needle = entryfile.key_line(key)
@@ -446,8 +449,6 @@ def _walk(snap: Snapshot, key: str) -> Iterator[Entry]:
 
 
 def _view(entry: Entry) -> dict[str, Any]:
-    from ..views import entry_view
-
     data = entry_view(entry, full=True)
     source = source_event(entry)
     data["sourceEventId"] = source[0] if source else None

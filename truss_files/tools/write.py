@@ -39,6 +39,8 @@ from ..model import (
     check_key,
     normalize_body,
 )
+from ..scope import stamp
+from ..trailers import trailers
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
@@ -82,8 +84,6 @@ def new_entry(
     if body_size(text) > MAX_BODY:
         raise UsageError(f"the text is {body_size(text)} bytes; the limit is {MAX_BODY}")
     store = call.store
-    from ..scope import stamp
-
     return Entry(
         kind=kind,
         key=key,
@@ -112,10 +112,11 @@ class Committed:
 def commit_entries(call: Call, entries: Sequence[Entry], summary: str) -> Committed:
     """One signed commit adding ``entries`` (all unverified; present ones are left alone),
     then the panel on the new ones whose kind the verification policy makes eager."""
+    # entryfile (yaml), gitstore (pygit2) and the panel (the store, settings) load only on a
+    # write, never on the cold read path this module is on.
     from .. import entryfile
     from ..gitstore import Plan, Snapshot
     from ..panel.eager import verify_written
-    from ..store import trailers
 
     # Read before the commit, as the CLI's write_entry does: a broken settings file fails the
     # write whole instead of leaving it half done.
