@@ -71,8 +71,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .authority import CHECKS_TABLE, defined_checks
 from .errors import ConfigError, UsageError
 from .model import CONFLICT_POLICIES, Kind
-from .panel.panel import Quorum
 from .panel.policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_name
+from .quorum import Quorum
 from .scope import MEMORY_SCOPES
 
 if TYPE_CHECKING:

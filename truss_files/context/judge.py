@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, TransitionError, TrussError, UsageError
-from ..panel.panel import FAIL, PASS
 from ..panel.policy import IDENTITY_KIND
 from ..panel.reviewers import Ballot, CheckReviewer, JudgeReviewer, build_reviewer
 from ..panel.verdict import check_verdict, sign_verdict
 from ..panel.workspace import Workspace
+from ..quorum import FAIL, PASS
 from .identity import _decide, find, proposals, roles
 from .proposal import CORE_PATH, PENDING, SELF_PATH, Proposal, core_label
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..quorum import ABSTAIN, FAIL, PASS, VOTES
 from ..views import entry_view
-from .panel import ABSTAIN, FAIL, PASS, VOTES
 
 if TYPE_CHECKING:
     from ..model import Entry

@@ -20,8 +20,8 @@ from typing import Any
 
 from ..config import VERDICT_NAMESPACE, TrustPolicy
 from ..errors import KeylessError, SignatureError, UsageError, VerdictError
+from ..quorum import parse_quorum_text, tally
 from ..signing import Signer, keyless
-from .panel import parse_quorum_text, tally
 
 OUTCOMES = ("PASS", "FAIL")
 # A vote may also be ABSTAIN: a reviewer that could not judge (a hang, a crash, a garbled
