@@ -608,7 +608,7 @@ def _semantic(
 
 
 def _relevance(tmp: Path, tables: Sequence[SideBySide]) -> list[Figure]:
-    from truss_files.recall.evaluate import evaluate, load_corpus, load_queries
+    from benchmarks.evaluate import evaluate, load_corpus, load_queries
 
     from .bench_semantic import SETS, measure_relevance
 

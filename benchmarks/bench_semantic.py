@@ -3,7 +3,7 @@
 * **cold CLI semantic query p50** at 10k notes (vectors already cached, as after the first
   semantic query): ``truss-files --store S query Q --mode semantic`` as a new process beside
   ``python -c pass``, alternated run by run (``measure_pair``); target: under 3x.
-* **relevance** (``truss_files.recall.evaluate``): recall@5 and MRR@10 of plain BM25 (no
+* **relevance** (``benchmarks.evaluate``): recall@5 and MRR@10 of plain BM25 (no
   stemming, no analysis), BM25 with acronyms, exact (that and related words), semantic and
   hybrid, on ``tests/relevance`` and on
   ``tests/relevance/hard`` -- its dev questions (the ones methods were chosen on) and its
@@ -117,7 +117,7 @@ def measure_relevance(
     sets: Sequence[tuple[str, Path, Path]] = SETS,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """``{set: {mode: evaluate(...)}}`` for every set of ``sets`` (name, corpus, queries)."""
-    from truss_files.recall.evaluate import (
+    from benchmarks.evaluate import (
         bm25_rank_fn,
         evaluate,
         hybrid_rank_fn,

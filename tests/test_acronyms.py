@@ -8,7 +8,7 @@ from test_recall_support import promote
 
 from truss_files.model import Trust
 from truss_files.recall.acronyms import MAX_EXPANSIONS, Glossary, definitions
-from truss_files.recall.engine import Searcher
+from gated import Searcher
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.tokenize import tokenize
 from truss_files.store import MemoryStore

@@ -19,7 +19,8 @@ from truss_files.faces import cli as cli_module
 from truss_files.faces import cli_app
 from truss_files.faces.query import FLOORS, MODES
 from truss_files.model import Kind
-from truss_files.recall.engine import RECALL_MODES, search
+from truss_files.recall.engine import RECALL_MODES
+from gated import search
 from truss_files.recall.pipeline import Filter
 from truss_files.store import MemoryStore
 

@@ -26,7 +26,7 @@ from truss_files.errors import StoreError, UntrustedHistory
 from truss_files.model import Trust, content_id
 from truss_files.recall import index as index_module
 from truss_files.recall.docs import TRUST_CODE
-from truss_files.recall.engine import Searcher, search
+from gated import Searcher, search
 from truss_files.gitdir import GitDir
 from truss_files.recall.index import Index
 from truss_files.recall.pipeline import Filter
@@ -224,7 +224,7 @@ def test_linked_worktree_shares_the_cache(store: MemoryStore, git: Callable[...,
 
 
 def test_snapshot_queries_an_older_commit(store: MemoryStore) -> None:
-    from truss_files.recall.engine import search_snapshot
+    from gated import search_snapshot
 
     promote(store, store.write("fact", "db", "Postgres 15 in production."))
     old = store.snapshot()

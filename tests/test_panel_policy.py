@@ -16,7 +16,7 @@ from truss_files.model import Trust
 from truss_files.panel.policy import VerificationPolicy, verify_written, write_entry
 from truss_files.panel.runner import recheck, verify
 from truss_files.panel.verdict import Verdict, check_verdict
-from truss_files.recall.engine import search
+from gated import search
 from truss_files.recall.pipeline import Filter
 from truss_files.settings import settings_for
 from truss_files.signing import Ed25519Signer

@@ -21,7 +21,7 @@ from test_recall_support import (
 
 from truss_files.model import Kind, Layer, Trust
 from truss_files.recall.docs import document_tokens
-from truss_files.recall.engine import Searcher
+from gated import Searcher
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.tokenize import tokenize
 from truss_files.store import MemoryStore

@@ -23,7 +23,7 @@ from test_recall_support import (
 
 from truss_files.model import Entry, Kind, Layer, Trust
 from truss_files.recall import lexical as lexical_module
-from truss_files.recall.engine import Searcher
+from gated import Searcher
 from truss_files.recall.pipeline import Area, Filter
 from truss_files.store import MemoryStore
 

@@ -284,6 +284,7 @@ class MemoryStore:
         """Rank entries at or above ``min_trust`` at the branch tip (filter, then BM25 over
         the candidates, through the recall index and the read gate). ``reader`` applies
         ``memory.scope`` (``scope.Reader``); None reads every scope, as a reviewer does."""
+        from .readgate import refusal
         from .recall.engine import search_snapshot
         from .recall.pipeline import Filter
 
@@ -303,7 +304,9 @@ class MemoryStore:
             reader=reader,
         )
         salience = str(config.get("policy", "salience", "off"))
-        return search_snapshot(self, snap, text, flt, limit, mode=mode, salience=salience)
+        return search_snapshot(
+            self, snap, text, flt, limit, gate=refusal, mode=mode, salience=salience
+        )
 
     def view(
         self,

@@ -106,7 +106,7 @@ sys.path.insert(0, sys.argv[4])
 from test_damage_attacks import damage_caches
 from truss_files.errors import IndexUnavailable
 from truss_files.model import Trust
-from truss_files.recall.engine import Searcher
+from gated import Searcher
 from truss_files.recall.pipeline import Filter
 
 store, how, mode = sys.argv[1], sys.argv[2], sys.argv[3]

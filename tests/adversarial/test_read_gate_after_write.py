@@ -26,7 +26,7 @@ from truss_files.gitstore import Plan, Snapshot
 from truss_files.initstore import init_store
 from truss_files.model import Entry, Trust
 from truss_files.readgate import CACHE_NAME, FORMAT, refusal
-from truss_files.recall.engine import search
+from gated import search
 from truss_files.gitdir import GitDir
 from truss_files.recall.pipeline import Filter
 from truss_files.signing import Ed25519Signer

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from truss_files.errors import UsageError
 from truss_files.model import check_key
 from truss_files.recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS, query_terms
-from truss_files.recall.engine import search
+from gated import search
 from truss_files.recall.pipeline import Filter
 from truss_files.store import MemoryStore
 from truss_files.tools import RunContext, ToolSession

@@ -39,6 +39,7 @@ def run_query(
     mode and memory scope not given come from the layered settings, as ``config show`` prints
     them and the read tools use them."""
     from ..model import Kind, Layer, Trust
+    from ..readgate import refusal
     from ..recall.engine import search
     from ..recall.pipeline import Filter
     from ..tools.storeprobe import require_store
@@ -63,7 +64,7 @@ def run_query(
         layers=frozenset({Layer(layer)}) if layer else None,
         reader=reader,
     )
-    result = search(store, text, flt, limit, mode=mode)
+    result = search(store, text, flt, limit, gate=refusal, mode=mode)
     hits = result.hits
     data: dict[str, Any] = {
         "recall_mode": result.mode,

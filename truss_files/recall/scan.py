@@ -50,10 +50,9 @@ from ..model import (
     entry_path,
     normalize_body,
 )
-from .docs import Meta, doc_meta, fields_meta
 from .verdict import VerdictBlock
 
-__all__ = ["scan", "scan_meta", "verdict_block"]
+__all__ = ["scan", "verdict_block"]
 
 
 _KINDS: Final = {k.value: k for k in Kind}
@@ -115,18 +114,6 @@ def scan(data: bytes, path: str) -> Entry:
         from .. import entryfile  # YAML: only for files off the canonical layout
 
         return entryfile.parse(data, path)
-
-
-def scan_meta(data: bytes, path: str) -> tuple[str, str, Meta]:
-    """``(key, body, docs.doc_meta(entry))`` of the entry ``scan`` reads, without making the
-    ``Entry`` on the fast path (an index rebuild needs nothing else of it)."""
-    try:
-        fields = _fields(data, path)
-    except _Slow:
-        entry = scan(data, path)
-        return entry.key, entry.body, doc_meta(entry)
-    kind, key, body, trust, layer, *rest = fields
-    return key, body, fields_meta(kind._value_, key, body, trust._value_, layer._value_, *rest)
 
 
 def _fast(data: bytes, path: str) -> Entry:

@@ -166,6 +166,7 @@ def _read(
     mode: str | None,
     deadline: float | None,
 ) -> tuple[Snapshot, int | None, list[Entry], list[Entry]]:
+    from ..readgate import refusal
     from ..recall.bounds import query_terms
     from ..recall.engine import search_snapshot
 
@@ -174,7 +175,7 @@ def _read(
         snap = store.snapshot()
         chars = _budget(store, snap) if budget == "config" else budget
         _check_time(deadline)
-        result = search_snapshot(store, snap, purpose, flt, limit, mode=mode)
+        result = search_snapshot(store, snap, purpose, flt, limit, gate=refusal, mode=mode)
         _check_time(deadline)
     except (UsageError, ConfigError):
         raise

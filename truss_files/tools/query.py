@@ -147,6 +147,7 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     """The recall engine over this call's snapshot (through the index cache under .git/truss/):
     the filter first — trust floor, kind, key, the run's own unverified writes let through,
     tombstones left out — then ranking in the recall mode of the settings."""
+    from ..readgate import refusal
     from ..recall.engine import search, search_snapshot
 
     # A run's own pending deletes hide what they delete from that run, as its memory view does.
@@ -165,10 +166,17 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     salience = call.salience()
     if call.store_open:
         return search_snapshot(
-            call.store, call.snapshot(), text, flt, limit, mode=mode, salience=salience
+            call.store,
+            call.snapshot(),
+            text,
+            flt,
+            limit,
+            gate=refusal,
+            mode=mode,
+            salience=salience,
         )
     # A cold read: the index at the branch tip, without opening the store (no pygit2).
-    return search(call.path, text, flt, limit, mode=mode, salience=salience)
+    return search(call.path, text, flt, limit, gate=refusal, mode=mode, salience=salience)
 
 
 def _conflicts(returned: list[Entry], related: list[Entry]) -> list[dict[str, Any]]:
@@ -243,9 +251,10 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     deleted: frozenset[str] = frozenset()
     run_view = call.run_view()
     if run_view is not None:
+        from ..readgate import refusal
         from ..recall.engine import run_deleted_snapshot
 
-        deleted = run_deleted_snapshot(call.store, snap, run_view)
+        deleted = run_deleted_snapshot(call.store, snap, run_view, gate=refusal)
 
     for ref in refs:
         try:
@@ -279,9 +288,10 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     if withheld:
         out["withheld"] = withheld
     if any(e.trust is Trust.VERIFIED and e.superseded_by is None for e in shown):
+        from ..readgate import refusal
         from ..recall.engine import related_snapshot
 
-        conflicts = _conflicts(shown, related_snapshot(call.store, snap, shown))
+        conflicts = _conflicts(shown, related_snapshot(call.store, snap, shown, gate=refusal))
         if conflicts:
             out["conflicts"] = conflicts
     return out

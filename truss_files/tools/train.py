@@ -343,6 +343,7 @@ def _check_supersedes(
 def _overlap(store: MemoryStore, ctx: RunContext, entry: Entry) -> float:
     """The highest Jaccard similarity of the note's word set with a live note of its layer
     and part, among the few the recall index ranks closest (so the cost stays bounded)."""
+    from ..readgate import refusal
     from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
     from ..recall.engine import search_snapshot
     from ..recall.pipeline import Filter
@@ -357,7 +358,7 @@ def _overlap(store: MemoryStore, ctx: RunContext, entry: Entry) -> float:
         query = query[:MAX_QUERY_CHARS].rsplit(" ", 1)[0]
     flt = Filter(min_trust=Trust.UNVERIFIED, areas=(area,), skip_marked=True)
     try:
-        found = search_snapshot(store, store.snapshot(), query, flt, 10, mode="exact")
+        found = search_snapshot(store, store.snapshot(), query, flt, 10, gate=refusal, mode="exact")
     except TrussError:
         return 0.0  # an unreadable index only loses the hint, never the write
     best = 0.0
@@ -406,21 +407,16 @@ def _stored(
     Looked up in the recall index's (kind, key) groups at ``snap``'s tree: a walk of every
     note file cost ~200 ms per train at 2k notes and grew with the store; the index follows
     the tree by its diff. If the index cannot be read, the walk answers instead."""
-    from ..recall.docs import entry_of
-    from ..recall.engine import Searcher
     from ..gitdir import GitDir
+    from ..readgate import refusal
+    from ..recall.engine import Searcher
 
     key, produced = repeat
     try:
-        searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
+        git = GitDir.discover(store.git.git_dir)
+        searcher = Searcher(gate=refusal, git=git, repo=store.git.repo)
         view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
-        candidates = [
-            entry_of(seg.record(docno), seg.doc_id(docno))
-            for seg, gone in zip(view.segments, view.deleted, strict=True)
-            for kind in KINDS
-            for docno in seg.group(kind, key)
-            if docno not in gone
-        ]
+        candidates = [e for e in searcher.key_entries(view, key) if e.kind.value in KINDS]
     except (TrussError, OSError):
         candidates = list(_walk(snap, key))
     for other in candidates:
