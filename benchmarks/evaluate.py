@@ -54,7 +54,6 @@ MRR_DEPTH = 10
 RankFn = Callable[[str, int], Sequence[str]]
 
 
-
 class MemoryIndex:
     """A floor index in memory over ``(id, tokens)`` pairs, built and searched as a store's
     are (``floors.SCHEMA``, ``body_query``, ``ranked``): what exact recall ranks with."""

@@ -11,7 +11,14 @@ from functools import partial
 from truss_files.readgate import refusal
 from truss_files.recall import engine
 
-__all__ = ["Searcher", "refusal", "related_snapshot", "run_deleted_snapshot", "search", "search_snapshot"]
+__all__ = [
+    "Searcher",
+    "refusal",
+    "related_snapshot",
+    "run_deleted_snapshot",
+    "search",
+    "search_snapshot",
+]
 
 Searcher = partial(engine.Searcher, gate=refusal)
 search = partial(engine.search, gate=refusal)

@@ -14,8 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gated import Searcher, search
 from test_recall_support import commit_toml, mixed_store, promote
 
+from benchmarks.evaluate import (
+    evaluate,
+    hybrid_rank_fn,
+    load_corpus,
+    load_queries,
+    semantic_rank_fn,
+    widened_rank_fn,
+)
 from truss_files.errors import ConfigError, UsageError
 from truss_files.model import Trust
 from truss_files.recall.embed import (
@@ -24,15 +33,6 @@ from truss_files.recall.embed import (
     SentenceTransformerEmbedder,
     WordLlamaEmbedder,
     load_embedder,
-)
-from gated import Searcher, search
-from benchmarks.evaluate import (
-    evaluate,
-    hybrid_rank_fn,
-    load_corpus,
-    load_queries,
-    semantic_rank_fn,
-    widened_rank_fn,
 )
 from truss_files.recall.fusion import (
     fuse_ids,
@@ -237,44 +237,6 @@ def test_semantic_query_imports_only_what_it_needs(store: MemoryStore) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["[]", "True", "True"], done.stdout
-
-
-@needs_wordllama
-@pytest.mark.parametrize("limit", [1, 5, 10, 40])
-def test_integer_shortlist_gives_the_exhaustive_answer(tmp_path: Path, limit: int) -> None:
-    """``SegmentVectors.top`` (8-bit estimates, exact rescoring within the error bound) returns
-    what scoring every document exactly returns, for real notes and questions."""
-    import struct
-
-    import numpy as np
-
-    from truss_files.recall.embed import PACK_MAGIC, SegmentVectors, query_vector
-
-    embedder = WordLlamaEmbedder()
-    notes = load_corpus(HARD / "corpus.yaml") + load_corpus(RELEVANCE / "corpus.yaml")
-    matrix = embedder.embed_documents([n.body for n in notes]).astype(np.float16)
-    n, dim = matrix.shape
-    rows_path, q8_path = tmp_path / "s.fp.vec", tmp_path / "s.fp.q8.vec"
-    rows_path.write_bytes(PACK_MAGIC + struct.pack("<II", n, dim) + matrix.tobytes())
-    # Documents in four trust classes, as a segment's class bytes say.
-    SegmentVectors.build(matrix, q8_path, bytes((i * 7) % 4 for i in range(n)))
-    vectors = SegmentVectors.open(rows_path, q8_path, n, dim)
-    assert vectors is not None
-    admitted = list(range(0, n, 2)) + [n - 1]  # a filter that admits some documents only
-    exact = matrix.astype(np.float64)
-    for q in load_queries(HARD / "queries-test.yaml")[:25]:
-        query = query_vector(embedder, q.query)
-        sims = exact[admitted] @ np.asarray(query)
-        ranked = sorted((-float(sims[i]), admitted[i]) for i in range(len(admitted)))
-        want = [(-neg, d) for neg, d in ranked[:limit] if neg < 0]
-        # The first call scores with integers (no numpy), later ones with numpy: both exact.
-        for got in (SegmentVectors.open(rows_path, q8_path, n, dim).top(query, admitted, limit),
-                    vectors.top(query, admitted, limit)):  # fmt: skip
-            assert [d for _, d in got] == [d for _, d in want], q.query
-            assert [s for s, _ in got] == pytest.approx([s for s, _ in want], abs=1e-9)
-    # A damaged or short cache file is not read: the caller rebuilds it.
-    q8_path.write_bytes(q8_path.read_bytes()[:-4])
-    assert SegmentVectors.open(rows_path, q8_path, n, dim) is None
 
 
 @needs_wordllama

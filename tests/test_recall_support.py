@@ -8,12 +8,14 @@ commits of entry files through ``GitStore.apply``.
 
 from __future__ import annotations
 
-import dataclasses
 import bisect
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
+
+from gated import Searcher
 
 from truss_files import entryfile
 from truss_files.gitstore import Identity, Plan, Snapshot
@@ -22,7 +24,6 @@ from truss_files.panel.verdict import sign_verdict
 from truss_files.recall.bounds import query_terms
 from truss_files.recall.docs import document_tokens
 from truss_files.recall.engine import RecallResult
-from gated import Searcher
 from truss_files.recall.pipeline import Filter, Hit
 from truss_files.store import MemoryStore, trailers
 

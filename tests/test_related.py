@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from gated import Searcher
 from test_recall_support import commit_toml, promote
 
+from benchmarks.evaluate import MemoryIndex
 from truss_files.faces.cli import cli
 from truss_files.model import Trust
 from truss_files.recall.bounds import MAX_QUERY_TERMS
-from gated import Searcher
-from benchmarks.evaluate import MemoryIndex
 from truss_files.recall.modelfiles import wordllama_files, wordllama_package
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.related import (

@@ -96,15 +96,23 @@ class _Head(NamedTuple):
     def dump(self) -> bytes:
         tip = None if self.tip is None else tuple(self.tip)
         return marshal.dumps(
-            (HEAD_FORMAT, TOKENIZER_VERSION, self.tree, tip, self.floors, self.invalid)
+            {
+                "format": HEAD_FORMAT,
+                "tokenizer": TOKENIZER_VERSION,
+                "tree": self.tree,
+                "tip": tip,
+                "floors": self.floors,
+                "invalid": self.invalid,
+            }
         )
 
     @classmethod
     def load(cls, data: bytes) -> _Head | None:
         try:
-            fmt, tokenizer, tree, tip, floors, invalid = marshal.loads(data)
-            if fmt != HEAD_FORMAT or tokenizer != TOKENIZER_VERSION:
+            raw = marshal.loads(data)
+            if raw["format"] != HEAD_FORMAT or raw["tokenizer"] != TOKENIZER_VERSION:
                 return None
+            tree, tip, floors, invalid = raw["tree"], raw["tip"], raw["floors"], raw["invalid"]
             floors = {str(k): tuple(v) for k, v in floors.items()}
             if set(floors) != {t.value for t in FLOORS}:
                 return None
