@@ -62,7 +62,6 @@ from ..authority import RunView, own_delete, run_of
 from ..errors import ConfigError, IndexUnavailable, UntrustedHistory, UsageError
 from ..gitdir import GitDir
 from ..model import TOMBSTONE_MARK, Entry, Kind, Trust
-from ..writers import Writers, writers
 from .acronyms import Glossary, store_glossary
 from .bounds import query_terms
 from .docs import MARKER_PREFIX
@@ -73,11 +72,11 @@ from .lexical import Match, admitted, below_floor, group, lexical
 from .lexical import _tag as tag_query
 from .pipeline import Filter, Hit
 from .related import load_related
-from .salience import DEPTH, salience_policy
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
     from ..store import MemoryStore
+    from ..writers import Writers
     from .embed import Embedder
 
 __all__ = [
@@ -159,6 +158,10 @@ class Searcher:
     def writers(self, view: IndexView, commit: str | None) -> Writers:
         """Who added each entry in the history of the commit read (``writers``: a cache
         under .git/truss/; pygit2 only when it must grow)."""
+        # Off the plain query's path (it starts a lock, and grows the cache with pygit2): only
+        # a filter that lets own notes through needs it (tests/test_cli_startup.py).
+        from ..writers import writers
+
         if commit is None and view.tip is not None:
             commit = view.tip.tip
         return writers(self.git, commit, self.index.objects.repo_if_open)
@@ -266,7 +269,12 @@ class Searcher:
         added = self.related_words(view, terms) if mode != "semantic" else []
         if salience is None and view.tip is not None:
             salience = view.tip.recall.get("policy.salience")
-        depth = limit if salience in (None, "off") else max(limit, DEPTH)
+        if salience in (None, "off"):
+            depth = limit
+        else:  # a policy that reorders: loaded only for a store that names one (cold path)
+            from .salience import DEPTH
+
+            depth = max(limit, DEPTH)
         writer_of = found.of if found is not None else None
         if mode == "exact":
             ranked = lexical(view, flt, terms, depth, added, writer_of)
@@ -274,6 +282,8 @@ class Searcher:
             ranked = self._semantic_or_hybrid(view, flt, text, terms, added, depth, mode, found)
         hits = [Hit(view.entry(m.floor, m.hit), m.score) for m in ranked]
         if salience not in (None, "off"):
+            from .salience import salience_policy  # as above: only for a store that names one
+
             hits = salience_policy(salience).order(hits, limit)
         below = 0
         if not hits and flt.min_trust is not Trust.UNVERIFIED and terms:

@@ -40,7 +40,6 @@ import os
 import shutil
 import stat
 import time
-import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -514,6 +513,8 @@ class _Writers:
 
 
 def _recall_section(data: bytes) -> dict[str, Any]:
+    import tomllib  # only when the tip moved: a warm query reads the head's copy (cold path)
+
     try:
         raw = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
