@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..entryscan import VerdictBlock
 from ..model import Entry, Kind, Layer, Provenance, Trust
 from .tokenize import tokenize
-from .verdict import VerdictBlock
 
 __all__ = [
     "MARKER_PREFIX",

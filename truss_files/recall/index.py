@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
+from ..entryscan import scan
 from ..errors import ConfigError, EntryError, StoreError
 from ..gitdamage import damage
 from ..gitdir import Change, GitDir, Objects, diff_trees, walk_tree
@@ -62,7 +63,6 @@ from .floors import (
     signature,
     trust_of_code,
 )
-from .scan import scan
 from .tokenize import TOKENIZER_VERSION
 
 __all__ = ["HEAD_FORMAT", "Gate", "Index", "IndexView", "TipInfo"]
