@@ -58,6 +58,7 @@ def run(quick: bool) -> list[Figure]:
 
 
 def cold_start(tmp: Path, n: int, runs: int) -> list[Figure]:
+    from truss_files.readgate import refusal
     from truss_files.recall.engine import Searcher
 
     tag = label(n)
@@ -68,7 +69,7 @@ def cold_start(tmp: Path, n: int, runs: int) -> list[Figure]:
     git_dir = store.git.git_dir
     asked = realistic_queries(4, seed=n)
     progress(f"{tag}: embedding every note once")
-    Searcher(git_dir).query(asked[0], Filter(), 10, mode="semantic")
+    Searcher(git_dir, gate=refusal).query(asked[0], Filter(), 10, mode="semantic")
     env = dict(os.environ, TRUSS_CONFIG_DIR=str(tmp / "config"), HOME=str(tmp))
     env["HF_HUB_OFFLINE"] = "1"
     env.pop("TRUSS_STORE", None)

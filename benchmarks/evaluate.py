@@ -79,7 +79,9 @@ class MemoryIndex:
         result = self.searcher.search(query, limit)
         addresses = [address for _score, address in result.hits]
         numbers = self.searcher.fast_field_values("lo", addresses)
-        hits = [(score, self.names[n], 0, a) for (score, a), n in zip(result.hits, numbers)]
+        hits = [
+            (score, self.names[n], 0, a) for (score, a), n in zip(result.hits, numbers, strict=True)
+        ]
         return hits, 0
 
     def top(

@@ -189,6 +189,7 @@ class Index:
         self.objects = Objects(git, repo)
         self.stats: dict[str, Any] = {}
         self._head_cache: tuple[bytes, _Head] | None = None
+        self._checked: _Head | None = None
 
     # -- the branch tip ------------------------------------------------------------------
 
@@ -265,12 +266,17 @@ class Index:
 
     def _intact(self, head: _Head) -> bool:
         """Whether every floor folder the head names is at the commit it records: checked
-        once per head read (the open itself checks again, ``Floor``)."""
-        return all(
+        once per head (the open itself checks again, ``Floor``, and a damaged floor found
+        later drops the head: ``discard``)."""
+        if head is self._checked:
+            return True
+        found = all(
             (self.dir_str, meta) in _OPEN_FLOORS
             or signature(os.path.join(self.dir_str, meta[0])) == meta[2]
             for meta in head.floors.values()
         )
+        self._checked = head if found else None
+        return found
 
     def _open_floor(self, trust: Trust, meta: FloorMeta) -> Floor:
         found = _OPEN_FLOORS.get((self.dir_str, meta))
@@ -316,6 +322,7 @@ class Index:
 
     def _forget(self) -> None:
         self._head_cache = None
+        self._checked = None
         for key in [k for k in _OPEN_FLOORS if k[0] == self.dir_str]:
             _OPEN_FLOORS.pop(key, None)
 

@@ -229,7 +229,13 @@ def below_floor(view: IndexView, flt: Filter, terms: Sequence[str]) -> int:
 
 
 def group(view: IndexView, trust: Trust, tags: Sequence[str], limit: int = 10_000) -> list[Match]:
-    """Documents of the floor index of ``trust`` holding every tag of ``tags``, by id."""
+    """Documents of the floor index of ``trust`` holding every tag of ``tags``, by id (kept
+    with the opened floor: its commit never changes)."""
     floor = view.floor(trust)
-    hits, _ = floor.search(_all([(_MUST, _tag(t)) for t in tags]), limit)
-    return sorted((Match(h[1], 0.0, floor, h) for h in hits), key=lambda m: m.id)
+    key = ("group", tuple(tags), limit)
+    found: list[Match] | None = floor.memo.get(key)
+    if found is None:
+        hits, _ = floor.search(_all([(_MUST, _tag(t)) for t in tags]), limit)
+        found = sorted((Match(h[1], 0.0, floor, h) for h in hits), key=lambda m: m.id)
+        floor.memo[key] = found
+    return found
