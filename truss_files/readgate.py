@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     import pygit2
 
     from .audit import Violation
-    from .gitdir import GitDir
     from .gitstore import GitStore, Snapshot
+    from .gitdir import GitDir
     from .store import MemoryStore
 
 __all__ = [
@@ -210,8 +210,8 @@ def advance(store: GitStore, commit: pygit2.Commit, environ: Mapping[str, str]) 
     merge is left to the next read: its other parents' histories are not in the record."""
     from .audit import check_commit
     from .errors import TrussError
-    from .gitdir import GitDir
     from .initstore import pinned_root
+    from .gitdir import GitDir
 
     if len(commit.parent_ids) != 1:
         return False
