@@ -84,7 +84,7 @@ def run(quick: bool) -> list[Figure]:
         flt = Filter()
 
         def query() -> None:
-            if not search(path, QUERY, flt, 10).hits:
+            if not search(path, QUERY, flt, 10, gate=refusal).hits:
                 raise AssertionError("the query found nothing")
 
         query()  # index and record current

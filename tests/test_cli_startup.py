@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from gated import search
 from test_recall_support import mixed_store
 
 from truss_files.facade import MemoryStore
 from truss_files.faces import cli_app
-from truss_files.recall.engine import search
 from truss_files.recall.pipeline import Filter
 
 SCRIPT = Path(sys.executable).parent / "truss-files"

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from gated import search
 
 from truss_files.audit import audit
 from truss_files.errors import ConfigError, UsageError
@@ -18,7 +19,6 @@ from truss_files.panel.eager import verify_written, write_entry
 from truss_files.panel.policy import VerificationPolicy
 from truss_files.panel.runner import recheck, verify
 from truss_files.panel.verdict import Verdict, check_verdict
-from truss_files.recall.engine import search
 from truss_files.recall.pipeline import Filter
 from truss_files.settings import settings_for
 from truss_files.signing import Ed25519Signer

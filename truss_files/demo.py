@@ -45,7 +45,9 @@ def main(path: str = ".") -> int:
 
     for question in QUESTIONS:
         print(f"\n? {question}")
-        hits = search_snapshot(store, snap, question, Filter(min_trust=Trust.VERIFIED), 2).hits
+        hits = search_snapshot(
+            store, snap, question, Filter(min_trust=Trust.VERIFIED), 2, gate=store.gate
+        ).hits
         if not hits:
             print("  (no verified memory matches)")
         for hit in hits:
@@ -55,8 +57,12 @@ def main(path: str = ".") -> int:
 
     question = "should JSON be the default output for agents?"
     print(f"\n? {question}")
-    strict = search_snapshot(store, snap, question, Filter(min_trust=Trust.VERIFIED), 1).hits
-    wide = search_snapshot(store, snap, question, Filter(min_trust=Trust.UNVERIFIED), 1).hits
+    strict = search_snapshot(
+        store, snap, question, Filter(min_trust=Trust.VERIFIED), 1, gate=store.gate
+    ).hits
+    wide = search_snapshot(
+        store, snap, question, Filter(min_trust=Trust.UNVERIFIED), 1, gate=store.gate
+    ).hits
     for label, hits in (("at the verified floor", strict), ("widened to unverified", wide)):
         for hit in hits:
             e = hit.entry

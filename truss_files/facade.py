@@ -58,7 +58,9 @@ class MemoryStore(Store):
             reader=reader,
         )
         salience = str(config.get("policy", "salience", "off"))
-        return search_snapshot(self, snap, text, flt, limit, mode=mode, salience=salience)
+        return search_snapshot(
+            self, snap, text, flt, limit, gate=self.gate, mode=mode, salience=salience
+        )
 
     def view(
         self,

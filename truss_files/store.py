@@ -57,7 +57,7 @@ from .panel.verdict import (
     sign_keyless_verdict,
     sign_verdict,
 )
-from .readgate import advance, check_write, gate
+from .readgate import advance, check_write, gate, refusal
 from .signing import PublicKey, Signer
 from .trailers import Clock, parse_trailers, stamp, trailers, utc_now
 
@@ -253,6 +253,12 @@ class Store:
                 if other.key == entry.key:
                     out.append(other)
         return out
+
+    def gate(self, git: GitDir, commit: str | None) -> str | None:
+        """The read gate's verdict on the history up to ``commit`` (None: it audits clean),
+        with this store's repository and environment: what recall is given to check the
+        commit an index view reads."""
+        return refusal(git, commit, store=self.git, environ=self.environ)
 
     def open_read(self, floor: Trust = Trust.VERIFIED, snap: Snapshot | None = None) -> Read:
         """The one way a read begins: ``snap`` (default: the branch tip) through the read gate

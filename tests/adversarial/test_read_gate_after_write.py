@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from gated import search
 
 from truss_files import entryfile
 from truss_files.audit import audit
@@ -28,7 +29,6 @@ from truss_files.gitstore import Plan, Snapshot
 from truss_files.initstore import init_store
 from truss_files.model import Entry, Trust
 from truss_files.readgate import CACHE_NAME, FORMAT, refusal
-from truss_files.recall.engine import search
 from truss_files.recall.pipeline import Filter
 from truss_files.signing import Ed25519Signer
 

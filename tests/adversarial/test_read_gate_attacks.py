@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from gated import search
 
 from truss_files import entryfile
 from truss_files.audit import audit
@@ -24,7 +25,6 @@ from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.model import Entry, Trust
 from truss_files.readgate import CACHE_NAME, FORMAT
-from truss_files.recall.engine import search
 from truss_files.recall.pipeline import Filter
 from truss_files.tools import Outcome, ToolSession
 

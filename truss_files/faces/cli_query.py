@@ -16,6 +16,7 @@ import click
 
 from ..model import Kind, Layer, Trust
 from ..panel.conflicts import find_conflicts
+from ..readgate import refusal
 from ..recall.engine import RECALL_MODES, search
 from ..recall.pipeline import Filter
 from ..scope import MEMORY_SCOPES, Reader
@@ -135,7 +136,7 @@ def run_query(
         layers=frozenset({Layer(layer)}) if layer else None,
         reader=reader,
     )
-    result = search(store, text, flt, limit, mode=mode)
+    result = search(store, text, flt, limit, gate=refusal, mode=mode)
     hits = result.hits
     data: dict[str, Any] = {
         "recall_mode": result.mode,

@@ -172,7 +172,7 @@ def _read(
         snap = store.snapshot()
         chars = _budget(store, snap) if budget == "config" else budget
         _check_time(deadline)
-        result = search_snapshot(store, snap, purpose, flt, limit, mode=mode)
+        result = search_snapshot(store, snap, purpose, flt, limit, gate=store.gate, mode=mode)
         _check_time(deadline)
     except (UsageError, ConfigError):
         raise

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, NotFound, UsageError
 from ..model import Entry, Kind, Trust
 from ..panel.conflicts import find_conflicts
+from ..readgate import refusal
 from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from ..recall.engine import (
     RecallResult,
@@ -170,10 +171,17 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     salience = call.salience()
     if call.store_open:
         return search_snapshot(
-            call.store, call.snapshot(), text, flt, limit, mode=mode, salience=salience
+            call.store,
+            call.snapshot(),
+            text,
+            flt,
+            limit,
+            gate=refusal,
+            mode=mode,
+            salience=salience,
         )
     # A cold read: the index at the branch tip, without opening the store (no pygit2).
-    return search(call.path, text, flt, limit, mode=mode, salience=salience)
+    return search(call.path, text, flt, limit, gate=refusal, mode=mode, salience=salience)
 
 
 def _conflicts(returned: list[Entry], related: list[Entry]) -> list[dict[str, Any]]:
@@ -244,7 +252,7 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     deleted: frozenset[str] = frozenset()
     run_view = call.run_view()
     if run_view is not None:
-        deleted = run_deleted_snapshot(call.store, snap, run_view)
+        deleted = run_deleted_snapshot(call.store, snap, run_view, gate=call.store.gate)
 
     for ref in refs:
         try:
@@ -278,7 +286,9 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     if withheld:
         out["withheld"] = withheld
     if any(e.trust is Trust.VERIFIED and e.superseded_by is None for e in shown):
-        conflicts = _conflicts(shown, related_snapshot(call.store, snap, shown))
+        conflicts = _conflicts(
+            shown, related_snapshot(call.store, snap, shown, gate=call.store.gate)
+        )
         if conflicts:
             out["conflicts"] = conflicts
     return out

@@ -64,7 +64,6 @@ from ..model import (
 )
 from ..readgate import check_write
 from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
-from ..recall.docs import entry_of
 from ..recall.engine import Searcher, search_snapshot
 from ..recall.pipeline import Filter
 from ..recall.tokenize import tokenize
@@ -363,7 +362,9 @@ def _overlap(store: Store, ctx: RunContext, entry: Entry) -> float:
         query = query[:MAX_QUERY_CHARS].rsplit(" ", 1)[0]
     flt = Filter(min_trust=Trust.UNVERIFIED, areas=(area,), skip_marked=True)
     try:
-        found = search_snapshot(store, store.snapshot(), query, flt, 10, mode="exact")
+        found = search_snapshot(
+            store, store.snapshot(), query, flt, 10, gate=store.gate, mode="exact"
+        )
     except TrussError:
         return 0.0  # an unreadable index only loses the hint, never the write
     best = 0.0
@@ -414,15 +415,10 @@ def _stored(
     the tree by its diff. If the index cannot be read, the walk answers instead."""
     key, produced = repeat
     try:
-        searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
+        git = GitDir.discover(store.git.git_dir)
+        searcher = Searcher(gate=store.gate, git=git, repo=store.git.repo)
         view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
-        candidates = [
-            entry_of(seg.record(docno), seg.doc_id(docno))
-            for seg, gone in zip(view.segments, view.deleted, strict=True)
-            for kind in KINDS
-            for docno in seg.group(kind, key)
-            if docno not in gone
-        ]
+        candidates = [e for e in searcher.key_entries(view, key) if e.kind.value in KINDS]
     except (TrussError, OSError):
         candidates = list(_walk(snap, key))
     for other in candidates:

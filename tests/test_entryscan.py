@@ -10,11 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from truss_files import entryfile
+from truss_files import entryscan as scan_module
+from truss_files.entryscan import VerdictBlock, scan
 from truss_files.errors import EntryError
 from truss_files.model import Entry, Kind, Layer, Provenance, Trust
-from truss_files.recall import scan as scan_module
-from truss_files.recall.scan import scan
-from truss_files.recall.verdict import VerdictBlock
 
 TEXT = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),

@@ -1,4 +1,4 @@
-"""Read entry files fast for the recall index, with ``entryfile.parse`` as the judge.
+"""Read entry files fast (the recall index's reader), with ``entryfile.parse`` as the judge.
 
 Building the index at 100k entries cannot afford ``entryfile.parse`` (~0.3-0.4 ms per
 unverified file and ~0.6-0.85 ms per verified one, nearly all of it YAML: ~60 s). Files written
@@ -30,13 +30,14 @@ really backs it is the audit's question.
 
 from __future__ import annotations
 
-import hashlib
 import re
+from collections.abc import Iterator, Mapping
 from json.encoder import encode_basestring as _json_string
 from json.encoder import encode_basestring_ascii as _json_ascii
 from typing import Any, Final
 
-from ..model import (
+from .errors import EntryError
+from .model import (
     MAX_BODY,
     MAX_ENTRY_BYTES,
     MAX_KEY,
@@ -50,10 +51,8 @@ from ..model import (
     entry_path,
     normalize_body,
 )
-from .docs import Meta, doc_meta, fields_meta
-from .verdict import VerdictBlock
 
-__all__ = ["scan", "scan_meta", "verdict_block"]
+__all__ = ["VerdictBlock", "scan", "verdict_block"]
 
 
 _KINDS: Final = {k.value: k for k in Kind}
@@ -103,6 +102,73 @@ _TOP_KEY: Final = re.compile(r"\n    ([a-z_]+):(?: ([^\n]*))?(?=\n|\Z)")
 _SUMMARY: Final = ("verdict_id", "outcome", "signer")
 
 
+class VerdictBlock(Mapping[str, Any]):
+    """A verdict as it sits in an entry file: three fields read at once, the rest on demand.
+
+    ``verdict_id``, ``outcome`` and ``signer`` -- what a query shows -- come from the block's
+    top-level lines. Any other access parses the whole block with the strict parser's YAML
+    rules. Equality with a plain dict compares the full parse, so an ``Entry`` holding one
+    equals the ``Entry`` that ``entryfile.parse`` returns for the same file.
+    """
+
+    __slots__ = ("_summary", "_text", "_full")
+
+    def __init__(self, summary: Mapping[str, str], text: str) -> None:
+        self._summary = dict(summary)
+        self._text = text
+        self._full: dict[str, Any] | None = None
+
+    @property
+    def summary(self) -> dict[str, str]:
+        return dict(self._summary)
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    def _load(self) -> dict[str, Any]:
+        if self._full is None:
+            from . import entryfile
+
+            front = "verified_by:\n" + "".join(f"  {line}\n" for line in self._text.split("\n"))
+            found = entryfile._safe_yaml(front, None)
+            if not isinstance(found, dict) or not isinstance(found.get("verified_by"), dict):
+                raise EntryError("provenance.verified_by is not a mapping")
+            self._full = found["verified_by"]
+        return self._full
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self._summary:
+            return self._summary[key]
+        return self._load().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._summary:
+            return self._summary[key]
+        return self._load()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __bool__(self) -> bool:
+        return True  # it holds at least the three summary fields; no need to parse for that
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, VerdictBlock):
+            other = other._load()
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return self._load() == dict(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"VerdictBlock({self._summary!r}, ...)"
+
+
 class _Slow(Exception):
     """The file is not in the canonical layout: let entryfile.parse decide."""
 
@@ -112,21 +178,9 @@ def scan(data: bytes, path: str) -> Entry:
     try:
         return _fast(data, path)
     except _Slow:
-        from .. import entryfile  # YAML: only for files off the canonical layout
+        from . import entryfile  # YAML: only for files off the canonical layout
 
         return entryfile.parse(data, path)
-
-
-def scan_meta(data: bytes, path: str) -> tuple[str, str, Meta]:
-    """``(key, body, docs.doc_meta(entry))`` of the entry ``scan`` reads, without making the
-    ``Entry`` on the fast path (an index rebuild needs nothing else of it)."""
-    try:
-        fields = _fields(data, path)
-    except _Slow:
-        entry = scan(data, path)
-        return entry.key, entry.body, doc_meta(entry)
-    kind, key, body, trust, layer, *rest = fields
-    return key, body, fields_meta(kind._value_, key, body, trust._value_, layer._value_, *rest)
 
 
 def _fast(data: bytes, path: str) -> Entry:
@@ -252,6 +306,8 @@ def _content_id(
         f'"kind":{js(kind._value_)},"layer":{js(layer._value_)},'
         f'"produced_by":{produced},"scope":{{{items}}}}}'
     )
+    import hashlib  # only an index update hashes: a warm query skips its ~3 ms import
+
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
 
 

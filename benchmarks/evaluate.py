@@ -2,7 +2,7 @@
 
 A *rank function* takes a query string and a depth and returns note ids, best first; it closes
 over whatever index it needs, built from the same corpus passed to ``evaluate``. ``bm25_rank_fn``
-is exact recall's ranking (``tokenize`` + a floor index in memory, ``floors.MemoryIndex``: the
+is exact recall's ranking (``tokenize`` + a floor index in memory, ``MemoryIndex``: the
 same documents, queries and BM25 as a store's); ``semantic_rank_fn``
 and ``hybrid_rank_fn`` rank with an ``Embedder`` (cosine; score fusion with BM25), as the
 ``semantic`` and ``hybrid`` recall modes do; ``plain_bm25_rank_fn`` is the unanalysed baseline.
@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from truss_files.recall.floors import MemoryIndex
+import tantivy
+
+from truss_files.recall.acronyms import Glossary, definitions
+from truss_files.recall.floors import SCHEMA, UPDATE_HEAP, body_query, ranked
+from truss_files.recall.fusion import fuse_scored_ids
+from truss_files.recall.related import RELATED_WEIGHT, load_related
 from truss_files.recall.tokenize import STOPWORDS, tokenize
 
 if TYPE_CHECKING:
@@ -47,6 +52,48 @@ __all__ = [
 MRR_DEPTH = 10
 
 RankFn = Callable[[str, int], Sequence[str]]
+
+
+class MemoryIndex:
+    """A floor index in memory over ``(id, tokens)`` pairs, built and searched as a store's
+    are (``floors.SCHEMA``, ``body_query``, ``ranked``): what exact recall ranks with."""
+
+    def __init__(self, docs: Iterable[tuple[str, Sequence[str]]]) -> None:
+        self.path = "(memory)"
+        self.index = tantivy.Index(SCHEMA)
+        writer = self.index.writer(heap_size=UPDATE_HEAP * 2, num_threads=1)
+        self.names: list[str] = []
+        for number, (name, tokens) in enumerate(docs):
+            doc = tantivy.Document(id=name, body=" ".join(tokens))
+            for field in ("hi", "tr"):
+                doc.add_unsigned(field, 0)
+            doc.add_unsigned("lo", number)
+            writer.add_document(doc)
+            self.names.append(name)
+        writer.commit()
+        writer.wait_merging_threads()
+        self.index.config_reader(reload_policy="Manual")
+        self.searcher = self.index.searcher()
+
+    def search(self, query: Any, limit: int, *, count: bool = False) -> tuple[list[Any], int]:
+        result = self.searcher.search(query, limit)
+        addresses = [address for _score, address in result.hits]
+        numbers = self.searcher.fast_field_values("lo", addresses)
+        hits = [
+            (score, self.names[int(n or 0)], 0, a)
+            for (score, a), n in zip(result.hits, numbers, strict=True)
+        ]
+        return hits, 0
+
+    def top(
+        self, terms: Sequence[str], limit: int, added: Sequence[str] = (), weight: float = 1.0
+    ) -> list[tuple[str, float]]:
+        """The best ``limit`` documents holding one of ``terms`` (each scored once) or of
+        ``added`` (at ``weight``)."""
+        query = body_query(terms, added, weight)
+        if query is None or limit <= 0:
+            return []
+        return [(hit[1], hit[0]) for hit in ranked(self, query, limit)]  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -101,8 +148,6 @@ def bm25_rank_fn(corpus: Iterable[Note], *, acronyms: bool = True) -> RankFn:
 def _bm25_scored(
     corpus: Iterable[Note], *, acronyms: bool = True, related: RelatedWords | None = None
 ) -> ScoredFn:
-    from .acronyms import Glossary, definitions
-    from .related import RELATED_WEIGHT
 
     notes = list(corpus)
     index = MemoryIndex((note.id, tokenize(note.body)) for note in notes)
@@ -165,8 +210,6 @@ def _semantic_scored(corpus: Sequence[Note], embedder: Embedder) -> ScoredFn:
 def hybrid_rank_fn(corpus: Sequence[Note], embedder: Embedder, depth: int = 100) -> RankFn:
     """Score fusion of the exact (BM25 with acronyms and related words) and the semantic
     rankings' top ``depth`` (as ``hybrid`` mode)."""
-    from .fusion import fuse_scored_ids
-    from .related import load_related
 
     lexical = _bm25_scored(corpus, related=load_related())
     semantic = _semantic_scored(corpus, embedder)
