@@ -325,7 +325,7 @@ def commit_trusted(
     """``files`` (the rendered ``entries``, verified or unverified) committed as the audit
     accepts, so the read gate serves them: every entry lands unverified in one signed commit,
     then one commit gives each verified entry a PASS verdict signed for its id."""
-    from truss_files.panel.verdict import sign_verdict
+    from truss_files.verdict import sign_verdict
 
     decided = [e for e in entries if e.trust is Trust.VERIFIED]
     landing = dict(files)

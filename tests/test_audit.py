@@ -19,8 +19,8 @@ from truss_files.facade import MemoryStore
 from truss_files.gitstore import GitStore, Identity, Snapshot
 from truss_files.initstore import CORE_PATH
 from truss_files.model import Entry, Kind, Trust
-from truss_files.panel.verdict import sign_verdict
 from truss_files.signing import Ed25519Signer
+from truss_files.verdict import sign_verdict
 
 AGENT = "agent@example.test"
 Commit = Callable[..., str]

@@ -123,7 +123,7 @@ def test_a_query_loads_only_its_command_module(store: MemoryStore) -> None:
 # nothing costs the cold query milliseconds. (threading is no sign of them: click loads it.)
 OFF_THE_QUERY_PATH = (
     "truss_files.tools.dispatch",
-    "truss_files.tools.context",
+    "truss_files.tools.runcontext",
     "truss_files.tools.registry",
     "truss_files.tools.tipconfig",
     "truss_files.recall.salience",

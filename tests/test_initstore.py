@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 from truss_files.audit import audit
 from truss_files.config import CONFIG_PATH, SIGNERS_PATH, StoreConfig
-from truss_files.context.proposal import SELF_PATH
 from truss_files.errors import ConfigError
 from truss_files.faces.cli import cli
 from truss_files.gitstore import GitStore
 from truss_files.initstore import CORE_PATH, init_store
+from truss_files.proposal import SELF_PATH
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
 from truss_files.trustroot import ROOT_CONFIG, find_root, pinned_root
 

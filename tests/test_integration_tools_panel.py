@@ -24,12 +24,12 @@ from truss_files.audit import audit
 from truss_files.facade import MemoryStore
 from truss_files.gitstore import Plan
 from truss_files.model import Kind, Trust
-from truss_files.panel.verdict import Verdict
 from truss_files.settings import global_config_path
 from truss_files.signing import Ed25519Signer
 from truss_files.tools import ToolSession
 from truss_files.tools.tipconfig import user_config_file
 from truss_files.trailers import trailers
+from truss_files.verdict import Verdict
 
 PASSING = '[{type = "check", command = "true"}]'
 FAILING = '[{type = "check", command = "false"}]'

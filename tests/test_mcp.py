@@ -154,7 +154,7 @@ def test_stdio_subprocess(store: MemoryStore, tmp_path: Path) -> None:
             assert made.structured_content["trust"] == "unverified"
 
     run(main)
-    from truss_files.tools.runs import RunLedger
+    from truss_files.runs.ledger import RunLedger
 
     records = RunLedger(store, "S1").records()
     assert [r.entry.tool for r in records] == ["memory_query", "write_memory"]

@@ -18,9 +18,9 @@ from truss_files.panel.conflicts import find_conflicts
 from truss_files.panel.panel import ABSTAIN, FAIL, PASS, Panel, Quorum, tally
 from truss_files.panel.reviewers import CheckReviewer, Subject
 from truss_files.panel.runner import verify
-from truss_files.panel.verdict import Verdict, check_verdict, sign_verdict
 from truss_files.panel.workspace import Workspace
 from truss_files.signing import Ed25519Signer
+from truss_files.verdict import Verdict, check_verdict, sign_verdict
 
 # -- quorum ----------------------------------------------------------------------------------
 

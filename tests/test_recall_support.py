@@ -21,12 +21,12 @@ from truss_files import entryfile
 from truss_files.facade import MemoryStore
 from truss_files.gitstore import Identity, Plan, Snapshot
 from truss_files.model import Entry, Kind, Trust
-from truss_files.panel.verdict import sign_verdict
 from truss_files.recall.bounds import query_terms
 from truss_files.recall.docs import document_tokens
 from truss_files.recall.engine import RecallResult
 from truss_files.recall.pipeline import Filter, Hit
 from truss_files.trailers import trailers
+from truss_files.verdict import sign_verdict
 
 
 def promote(store: MemoryStore, entry: Entry) -> Entry:

@@ -29,9 +29,9 @@ from truss_files.panel.reviewers import (
     Subject,
     clean_text,
 )
-from truss_files.panel.verdict import Verdict, sign_verdict
 from truss_files.panel.workspace import Workspace
 from truss_files.signing import Ed25519Signer
+from truss_files.verdict import Verdict, sign_verdict
 
 ENTRY = Entry(
     kind=Kind.FACT,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .facade import MemoryStore
     from .memory import Memory
     from .model import Entry, Kind, Layer, Provenance, Trust
-    from .panel.verdict import Verdict
+    from .verdict import Verdict
 
 _EXPORTS = {
     **dict.fromkeys(

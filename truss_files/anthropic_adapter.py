@@ -39,8 +39,8 @@ from anthropic.types.beta import (
 )
 
 from .facade import MemoryStore
-from .tools.context import RunContext
 from .tools.dispatch import Outcome, ToolSession
+from .tools.runcontext import RunContext
 
 Command = (
     BetaMemoryTool20250818ViewCommand

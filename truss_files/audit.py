@@ -34,7 +34,11 @@ from .config import (
     TrustPolicy,
     is_store_path,
 )
-from .context.proposal import (
+from .errors import EntryError, KeylessError, TrussError, UsageError
+from .gitstore import GitStore, Snapshot
+from .join import is_join
+from .model import LEGAL_TRANSITIONS, Entry, Trust
+from .proposal import (
     APPLIED,
     CORE_PATH,
     PENDING,
@@ -44,15 +48,11 @@ from .context.proposal import (
     is_proposal_path,
     principal_of_path,
 )
-from .context.proposal import parse as parse_proposal
-from .errors import EntryError, KeylessError, TrussError, UsageError
-from .gitstore import GitStore, Snapshot
-from .model import LEGAL_TRANSITIONS, Entry, Trust
-from .panel.verdict import Verdict, check_verdict
-from .review.join import is_join
+from .proposal import parse as parse_proposal
 from .signing import verify
 from .trailers import parse_trailers
 from .trustroot import find_root, pinned_root
+from .verdict import Verdict, check_verdict
 
 OPERATOR_PATHS = (CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, CORE_PATH)
 # The files a commit's children are judged by (the parent's policy).

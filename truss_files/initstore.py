@@ -14,9 +14,9 @@ from pathlib import Path
 import pygit2
 
 from .config import CONFIG_PATH, DEFAULT_TOML, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
-from .context.proposal import CORE_PATH, SELF_PATH, SELF_TEMPLATE
 from .errors import ConfigError, StoreError
 from .gitstore import Plan, Snapshot
+from .proposal import CORE_PATH, SELF_PATH, SELF_TEMPLATE
 from .signing import AllowedSigners, PublicKey, Signer
 from .store import Store
 from .trailers import trailers

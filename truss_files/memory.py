@@ -25,9 +25,9 @@ from .model import Entry, Kind, Layer, Trust
 if TYPE_CHECKING:
     from .context.assemble import Prefix
     from .context.delta import Delta
-    from .panel.verdict import Verdict
     from .recall.engine import RecallResult
     from .scope import Reader
+    from .verdict import Verdict
 
 __all__ = ["Memory"]
 

@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .authority import CHECKS_TABLE, defined_checks
 from .errors import ConfigError, UsageError
 from .model import CONFLICT_POLICIES, Kind
-from .panel.policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_name
+from .policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_name
 from .quorum import Quorum
 from .scope import MEMORY_SCOPES
 

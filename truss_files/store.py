@@ -50,16 +50,10 @@ from .model import (
     entry_path,
     normalize_body,
 )
-from .panel.verdict import (
-    Verdict,
-    check_keyless,
-    check_verdict,
-    sign_keyless_verdict,
-    sign_verdict,
-)
 from .readgate import advance, check_write, gate, refusal
 from .signing import PublicKey, Signer
 from .trailers import Clock, parse_trailers, stamp, trailers, utc_now
+from .verdict import Verdict, check_keyless, check_verdict, sign_keyless_verdict, sign_verdict
 
 _HEX_PREFIX = re.compile(r"^[0-9a-f]{8,32}$")
 

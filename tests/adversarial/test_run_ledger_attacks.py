@@ -24,10 +24,8 @@ import pytest
 
 from truss_files.audit import audit
 from truss_files.facade import MemoryStore
-from truss_files.signing import Ed25519Signer
-from truss_files.tools import Outcome, ToolSession
-from truss_files.tools.runchain import mark_path, read_mark
-from truss_files.tools.runs import (
+from truss_files.runs.chain import mark_path, read_mark
+from truss_files.runs.ledger import (
     PROVENANCE_MESSAGE,
     RUN_REF_PREFIX,
     LedgerEntry,
@@ -38,6 +36,8 @@ from truss_files.tools.runs import (
     memo_path,
     sha256,
 )
+from truss_files.signing import Ed25519Signer
+from truss_files.tools import Outcome, ToolSession
 from truss_files.trailers import trailers
 
 RUN = "R1"
@@ -547,8 +547,8 @@ for n in range(int(sys.argv[4])):
 _READER = """
 import sys
 from truss_files.facade import MemoryStore
-from truss_files.tools.runs import RunLedger
-from truss_files.tools.runchain import ProvenanceError
+from truss_files.runs.ledger import RunLedger
+from truss_files.runs.chain import ProvenanceError
 for _ in range(int(sys.argv[3])):
     try:
         RunLedger(MemoryStore(sys.argv[1]), sys.argv[2]).verified()

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from truss_files.memory import Memory
-from truss_files.panel.verdict import Verdict, sign_verdict
 from truss_files.signing import Ed25519Signer
+from truss_files.verdict import Verdict, sign_verdict
 
 PRINCIPAL = "keeper@example.test"
 

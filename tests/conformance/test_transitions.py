@@ -12,8 +12,8 @@ import pytest
 from truss_files.errors import NotFound, TransitionError, UsageError, VerdictError
 from truss_files.memory import Memory
 from truss_files.model import Entry, Trust
-from truss_files.panel.verdict import Verdict
 from truss_files.signing import Ed25519Signer
+from truss_files.verdict import Verdict
 
 from .conftest import Panel
 

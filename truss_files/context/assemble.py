@@ -28,18 +28,18 @@ from typing import TYPE_CHECKING, Any, Final
 from ..authority import RunView, is_own
 from ..errors import NotFound, StoreError, UsageError
 from ..gitdir import GitDir
+from ..identity.layers import Layer, check_principal, identity_layers
 from ..model import Entry, Kind, Trust
 from ..recall.engine import Searcher
+from ..runs.ledger import check_run_id
+from ..runs.links import key_principal, link_run
+from ..runs.start import RunStart, load_start, start_run
 from ..scope import Reader
 from ..tools.dispatch import seq_of
 from ..tools.registry import Serving, Tool
-from ..tools.runlinks import key_principal, link_run
-from ..tools.runs import check_run_id
 from ..tools.schema import export
 from ..writers import writers
 from .cursor import encode, resolve
-from .layers import Layer, check_principal, identity_layers
-from .runstart import RunStart, load_start, start_run
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot

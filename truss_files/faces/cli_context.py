@@ -14,7 +14,7 @@ import click
 
 from ..context.assemble import repin, run_settings
 from ..scope import Reader
-from ..tools.context import load_run_context
+from ..tools.runcontext import load_run_context
 from .cli_app import Ctx, cli, handled, pass_ctx
 from .switches import gates, memory_switches
 

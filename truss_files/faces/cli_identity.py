@@ -9,10 +9,10 @@ from typing import Any
 
 import click
 
-from ..context.amend import propose
-from ..context.identity import approve, decline, log, proposals, set_identity, show
-from ..context.principals import set_principal, show_principal
 from ..errors import UsageError
+from ..identity.amend import propose
+from ..identity.changes import approve, decline, log, proposals, set_identity, show
+from ..identity.principals import set_principal, show_principal
 from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from ..context.judge import judge_pending
 from ..errors import StoreError
+from ..identity.judge import judge_pending
 from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit
 from .progress import Progress, enabled, interruptible

@@ -101,7 +101,7 @@ def install_drivers_cmd(obj: Ctx, no_attributes: bool, fmt: str | None) -> None:
       truss-files install-drivers && git log -p memories/
     """
     # pygit2: kept off `--help`, which imports every command module
-    from ..review.drivers import install_drivers
+    from ..drivers import install_drivers
 
     report = install_drivers(obj.store_path or ".", attributes=not no_attributes)
 

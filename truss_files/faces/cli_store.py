@@ -319,7 +319,7 @@ def verdict_verify(obj: Ctx, path: str, fmt: str | None) -> None:
       truss-files verdict verify verdict.json
     """
     # tomllib: kept off `--help`, which imports every command module
-    from ..panel.verdict import check_keyless, check_verdict, check_votes
+    from ..verdict import check_keyless, check_verdict, check_votes
 
     found = _load_verdict(path)
     store = obj.store()
@@ -352,7 +352,7 @@ def verdict_verify(obj: Ctx, path: str, fmt: str | None) -> None:
 
 def _load_verdict(path: str) -> Any:
     # tomllib: kept off `--help`, which imports every command module
-    from ..panel.verdict import Verdict
+    from ..verdict import Verdict
 
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()

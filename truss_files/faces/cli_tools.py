@@ -18,11 +18,11 @@ import click
 
 from ..errors import StoreError, TrussError
 from ..gitdamage import damage_at
+from ..runs.ledger import RunLedger, list_runs
 from ..tools.blocks import parse_tool_use, tool_result
-from ..tools.context import load_run_context
 from ..tools.dispatch import ToolSession
 from ..tools.registry import Serving, lookup
-from ..tools.runs import RunLedger, list_runs
+from ..tools.runcontext import load_run_context
 from ..tools.schema import check_json, export
 from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit

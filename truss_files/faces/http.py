@@ -67,7 +67,7 @@ from .http_deadline import DeadlineConfig
 if TYPE_CHECKING:
     from ..facade import MemoryStore
     from ..signing import Signer
-    from ..tools.context import RunContext
+    from ..tools.runcontext import RunContext
 
 log = logging.getLogger("truss_files.http")
 

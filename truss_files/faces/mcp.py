@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..context.assemble import Prefix, build_context, goal_ledger, run_settings
-from ..context.layers import identity_layers
-from ..context.runstart import load_start
 from ..errors import ConfigError
+from ..identity.layers import identity_layers
 from ..model import Trust
+from ..runs.start import load_start
 from ..scope import Reader
 from ..tools.registry import lookup
 

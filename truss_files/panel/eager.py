@@ -13,10 +13,10 @@ from typing import Any
 
 from ..errors import ConfigError, SignatureError, TrussError
 from ..model import Entry, Kind, Trust
+from ..policy import VerificationPolicy
 from ..settings import Settings, settings_for
 from ..signing import Ed25519Signer, PublicKey
 from ..store import Store
-from .policy import VerificationPolicy
 from .report import Outcome
 from .runner import verify
 

@@ -26,6 +26,7 @@ from ..model import Entry, Trust
 from ..settings import settings_for
 from ..signing import PublicKey
 from ..trailers import parse_trailers
+from ..verdict import Verdict
 from .panel import FAIL, PASS, Decision, Panel, Quorum
 from .report import Outcome, Report
 from .reviewers import (
@@ -36,7 +37,6 @@ from .reviewers import (
     Subject,
     build_reviewer,
 )
-from .verdict import Verdict
 from .workspace import Workspace
 
 if TYPE_CHECKING:

@@ -25,11 +25,11 @@ from ..config import (
     TrustPolicy,
     is_store_path,
 )
-from ..context.proposal import CORE_PATH, SELF_PATH
 from ..entryfile import parse
 from ..errors import EntryError, TrussError, UsageError
 from ..gitstore import GitStore, Snapshot
 from ..model import LEGAL_TRANSITIONS, Entry, Trust
+from ..proposal import CORE_PATH, SELF_PATH
 from ..signing.keyless import claimed
 from ..trailers import parse_trailers
 from .textconv import reviewers, verdict_line

@@ -36,9 +36,9 @@ from typing import Any
 from ..config import TrustPolicy
 from ..entryfile import parse, serialize
 from ..errors import ConflictError, EntryError, KeylessError, TrussError
+from ..join import can_join, join
 from ..model import LEGAL_TRANSITIONS, TRUST_RULE, Entry, Trust
-from ..panel.verdict import Verdict, check_verdict
-from .join import can_join, join
+from ..verdict import Verdict, check_verdict
 
 # How far along the trust arrows a state is, within one verdict's lifetime.
 _PHASE = {Trust.UNVERIFIED: 0, Trust.VERIFIED: 1, Trust.REJECTED: 1, Trust.STALE: 2}

@@ -13,7 +13,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .context import Grant, RunContext, load_run_context
     from .dispatch import Call, Outcome, ToolSession
     from .registry import (
         Annotations,
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
         all_tools,
         lookup,
     )
+    from .runcontext import Grant, RunContext, load_run_context
 
 _EXPORTS = {
     **dict.fromkeys(("Grant", "RunContext", "load_run_context"), "context"),

@@ -50,17 +50,17 @@ from ..model import Entry, Kind, Trust
 from ..recall.bounds import query_terms
 from ..recall.engine import search_snapshot
 from ..recall.pipeline import Filter
+from ..runs.links import key_principal, run_view
 from .query import recall_mode
 from .registry import Annotations, Tool, register
-from .runlinks import key_principal, run_view
 from .schema import check_input, check_json
 from .scope import read_areas, require_context, source_event
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
     from ..store import Store
-    from .context import RunContext
     from .dispatch import Call
+    from .runcontext import RunContext
 
 __all__ = ["DEFAULT_BUDGET", "INPUT_SCHEMA", "ask"]
 

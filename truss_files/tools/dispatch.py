@@ -20,11 +20,11 @@ from ..authority import is_own, viewer
 from ..errors import TrussError, UsageError
 from ..gitdir import GitDir
 from ..model import Entry, Trust
+from ..runs.ledger import CALL_ID, RunLedger, check_run_id, memo_key
+from ..runs.links import link_run, run_view
 from ..scope import Reader
-from .context import RunContext
 from .registry import Serving, Tool, UnknownTool
-from .runlinks import link_run, run_view
-from .runs import CALL_ID, RunLedger, check_run_id, memo_key
+from .runcontext import RunContext
 from .schema import check_input, check_json
 from .tipconfig import (
     ConfigLike,

@@ -87,8 +87,8 @@ from .write import TOMBSTONE_MARK
 if TYPE_CHECKING:
     from ..gitstore import Plan, Snapshot
     from ..store import Store
-    from .context import RunContext
     from .dispatch import Call
+    from .runcontext import RunContext
 
 __all__ = ["CONSOLIDATE_AT", "INPUT_SCHEMA", "KINDS", "train"]
 

@@ -13,11 +13,11 @@ from ..errors import TransitionError, TrussError, UsageError
 from ..gitstore import Plan, Snapshot
 from ..model import check_ledger_ref
 from ..panel.eager import panel_store_for
-from ..panel.policy import IDENTITY_KIND
+from ..policy import IDENTITY_KIND
+from ..proposal import SELF_PATH, Proposal, normalize_text, serialize
 from ..settings import settings_for
 from ..trailers import trailers
 from .judge import judge_proposals
-from .proposal import SELF_PATH, Proposal, normalize_text, serialize
 
 if TYPE_CHECKING:
     from ..settings import Settings

@@ -25,10 +25,7 @@ import pygit2
 from ..errors import EntryError, NotFound, TransitionError, UsageError
 from ..gitstore import Plan, Snapshot
 from ..model import Trust
-from ..settings import settings_for
-from ..signing import PublicKey
-from ..trailers import parse_trailers, trailers
-from .proposal import (
+from ..proposal import (
     APPLIED,
     CORE_PATH,
     PENDING,
@@ -40,6 +37,9 @@ from .proposal import (
     proposal_path,
     serialize,
 )
+from ..settings import settings_for
+from ..signing import PublicKey
+from ..trailers import parse_trailers, trailers
 
 if TYPE_CHECKING:
     from ..settings import Settings

@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
-from ..model import Kind
+from .errors import ConfigError
+from .model import Kind
 
 if TYPE_CHECKING:
-    from ..settings import Settings
+    from .settings import Settings
 
 MODES = ("off", "lazy", "eager", "tiered")
 TIER_MODES = ("off", "lazy", "eager")

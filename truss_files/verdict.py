@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import VERDICT_NAMESPACE, TrustPolicy
-from ..errors import KeylessError, SignatureError, UsageError, VerdictError
-from ..quorum import parse_quorum_text, tally
-from ..signing import Signer, keyless
+from .config import VERDICT_NAMESPACE, TrustPolicy
+from .errors import KeylessError, SignatureError, UsageError, VerdictError
+from .quorum import parse_quorum_text, tally
+from .signing import Signer, keyless
 
 OUTCOMES = ("PASS", "FAIL")
 # A vote may also be ABSTAIN: a reviewer that could not judge (a hang, a crash, a garbled

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import EntryError, UsageError
+from .errors import EntryError, UsageError
 
 CORE_PATH = "identity/core.md"
 SELF_PATH = "identity/self.md"

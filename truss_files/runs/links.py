@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..authority import RunView
 from ..errors import Forbidden, TrussError, UsageError
 from ..gitdir import GitDir
-from .runs import RUN_REF_PREFIX, RunLedger, check_run_id
+from .ledger import RUN_REF_PREFIX, RunLedger, check_run_id
 
 if TYPE_CHECKING:
     from ..store import Store

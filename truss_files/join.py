@@ -22,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from ..entryfile import parse, serialize
-from ..errors import EntryError
-from ..model import Entry, Trust
+from .entryfile import parse, serialize
+from .errors import EntryError
+from .model import Entry, Trust
 
 __all__ = ["can_join", "is_join", "join"]
 

@@ -31,10 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConflictError, NotFound, SignatureError, TrussError, UsageError
 from ..gitdir import GitDir
 from ..trailers import parse_trailers, stamp, trailers
-from .runchain import (
-    PROVENANCE_MESSAGE as PROVENANCE_MESSAGE,
-)
-from .runchain import (
+from .chain import (
     Chain,
     Mark,
     ProvenanceError,
@@ -50,7 +47,7 @@ if TYPE_CHECKING:
     import pygit2
 
     from ..store import Store
-    from .context import RunContext
+    from ..tools.runcontext import RunContext
 
 RUN_REF_PREFIX = "refs/truss/runs/"
 CALL_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")

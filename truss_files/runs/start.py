@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final
 
 from ..errors import StoreError, UsageError
 from ..gitdir import GitDir
-from ..tools.runs import check_run_id
+from .ledger import check_run_id
 
 if TYPE_CHECKING:
     from ..store import Store

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NotFound, UsageError
 from ..gitstore import Plan, Snapshot
 from ..model import Trust
+from ..proposal import check_principal, normalize_text, principal_path
 from ..trailers import trailers
-from .identity import roles
-from .proposal import check_principal, normalize_text, principal_path
+from .changes import roles
 
 if TYPE_CHECKING:
     from ..store import Store

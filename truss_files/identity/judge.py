@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, TransitionError, TrussError, UsageError
-from ..panel.policy import IDENTITY_KIND
 from ..panel.reviewers import Ballot, CheckReviewer, JudgeReviewer, build_reviewer
-from ..panel.verdict import check_verdict, sign_verdict
 from ..panel.workspace import Workspace
+from ..policy import IDENTITY_KIND
+from ..proposal import CORE_PATH, PENDING, SELF_PATH, Proposal, core_label
 from ..quorum import FAIL, PASS
-from .identity import _decide, find, proposals, roles
-from .proposal import CORE_PATH, PENDING, SELF_PATH, Proposal, core_label
+from ..verdict import check_verdict, sign_verdict
+from .changes import _decide, find, proposals, roles
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..hooks import default_command, open_repo
-from .textconv import ATTRIBUTES_LINE
+from .hooks import default_command, open_repo
+from .review.textconv import ATTRIBUTES_LINE
 
 
 @dataclass(frozen=True)
