@@ -205,3 +205,47 @@ def test_every_module_is_on_one_floor() -> None:
     assert len(listed) == len(set(listed))
     for name in modules():
         floor_of(name)
+
+
+def _late_imports() -> Iterator[tuple[str, int, list[str]]]:
+    """Each import of our own modules written inside a function: module, line, source lines."""
+    for name, path in modules().items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        tree = ast.parse("\n".join(lines))
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and (
+                    node.level or (node.module or "").startswith("truss_files")
+                ):
+                    yield name, node.lineno, lines
+
+
+def _explained(lines: list[str], lineno: int) -> bool:
+    """A comment on the import's line, or among the few lines just above it (past other
+    imports and blank lines), says why it is late."""
+    if "#" in lines[lineno - 1]:
+        return True
+    seen = 0
+    for line in reversed(lines[: lineno - 1]):
+        text = line.strip()
+        if "#" in text:
+            return True
+        if not text or text.startswith(("from ", "import ")):
+            continue
+        seen += 1
+        if seen > 1:
+            return False
+    return False
+
+
+def test_a_late_import_says_why() -> None:
+    """An import of our own modules inside a function is there for a reason a comment gives:
+    an optional extra, or a heavy module kept off a path that must stay fast."""
+    silent = [
+        f"{name}:{lineno}"
+        for name, lineno, lines in _late_imports()
+        if not _explained(lines, lineno)
+    ]
+    assert not silent, "imports inside functions with no comment saying why:\n" + "\n".join(silent)
