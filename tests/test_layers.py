@@ -9,6 +9,7 @@ importer to ``x`` alone.)
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -249,3 +250,22 @@ def test_a_late_import_says_why() -> None:
         if not _explained(lines, lineno)
     ]
     assert not silent, "imports inside functions with no comment saying why:\n" + "\n".join(silent)
+
+
+def test_the_readme_draws_these_floors() -> None:
+    """README's "Architecture" picture names the same floors, top down, holding the same
+    modules and folders as ``FLOORS``."""
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Architecture") :]
+    start = section.index("```text\n") + len("```text\n")
+    picture = section[start : section.index("\n```", start)]
+    drawn: dict[str, set[str]] = {}
+    floor = ""
+    for line in picture.splitlines():
+        if not line.startswith(" "):
+            floor, _, line = line.partition(" ")
+        names = re.findall(r"([\w]+)(?:\.py\b|/)", line.split(":")[0])
+        drawn.setdefault(floor, set()).update(names)
+    assert list(drawn) == [name for name, _ in reversed(FLOORS)]
+    for name, prefixes in FLOORS:
+        assert drawn[name] == {p for p in prefixes if p != "__main__"}, name
