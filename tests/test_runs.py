@@ -11,8 +11,8 @@ import pytest
 from test_tools_support import call, cli, out, promote
 
 from truss_files.facade import MemoryStore
+from truss_files.runs.chain import PROVENANCE_MESSAGE
 from truss_files.runs.ledger import (
-    PROVENANCE_MESSAGE,
     RUN_REF_PREFIX,
     LedgerEntry,
     RunLedger,

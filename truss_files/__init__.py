@@ -49,7 +49,7 @@ _EXPORTS = {
     **dict.fromkeys(("Entry", "Kind", "Layer", "Provenance", "Trust"), "model"),
     "Memory": "memory",
     "MemoryStore": "facade",
-    "Verdict": "panel.verdict",
+    "Verdict": "verdict",
 }
 
 

@@ -606,7 +606,7 @@ def _joined_adds(
     parents: list[Snapshot],
     changes: list[tuple[str, str, Snapshot]],
 ) -> set[str]:
-    """The entry files a merge sets to exactly what ``review.join.is_join`` settles its
+    """The entry files a merge sets to exactly what ``join.is_join`` settles its
     parents' versions to: adds of one entry on two or more sides that no common ancestor
     holds (the same event trained on two clones), joined, or the one side's version its
     panel already reviewed. Each version passed in its own side's history and the result

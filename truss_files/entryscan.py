@@ -128,6 +128,7 @@ class VerdictBlock(Mapping[str, Any]):
 
     def _load(self) -> dict[str, Any]:
         if self._full is None:
+            # entryfile loads PyYAML: only a verdict asked for whole pays for it.
             from . import entryfile
 
             front = "verified_by:\n" + "".join(f"  {line}\n" for line in self._text.split("\n"))

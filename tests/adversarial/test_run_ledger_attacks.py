@@ -24,9 +24,8 @@ import pytest
 
 from truss_files.audit import audit
 from truss_files.facade import MemoryStore
-from truss_files.runs.chain import mark_path, read_mark
+from truss_files.runs.chain import PROVENANCE_MESSAGE, mark_path, read_mark
 from truss_files.runs.ledger import (
-    PROVENANCE_MESSAGE,
     RUN_REF_PREFIX,
     LedgerEntry,
     RunLedger,

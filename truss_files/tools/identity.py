@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def identity_propose(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
-    # context.amend proposes through the settings, the store and the panel: off the cold path.
+    # identity.amend proposes through the settings, the store and the panel: off the cold path.
     from ..identity.amend import propose
 
     if call.run_id is None or not call.session.durable:

@@ -6,7 +6,7 @@ same kind and key whose body starts with ``TOMBSTONE_MARK``. Once a panel verifi
 conflict policy supersedes the older verified entries of that key, and the memory tool's view
 hides the key. Until then the tombstone is visible only to the run that wrote it.
 
-**The verification policy applies here as on the CLI's ``write``** (``panel.policy``): after
+**The verification policy applies here as on the CLI's ``write``** (``policy``): after
 the commit, the entries whose kind is eager under the call's layered settings go to the panel
 at once (``verify_written``), each PASS or FAIL a second, panel-signed commit. Where the
 outcome is reported is the face's choice, because the ``memory`` binding's texts must stay
