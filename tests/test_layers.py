@@ -163,14 +163,14 @@ def test_only_the_store_opens_a_read_through_the_gate() -> None:
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (name, tuple(modules.split()))
     for name, modules in (
-        ("values", "errors model trailers scope memory"),
+        ("values", "errors model trailers scope"),
         ("formats", "entryfile entryscan config signing keys verdict quorum policy proposal views"),
         ("git", "gitstore gitdir gitlocks worktree recovery gitdamage trustroot"),
         ("rules", "audit attest readgate authority writers join settings"),
         ("store", "store"),
         ("engines", "recall panel identity review operators initstore"),
         ("runtime", "tools runs context"),
-        ("facade", "facade"),
+        ("facade", "facade memory"),
         ("faces", "faces server hooks drivers anthropic_adapter demo __main__"),
     )
 )

@@ -16,13 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .errors import ConfigError
 from .model import Kind
-
-if TYPE_CHECKING:
-    from .settings import Settings
 
 MODES = ("off", "lazy", "eager", "tiered")
 TIER_MODES = ("off", "lazy", "eager")
@@ -49,16 +45,6 @@ class VerificationPolicy:
         for kind, mode in self.tiers.items():
             if mode not in TIER_MODES:
                 raise ConfigError(f"policy.tiered.{kind} is {mode!r}; use {TIER_MODES}")
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> VerificationPolicy:
-        prefix = "policy.tiered."
-        tiers = {
-            k[len(prefix) :]: str(v.value)
-            for k, v in settings.values.items()
-            if k.startswith(prefix)
-        }
-        return cls(settings.verification, tiers)
 
     def mode_for(self, kind: Kind | str) -> str:
         """off, lazy or eager for entries of ``kind``."""

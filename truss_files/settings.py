@@ -406,7 +406,11 @@ class Settings:
 
     @property
     def policy(self) -> VerificationPolicy:
-        return VerificationPolicy.from_settings(self)
+        prefix = "policy.tiered."
+        tiers = {
+            k[len(prefix) :]: str(v.value) for k, v in self.values.items() if k.startswith(prefix)
+        }
+        return VerificationPolicy(self.verification, tiers)
 
     def mode_for(self, kind: Kind | str) -> str:
         """off, lazy or eager for this kind (tiered looks up [policy.tiered], default lazy)."""

@@ -13,7 +13,6 @@ from typing import Any
 
 from ..errors import ConfigError, SignatureError, TrussError
 from ..model import Entry, Kind, Trust
-from ..policy import VerificationPolicy
 from ..settings import Settings, settings_for
 from ..signing import Ed25519Signer, PublicKey
 from ..store import Store
@@ -96,7 +95,7 @@ def verify_written(
     unverified; ``truss-files verify`` picks them up)."""
 
     settings = settings or settings_for(store)
-    policy = VerificationPolicy.from_settings(settings)
+    policy = settings.policy
     due = [e.id for e in entries if policy.runs_on_write(e.kind) and e.trust is Trust.UNVERIFIED]
     if not due:
         return [], None
