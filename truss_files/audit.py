@@ -236,8 +236,8 @@ def _descends(
 ) -> bool:
     """``tip`` is ``root`` or has it in its history.
 
-    ``descendant_of`` walks the whole history down to the root (~10 ms per thousand
-    commits), which would dwarf auditing a range of a few new commits. With a range start,
+    ``descendant_of`` walks the whole history down to the root, which
+    would dwarf auditing a range of a few new commits. With a range start,
     ``start..tip`` is walked first: the root among those commits settles it, and so does
     ``start`` being a parent of one of them (or the tip itself) when ``start`` is known to
     descend from the root. Anything else takes the whole walk."""

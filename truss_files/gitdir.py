@@ -1,7 +1,7 @@
 """Just enough git, read by hand, for a query to find its cache without importing pygit2.
 
 A warm query needs one fact from the repository: which tree ``memories/`` is at the branch
-tip. pygit2 costs ~70 ms to import (more on a busy machine), longer than the whole query, so
+tip. pygit2 costs more to import than the whole query, so
 this module reads the files git itself keeps: ``HEAD``, the ref (a loose file or
 ``packed-refs``), and -- only when the tip moved since the cache was written -- the commit and
 tree objects, which libgit2 and git write loose (zlib-compressed) until a ``git gc`` packs them.
@@ -36,7 +36,7 @@ _CHUNK = 1 << 16
 
 
 # NamedTuples rather than dataclasses here and on the rest of the query path: defining a
-# dataclass costs ~0.5 ms at import, and this module is imported by every CLI query.
+# dataclass costs time at import, and this module is imported by every CLI query.
 class TreeEntry(NamedTuple):
     mode: bytes
     name: str
@@ -62,7 +62,7 @@ class Change(NamedTuple):
 class GitDir:
     """A repository's git directory (``.git`` of a work tree, or a bare repository).
 
-    Paths are kept as strings and handled with ``os.path``: ``pathlib`` costs ~3 ms to import
+    Paths are kept as strings and handled with ``os.path``: ``pathlib`` costs time to import
     where nothing else on the query path needs it (``path``, ``common`` and ``cache_dir`` make
     ``Path`` objects when asked).
     """
@@ -189,8 +189,8 @@ class GitDir:
     def loose_raw(self, sha: str) -> bytes | None:
         """The inflated loose object (header and content), or None when it is not loose.
 
-        ``os.open``/``os.read`` on a string path: ~14 µs a blob here where ``open()`` on a
-        ``Path`` took ~25 µs (an index rebuild reads every entry file this way).
+        ``os.open``/``os.read`` on a string path: about half what ``open()`` on a
+        ``Path`` takes (an index rebuild reads every entry file this way).
         """
         try:
             fd = os.open(f"{self._objects}{sha[:2]}/{sha[2:]}", _READ_FLAGS)

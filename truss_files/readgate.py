@@ -217,8 +217,8 @@ def _reaches(
     repo: pygit2.Repository, tip: pygit2.Oid, ancestor: pygit2.Oid, root: str | None = None
 ) -> bool:
     """``ancestor`` is in the history of ``tip``: some commit of ``ancestor..tip`` has it as
-    a parent. Walks only that range, where ``descendant_of`` walks the whole history (~10 ms
-    per thousand loose commits) to the merge base. With ``root``: and the root is not in
+    a parent. Walks only that range, where ``descendant_of`` walks the whole history
+    to the merge base. With ``root``: and the root is not in
     that range, so ``ancestor`` is no commit from before the trust root (which the audit
     refuses as a read's tip: it does not descend from the root)."""
     walker = repo.walk(tip)

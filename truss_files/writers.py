@@ -131,8 +131,8 @@ class Writers:
         except UnicodeDecodeError as exc:
             raise _Damaged("principals") from exc
         # An index past the principals is checked where it is read (``of``): the checksum
-        # catches damage, and a check of every record here would cost a warm read ~10 ms
-        # at 100k entries.
+        # catches damage, and a check of every record here would cost a warm read more than
+        # the read itself at 100k entries.
         return cls(None if tip == "-" else tip, principals, records)
 
 

@@ -63,7 +63,7 @@ class Link:
     """What one ledger commit says: its parents, its trailers, the key that signed it.
 
     Read once per process and kept: a commit id names fixed content, so its signature is
-    checked once (~0.3 ms) and a run's later calls only walk ids. Roles and principals are
+    checked once and a run's later calls only walk ids. Roles and principals are
     judged against the current policy on every check, never kept.
     """
 

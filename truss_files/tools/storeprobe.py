@@ -48,8 +48,8 @@ def require_store(path: str | os.PathLike[str]) -> None:
 
 def user_config_file(environ: Mapping[str, str]) -> Path:
     """``settings.global_config_path`` without its imports: ``keys`` pulls in the signing
-    stack (~20 ms) and platformdirs alone costs ~5 ms, on a path whose whole recall budget is
-    ~13 ms. On Linux the answer is platformdirs' own rule (an absolute ``$XDG_CONFIG_HOME``,
+    stack and platformdirs alone costs a good part of a path whose whole recall budget is a few
+    milliseconds. On Linux the answer is platformdirs' own rule (an absolute ``$XDG_CONFIG_HOME``,
     else ``~/.config``, read from ``os.environ`` as platformdirs reads it); anywhere else, and
     whenever the environment is unusual, it asks platformdirs. A test holds the two equal."""
     override = environ.get("TRUSS_CONFIG_DIR")

@@ -2,7 +2,7 @@
 a store is there and any settings layer above it is in play comes from ``storeprobe``.
 
 A read tool call must know which tools the store serves and its recall mode before it can
-answer. pygit2 and the store module cost ~170 ms to import on this machine class — more than
+answer. pygit2 and the store module cost more to import than
 the whole indexed query — so a process that only reads goes through the recall engine's small
 git reader (``gitdir``) instead. It falls back to pygit2 by itself for packed objects;
 refs it cannot read (reftable) make ``tip_config`` return None and the caller open the store.
