@@ -18,7 +18,6 @@ import gc
 import importlib
 import os
 import sys
-import textwrap
 from collections.abc import Callable, MutableMapping
 from gettext import gettext
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -269,6 +268,8 @@ def _shorten(text: str, limit: int) -> str:
         return text
     if limit < len("..."):
         return "..."
+    import textwrap  # only to list the commands: never on a query's path
+
     return textwrap.shorten(text, limit, placeholder="...", break_on_hyphens=False)
 
 
