@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 from gated import search
@@ -75,6 +76,45 @@ def test_help_lists_every_command_with_its_short_help() -> None:
     for name, command in cli_app.cli.commands.items():
         assert f"  {name} " in result.output
         assert command.get_short_help_str(limit=200)[:12] in result.output
+
+
+def test_the_table_holds_each_commands_short_help() -> None:
+    """The listing is printed from the table; each entry is its command's own first sentence."""
+    commands = cli_app.cli.commands
+    for name, (_module, summary) in cli_app.COMMANDS.items():
+        assert summary == commands[name].get_short_help_str(limit=10_000), name
+
+
+@pytest.mark.parametrize("width", [60, 80, 200])
+def test_help_lists_what_click_would_print_from_the_commands(width: int) -> None:
+    """Same rows, shortened the same way at each terminal width, as click's own listing, which
+    imports every command module."""
+    listed = CliRunner().invoke(cli_app.cli, ["--help"], terminal_width=width)
+    group = cli_app.cli
+    ctx = click.Context(group, info_name="truss-files", terminal_width=width, max_content_width=100)
+    formatter = ctx.make_formatter()
+    click.Group.format_commands(group, ctx, formatter)
+    assert listed.exit_code == 0
+    assert "  attest " in formatter.getvalue()
+    assert listed.output.endswith(formatter.getvalue())
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], []], ids=lambda v: " ".join(v) or "bare")
+def test_the_command_list_imports_no_command_module(argv: list[str]) -> None:
+    shown = probe(
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from truss_files.faces.cli import cli\n"
+        "result = CliRunner().invoke(cli, sys.argv[1:])\n"
+        "assert result.exit_code in (0, 2), result.output\n"
+        "assert 'Commands:' in result.output and '  write ' in result.output\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('truss_files.faces.cli_')\n"
+        "                or m in ('pygit2', 'yaml', 'cryptography'))\n"
+        "print(loaded)\n",
+        *argv,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == "['truss_files.faces.cli_app']"
 
 
 def test_an_unknown_command_is_still_a_usage_error() -> None:

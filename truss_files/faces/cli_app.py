@@ -3,10 +3,11 @@ error handler every command is wrapped in.
 
 The commands live in ``cli_setup``, ``cli_store``, ``cli_read``, ``cli_query``, ``cli_review``,
 ``cli_panel``, ``cli_tools``, ``cli_operator``, ``cli_identity``, ``cli_context``, ``cli_serve``
-and ``cli_sigstore``. The group imports only the module of the command being run (all of them
-when every command must be listed: ``--help``, completion, ``.commands``), so a command pays
-for its own imports and nobody else's; each module imports what it needs at its top, except
-what would put pygit2, PyYAML, tomllib, cryptography or an optional extra on ``--help``.
+and ``cli_sigstore``. The group imports only the module of the command being run, and lists the
+commands (``--help``, a bare ``truss-files``) from its own table of names, modules and short
+helps, so listing them imports none. Each module imports what it needs at its top; only the
+module ``query`` shares with every command (this one) keeps pygit2 and cryptography inside the
+functions that need them.
 
 Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug.
 """
@@ -18,6 +19,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, MutableMapping
+from gettext import gettext
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
@@ -73,53 +75,136 @@ class Ctx:
 pass_ctx = click.make_pass_decorator(Ctx)
 
 
-# Which module defines each top-level command (imported on first use). A command missing here
-# still works -- an unknown name loads every module before click says "No such command" -- and
-# tests/test_cli_startup.py checks that this table names every command.
-LAZY_COMMANDS: Final = {
-    **dict.fromkeys(("init", "keys"), "cli_setup"),
-    **dict.fromkeys(
-        (
-            *("write", "import", "verdict", "promote", "reject", "demote", "supersede"),
-            *("revert", "repair"),
-        ),
-        "cli_store",
+# Each top-level command: the module that defines it (imported on first use) and its short
+# help, the first sentence of its docstring, which the group lists without importing anything
+# (tests/test_cli_startup.py checks that this table names every command, each where it is
+# defined and with its docstring's first sentence). A command missing here still works -- an
+# unknown name loads every module before click says "No such command" -- but is not listed.
+COMMANDS: Final[dict[str, tuple[str, str]]] = {
+    "attest": (
+        "cli_sigstore",
+        "Attest commits keylessly: a sigstore bundle over each commit id, as a git note.",
     ),
-    **dict.fromkeys(("show", "list", "log", "audit"), "cli_read"),
-    "query": "cli_query",
-    **dict.fromkeys(
-        ("diff", "textconv", "install-drivers", "merge-driver", "hooks", "hook", "sync"),
+    "audit": (
+        "cli_read",
+        "Re-check history from the trust root: signatures, roles, entries, verdicts.",
+    ),
+    "config": (
+        "cli_panel",
+        "Layered settings: truss.toml → user config → [agents.NAME] → --contract FILE.",
+    ),
+    "context": (
+        "cli_context",
+        "Print a run's prefix in cache order: tools, system (L0, L1), messages (L3, L4).",
+    ),
+    "delta": (
+        "cli_context",
+        "What changed in verified memory since CURSOR: newly verified, stale, superseded or"
+        " rejected entries, with a new cursor.",
+    ),
+    "demote": ("cli_store", "Turn a verified entry stale (demoted, never deleted)."),
+    "diff": ("cli_review", "The semantic change set of RANGE: what a reviewer of memory needs."),
+    "hook": ("cli_review", "Run one hook's check (the installed hook scripts call this)."),
+    "hooks": (
         "cli_review",
+        "Git hooks that enforce signatures and the audit (thin shims over it).",
     ),
-    **dict.fromkeys(("verify", "recheck", "config"), "cli_panel"),
-    **dict.fromkeys(("tool", "tools", "runs", "mcp"), "cli_tools"),
-    **dict.fromkeys(("identity", "principal"), "cli_identity"),
-    **dict.fromkeys(("context", "delta"), "cli_context"),
-    **dict.fromkeys(("signers", "roles"), "cli_operator"),
-    **dict.fromkeys(("serve", "tokens"), "cli_serve"),
-    **dict.fromkeys(("attest", "sigstore"), "cli_sigstore"),
+    "identity": (
+        "cli_identity",
+        "The agent's identity: core.md (operator-signed) and self.md (amendable under policy).",
+    ),
+    "import": (
+        "cli_store",
+        "Bulk-import entries from JSON lines (one commit); SOURCE is a file or -.",
+    ),
+    "init": ("cli_setup", "Create or adopt a git repository as a store."),
+    "install-drivers": (
+        "cli_review",
+        "Configure git's diff and merge drivers for entry files in this repository.",
+    ),
+    "keys": ("cli_setup", "Manage your signing keys (kept under your user config dir, mode 0600)."),
+    "list": ("cli_read", "List entries, oldest first, with filters."),
+    "log": ("cli_read", "Every commit that touched an entry, with its signer and verdict."),
+    "mcp": (
+        "cli_tools",
+        "Serve this store's agent tools over MCP on stdio (needs the [mcp] extra).",
+    ),
+    "merge-driver": (
+        "cli_review",
+        "Merge two versions of one entry file by the trust state machine (git runs this).",
+    ),
+    "principal": (
+        "cli_identity",
+        "Principals (L1): principals/<principal>.md, what the agent knows of one user.",
+    ),
+    "promote": (
+        "cli_store",
+        "Mark an entry verified, on a PASS verdict signed by a panel key for exactly this id.",
+    ),
+    "query": (
+        "cli_query",
+        "Rank entries at or above a trust floor (BM25 statistics from those entries only).",
+    ),
+    "recheck": (
+        "cli_panel",
+        "Re-run the checks of verified entries; a failure turns the entry stale.",
+    ),
+    "reject": (
+        "cli_store",
+        "Mark an entry rejected on a FAIL verdict; it is kept for audit, never returned.",
+    ),
+    "repair": (
+        "cli_store",
+        "Bring the work tree and index back in step with the branch after a crash.",
+    ),
+    "revert": (
+        "cli_store",
+        "Undo a trust transition or identity amendment with a signed revert commit.",
+    ),
+    "roles": (
+        "cli_operator",
+        "Who holds which role in truss.toml [roles]: operator, panel, agent or trainer.",
+    ),
+    "runs": ("cli_tools", "Durable runs: the signed tool-call ledgers under refs/truss/runs/."),
+    "serve": ("cli_serve", "Serve memory.ask and memory.train over HTTP (needs the [http] extra)."),
+    "show": ("cli_read", "Show one entry (any trust, for people; agents use the tools)."),
+    "signers": (
+        "cli_operator",
+        "Who may sign: the keys in .truss/allowed_signers (operators only change them).",
+    ),
+    "sigstore": (
+        "cli_sigstore",
+        "The store's sigstore settings: the trusted root keyless signatures are checked by.",
+    ),
+    "supersede": ("cli_store", "Record that verified entry NEW replaces OLD (OLD turns stale)."),
+    "sync": ("cli_review", "Fetch, audit what came in, integrate, and push by compare-and-swap."),
+    "textconv": (
+        "cli_review",
+        "Print an entry file readably (git's diff.truss.textconv runs this).",
+    ),
+    "tokens": (
+        "cli_serve",
+        "Bearer tokens of the HTTP API (only their hashes are stored), each bound to a tenant.",
+    ),
+    "tool": (
+        "cli_tools",
+        "Call one agent tool: its JSON input on stdin, one JSON object on stdout.",
+    ),
+    "tools": ("cli_tools", "The agent tools this store serves, for harness configuration."),
+    "verdict": ("cli_store", "Panel verdicts: signed PASS/FAIL records for exactly one entry."),
+    "verify": ("cli_panel", "Run the verification panel on unverified entries."),
+    "write": ("cli_store", "Write an entry; it lands unverified."),
 }
-COMMAND_MODULES: Final = (
-    "cli_context",
-    "cli_identity",
-    "cli_operator",
-    "cli_panel",
-    "cli_query",
-    "cli_read",
-    "cli_review",
-    "cli_serve",
-    "cli_setup",
-    "cli_sigstore",
-    "cli_store",
-    "cli_tools",
-)
+LAZY_COMMANDS: Final = {name: module for name, (module, _summary) in COMMANDS.items()}
+COMMAND_MODULES: Final = tuple(sorted(set(LAZY_COMMANDS.values())))
 
 
 class LazyGroup(click.Group):
     """A group whose commands are imported from their module when first asked for.
 
     ``commands`` (what code walking the tree reads) holds every command: reading it imports
-    every module. ``get_command`` imports only the module of the command being run.
+    every module. ``get_command`` imports only the module of the command being run, and the
+    command list of ``--help`` (or of a bare ``truss-files``) comes from ``COMMANDS`` alone.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -154,14 +239,38 @@ class LazyGroup(click.Group):
         return found
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        self._load_all()
-        return sorted(self._registered)
+        return sorted({*COMMANDS, *self._registered})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """What ``click.Group.format_commands`` prints, from the table instead of the modules:
+        each summary shortened to the same width, the same way."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, _shorten(self._summary(name), limit)) for name in names]
+        with formatter.section(gettext("Commands")):
+            formatter.write_dl(rows)
+
+    def _summary(self, name: str) -> str:
+        if name in COMMANDS:
+            return COMMANDS[name][1]
+        return self._registered[name].get_short_help_str(limit=sys.maxsize)
 
     def _load_all(self) -> None:
         if not self._all_loaded:
             self._all_loaded = True
             for module in COMMAND_MODULES:
                 importlib.import_module(f"{__package__}.{module}")
+
+
+def _shorten(text: str, limit: int) -> str:
+    """Click's own shortening of a short help to ``limit`` characters (words kept whole)."""
+    if len(text) <= limit:
+        return text
+    if limit < len("..."):
+        return "..."
+    import textwrap  # only to list the commands: never on a query's path
+
+    return textwrap.shorten(text, limit, placeholder="...", break_on_hyphens=False)
 
 
 def handled(func: F, *, error_format: str | None = None) -> F:

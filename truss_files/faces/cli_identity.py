@@ -13,6 +13,7 @@ from ..errors import UsageError
 from ..identity.amend import propose
 from ..identity.changes import approve, decline, log, proposals, set_identity, show
 from ..identity.principals import set_principal, show_principal
+from ..settings import settings_for
 from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit
 
@@ -76,9 +77,6 @@ def identity_propose(
     Example:
       truss-files identity propose new-self.md
     """
-    # tomllib: kept off `--help`, which imports every command module
-    from ..settings import settings_for
-
     store = obj.store()
     settings = settings_for(store, agent=agent, contract=contract)
     done = propose(store, _read(source), settings=settings)

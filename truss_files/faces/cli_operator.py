@@ -13,6 +13,14 @@ import click
 
 from ..config import ROLES
 from ..errors import UsageError
+from ..operators import (
+    add_signer,
+    grant_role,
+    list_signers,
+    read_public_key,
+    remove_signer,
+    revoke_role,
+)
 from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 
@@ -61,9 +69,6 @@ def signers_add(obj: Ctx, principal: str, pubkey: str, namespaces: str, fmt: str
       truss-files signers add alice@example.com alice.pub
       truss-files roles grant panel alice@example.com
     """
-    # pygit2: kept off `--help`, which imports every command module
-    from ..operators import add_signer, read_public_key
-
     if pubkey == "-":
         text, source = sys.stdin.read(), "stdin"
     else:
@@ -91,9 +96,6 @@ def signers_remove(obj: Ctx, principal: str, fmt: str | None) -> None:
     Example:
       truss-files signers remove alice@example.com
     """
-    # pygit2: kept off `--help`, which imports every command module
-    from ..operators import remove_signer
-
     _emit_change(fmt, remove_signer(obj.store(), principal))
 
 
@@ -108,9 +110,6 @@ def signers_list(obj: Ctx, fmt: str | None) -> None:
     Example:
       truss-files signers list --format json
     """
-    # pygit2: kept off `--help`, which imports every command module
-    from ..operators import list_signers
-
     rows = [
         {
             "principal": s.principal,
@@ -157,9 +156,6 @@ def roles_grant(obj: Ctx, role: str, principal: str, fmt: str | None) -> None:
     Example:
       truss-files roles grant panel alice@example.com
     """
-    # pygit2: kept off `--help`, which imports every command module
-    from ..operators import grant_role
-
     _emit_change(fmt, grant_role(obj.store(), role, principal))
 
 
@@ -178,9 +174,6 @@ def roles_revoke(obj: Ctx, role: str, principal: str, fmt: str | None) -> None:
     Example:
       truss-files roles revoke agent alice@example.com
     """
-    # pygit2: kept off `--help`, which imports every command module
-    from ..operators import revoke_role
-
     _emit_change(fmt, revoke_role(obj.store(), role, principal))
 
 

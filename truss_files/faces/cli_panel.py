@@ -11,6 +11,10 @@ import click
 
 from ..errors import StoreError
 from ..identity.judge import judge_pending
+from ..panel.runner import recheck as run_recheck
+from ..panel.runner import verify as run_verify
+from ..settings import load_settings, settings_for
+from ..trailers import parse_trailers
 from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit
 from .progress import Progress, enabled, interruptible
@@ -21,9 +25,6 @@ _COMMITTED = {"promoted": "promote", "rejected": "reject", "demoted": "demote"}
 
 
 def _decisions(store: Any, since: Any) -> dict[str, int]:
-    # pygit2: kept off `--help`, which imports every command module
-    from ..trailers import parse_trailers
-
     ops = {op: status for status, op in _COMMITTED.items()}
     found: dict[str, int] = {}
     tip = store.git.tip()
@@ -122,10 +123,6 @@ def verify(
       truss-files verify --pending
       truss-files verify 5b0c8f3e --contract ci-contract.toml --format json
     """
-    # tomllib: kept off `--help`, which imports every command module
-    from ..panel.runner import verify as run_verify
-    from ..settings import settings_for
-
     store = obj.store()
     settings = settings_for(store, agent=agent, contract=contract)
     again = "truss-files verify " + ("--pending" if pending else " ".join(ids))
@@ -175,10 +172,6 @@ def recheck(
       truss-files recheck --all
       truss-files recheck 5b0c8f3e
     """
-    # tomllib: kept off `--help`, which imports every command module
-    from ..panel.runner import recheck as run_recheck
-    from ..settings import settings_for
-
     store = obj.store()
     settings = settings_for(store, agent=agent, contract=contract)
     again = "truss-files recheck " + ("--all" if all_ else " ".join(ids))
@@ -214,9 +207,6 @@ def config_show(obj: Ctx, agent: str | None, contract: str | None, fmt: str | No
     Example:
       truss-files config show --agent build-bot --contract contract.toml
     """
-    # tomllib: kept off `--help`, which imports every command module
-    from ..settings import load_settings
-
     raw = None
     # Outside a repository only the global and contract layers apply.
     with contextlib.suppress(StoreError):

@@ -7,11 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..audit import audit
 from ..errors import EntryError
+from ..gitstore import GitStore
 from ..model import Kind, Layer, Trust
 from ..views import entry_detail, entry_view, skipped_report
 from .cli_app import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
+from .progress import Progress, enabled, interruptible
 
 if TYPE_CHECKING:
     from ..facade import MemoryStore
@@ -165,13 +168,6 @@ def audit_cmd(obj: Ctx, rev_range: str | None, root: str | None, fmt: str | None
       truss-files audit              # everything since the root
       truss-files audit main~5..main
     """
-    # pygit2, PyYAML, cryptography: kept off `--help`, which imports every command module.
-    from ..audit import audit
-    from ..gitstore import GitStore
-
-    # The progress display (a ticking thread, signal handlers): audit's alone, not show's or list's.
-    from .progress import Progress, enabled, interruptible
-
     progress = Progress("audit", enabled(fmt == "json"))
     last: dict[str, Any] = {"commit": "", "checked": 0, "total": 0}
 

@@ -13,6 +13,7 @@ import sys
 import click
 
 from ..errors import ConfigError
+from ..server import tokens as token_file
 from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
 
@@ -200,9 +201,6 @@ def tokens_new(
     Example:
       truss-files tokens new --file tokens.toml --scope tasks:read --enterprise acme
     """
-    # tomllib: kept off `--help`, which imports every command module
-    from ..server import tokens as token_file
-
     if [bool(enterprises), bool(task_ids), any_task].count(True) != 1:
         raise click.UsageError(
             "bind the token to its tenant with exactly one of --enterprise E (repeatable), "
@@ -245,9 +243,6 @@ def tokens_list(path: str, fmt: str | None) -> None:
     Example:
       truss-files tokens list --file tokens.toml
     """
-    # tomllib: kept off `--help`, which imports every command module
-    from ..server import tokens as token_file
-
     loaded = token_file.load(path)
     if want_json(fmt):
         emit("json", {"tokens": token_file.describe(loaded)})
@@ -272,9 +267,6 @@ def tokens_revoke(path: str, name: str, fmt: str | None) -> None:
     Example:
       truss-files tokens revoke --file tokens.toml dashboard
     """
-    # tomllib: kept off `--help`, which imports every command module
-    from ..server import tokens as token_file
-
     token_file.revoke_token(path, name)
     if want_json(fmt):
         emit("json", {"revoked": name})

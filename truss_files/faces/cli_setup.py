@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from ..initstore import init_store
+from ..keys import default_principal, default_signer_or_new, list_keys, load_signer, new_key
 from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 
@@ -30,10 +32,6 @@ def init(obj: Ctx, directory: str | None, principal: str | None, fmt: str | None
     Example:
       truss-files init ~/agent-memory
     """
-    # pygit2 and cryptography: kept off `--help`, which imports every command module.
-    from ..initstore import init_store
-    from ..keys import default_principal, default_signer_or_new, load_signer
-
     target = Path(directory or obj.store_path or ".")
     if obj.key or obj.signer_kind:
         signer, made = load_signer(obj.key, signer=obj.signer_kind), False
@@ -97,8 +95,6 @@ def keys_new(name: str, comment: str, fmt: str | None) -> None:
     Example:
       truss-files keys new --name panel-bot
     """
-    from ..keys import default_principal, new_key  # cryptography: kept off `--help`
-
     info = new_key(name, comment or default_principal())
     emit(
         fmt,
@@ -122,8 +118,6 @@ def keys_list(fmt: str | None) -> None:
     Example:
       truss-files keys list --format json
     """
-    from ..keys import list_keys  # cryptography: kept off `--help`
-
     found = [
         {
             "name": k.name,

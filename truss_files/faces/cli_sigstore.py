@@ -10,6 +10,9 @@ from pathlib import Path
 
 import click
 
+from ..attest import NOTES_REF
+from ..attest import attest as run
+from ..operators import pin_trusted_root
 from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 
@@ -53,10 +56,6 @@ def attest(
       truss-files attest
       truss-files attest HEAD~3..HEAD --trust-config trust_config.json
     """
-    # pygit2: kept off `--help`, which imports every command module
-    from ..attest import NOTES_REF
-    from ..attest import attest as run
-
     done = run(obj.store(), rev, token=identity_token, trust_config=trust_config)
     data = {
         "ref": NOTES_REF,
@@ -98,9 +97,6 @@ def pin_root(obj: Ctx, path: str, fmt: str | None) -> None:
     Example:
       truss-files sigstore pin-root trusted_root.json
     """
-    # pygit2: kept off `--help`, which imports every command module
-    from ..operators import pin_trusted_root
-
     change = pin_trusted_root(obj.store(), Path(path).read_bytes())
     emit(
         fmt,

@@ -12,8 +12,10 @@ from typing import Any
 import click
 
 from ..errors import TrussError, UsageError
+from ..gitstore import GitStore
 from ..panel.eager import write_entry
 from ..scope import parse_scope_pairs, stamp
+from ..verdict import Verdict, check_keyless, check_verdict, check_votes
 from .cli_app import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 from .progress import Progress, enabled, interruptible
@@ -318,9 +320,6 @@ def verdict_verify(obj: Ctx, path: str, fmt: str | None) -> None:
     Example:
       truss-files verdict verify verdict.json
     """
-    # tomllib: kept off `--help`, which imports every command module
-    from ..verdict import check_keyless, check_verdict, check_votes
-
     found = _load_verdict(path)
     store = obj.store()
     policy = store.policy()
@@ -351,9 +350,6 @@ def verdict_verify(obj: Ctx, path: str, fmt: str | None) -> None:
 
 
 def _load_verdict(path: str) -> Any:
-    # tomllib: kept off `--help`, which imports every command module
-    from ..verdict import Verdict
-
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
     except OSError as exc:
@@ -493,9 +489,6 @@ def repair(obj: Ctx, force: bool, fmt: str | None) -> None:
       truss-files repair            # after a crash, or when the pre-commit hook asks for it
       git status --short memories/  # nothing left to show
     """
-    # pygit2: kept off `--help`, which imports every command module
-    from ..gitstore import GitStore
-
     done = GitStore(obj.store_path or ".").repair(force=force)
     data = {"fixed": list(done.fixed), "kept": list(done.kept), "notes": list(done.notes)}
 
