@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .runcontext import Grant, RunContext, load_run_context
 
 _EXPORTS = {
-    **dict.fromkeys(("Grant", "RunContext", "load_run_context"), "context"),
+    **dict.fromkeys(("Grant", "RunContext", "load_run_context"), "runcontext"),
     **dict.fromkeys(("Call", "Outcome", "ToolSession"), "dispatch"),
     **dict.fromkeys(
         ("Annotations", "Serving", "Tool", "ToolNotServed", "UnknownTool", "all_tools", "lookup"),
