@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..entryscan import VerdictBlock
+from ..entryfile import VerdictBlock  # entryfile gives a block its YAML reader
 from ..model import Entry, Kind, Layer, Provenance, Trust
 from .tokenize import tokenize
 

@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
-from ..entryscan import scan
+from ..entryfile import parse
 from ..errors import ConfigError, EntryError, StoreError
 from ..gitdamage import damage
 from ..gitdir import Change, GitDir, Objects, diff_trees, walk_tree
@@ -424,7 +424,7 @@ class Index:
 
     def _read(self, path: str, blob: str, invalid: dict[str, str]) -> Entry | None:
         try:
-            return scan(self.objects.blob(blob), path)
+            return parse(self.objects.blob(blob), path)
         except EntryError as exc:
             invalid[path] = exc.message
             return None
