@@ -1,4 +1,4 @@
-"""``scan`` reads entry files fast and must agree with ``entryfile.parse`` on every input."""
+"""``entryfile.parse``'s fast path (``entryscan``) must agree with its YAML on every input."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from truss_files import entryfile
 from truss_files import entryscan as scan_module
-from truss_files.entryscan import VerdictBlock, scan
+from truss_files.entryscan import VerdictBlock
 from truss_files.errors import EntryError
 from truss_files.model import Entry, Kind, Layer, Provenance, Trust
 
@@ -71,10 +71,15 @@ entries = st.builds(
 )
 
 
+def scan(data: bytes, path: str) -> Entry:
+    """What every caller gets: ``entryfile.parse``, the fast path first."""
+    return entryfile.parse(data, path)
+
+
 def agree(data: bytes, path: str) -> None:
     """Both succeed with equal entries, or both raise EntryError."""
     try:
-        want: Entry | None = entryfile.parse(data, path)
+        want: Entry | None = entryfile._parse_yaml(data, path, check_path=True)
     except EntryError:
         want = None
     try:
@@ -114,7 +119,7 @@ def test_canonical_files_take_the_fast_path() -> None:
     for item in (entry, verified):
         data = entryfile.serialize(item).encode()
         fast = scan_module._fast(data, item.path)  # no fallback needed
-        assert fast == entryfile.parse(data, item.path)
+        assert fast == entryfile._parse_yaml(data, item.path, check_path=True)
     block = scan_module._fast(entryfile.serialize(verified).encode(), verified.path)
     assert isinstance(block.provenance.verified_by, VerdictBlock)
     assert block.provenance.verified_by.summary == {
@@ -165,3 +170,19 @@ def test_wrong_path_or_id_is_refused() -> None:
         scan(data, entry.path.replace("fact", "lesson"))
     with pytest.raises(EntryError, match="does not match the content"):
         scan(data.replace(b"\nb\n", b"\nedited\n"), entry.path)
+
+
+def test_importing_entryfile_and_reading_a_canonical_file_import_no_yaml() -> None:
+    """The cold tool path imports entryfile at module top: YAML only on the slow path."""
+    import subprocess
+    import sys
+
+    entry = Entry(kind=Kind.FACT, key="k", body="b", created="2026-11-29T11:02:33Z")
+    data = entryfile.serialize(entry).encode()
+    code = (
+        "import sys\nfrom truss_files import entryfile\n"
+        f"e = entryfile.parse({data!r}, {entry.path!r})\n"
+        "print(e.key, 'yaml' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["k", "False"]

@@ -49,7 +49,7 @@ def test_cache_lives_under_git_and_is_keyed_by_the_memories_tree(
     found = search(store.git.workdir, "flaky", Filter())
     assert found.hits and found.mode == "exact"
     folder = recall_dir(store)
-    assert (folder / "head").is_file() and len(list(folder.glob("floor-*"))) == 3
+    assert (folder / "head").is_file() and len(list(folder.glob("floor-*"))) == 4
     assert found.tree == store.snapshot().tree_id("memories")
     head = marshal.loads((folder / "head").read_bytes())
     assert head["tree"] == found.tree and head["tip"][1] == str(store.git.tip().id)
@@ -286,13 +286,16 @@ def test_concurrent_readers_and_writers(
 
 def test_each_floor_index_holds_its_floors_entries(store: MemoryStore) -> None:
     """The unverified floor holds every entry but the rejected, the verified floor only the
-    verified: counted in the tantivy indexes themselves."""
+    verified, the rejected entries' index the rejected alone: counted in the tantivy indexes
+    themselves."""
     mixed_store(store)
     view = Index(GitDir.discover(store.git.workdir)).view(gate=refusal)
     entries = list(store.iter_entries())
     for floor in (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED):
         want = sum(1 for e in entries if e.trust.passes(floor) and e.trust is not Trust.REJECTED)
         assert view.floor(floor).num_docs == want
+    rejected = sum(1 for e in entries if e.trust is Trust.REJECTED)
+    assert rejected and view.floor(Trust.REJECTED).num_docs == rejected
 
 
 # -- a damaged, stale, foreign or planted index ---------------------------------------------

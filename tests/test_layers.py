@@ -164,7 +164,11 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (name, tuple(modules.split()))
     for name, modules in (
         ("values", "errors model trailers scope"),
-        ("formats", "entryfile entryscan config signing keys verdict quorum policy proposal views"),
+        (
+            "formats",
+            "entryfile entryscan frontyaml config signing keys verdict quorum policy "
+            "proposal views",
+        ),
         ("git", "gitstore gitdir gitlocks worktree recovery gitdamage trustroot"),
         ("rules", "audit attest readgate authority writers join settings"),
         ("store", "store"),

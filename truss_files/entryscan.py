@@ -1,12 +1,13 @@
-"""Read entry files fast (the recall index's reader), with ``entryfile.parse`` as the judge.
+"""The fast path of ``entryfile.parse``: canonical entry files read without YAML.
 
 Building the index at 100k entries cannot afford ``entryfile.parse`` (~0.3-0.4 ms per
 unverified file and ~0.6-0.85 ms per verified one, nearly all of it YAML: ~60 s). Files written
 by truss-files are canonical (``entryfile.serialize``), so ``scan`` matches that one layout
 with a single strict pattern plus per-field checks (~30-45 µs a file, content address
-included: ~10x faster) and hands anything else to ``entryfile.parse`` -- which also raises the
-error for a file that is not an entry at all. Either way the result is the same ``Entry``;
-``tests/test_recall_scan.py`` checks that property on generated and on hostile files.
+included: ~10x faster) and hands anything else back (None) to ``entryfile.parse``'s YAML --
+which also raises the error for a file that is not an entry at all. Either way the result is
+the same ``Entry``; ``tests/test_entryscan.py`` checks that property on generated and on
+hostile files.
 
 Why the fast path cannot disagree with the strict parser:
 
@@ -37,6 +38,7 @@ from json.encoder import encode_basestring_ascii as _json_ascii
 from typing import Any, Final
 
 from .errors import EntryError
+from .frontyaml import safe_yaml
 from .model import (
     MAX_BODY,
     MAX_ENTRY_BYTES,
@@ -52,7 +54,7 @@ from .model import (
     normalize_body,
 )
 
-__all__ = ["VerdictBlock", "scan", "verdict_block"]
+__all__ = ["VerdictBlock", "canonical", "verdict_block"]
 
 
 _KINDS: Final = {k.value: k for k in Kind}
@@ -128,11 +130,8 @@ class VerdictBlock(Mapping[str, Any]):
 
     def _load(self) -> dict[str, Any]:
         if self._full is None:
-            # entryfile loads PyYAML: only a verdict asked for whole pays for it.
-            from . import entryfile
-
             front = "verified_by:\n" + "".join(f"  {line}\n" for line in self._text.split("\n"))
-            found = entryfile._safe_yaml(front, None)
+            found = safe_yaml(front, None)
             if not isinstance(found, dict) or not isinstance(found.get("verified_by"), dict):
                 raise EntryError("provenance.verified_by is not a mapping")
             self._full = found["verified_by"]
@@ -174,14 +173,13 @@ class _Slow(Exception):
     """The file is not in the canonical layout: let entryfile.parse decide."""
 
 
-def scan(data: bytes, path: str) -> Entry:
-    """The ``Entry`` in ``data`` at ``path``; raises ``EntryError`` exactly when parse would."""
+def canonical(data: bytes, path: str) -> Entry | None:
+    """The ``Entry`` in ``data`` at ``path`` when it is a canonical file at its own path;
+    None for anything else (``entryfile.parse`` then reads it with YAML)."""
     try:
         return _fast(data, path)
     except _Slow:
-        from . import entryfile  # YAML: only for files off the canonical layout
-
-        return entryfile.parse(data, path)
+        return None
 
 
 def _fast(data: bytes, path: str) -> Entry:

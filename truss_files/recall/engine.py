@@ -34,7 +34,8 @@ and merges, its BM25). What recall promises, stated for it:
   key-, layer- or scope-filtered candidates;
 * adding, changing or removing entries below the floor never changes the score or order of
   entries at or above it, bit for bit: the floor's index is not written for them; rejected
-  entries are in no index;
+  entries are in no floor's index (an index of their own lists them by key and run, for
+  ``key_entries``, ``run_entries`` and ``run_deleted``; no query ranks in it);
 * a run's own notes below the floor (``visible_ids``, ``visible_run``, an ``own`` area) are
   found and scored by tantivy in the **unverified floor's** index, which holds them -- with
   that floor's statistics (every non-rejected entry), not the floor's statistics joined by
@@ -341,16 +342,23 @@ class Searcher:
         return list(out.values())
 
     def run_entries(self, view: IndexView, run: str) -> list[Entry]:
-        """Every entry in an index (rejected ones are in none) that ``run`` produced."""
-        return [view.entry(m.floor, m.hit) for m in group(view, Trust.UNVERIFIED, [run_tag(run)])]
+        """Every entry ``run`` produced, whatever its trust (rejected ones included)."""
+        return [view.entry(m.floor, m.hit) for m in every(view, [run_tag(run)])]
 
     def key_entries(self, view: IndexView, key: str) -> list[Entry]:
-        """Every entry in an index of ``key``, whatever its kind."""
+        """Every entry of ``key``, whatever its kind and trust (rejected ones included)."""
         return [
             view.entry(m.floor, m.hit)
             for kind in Kind
-            for m in group(view, Trust.UNVERIFIED, [group_tag(kind.value, key)])
+            for m in every(view, [group_tag(kind.value, key)])
         ]
+
+
+def every(view: IndexView, tags: Sequence[str]) -> list[Match]:
+    """The entries holding every tag of ``tags``, whatever their trust: the unverified
+    floor's index (every entry not rejected) and the rejected entries' index -- a listing,
+    never a ranking, so rejected entries still move no floor's statistics."""
+    return group(view, Trust.UNVERIFIED, tags) + group(view, Trust.REJECTED, tags)
 
 
 def _once_more(searcher: Searcher, work: Callable[[], _T]) -> _T:
@@ -418,7 +426,7 @@ def run_deleted(
             stones[slot] = max(stones.get(slot, ("", 0)), order(entry))
     hidden: set[str] = set()
     for (kind, key), when in stones.items():
-        for m in group(view, Trust.UNVERIFIED, [group_tag(kind, key)]):
+        for m in every(view, [group_tag(kind, key)]):
             entry = view.entry(m.floor, m.hit)
             if not entry.body.startswith(MARKER_PREFIX) and order(entry) < when:
                 hidden.add(m.id)

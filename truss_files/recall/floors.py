@@ -5,8 +5,16 @@ verified entries, ``stale`` verified and stale, ``unverified`` verified, stale a
 Rejected entries are in none. A query at a floor searches that floor's index alone, so ``N``,
 document frequencies and the average length come from the floor's members: adding, changing
 or removing an entry below the floor never touches the index a query at the floor reads, and
-cannot move a score there by a bit. tantivy is the whole engine: it scores (BM25, k1 1.2,
-b 0.75, idf never negative), deletes and merges; recall feeds it and reads it.
+cannot move a score there by a bit.
+
+Beside the floors, one more index of the same schema holds the rejected entries alone
+(``HOLDERS``, ``holders_of``): no query ranks in it, so their words are in no floor's
+statistics, but what lists the entries of a (kind, key) or of a run -- the trainer's
+same-source check, a run's own notes and deletions -- finds a rejected entry as it finds
+any other (a note stored once, whatever became of it, is not written again).
+
+tantivy is the whole engine: it scores (BM25, k1 1.2, b 0.75, idf never negative), deletes
+and merges; recall feeds it and reads it.
 
 A document (``make_doc``) is:
 
@@ -50,12 +58,14 @@ from .docs import MARKER_PREFIX, TRUST_CODE, content_hash, embed_text
 
 __all__ = [
     "FLOORS",
+    "HOLDERS",
     "Floor",
     "FloorError",
     "FloorMoved",
     "FloorWriter",
     "body_query",
     "floors_of",
+    "holders_of",
     "id_of",
     "make_doc",
     "ranked",
@@ -65,6 +75,7 @@ __all__ = [
 ]
 
 FLOORS: Final = (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED)
+HOLDERS: Final = (*FLOORS, Trust.REJECTED)  # every index: the floors and the rejected entries'
 UPDATE_HEAP: Final = 15_000_000  # tantivy's floor for one writer thread
 BUILD_HEAP: Final = 200_000_000  # shared by a rebuild's three writers
 TIE_SLACK: Final = 8  # hits asked for beyond ``limit``, so ties at the cut are seen
@@ -85,6 +96,11 @@ class FloorMoved(Exception):
 def floors_of(trust: Trust) -> tuple[Trust, ...]:
     """The floors whose index holds an entry of ``trust`` (none for rejected)."""
     return tuple(f for f in FLOORS if trust.passes(f)) if trust is not Trust.REJECTED else ()
+
+
+def holders_of(trust: Trust) -> tuple[Trust, ...]:
+    """The indexes that hold an entry of ``trust``: its floors, or the rejected entries'."""
+    return floors_of(trust) or (Trust.REJECTED,)
 
 
 def _schema() -> Any:

@@ -7,7 +7,8 @@ Files::
                                 tip it was read from and that tip's [recall] settings
                                 (marshal, replaced atomically)
     .git/truss/recall/floor-*/  one tantivy index per trust floor (``floors``): what queries
-                                filter, rank and read entries from
+                                filter, rank and read entries from; and one of the rejected
+                                entries, which no query ranks in (``floors.HOLDERS``)
     .git/truss/recall/lock      taken by whoever updates the index (readers never lock)
 
 Life cycle:
@@ -43,7 +44,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
-from ..entryscan import scan
+from ..entryfile import parse
 from ..errors import ConfigError, EntryError, StoreError
 from ..gitdamage import damage
 from ..gitdir import Change, GitDir, Objects, diff_trees, walk_tree
@@ -52,12 +53,12 @@ from .acronyms import definitions
 from .docs import document_tokens, entry_of, record_of
 from .floors import (
     BUILD_HEAP,
-    FLOORS,
+    HOLDERS,
     Floor,
     FloorError,
     FloorMoved,
     FloorWriter,
-    floors_of,
+    holders_of,
     make_doc,
     read_opstamp,
     signature,
@@ -67,7 +68,7 @@ from .tokenize import TOKENIZER_VERSION
 
 __all__ = ["HEAD_FORMAT", "Gate", "Index", "IndexView", "TipInfo"]
 
-HEAD_FORMAT: Final = 3
+HEAD_FORMAT: Final = 4
 REBUILD_AT: Final = 20_000  # changed files; above this a diff costs more than a rebuild
 GC_AGE: Final = 60.0  # seconds an unreferenced floor folder is kept for readers in flight
 # The read gate a caller gives every view: (git directory, commit read) -> why the history
@@ -113,7 +114,7 @@ class _Head(NamedTuple):
                 return None
             tree, tip, floors, invalid = raw["tree"], raw["tip"], raw["floors"], raw["invalid"]
             floors = {str(k): tuple(v) for k, v in floors.items()}
-            if set(floors) != {t.value for t in FLOORS}:
+            if set(floors) != {t.value for t in HOLDERS}:
                 return None
             return cls(tree, None if tip is None else TipInfo(*tip), floors, dict(invalid))
         except (EOFError, ValueError, TypeError, KeyError):
@@ -165,7 +166,7 @@ class IndexView:
         found = entry_of(marshal.loads(raw), entry_id)
         # The filter read the trust tags, the caller gets the record: they must agree, or
         # damaged files could pass an unverified entry off at the verified floor.
-        if found.trust is not trust_of_code(code) or not found.trust.passes(floor.trust):
+        if found.trust is not trust_of_code(code) or floor.trust not in holders_of(found.trust):
             raise FloorError(f"{home.path}: {entry_id} contradicts its record")
         if len(floor.memo) > 8192:
             floor.memo.clear()
@@ -290,7 +291,7 @@ class Index:
                     # An updater committed since this view read the head: not damage.
                     raise FloorMoved(f"{name} moved on; ask again") from None
                 raise
-            if len(_OPEN_FLOORS) >= 12:
+            if len(_OPEN_FLOORS) >= 16:
                 _OPEN_FLOORS.clear()
             _OPEN_FLOORS[(self.dir_str, meta)] = found
         return found
@@ -423,7 +424,7 @@ class Index:
 
     def _read(self, path: str, blob: str, invalid: dict[str, str]) -> Entry | None:
         try:
-            return scan(self.objects.blob(blob), path)
+            return parse(self.objects.blob(blob), path)
         except EntryError as exc:
             invalid[path] = exc.message
             return None
@@ -475,7 +476,7 @@ class _Writers:
         self.writers: dict[str, FloorWriter] = {}
         if self.fresh:
             stamp = f"{os.getpid()}-{time.time_ns():x}"
-            for trust in FLOORS:
+            for trust in HOLDERS:
                 self.meta[trust.value] = (f"floor-{trust.value}-{stamp}", 0, 0)
 
     def _writer(self, floor: str) -> FloorWriter:
@@ -484,7 +485,7 @@ class _Writers:
             name, opstamp, sign = self.meta[floor]
             path = os.path.join(self.folder, name)
             if self.fresh:
-                found = FloorWriter(path, create=True, heap=BUILD_HEAP // len(FLOORS))
+                found = FloorWriter(path, create=True, heap=BUILD_HEAP // len(HOLDERS))
             else:
                 # Changes go only onto the commit the head names: a floor index a crash left
                 # ahead of it already holds some of them (or is damaged): rebuild instead.
@@ -495,13 +496,11 @@ class _Writers:
         return found
 
     def delete(self, entry: Entry) -> None:
-        for trust in floors_of(entry.trust):
+        for trust in holders_of(entry.trust):
             self._writer(trust.value).delete(entry.id)
 
     def add(self, entry: Entry) -> None:
-        held = floors_of(entry.trust)
-        if not held:
-            return  # rejected: in no floor index
+        held = holders_of(entry.trust)  # rejected: the rejected entries' index alone
         body = " ".join(document_tokens(entry))
         found = definitions(entry.body) if "(" in entry.body else []
         record = marshal.dumps(record_of(entry))
@@ -511,8 +510,8 @@ class _Writers:
 
     def commit(self) -> dict[str, FloorMeta]:
         if self.fresh:
-            for trust in FLOORS:
-                self._writer(trust.value)  # every floor exists, empty or not
+            for trust in HOLDERS:
+                self._writer(trust.value)  # every index exists, empty or not
         for floor, writer in self.writers.items():
             opstamp, sign = writer.commit()
             self.meta[floor] = (self.meta[floor][0], opstamp, sign)

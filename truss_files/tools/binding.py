@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import entryfile
 from ..errors import ConfigError, UsageError
 from ..model import Entry, Kind, Trust, body_size
 from .dispatch import seq_of
@@ -155,8 +156,6 @@ class View:
 
 def _scan(call: Call, snap: Snapshot, kinds: Iterable[Kind], key: str | None) -> list[Entry]:
     """Entries that might be visible, read cheaply: a byte test before each full parse."""
-    # entryfile (yaml) stays off the cold read path.
-    from .. import entryfile
 
     # The run's own and the runs it shares notes with (which of them are its own is decided
     # by signature in ``View.build``: ``Call.own_unverified``).

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import entryfile
 from ..authority import is_own, viewer
 from ..errors import TrussError, UsageError
 from ..gitdir import GitDir
@@ -235,8 +236,6 @@ def seq_of(entry: Entry, run_id: str) -> int:
 
 def own_entries(snap: Snapshot, run_id: str) -> list[Entry]:
     """Entries this run produced: a byte scan for its ledger prefix, then a full parse."""
-    # entryfile (yaml) stays off the cold read path.
-    from .. import entryfile
 
     needle = f"run:{run_id}/".encode()
     out = []

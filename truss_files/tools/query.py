@@ -23,6 +23,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .. import entryfile
 from ..errors import ConfigError, NotFound, UsageError
 from ..model import Entry, Kind, Trust
 from ..panel.conflicts import find_conflicts
@@ -245,8 +246,6 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     filtered: list[str] = []
     missing: list[str] = []
     seen: set[str] = set()
-    # entryfile (yaml) stays off the cold memory_query path; memory_view opens the store.
-    from .. import entryfile
 
     # The run's own pending deletes: gone for this run, as in its memory view and queries.
     deleted: frozenset[str] = frozenset()

@@ -49,6 +49,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from .. import entryfile
 from ..errors import NotFound, TrussError, UntrustedHistory, UsageError
 from ..gitdir import GitDir
 from ..model import (
@@ -379,8 +380,7 @@ def _overlap(store: Store, ctx: RunContext, entry: Entry) -> float:
 
 def _commit(store: Store, entry: Entry, repeat: tuple[str, str | None]) -> tuple[Entry, bool]:
     """One signed commit adding ``entry``, unless a note for the same source is there."""
-    # entryfile (yaml) and gitstore (pygit2) stay off the cold read path this module is on.
-    from .. import entryfile
+    # gitstore (pygit2) stays off the cold read path this module is on.
     from ..gitstore import Plan
 
     found: list[Entry] = []
@@ -434,9 +434,6 @@ def _stored(
 
 
 def _walk(snap: Snapshot, key: str) -> Iterator[Entry]:
-    # entryfile (yaml) stays off the cold read path this module is on.
-    from .. import entryfile
-
     needle = entryfile.key_line(key)
     for kind in KINDS:
         for path, blob in snap.walk(f"memories/{kind}"):

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .. import entryfile
 from ..errors import UsageError
 from ..model import (
     MAX_BODY,
@@ -112,9 +113,8 @@ class Committed:
 def commit_entries(call: Call, entries: Sequence[Entry], summary: str) -> Committed:
     """One signed commit adding ``entries`` (all unverified; present ones are left alone),
     then the panel on the new ones whose kind the verification policy makes eager."""
-    # entryfile (yaml), gitstore (pygit2) and the panel (the store, settings) load only on a
-    # write, never on the cold read path this module is on.
-    from .. import entryfile
+    # gitstore (pygit2) and the panel (the store, settings) load only on a write, never on
+    # the cold read path this module is on.
     from ..gitstore import Plan, Snapshot
     from ..panel.eager import verify_written
 
