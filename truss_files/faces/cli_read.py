@@ -14,7 +14,6 @@ from ..model import Kind, Layer, Trust
 from ..views import entry_detail, entry_view, skipped_report
 from .cli_app import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
-from .progress import Progress, enabled, interruptible
 
 if TYPE_CHECKING:
     from ..facade import MemoryStore
@@ -168,6 +167,10 @@ def audit_cmd(obj: Ctx, rev_range: str | None, root: str | None, fmt: str | None
       truss-files audit              # everything since the root
       truss-files audit main~5..main
     """
+    # The progress display (a ticker thread, signal handlers) is audit's alone here: list
+    # and show, in this module too, never load it.
+    from .progress import Progress, enabled, interruptible
+
     progress = Progress("audit", enabled(fmt == "json"))
     last: dict[str, Any] = {"commit": "", "checked": 0, "total": 0}
 
