@@ -18,7 +18,7 @@ from pathlib import Path
 
 from truss_files.audit import audit
 from truss_files.config import SIGNERS_PATH
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 
 from .common import (
     Figure,

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from truss_files.gitstore import Plan
 from truss_files.signing import Ed25519Signer
-from truss_files.store import trailers
+from truss_files.trailers import trailers
 
 from .bench_cli import console_script
 from .common import (

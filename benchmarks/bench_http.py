@@ -32,11 +32,11 @@ from typing import Any
 from urllib.parse import quote
 
 from truss_files.config import CONFIG_PATH, SIGNERS_PATH
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Plan, Snapshot
 from truss_files.model import Entry, Kind, Layer, Trust
 from truss_files.server.tokens import new_token
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
-from truss_files.store import MemoryStore
 
 from .bench_cli import console_script
 from .common import (

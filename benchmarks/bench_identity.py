@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from truss_files.audit import audit
-from truss_files.context import identity as ident
-from truss_files.context.amend import propose
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
+from truss_files.identity import changes as ident
+from truss_files.identity.amend import propose
 
 from .bench_cli import console_script
 from .common import (

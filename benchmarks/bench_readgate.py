@@ -25,11 +25,11 @@ from functools import partial
 from pathlib import Path
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
+from truss_files.gitdir import GitDir
 from truss_files.readgate import CACHE_NAME, refusal
 from truss_files.recall.engine import search
-from truss_files.recall.gitread import GitDir
 from truss_files.recall.pipeline import Filter
-from truss_files.store import MemoryStore
 
 from .bench_cli import console_script
 from .common import (
@@ -84,7 +84,7 @@ def run(quick: bool) -> list[Figure]:
         flt = Filter()
 
         def query() -> None:
-            if not search(path, QUERY, flt, 10).hits:
+            if not search(path, QUERY, flt, 10, gate=refusal).hits:
                 raise AssertionError("the query found nothing")
 
         query()  # index and record current

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from truss_files.audit import audit
 from truss_files.entryfile import parse, serialize
+from truss_files.facade import MemoryStore
 from truss_files.hooks import install_hooks
 from truss_files.review.diff import change_set
 from truss_files.review.merge import merge_entry
 from truss_files.review.render import to_markdown
-from truss_files.store import MemoryStore
 
 from .common import Figure, measure_pair, new_store, progress, scaled, scratch
 

@@ -3,7 +3,7 @@
 * **cold CLI semantic query p50** at 10k notes (vectors already cached, as after the first
   semantic query): ``truss-files --store S query Q --mode semantic`` as a new process beside
   ``python -c pass``, alternated run by run (``measure_pair``); target: under 3x.
-* **relevance** (``truss_files.recall.evaluate``): recall@5 and MRR@10 of plain BM25 (no
+* **relevance** (``benchmarks.evaluate``): recall@5 and MRR@10 of plain BM25 (no
   stemming, no analysis), BM25 with acronyms, exact (that and related words), semantic and
   hybrid, on ``tests/relevance`` and on
   ``tests/relevance/hard`` -- its dev questions (the ones methods were chosen on) and its
@@ -58,6 +58,7 @@ def run(quick: bool) -> list[Figure]:
 
 
 def cold_start(tmp: Path, n: int, runs: int) -> list[Figure]:
+    from truss_files.readgate import refusal
     from truss_files.recall.engine import Searcher
 
     tag = label(n)
@@ -68,7 +69,7 @@ def cold_start(tmp: Path, n: int, runs: int) -> list[Figure]:
     git_dir = store.git.git_dir
     asked = realistic_queries(4, seed=n)
     progress(f"{tag}: embedding every note once")
-    Searcher(git_dir).query(asked[0], Filter(), 10, mode="semantic")
+    Searcher(git_dir, gate=refusal).query(asked[0], Filter(), 10, mode="semantic")
     env = dict(os.environ, TRUSS_CONFIG_DIR=str(tmp / "config"), HOME=str(tmp))
     env["HF_HUB_OFFLINE"] = "1"
     env.pop("TRUSS_STORE", None)
@@ -117,7 +118,7 @@ def measure_relevance(
     sets: Sequence[tuple[str, Path, Path]] = SETS,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """``{set: {mode: evaluate(...)}}`` for every set of ``sets`` (name, corpus, queries)."""
-    from truss_files.recall.evaluate import (
+    from benchmarks.evaluate import (
         bm25_rank_fn,
         evaluate,
         hybrid_rank_fn,

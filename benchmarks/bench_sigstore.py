@@ -20,8 +20,8 @@ import pygit2
 
 from truss_files.attest import NOTES_REF, payload, read_notes
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.operators import grant_role, pin_trusted_root
-from truss_files.store import MemoryStore
 
 from .common import Figure, freeze_heap, measure, new_store, progress, scaled, scratch, timed
 

@@ -20,8 +20,8 @@ import subprocess
 from collections.abc import Callable
 
 from truss_files.model import Trust
+from truss_files.runs.ledger import RunLedger
 from truss_files.signing import Ed25519Signer
-from truss_files.tools.runs import RunLedger
 
 from .bench_cli import console_script
 from .common import (

@@ -33,10 +33,11 @@ from pathlib import Path
 import pygit2
 
 from truss_files import entryfile
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Plan, Snapshot
 from truss_files.model import Entry
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore, trailers
+from truss_files.trailers import trailers
 
 from .common import (
     Figure,

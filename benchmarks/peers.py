@@ -187,7 +187,7 @@ def disk_size(path: Path) -> int:
 
 
 def rank_fn(engine: str, docs: Sequence[tuple[str, str]], where: Path) -> Any:
-    """A ``truss_files.recall.evaluate`` rank function over a peer built from ``docs``."""
+    """A ``benchmarks.evaluate`` rank function over a peer built from ``docs``."""
     if engine == "fts5":
         build_fts5(docs, where)
         conn = open_fts5(where)

@@ -23,16 +23,20 @@ COLUMNS = {
 REFERENCE = "tantivy-ours"
 RELEVANCE_FLOOR = 0.850  # recall@5 of the engine before the peers were measured
 
-# (what, measure, most our engine may be as a multiple of the reference's figure)
+# (what, our measure, the reference's measure, most ours may be as a multiple of it): issue
+# #21's targets. Queries against tantivy fed the verified notes a default query searches;
+# rebuild and disk against tantivy fed every note, as our index is.
 TARGETS = (
-    ("warm query p50", "warm_p50", 2.0),
-    ("warm query p95", "warm_p95", 5.0),
-    ("cold CLI query (all queries)", "cold_all", 1.5),
-    ("cold CLI query (common-word queries)", "cold_common", 1.5),
-    ("full rebuild", "build", 1.5),
-    ("index on disk", "disk", 2.0),
+    ("warm query p50 (Searcher, the CLI's warm path)", "warm_p50", "warm_p50", 2.0),
+    ("warm query p95 (Searcher, the CLI's warm path)", "warm_p95", "warm_p95", 5.0),
+    ("warm MemoryStore.query p50", "store_p50", "warm_p50", 2.0),
+    ("warm MemoryStore.query p95", "store_p95", "warm_p95", 5.0),
+    ("cold CLI query (all queries)", "cold_all", "cold_all", 1.5),
+    ("cold CLI query (common-word queries)", "cold_common", "cold_common", 1.5),
+    ("full rebuild (vs tantivy over every note)", "build", "build_all", 2.0),
+    ("index on disk (vs tantivy over every note)", "disk", "disk_all", 3.0),
+    ("update after one write (vs tantivy's commit)", "update", "update", 1.5),
 )
-UPDATE_LIMIT_MS = 10.0
 
 
 @dataclass
@@ -52,9 +56,9 @@ class SideBySide:
     def targets(self) -> list[Figure]:
         """Each target as a figure: ours beside the reference, the target scaled from it."""
         figures = []
-        for what, measure, limit in TARGETS:
+        for what, measure, ref_measure, limit in TARGETS:
             ours = self.values.get((measure, "truss-files"))
-            ref = self.values.get((measure, REFERENCE))
+            ref = self.values.get((ref_measure, REFERENCE))
             how = ""
             if measure in self.paired:
                 ours, ref = self.paired[measure]
@@ -69,18 +73,6 @@ class SideBySide:
                     f"tantivy (our tokens) {what}{how}",
                     ref,
                     target=limit * ref,
-                )
-            )
-        update = self.values.get(("update", "truss-files"))
-        if update is not None:
-            figures.append(
-                Figure(
-                    f"{self.tag}: target update after one write <= {UPDATE_LIMIT_MS:g} ms",
-                    update,
-                    "ms",
-                    "the target",
-                    UPDATE_LIMIT_MS,
-                    target=UPDATE_LIMIT_MS,
                 )
             )
         return figures
@@ -99,11 +91,7 @@ class SideBySide:
         lines.append("|---|---|---|---|")
         for figure in self.targets():
             what = figure.name.split(": target ", 1)[1]
-            if figure.baseline_name == "the target":
-                ratio = f"{figure.value:.1f} ms"
-                limit = f"{UPDATE_LIMIT_MS:g} ms"
-            else:
-                ratio, limit = f"{figure.ratio:.2f}x", what.rsplit("<= ", 1)[1]
+            ratio, limit = f"{figure.ratio:.2f}x", what.rsplit("<= ", 1)[1]
             how = " (alternated run by run)" if figure.baseline_name.endswith("by run") else ""
             lines.append(
                 f"| {what.split(' <=')[0]}{how} | {ratio} | {limit} | "
@@ -124,4 +112,7 @@ _UNITS = {
     "cold_common": "ms",
     "build": "s",
     "disk": "MB",
+    "store_p50": "ms",
+    "store_p95": "ms",
+    "update": "ms",
 }

@@ -17,10 +17,10 @@ import pytest
 from sigstore_local.fixture import sigstore_local, sigstore_other  # noqa: F401 - fixtures
 
 from truss_files.config import CONFIG_PATH, SIGNERS_PATH
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Identity, Plan, Snapshot
 from truss_files.initstore import init_store
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
-from truss_files.store import MemoryStore
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Operator",

@@ -12,11 +12,12 @@ import dataclasses
 from typing import Any
 
 from truss_files import entryfile
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Identity, Plan, Snapshot
 from truss_files.model import Entry, Trust
-from truss_files.panel.verdict import Verdict
 from truss_files.signing import Ed25519Signer, PublicKey
-from truss_files.store import MemoryStore, trailers
+from truss_files.trailers import trailers
+from truss_files.verdict import Verdict
 
 WHO = Identity("Test Operator", "operator@example.test")
 

@@ -25,9 +25,9 @@ from urllib.parse import urlencode
 import pytest
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.server.tokens import new_token
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
 
 SCRIPT = Path(sys.executable).parent / "truss-files"
 # ask/train send the route's own token unless told otherwise; None sends no header at all.

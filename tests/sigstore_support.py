@@ -12,9 +12,9 @@ from typing import Any
 
 from sigstore_local import DEFAULT_IDENTITY, LocalSigstore
 
+from truss_files.facade import MemoryStore
 from truss_files.operators import grant_role, pin_trusted_root
-from truss_files.panel.verdict import Verdict
-from truss_files.store import MemoryStore
+from truss_files.verdict import Verdict
 
 SCRIPT = Path(sys.executable).parent / "truss-files"
 
@@ -50,7 +50,7 @@ def trust_instance(store: MemoryStore, sigstore: LocalSigstore, *principals: str
 def keyless_verdict(
     store: MemoryStore, sigstore: LocalSigstore, entry_id: str, outcome: str = "PASS", **token: Any
 ) -> Verdict:
-    from truss_files.panel.verdict import sign_keyless_verdict
+    from truss_files.verdict import sign_keyless_verdict
 
     return sign_keyless_verdict(
         store.get(entry_id).id,

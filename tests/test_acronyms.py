@@ -4,14 +4,14 @@ rule that a definition below the floor never changes a query at the floor."""
 from __future__ import annotations
 
 import pytest
+from gated import Searcher
 from test_recall_support import promote
 
+from truss_files.facade import MemoryStore
 from truss_files.model import Trust
 from truss_files.recall.acronyms import MAX_EXPANSIONS, Glossary, definitions
-from truss_files.recall.engine import Searcher
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.tokenize import tokenize
-from truss_files.store import MemoryStore
 
 
 def spelled(pairs: list[tuple[str, tuple[str, ...]]]) -> dict[str, str]:
@@ -99,16 +99,11 @@ def test_a_definition_below_the_floor_changes_nothing_at_the_floor(store: Memory
     assert cats.id in {h.entry.id for h in wide.hits}
 
 
-def test_glossary_cache_survives_corruption(store: MemoryStore) -> None:
-    promote(store, store.write("fact", "dlq", "Events land in the dead letter queue (DLQ)."))
-    searcher = Searcher(store.git.workdir)
-    first = [h.entry.id for h in searcher.query("DLQ", Filter(), 3).hits]
-    cache = searcher.git.cache_dir / "acronyms.marshal"
-    assert cache.is_file()
-    cache.write_bytes(b"\x00not marshal")
-    assert [h.entry.id for h in Searcher(store.git.workdir).query("DLQ", Filter(), 3).hits] == first
-    import marshal
+def test_a_glossary_row_that_is_not_a_definition_is_ignored() -> None:
+    """What the index stores of an entry's definitions is read as data: a damaged row adds
+    nothing, a good one its acronym."""
+    from truss_files.recall.acronyms import store_glossary
 
-    names = list(marshal.loads(cache.read_bytes()) if cache.is_file() else [])
-    cache.write_bytes(marshal.dumps({name: [[None], "x", [1, 2]] for name in names}))
-    assert [h.entry.id for h in Searcher(store.git.workdir).query("DLQ", Filter(), 3).hits] == first
+    good = ("dlq", ("dead", "letter", "queue"))
+    glossary = store_glossary([[None, "x", [1, 2]], "garbage", [good]])  # type: ignore[list-item]
+    assert glossary.expand(["dlq"]) == ["dlq", "dead", "letter", "queue"]

@@ -12,14 +12,15 @@ import pygit2
 import pytest
 
 from truss_files import entryfile
-from truss_files.audit import AuditReport, audit, check_commit, is_store_path
+from truss_files.audit import AuditReport, audit, check_commit
+from truss_files.config import is_store_path
 from truss_files.errors import UsageError
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import GitStore, Identity, Snapshot
 from truss_files.initstore import CORE_PATH
 from truss_files.model import Entry, Kind, Trust
-from truss_files.panel.verdict import sign_verdict
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
+from truss_files.verdict import sign_verdict
 
 AGENT = "agent@example.test"
 Commit = Callable[..., str]

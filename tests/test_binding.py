@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_tools_support import configure, content, error, memory, promote
 
+from truss_files.facade import MemoryStore
 from truss_files.model import Kind, Trust
-from truss_files.store import MemoryStore
 from truss_files.tools.binding import MAX_PATH, BindingError, parse_path
 from truss_files.tools.write import TOMBSTONE_MARK, is_tombstone
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from test_tools_support import memory, promote
 
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 from truss_files.tools.write import is_tombstone
 
 anthropic_tools = pytest.importorskip("anthropic.lib.tools")

@@ -15,9 +15,9 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
 
 SCRIPT = Path(sys.executable).parent / "truss-files"
 

@@ -1,5 +1,6 @@
-"""Start-up of the ``truss-files`` command line: commands load lazily, and a plain ``query``
-runs without click -- printing exactly what the click command prints, exiting the same way."""
+"""Start-up of the ``truss-files`` command line: commands load lazily, each from its own
+module, and a cold ``query`` loads the recall engine and nothing of the tools, the settings
+layers or the store."""
 
 from __future__ import annotations
 
@@ -13,15 +14,12 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from gated import search
 from test_recall_support import mixed_store
 
-from truss_files.faces import cli as cli_module
+from truss_files.facade import MemoryStore
 from truss_files.faces import cli_app
-from truss_files.faces.query import FLOORS, MODES
-from truss_files.model import Kind
-from truss_files.recall.engine import RECALL_MODES, search
 from truss_files.recall.pipeline import Filter
-from truss_files.store import MemoryStore
 
 SCRIPT = Path(sys.executable).parent / "truss-files"
 
@@ -39,7 +37,7 @@ def test_every_command_is_in_the_lazy_table() -> None:
     group = cli_app.cli
     assert isinstance(group, cli_app.LazyGroup)
     everything = set(group.commands)  # reading .commands imports every module
-    assert set(cli_app.LAZY_COMMANDS) == everything - {"init", "keys"}
+    assert set(cli_app.LAZY_COMMANDS) == everything
     # Each module defines exactly the commands the table sends to it.
     done = probe(
         "import importlib, json\n"
@@ -80,24 +78,51 @@ def test_help_lists_every_command_with_its_short_help() -> None:
         assert command.get_short_help_str(limit=200)[:12] in result.output
 
 
+def test_the_table_holds_each_commands_short_help() -> None:
+    """The listing is printed from the table; each entry is its command's own first sentence."""
+    commands = cli_app.cli.commands
+    for name, (_module, summary) in cli_app.COMMANDS.items():
+        assert summary == commands[name].get_short_help_str(limit=10_000), name
+
+
+@pytest.mark.parametrize("width", [60, 80, 200])
+def test_help_lists_what_click_would_print_from_the_commands(width: int) -> None:
+    """Same rows, shortened the same way at each terminal width, as click's own listing, which
+    imports every command module."""
+    listed = CliRunner().invoke(cli_app.cli, ["--help"], terminal_width=width)
+    group = cli_app.cli
+    ctx = click.Context(group, info_name="truss-files", terminal_width=width, max_content_width=100)
+    formatter = ctx.make_formatter()
+    click.Group.format_commands(group, ctx, formatter)
+    assert listed.exit_code == 0
+    assert "  attest " in formatter.getvalue()
+    assert listed.output.endswith(formatter.getvalue())
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], []], ids=lambda v: " ".join(v) or "bare")
+def test_the_command_list_imports_no_command_module(argv: list[str]) -> None:
+    shown = probe(
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from truss_files.faces.cli import cli\n"
+        "result = CliRunner().invoke(cli, sys.argv[1:])\n"
+        "assert result.exit_code in (0, 2), result.output\n"
+        "assert 'Commands:' in result.output and '  write ' in result.output\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('truss_files.faces.cli_')\n"
+        "                or m in ('pygit2', 'yaml', 'cryptography'))\n"
+        "print(loaded)\n",
+        *argv,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == "['truss_files.faces.cli_app']"
+
+
 def test_an_unknown_command_is_still_a_usage_error() -> None:
     result = CliRunner().invoke(cli_app.cli, ["qeury", "x"])
     assert result.exit_code == 2 and "No such command 'qeury'" in result.output
 
 
 # --------------------------------------------------------------------------- the plain query
-
-
-def test_the_console_module_imports_nothing_heavy() -> None:
-    """Not click, not the model (dataclasses), not even typing: `main` pauses the garbage
-    collector before any of that loads."""
-    done = probe(
-        "import sys, json, truss_files.faces.cli\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('truss_files')\n"
-        "                        or m in ('click', 'typing', 'dataclasses'))))\n"
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == ["truss_files", "truss_files.faces", "truss_files.faces.cli"]
 
 
 def test_the_package_names_load_on_first_use() -> None:
@@ -107,50 +132,50 @@ def test_the_package_names_load_on_first_use() -> None:
         "from truss_files import Entry, UsageError\n"
         "import truss_files.model as model\n"
         "assert Entry is model.Entry and truss_files.Entry is Entry\n"
-        "assert 'truss_files.store' not in sys.modules\n"
+        "assert 'truss_files.facade' not in sys.modules\n"
         "print(truss_files.MemoryStore.__module__)\n"
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "truss_files.store"
+    assert done.stdout.strip() == "truss_files.facade"
 
 
-def test_a_plain_query_imports_neither_click_nor_the_command_modules(
-    store: MemoryStore,
-) -> None:
+def test_a_query_loads_only_its_command_module(store: MemoryStore) -> None:
     mixed_store(store)
     done = probe(
         "import sys, json\n"
         "from truss_files.faces.cli import main\n"
         "sys.argv = ['truss-files', '--store', sys.argv[1], 'query', 'flaky network']\n"
-        "main()\n"
-        "loaded = [m for m in sys.modules if m == 'click' or m.startswith('click.')\n"
-        "          or m.startswith('truss_files.faces.cli_')]\n"
+        "try:\n    main()\n"
+        "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "loaded = sorted(m.rsplit('.', 1)[1] for m in sys.modules\n"
+        "                if m.startswith('truss_files.faces.cli_'))\n"
         "print(json.dumps(loaded), file=sys.stderr)\n",
         str(store.git.workdir),
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["entries"]
-    assert json.loads(done.stderr.strip().splitlines()[-1]) == []
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == ["cli_app", "cli_query"]
 
 
 # Kept off a plain query (text or JSON, every floor): the tool dispatcher, run context and
-# registry (threading, seven dataclasses), truss.toml's own reader and parser, memory scopes
-# (only with --agent/--project/--scope), salience policies (only when the store names one),
-# the settings layers (only when one is in play) and the store. Each one loaded for nothing
-# costs the cold query milliseconds.
+# registry, truss.toml's own reader and parser, salience policies (only when the store names
+# one), the settings layers (only when one is in play) and the store. Each one loaded for
+# nothing costs the cold query milliseconds. (threading is no sign of them: click loads it.)
 OFF_THE_QUERY_PATH = (
     "truss_files.tools.dispatch",
-    "truss_files.tools.context",
+    "truss_files.tools.runcontext",
     "truss_files.tools.registry",
     "truss_files.tools.tipconfig",
-    "truss_files.scope",
     "truss_files.recall.salience",
     "truss_files.settings",
+    "truss_files.facade",
     "truss_files.store",
     "truss_files.gitstore",
     "truss_files.config",
     "tomllib",
-    "threading",
+    "pygit2",
+    "yaml",
+    "cryptography",
 )
 
 
@@ -185,11 +210,9 @@ def test_a_plain_query_keeps_the_tools_scopes_and_settings_off_its_path(
     assert json.loads(done.stderr.strip().splitlines()[-1]) == []
 
 
-def test_the_layers_and_scopes_still_load_when_a_query_uses_them(
-    store: MemoryStore, tmp_path: Path
-) -> None:
-    """The other side of the list above: with a user config file or --agent, the modules come
-    back, and the answer honours them (the config's recall mode; the agent's scope)."""
+def test_the_layers_still_load_when_a_query_uses_them(store: MemoryStore, tmp_path: Path) -> None:
+    """The other side of the list above: with a user config file the settings come back, and
+    the answer honours them (the config's recall mode)."""
     mixed_store(store)
     config_dir = tmp_path / "config"
     config_dir.mkdir()
@@ -202,9 +225,10 @@ def test_the_layers_and_scopes_still_load_when_a_query_uses_them(
             "from truss_files.faces.cli import main\n"
             "sys.argv = ['truss-files', '--store', sys.argv[1], 'query', 'flaky', "
             "'--agent', 'a1']\n"
-            "main()\n"
-            "print(json.dumps([m for m in ('truss_files.scope', 'truss_files.settings', "
-            "'tomllib') if m in sys.modules]), file=sys.stderr)\n",
+            "try:\n    main()\n"
+            "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+            "print(json.dumps([m for m in ('truss_files.settings', 'tomllib') "
+            "if m in sys.modules]), file=sys.stderr)\n",
             str(store.git.workdir),
         ],
         capture_output=True,
@@ -215,84 +239,7 @@ def test_the_layers_and_scopes_still_load_when_a_query_uses_them(
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["recall_mode"] == "hybrid"
     loaded = json.loads(done.stderr.strip().splitlines()[-1])
-    assert loaded == ["truss_files.scope", "truss_files.settings", "tomllib"]
-
-
-def test_the_fast_path_accepts_what_the_click_command_accepts() -> None:
-    """Its option table is the click group's and the `query` command's, choice for choice."""
-    group = {p.opts[0]: p for p in cli_app.cli.params if isinstance(p, click.Option)}
-    for name, rule in cli_module.GLOBAL_OPTIONS.items():
-        option = group[name]
-        assert option.envvar == cli_module.ENVIRONMENT[name]
-        if rule is None:
-            assert not isinstance(option.type, click.Choice)
-        else:
-            assert isinstance(option.type, click.Choice) and tuple(option.type.choices) == rule
-    query = cli_app.cli.commands["query"]
-    options = {p.opts[0]: p for p in query.params if isinstance(p, click.Option)}
-    assert set(options) - {"--help", "-h"} == set(cli_module.QUERY_OPTIONS)
-    for name, query_rule in cli_module.QUERY_OPTIONS.items():
-        option_type = options[name].type
-        if query_rule == "kind":
-            assert isinstance(option_type, click.Choice)
-            assert tuple(option_type.choices) == tuple(k.value for k in Kind)
-        elif query_rule == "limit":
-            assert isinstance(option_type, click.IntRange)
-            assert (option_type.min, option_type.max) == (1, 1000)
-            assert options[name].default == 10
-        elif query_rule is None:
-            assert not isinstance(option_type, click.Choice)
-        else:
-            assert isinstance(option_type, click.Choice)
-            assert tuple(option_type.choices) == query_rule
-    assert options["--min-trust"].default == "verified"
-    assert tuple(options["--min-trust"].type.choices) == FLOORS  # type: ignore[attr-defined]
-    assert MODES == RECALL_MODES == cli_module.QUERY_OPTIONS["--mode"]
-    arguments = [p for p in query.params if isinstance(p, click.Argument)]
-    assert [a.name for a in arguments] == ["text"]
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["--help"],
-        ["query", "--help"],
-        ["query", "-h"],
-        ["query"],
-        ["query", "a", "b"],
-        ["query", "a", "--limit", "0"],
-        ["query", "a", "--limit", "5_0"],
-        ["query", "a", "--limit", " 5"],
-        ["query", "a", "--mode", "fuzzy"],
-        ["query", "a", "--kind", "lessons"],
-        ["query", "a", "--limit", "3", "--limit", "4"],
-        ["query", "a", "--key", "-x"],
-        ["query", "-a"],
-        ["query", "a", "--format"],
-        ["--format", "json", "query", "a"],
-        ["--store", "s", "--store", "t", "query", "a"],
-        ["write", "--kind", "lesson", "--key", "k", "query"],
-        ["keys", "list"],
-    ],
-    ids=" ".join,
-)
-def test_anything_but_a_plain_query_goes_to_click(argv: list[str]) -> None:
-    assert cli_module.parse_plain_query(argv, {}) is None
-
-
-def test_plain_queries_are_read_as_click_reads_them() -> None:
-    parse = cli_module.parse_plain_query
-    assert parse(["query", "flaky ci"], {}) == ({}, "flaky ci", {})
-    assert parse(["--store=/s", "query", "--limit=7", "x", "--kind", "lesson"], {}) == (
-        {"--store": "/s"},
-        "x",
-        {"--limit": "7", "--kind": "lesson"},
-    )
-    assert parse(["query", "--mode", "exact", "--", "-x"], {}) == ({}, "-x", {"--mode": "exact"})
-    env = {"TRUSS_STORE": "/env", "TRUSS_SIGNER": ""}
-    assert parse(["query", "x"], env) == ({"--store": "/env"}, "x", {})
-    assert parse(["--store", "/s", "query", "x"], env) == ({"--store": "/s"}, "x", {})
-    assert parse(["query", "x"], {"TRUSS_SIGNER": "bogus"}) is None  # click reports it
+    assert loaded == ["truss_files.settings", "tomllib"]
 
 
 @pytest.fixture
@@ -306,56 +253,116 @@ def queried(store: MemoryStore) -> Iterator[MemoryStore]:
     yield store
 
 
-CASES = [
-    ["query", "flaky network retry"],
-    ["query", "flaky network retry", "--format", "text"],
-    ["query", "flaky quarantine nightly"],
-    ["query", "flaky quarantine nightly", "--format", "text"],
-    ["query", "--limit", "2", "flaky", "--min-trust", "unverified"],
-    ["query", "flaky", "--kind", "lesson", "--key", "flaky-ci", "--min-trust", "stale"],
-    ["query", "postgres", "--mode", "exact", "--format=json"],
-    ["query", "no such words anywhere"],
-    ["query", "no such words anywhere", "--format", "text"],
-    ["query", "--", "--flaky"],
-    ["query", "x", "--mode", "semantic", "--format", "json"],
-]
+# --------------------------------------------------------------------------- the console script
 
 
-@pytest.mark.parametrize("args", CASES, ids=" ".join)
-def test_fast_and_click_paths_print_the_same(
-    queried: MemoryStore, args: list[str], capfd: pytest.CaptureFixture[str]
+def script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["query", "flaky network retry"],
+        ["query", "flaky quarantine nightly", "--format", "text"],
+        ["query", "--limit", "2", "flaky", "--min-trust", "unverified"],
+        ["query", "no such words anywhere", "--format", "text"],
+        ["query", "--mode", "exact", "--", "--flaky"],
+    ],
+    ids=" ".join,
+)
+def test_the_console_script_prints_what_the_group_prints(
+    queried: MemoryStore, args: list[str]
 ) -> None:
     argv = ["--store", str(queried.git.workdir), *args]
-    plain = cli_module.parse_plain_query(argv, {})
-    assert plain is not None
-    code = cli_module.run_plain_query(*plain)
-    fast = capfd.readouterr()
+    done = script(*argv)
     result = CliRunner().invoke(cli_app.cli, argv)
-    assert (code, fast.out, fast.err) == (result.exit_code, result.stdout, result.stderr)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        result.exit_code,
+        result.stdout,
+        result.stderr,
+    )
+    assert done.returncode == 0
     if "quarantine" in args[1]:
-        assert "conflict" in fast.out
+        assert "conflict" in done.stdout
+    if "no such words" in args[1]:
+        assert "nothing at or above verified matches" in done.stdout
 
 
-def test_errors_match_too(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    for fmt in ("json", "text"):
-        argv = ["--store", str(tmp_path / "nowhere"), "query", "x", "--format", fmt]
-        plain = cli_module.parse_plain_query(argv, {})
-        assert plain is not None
-        code = cli_module.run_plain_query(*plain)
-        fast = capfd.readouterr()
-        result = CliRunner().invoke(cli_app.cli, argv)
-        assert code == result.exit_code == 1
-        assert (fast.out, fast.err) == (result.stdout, result.stderr)
-        assert "truss-files init" in fast.out + fast.err
+def test_the_store_comes_from_the_environment_too(queried: MemoryStore) -> None:
+    env = {**os.environ, "TRUSS_STORE": str(queried.git.workdir)}
+    done = script("query", "flaky network", "--format", "json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["entries"]
 
 
-def test_console_script_both_ways(queried: MemoryStore) -> None:
-    """The installed script: a plain query (no click) and the same query through click."""
-    args = ["--store", str(queried.git.workdir), "query", "flaky network"]
-    fast = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
-    slow = probe(
-        "import sys\nfrom truss_files.faces.cli_app import cli\ncli(prog_name='truss-files')\n",
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_a_query_outside_a_store_is_a_user_error(tmp_path: Path, fmt: str) -> None:
+    done = script("--store", str(tmp_path / "nowhere"), "query", "x", "--format", fmt)
+    assert done.returncode == 1
+    if fmt == "json":
+        error = json.loads(done.stdout)["error"]
+        assert error["code"] and "truss-files init" in error["message"]
+    else:
+        assert done.stdout == "" and done.stderr.startswith("error: ")
+        assert "truss-files init" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["query"], "Missing argument 'TEXT'"),
+        (["query", "a", "b"], "Got unexpected extra argument (b)"),
+        (["query", "a", "--limit", "0"], "0 is not in the range 1<=x<=1000"),
+        (["query", "a", "--limit", "x"], "'x' is not a valid integer range"),
+        (["query", "a", "--mode", "fuzzy"], "'fuzzy' is not one of 'exact', 'semantic', 'hybrid'"),
+        (["query", "a", "--kind", "lessons"], "'lessons' is not one of"),
+        (["query", "a", "--min-trust", "rejected"], "'rejected' is not one of"),
+        (["query", "-a"], "No such option '-a'"),
+        (["query", "a", "--format"], "Option '--format' requires an argument"),
+        (["--format", "json", "query", "a"], "No such option '--format'"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+)
+def test_a_bad_query_is_a_usage_error(argv: list[str], says: str) -> None:
+    result = CliRunner().invoke(cli_app.cli, argv, prog_name="truss-files")
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr
+    assert "Error: " in result.stderr and result.stdout == ""
+
+
+def test_a_bad_signer_in_the_environment_is_a_usage_error_even_for_a_query() -> None:
+    done = script("query", "x", env={**os.environ, "TRUSS_SIGNER": "bogus"})
+    assert done.returncode == 2
+    assert "'bogus' is not one of 'builtin', 'ssh-keygen'" in done.stderr
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_query_help(flag: str) -> None:
+    done = script("query", flag)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Usage: truss-files query [OPTIONS] TEXT")
+    for option in ("--min-trust [verified|stale|unverified]", "--mode [exact|semantic|hybrid]"):
+        assert option in done.stdout
+    assert "--scope [per-agent|per-project|shared]" in done.stdout
+
+
+@pytest.mark.parametrize(("command", "collecting"), [("query", False), ("keys", True)])
+def test_the_collector_stays_paused_for_a_query_only(
+    store: MemoryStore, command: str, collecting: bool
+) -> None:
+    """A query answers and exits, so `main` never turns the cyclic collector on; any other
+    command may run long (mcp, serve, verify) and gets it back."""
+    args = ["query", "flaky"] if command == "query" else ["keys", "list"]
+    done = probe(
+        "import gc, sys\n"
+        "from truss_files.faces.cli import main\n"
+        "sys.argv = ['truss-files', '--store', sys.argv[1], *sys.argv[2:]]\n"
+        "try:\n    main()\n"
+        "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "print(gc.isenabled(), file=sys.stderr)\n",
+        str(store.git.workdir),
         *args,
     )
-    assert fast.returncode == slow.returncode == 0, fast.stderr + slow.stderr
-    assert fast.stdout == slow.stdout and json.loads(fast.stdout)["entries"]
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == str(collecting)

@@ -13,9 +13,10 @@ from test_tools_support import call, promote
 
 from truss_files.context.assemble import build_context, repin
 from truss_files.errors import BadCursor, NotFound, UsageError
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.gitstore import Plan
-from truss_files.store import MemoryStore, trailers
+from truss_files.trailers import trailers
 
 SELF_V1 = "# Self\n\nTerse. Cites entry ids.\n"
 SELF_V2 = "# Self\n\nTerse. Cites entry ids. Prefers tables.\n"

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.gitstore import Identity, Plan, Snapshot
 from truss_files.review.diff import change_set
 from truss_files.review.render import to_markdown, to_text
 from truss_files.review.textconv import ATTRIBUTES_LINE, textconv
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
 
 
 def _git(cwd: Path, *args: str) -> str:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import GitStore
-from truss_files.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -158,7 +158,7 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
     assert "verified" in said["Python API"]
 
     lines = said["Identity and context"].splitlines()
-    from truss_files.context.proposal import SELF_TEMPLATE
+    from truss_files.proposal import SELF_TEMPLATE
 
     assert "Terse. Cites the commit behind every claim." in lines
     assert any(" failed " in line for line in lines)

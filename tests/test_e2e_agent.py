@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 
 RUN = "E2E-1"
 LESSON = "Flaky CI: retry the network tests once, then file a bug with the run link."

@@ -17,6 +17,7 @@ EXPECTED = [
     "EntryError",
     "Kind",
     "Layer",
+    "Memory",
     "MemoryStore",
     "NotFound",
     "Provenance",
@@ -38,12 +39,14 @@ def test_all_is_exactly_the_curated_list() -> None:
 
 def test_every_exported_name_resolves() -> None:
     from truss_files import errors, model
-    from truss_files.panel.verdict import Verdict
-    from truss_files.store import MemoryStore
+    from truss_files.facade import MemoryStore
+    from truss_files.memory import Memory
+    from truss_files.verdict import Verdict
 
     for name in EXPECTED:
         assert getattr(truss_files, name) is not None, name
     assert truss_files.MemoryStore is MemoryStore
+    assert truss_files.Memory is Memory and issubclass(MemoryStore, truss_files.Memory)
     assert truss_files.Verdict is Verdict
     assert truss_files.Entry is model.Entry and truss_files.Trust is model.Trust
     for name in EXPECTED:

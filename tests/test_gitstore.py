@@ -15,9 +15,9 @@ import pytest
 from truss_files import entryfile
 from truss_files.audit import audit
 from truss_files.errors import ConflictError, StoreError, UsageError
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import GitStore, Identity, Plan, Snapshot
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
 
 WHO = Identity("Test Operator", "operator@example.test")
 
@@ -420,7 +420,7 @@ RACER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from truss_files.signing import Ed25519Signer
-    from truss_files.store import MemoryStore
+    from truss_files.facade import MemoryStore
 
     repo, key, name, count, go = sys.argv[1:6]
     store = MemoryStore(repo, signer=Ed25519Signer.load(Path(key)))

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from truss_files.entryfile import serialize
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Identity, Plan
 from truss_files.hooks import SHIM_MARK, install_hooks
 from truss_files.model import Entry, Kind, Trust
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
 
 REPO = Path(__file__).resolve().parents[1]
 

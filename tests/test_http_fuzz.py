@@ -13,7 +13,7 @@ import pytest
 from http_support import Served, served_fixture  # noqa: F401 - the fixture
 
 from truss_files.audit import audit
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 
 pytest.importorskip("schemathesis")
 pytest.importorskip("uvicorn")

@@ -12,8 +12,8 @@ import pytest
 from http_support import agent_key, start
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import GitStore
-from truss_files.store import MemoryStore
 
 pytest.importorskip("uvicorn")
 

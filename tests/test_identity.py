@@ -1,4 +1,4 @@
-"""Identity (L0) under [identity] policy: truss_files/context/identity.py, judge.py and
+"""Identity (L0) under [identity] policy: truss_files/identity/changes.py, judge.py and
 principals.py, on real repositories, keys and judge processes."""
 
 from __future__ import annotations
@@ -15,21 +15,22 @@ from click.testing import CliRunner
 
 from truss_files.audit import audit
 from truss_files.config import CONFIG_PATH
-from truss_files.context import identity as ident
-from truss_files.context.amend import propose
-from truss_files.context.judge import judge_proposals
-from truss_files.context.principals import set_principal, show_principal
-from truss_files.context.proposal import CORE_PATH, SELF_PATH, SELF_TEMPLATE, parse
 from truss_files.errors import TransitionError, UsageError
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.gitstore import Snapshot
+from truss_files.identity import changes as ident
+from truss_files.identity.amend import propose
+from truss_files.identity.judge import judge_proposals
+from truss_files.identity.principals import set_principal, show_principal
 from truss_files.initstore import CORE_TEMPLATE
+from truss_files.proposal import CORE_PATH, SELF_PATH, SELF_TEMPLATE, parse
 from truss_files.review.diff import change_set
 from truss_files.review.render import to_text
 from truss_files.settings import load_settings, settings_for
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore, parse_trailers
 from truss_files.tools.dispatch import ToolSession
+from truss_files.trailers import parse_trailers
 
 OPERATOR = "operator@example.test"
 NEW_SELF = "# Self\n\nTerse. Cites the commit behind every claim.\n"
@@ -419,7 +420,7 @@ def test_identity_propose_is_served_only_by_truss_toml(
 def test_identity_propose_is_recorded_on_the_durable_ledger(
     store: MemoryStore, signed_commit: Callable[..., str]
 ) -> None:
-    from truss_files.tools.runs import RunLedger
+    from truss_files.runs.ledger import RunLedger
 
     set_policy(store, signed_commit, "propose", tools_identity=True)
     loose = ToolSession(store, run_id="R-2").call("identity_propose", {"text": NEW_SELF})

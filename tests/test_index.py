@@ -14,24 +14,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from gated import Searcher, refusal, search
 from test_recall_support import (
     check_against_reference,
-    commit_entries,
     mixed_store,
     promote,
     reject,
 )
 
 from truss_files.errors import StoreError, UntrustedHistory
+from truss_files.facade import MemoryStore
+from truss_files.gitdir import GitDir
 from truss_files.model import Trust, content_id
-from truss_files.recall import index as index_module
-from truss_files.recall.docs import TRUST_CODE
-from truss_files.recall.engine import Searcher, search
-from truss_files.recall.gitread import GitDir
+from truss_files.recall.floors import signature
 from truss_files.recall.index import Index
 from truss_files.recall.pipeline import Filter
-from truss_files.recall.segment import Segment
-from truss_files.store import MemoryStore
 
 QUERY = "flaky CI network tests retry postgres borrow deploy"
 
@@ -52,7 +49,7 @@ def test_cache_lives_under_git_and_is_keyed_by_the_memories_tree(
     found = search(store.git.workdir, "flaky", Filter())
     assert found.hits and found.mode == "exact"
     folder = recall_dir(store)
-    assert (folder / "head").is_file() and list(folder.glob("*.seg"))
+    assert (folder / "head").is_file() and len(list(folder.glob("floor-*"))) == 4
     assert found.tree == store.snapshot().tree_id("memories")
     head = marshal.loads((folder / "head").read_bytes())
     assert head["tree"] == found.tree and head["tip"][1] == str(store.git.tip().id)
@@ -84,8 +81,11 @@ def test_writes_update_the_index_incrementally(store: MemoryStore) -> None:
     store.revert("HEAD~1")  # the demotion, undone by a signed revert commit
     searcher.query(QUERY, Filter())
     everything(store)
-    # Tiered merging keeps the number of segments logarithmic.
-    assert len(marshal.loads((recall_dir(store) / "head").read_bytes())["segments"]) <= 8
+    # tantivy merges its own segments: each floor keeps a handful, however many updates.
+    head = marshal.loads((recall_dir(store) / "head").read_bytes())
+    for name, _opstamp, _sign in head["floors"].values():
+        meta = json.loads((recall_dir(store) / name / "meta.json").read_text())
+        assert len(meta["segments"]) <= 8
 
 
 def test_incremental_equals_rebuild(store: MemoryStore) -> None:
@@ -105,13 +105,13 @@ def test_incremental_equals_rebuild(store: MemoryStore) -> None:
 
 @pytest.mark.parametrize(
     "damage",
-    ["delete head", "garbage head", "old tokenizer", "delete segment", "truncate segment"],
+    ["delete head", "garbage head", "old tokenizer", "delete floor file", "truncate floor file"],
 )
 def test_rebuilt_when_missing_corrupt_or_stale_format(store: MemoryStore, damage: str) -> None:
     mixed_store(store)
     search(store.git.workdir, "flaky", Filter())
     folder = recall_dir(store)
-    segment = next(folder.glob("*.seg"))
+    segment = _biggest_floor_file(store)
     if damage == "delete head":
         (folder / "head").unlink()
     elif damage == "garbage head":
@@ -120,7 +120,7 @@ def test_rebuilt_when_missing_corrupt_or_stale_format(store: MemoryStore, damage
         head = marshal.loads((folder / "head").read_bytes())
         head["tokenizer"] -= 1
         (folder / "head").write_bytes(marshal.dumps(head))
-    elif damage == "delete segment":
+    elif damage == "delete floor file":
         segment.unlink()
     else:
         data = segment.read_bytes()
@@ -129,8 +129,8 @@ def test_rebuilt_when_missing_corrupt_or_stale_format(store: MemoryStore, damage
     everything(store)
     searcher.query("flaky", Filter())
     head = marshal.loads((folder / "head").read_bytes())
-    for name in head["segments"]:
-        Segment(folder / name).close()  # every referenced segment opens
+    for name, _opstamp, sign in head["floors"].values():
+        assert signature(str(folder / name)) == sign  # every floor is at the commit named
 
 
 def test_unreadable_entry_files_are_skipped_and_named(store: MemoryStore) -> None:
@@ -224,7 +224,7 @@ def test_linked_worktree_shares_the_cache(store: MemoryStore, git: Callable[...,
 
 
 def test_snapshot_queries_an_older_commit(store: MemoryStore) -> None:
-    from truss_files.recall.engine import search_snapshot
+    from gated import search_snapshot
 
     promote(store, store.write("fact", "db", "Postgres 15 in production."))
     old = store.snapshot()
@@ -284,99 +284,46 @@ def test_concurrent_readers_and_writers(
     assert sum(h.entry.key.startswith(("w0-", "w1-")) for h in found.hits) == 12
 
 
-def test_big_changes_rebuild_in_parallel_workers(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Thresholds lowered so the worker-process path runs at test size.
-    monkeypatch.setattr(index_module, "PARALLEL_AT", 50)
-    monkeypatch.setattr(index_module, "REBUILD_AT", 50)
-    entries = [
-        store.new_entry("fact", f"n{i}", f"parallel build note {i} flaky") for i in range(120)
-    ]
-    commit_entries(store, entries, "truss: import")
-    searcher = Searcher(store.git.workdir)
-    found = searcher.query("parallel note", Filter(min_trust=Trust.UNVERIFIED), 200)
-    assert searcher.index.stats["op"] == "rebuild"
-    assert len(found.hits) == 120
-    made = list(recall_dir(store).glob("*.seg"))
-    assert made and not any(p.name.startswith(f"seg-{os.getpid()}-") for p in made)  # workers'
-    check_against_reference(store, "parallel build flaky", Filter(min_trust=Trust.UNVERIFIED), 200)
-
-
-def test_index_view_counts_live_documents(store: MemoryStore) -> None:
+def test_each_floor_index_holds_its_floors_entries(store: MemoryStore) -> None:
+    """The unverified floor holds every entry but the rejected, the verified floor only the
+    verified, the rejected entries' index the rejected alone: counted in the tantivy indexes
+    themselves."""
     mixed_store(store)
-    index = Index(GitDir.discover(store.git.workdir))
-    view = index.view()
-    assert len(view) == sum(1 for _ in store.iter_entries())
-    assert len(list(view.live())) == len(view)
-
-
-def test_bulk_imports_update_through_worker_processes(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(index_module, "PARALLEL_AT", 50)
-    mixed_store(store)
-    searcher = Searcher(store.git.workdir)
-    searcher.query("x", Filter())
-    before = set(recall_dir(store).glob("*.seg"))
-    entries = [store.new_entry("fact", f"b{i}", f"bulk imported note {i} flaky") for i in range(90)]
-    store.write_many(entries)
-    searcher.query("x", Filter())
-    assert searcher.index.stats["op"] == "update"
-    made = set(recall_dir(store).glob("*.seg")) - before
-    assert made and not any(p.name.startswith(f"seg-{os.getpid()}-") for p in made)  # workers'
-    check_against_reference(store, "bulk imported flaky", Filter(min_trust=Trust.UNVERIFIED), 200)
+    view = Index(GitDir.discover(store.git.workdir)).view(gate=refusal)
+    entries = list(store.iter_entries())
+    for floor in (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED):
+        want = sum(1 for e in entries if e.trust.passes(floor) and e.trust is not Trust.REJECTED)
+        assert view.floor(floor).num_docs == want
+    rejected = sum(1 for e in entries if e.trust is Trust.REJECTED)
+    assert rejected and view.floor(Trust.REJECTED).num_docs == rejected
 
 
 # -- a damaged, stale, foreign or planted index ---------------------------------------------
 
 
-def _section(seg_path: Path, name: str) -> tuple[int, int]:
-    seg = Segment(seg_path)
-    try:
-        return seg._spans[name]
-    finally:
-        seg.close()
+def _biggest_floor_file(store: MemoryStore) -> Path:
+    """The largest file of the verified floor index the head names."""
+    head = marshal.loads((recall_dir(store) / "head").read_bytes())
+    folder = recall_dir(store) / head["floors"]["verified"][0]
+    files = [p for p in folder.iterdir() if p.name != "meta.json" and not p.name.startswith(".")]
+    return max(files, key=lambda p: p.stat().st_size)
 
 
-def _biggest_segment(store: MemoryStore) -> Path:
-    return max(recall_dir(store).glob("*.seg"), key=lambda p: p.stat().st_size)
-
-
-def test_class_bytes_flipped_in_place_are_caught_not_served(store: MemoryStore) -> None:
-    """Every document's class byte rewritten to "verified", length and header intact: the
-    records contradict them, so the index is rebuilt and no unverified or rejected entry is
-    served at the verified floor."""
+@pytest.mark.parametrize("part", ["store", "idx", "term", "fast", "fieldnorm"])
+def test_garbage_inside_a_floor_index_is_rebuilt_not_a_crash(store: MemoryStore, part: str) -> None:
+    """Random bytes over a file of a floor index (its length unchanged): the answer is the
+    reference's, never an exception, a record from the damaged bytes or another answer."""
     made = mixed_store(store)
     Searcher(store.git.workdir).query(QUERY, Filter())
-    seg = _biggest_segment(store)
-    start, size = _section(seg, "cls")
-    data = bytearray(seg.read_bytes())
-    verified = TRUST_CODE[Trust.VERIFIED]
-    for at in range(start, start + size):
-        data[at] = (data[at] & ~3) | verified
-    seg.write_bytes(bytes(data))
+    head = marshal.loads((recall_dir(store) / "head").read_bytes())
+    folder = recall_dir(store) / head["floors"]["verified"][0]
+    victim = max(folder.glob(f"*.{part}"), key=lambda p: p.stat().st_size)
+    data = bytearray(victim.read_bytes())
+    data[: len(data)] = os.urandom(len(data))
+    victim.write_bytes(bytes(data))
     found = check_against_reference(store, QUERY, Filter(min_trust=Trust.VERIFIED), limit=50)
-    assert found.hits and all(h.entry.trust is Trust.VERIFIED for h in found.hits)
+    assert all(h.entry.trust is Trust.VERIFIED for h in found.hits)
     assert made["u1"].id not in {h.entry.id for h in found.hits}
-    assert seg.name not in marshal.loads((recall_dir(store) / "head").read_bytes())["segments"]
-    everything(store)
-
-
-@pytest.mark.parametrize(
-    "section",
-    ["rec", "roff", "len", "cls", "layer", "ids", "kmap", "foff", "fterm", "ftf", "vocab"],
-)
-def test_garbage_inside_a_segment_is_rebuilt_not_a_crash(store: MemoryStore, section: str) -> None:
-    """Random bytes over one section of a segment (its length unchanged): the answer is the
-    reference's, never an exception or another answer."""
-    mixed_store(store)
-    Searcher(store.git.workdir).query(QUERY, Filter())
-    seg = _biggest_segment(store)
-    start, size = _section(seg, section)
-    data = bytearray(seg.read_bytes())
-    data[start : start + size] = os.urandom(size)
-    seg.write_bytes(bytes(data))
     everything(store)
 
 
@@ -439,16 +386,17 @@ def test_a_planted_index_folder_link_is_not_followed(
     everything(store)
 
 
-@pytest.mark.parametrize("target", ["head", "segment"])
+@pytest.mark.parametrize("target", ["head", "floor file"])
 def test_a_planted_file_link_is_not_followed(
     store: MemoryStore, tmp_path: Path, target: str
 ) -> None:
-    """The head or a segment replaced by a link to a file elsewhere: opened without following
-    links, so it reads as missing and the index is rebuilt; the file linked to is unchanged."""
+    """The head or a floor index's file replaced by a link to a file elsewhere: opened without
+    following links, so it reads as missing and the index is rebuilt; the file linked to is
+    unchanged."""
     mixed_store(store)
     search(store.git.workdir, QUERY, Filter())
     folder = recall_dir(store)
-    victim = folder / "head" if target == "head" else _biggest_segment(store)
+    victim = folder / "head" if target == "head" else _biggest_floor_file(store)
     outside = tmp_path / "outside"
     content = victim.read_bytes()
     outside.write_bytes(content)
@@ -473,19 +421,18 @@ def test_a_linked_cache_root_is_an_error_that_says_what_to_do(
         Searcher(store.git.workdir).query(QUERY, Filter())
 
 
-def test_an_update_that_meets_a_damaged_segment_rebuilds(store: MemoryStore) -> None:
-    """The ids of the big segment damaged in place, then an entry of it promoted: bringing the
-    index forward must find that entry there to delete it, fails the check, and rebuilds --
-    the index's own update, no query's retry."""
+def test_an_update_that_meets_a_damaged_floor_rebuilds(store: MemoryStore) -> None:
+    """A floor index's file damaged in place, then an entry promoted: bringing the index
+    forward finds that floor unlike its commit and rebuilds -- the index's own update, no
+    query's retry."""
     made = mixed_store(store)
     Searcher(store.git.workdir).query(QUERY, Filter())
-    seg = _biggest_segment(store)
-    start, size = _section(seg, "ids")
-    data = bytearray(seg.read_bytes())
-    data[start : start + 32] = b"f" * 32
-    seg.write_bytes(bytes(data))
+    victim = _biggest_floor_file(store)
+    data = bytearray(victim.read_bytes())
+    data[:32] = b"f" * 32
+    victim.write_bytes(bytes(data))
     promote(store, made["u1"])
     index = Index(GitDir.discover(store.git.workdir))
-    index.view()
+    index.view(gate=refusal)
     assert index.stats["op"] == "rebuild"
     everything(store)

@@ -13,12 +13,13 @@ from click.testing import CliRunner
 
 from truss_files.audit import audit
 from truss_files.config import CONFIG_PATH, SIGNERS_PATH, StoreConfig
-from truss_files.context.proposal import SELF_PATH
 from truss_files.errors import ConfigError
 from truss_files.faces.cli import cli
 from truss_files.gitstore import GitStore
-from truss_files.initstore import CORE_PATH, ROOT_CONFIG, find_root, init_store, pinned_root
+from truss_files.initstore import CORE_PATH, init_store
+from truss_files.proposal import SELF_PATH
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
+from truss_files.trustroot import ROOT_CONFIG, find_root, pinned_root
 
 PRINCIPAL = "operator@example.test"
 
@@ -89,7 +90,7 @@ def store_path_and_root(tmp_path: Path, operator_key: Ed25519Signer) -> tuple[Pa
 
 
 def test_rerun_after_writes_keeps_the_root(tmp_path: Path, operator_key: Ed25519Signer) -> None:
-    from truss_files.store import MemoryStore
+    from truss_files.facade import MemoryStore
 
     path = tmp_path / "store"
     root = init_store(path, operator_key, PRINCIPAL).root

@@ -21,14 +21,15 @@ import pytest
 from test_tools_support import PRINCIPAL, call, cli, content, error, out, promote
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Plan
 from truss_files.model import Kind, Trust
-from truss_files.panel.verdict import Verdict
 from truss_files.settings import global_config_path
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore, trailers
 from truss_files.tools import ToolSession
 from truss_files.tools.tipconfig import user_config_file
+from truss_files.trailers import trailers
+from truss_files.verdict import Verdict
 
 PASSING = '[{type = "check", command = "true"}]'
 FAILING = '[{type = "check", command = "false"}]'
@@ -437,7 +438,8 @@ def test_cold_path_with_a_user_config_stays_light(store: MemoryStore) -> None:
         "sys.argv = ['truss-files', '--store', sys.argv[1], 'tool', 'memory_query']\n"
         "from truss_files.faces.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = ('pygit2', 'yaml', 'cryptography', 'truss_files.store', 'truss_files.keys',\n"
+        "heavy = ('pygit2', 'yaml', 'cryptography', 'truss_files.store', 'truss_files.facade',\n"
+        "         'truss_files.keys',\n"
         "         'platformdirs', 'numpy', 'wordllama')\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )

@@ -10,10 +10,10 @@ import dataclasses
 import itertools
 
 from truss_files.entryfile import serialize
+from truss_files.facade import MemoryStore
+from truss_files.join import can_join, is_join, join
 from truss_files.model import Entry, Trust
-from truss_files.review.join import can_join, is_join, join
 from truss_files.review.merge import merge_entry
-from truss_files.store import MemoryStore
 
 
 def _b(entry: Entry) -> bytes:

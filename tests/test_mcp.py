@@ -12,7 +12,7 @@ import anyio
 import pytest
 from test_tools_support import configure, promote
 
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 from truss_files.tools import ToolSession
 
 mcp = pytest.importorskip("mcp")
@@ -154,7 +154,7 @@ def test_stdio_subprocess(store: MemoryStore, tmp_path: Path) -> None:
             assert made.structured_content["trust"] == "unverified"
 
     run(main)
-    from truss_files.tools.runs import RunLedger
+    from truss_files.runs.ledger import RunLedger
 
     records = RunLedger(store, "S1").records()
     assert [r.entry.tool for r in records] == ["memory_query", "write_memory"]
@@ -196,7 +196,7 @@ def test_identity_goals_and_context_over_mcp(store: MemoryStore) -> None:
     from mcp_types import TextResourceContents
 
     from truss_files.gitstore import Plan
-    from truss_files.store import trailers
+    from truss_files.trailers import trailers
 
     def set_self(text: str) -> None:
         message = "truss: amend identity/self.md\n\n" + trailers(op="identity")

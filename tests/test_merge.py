@@ -16,9 +16,9 @@ import pytest
 
 from truss_files.entryfile import parse, serialize
 from truss_files.errors import ConflictError
+from truss_files.facade import MemoryStore
 from truss_files.model import LEGAL_TRANSITIONS, Entry, Trust
 from truss_files.review.merge import merge_entries, merge_entry
-from truss_files.store import MemoryStore
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

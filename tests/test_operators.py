@@ -16,11 +16,12 @@ from click.testing import CliRunner, Result
 from truss_files.audit import audit
 from truss_files.config import CONFIG_PATH, SIGNERS_PATH
 from truss_files.errors import ConfigError
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli_app import cli
 from truss_files.hooks import install_hooks
 from truss_files.operators import set_roles
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore, parse_trailers
+from truss_files.trailers import parse_trailers
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

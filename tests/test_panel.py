@@ -12,15 +12,15 @@ from hypothesis import strategies as st
 
 from truss_files.audit import audit
 from truss_files.errors import ConfigError, UsageError, VerdictError
+from truss_files.facade import MemoryStore
 from truss_files.model import Trust
 from truss_files.panel.conflicts import find_conflicts
 from truss_files.panel.panel import ABSTAIN, FAIL, PASS, Panel, Quorum, tally
 from truss_files.panel.reviewers import CheckReviewer, Subject
 from truss_files.panel.runner import verify
-from truss_files.panel.verdict import Verdict, check_verdict, sign_verdict
 from truss_files.panel.workspace import Workspace
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
+from truss_files.verdict import Verdict, check_verdict, sign_verdict
 
 # -- quorum ----------------------------------------------------------------------------------
 

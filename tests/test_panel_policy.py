@@ -8,19 +8,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from gated import search
 
 from truss_files.audit import audit
 from truss_files.errors import ConfigError, UsageError
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Snapshot
 from truss_files.model import Trust
-from truss_files.panel.policy import VerificationPolicy, verify_written, write_entry
+from truss_files.panel.eager import verify_written, write_entry
 from truss_files.panel.runner import recheck, verify
-from truss_files.panel.verdict import Verdict, check_verdict
-from truss_files.recall.engine import search
+from truss_files.policy import VerificationPolicy
 from truss_files.recall.pipeline import Filter
 from truss_files.settings import settings_for
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
+from truss_files.verdict import Verdict, check_verdict
 
 Commit = Callable[..., str]
 # The checks these tests' entries name, as an operator defines them in truss.toml.

@@ -13,12 +13,13 @@ import pytest
 
 from truss_files.audit import audit
 from truss_files.errors import UsageError
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Snapshot
 from truss_files.model import Trust
 from truss_files.panel.runner import failed_recheck, recheck, verify
-from truss_files.panel.verdict import Verdict, check_verdict
 from truss_files.settings import load_settings, settings_for
-from truss_files.store import MemoryStore, parse_trailers
+from truss_files.trailers import parse_trailers
+from truss_files.verdict import Verdict, check_verdict
 
 Commit = Callable[..., str]
 # The checks these tests' entries name, as an operator defines them in truss.toml.

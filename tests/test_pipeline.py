@@ -7,6 +7,7 @@ import random
 
 import pytest
 from bm25_reference import LuceneOkapi
+from gated import Searcher
 from test_recall_support import (
     FLOORS,
     KINDS,
@@ -19,12 +20,11 @@ from test_recall_support import (
     writers_of,
 )
 
+from truss_files.facade import MemoryStore
 from truss_files.model import Kind, Layer, Trust
 from truss_files.recall.docs import document_tokens
-from truss_files.recall.engine import Searcher
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.tokenize import tokenize
-from truss_files.store import MemoryStore
 
 # The store fixture's principal: whose signature proves a run's own notes.
 ME = "operator@example.test"

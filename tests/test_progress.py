@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.faces.progress import Progress, enabled
 from truss_files.gitstore import Snapshot
 from truss_files.model import Trust
-from truss_files.store import MemoryStore
 
 MAIN = "from truss_files.faces.cli import main; main()"
 

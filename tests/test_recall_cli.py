@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 from test_recall_support import mixed_store
 
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
-from truss_files.store import MemoryStore
 
 SCRIPT = Path(sys.executable).parent / "truss-files"
 

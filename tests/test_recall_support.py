@@ -8,22 +8,25 @@ commits of entry files through ``GitStore.apply``.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from gated import Searcher
+
 from truss_files import entryfile
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Identity, Plan, Snapshot
 from truss_files.model import Entry, Kind, Trust
-from truss_files.panel.verdict import sign_verdict
 from truss_files.recall.bounds import query_terms
 from truss_files.recall.docs import document_tokens
-from truss_files.recall.engine import RecallResult, Searcher
-from truss_files.recall.floors import fieldnorm
+from truss_files.recall.engine import RecallResult
 from truss_files.recall.pipeline import Filter, Hit
-from truss_files.store import MemoryStore, trailers
+from truss_files.trailers import trailers
+from truss_files.verdict import sign_verdict
 
 
 def promote(store: MemoryStore, entry: Entry) -> Entry:
@@ -146,42 +149,65 @@ def reference(
     """Every entry ``flt`` admits that holds a query term, with its BM25 score over the trust
     floor's statistics -- ``N``, document frequencies and the average length of the entries at
     or above ``flt.min_trust`` (rejected ones never; entries let through below the floor are
-    scored as if they had joined it) -- as tantivy computes BM25 (k1 1.2, b 0.75, lengths
-    quantised as it stores them); best first, ties by id."""
+    scored with the unverified floor's statistics, where they are indexed) -- as tantivy
+    computes BM25 (k1 1.2, b 0.75, lengths quantised as it stores them); best first, ties by
+    id."""
     entries = list(entries)
     admits = flt.admits
     if writer_of is not None:
         admits = lambda e: flt.admits(e, writer_of)  # noqa: E731 - the reference's one test
     terms = query_terms(query)
     tokens = {e.id: document_tokens(e) for e in entries}
-    members = [e for e in entries if e.trust.passes(flt.min_trust)]
-    # Entries let through the floor they are below are scored as if they had joined it.
-    joining = [e for e in entries if admits(e) and not e.trust.passes(flt.min_trust)]
-    total = sum(len(tokens[e.id]) for e in members)
-    held = {t: sum(1 for e in members if t in tokens[e.id]) for t in terms}
-    extra = {t: sum(1 for e in joining if t in tokens[e.id]) for t in terms}
-    extra_total = sum(len(tokens[e.id]) for e in joining)
+    stats = {}
+    for floor in (flt.min_trust, Trust.UNVERIFIED):
+        members = [e for e in entries if e.trust.passes(floor) and e.trust is not Trust.REJECTED]
+        total = sum(len(tokens[e.id]) for e in members)
+        held = {t: sum(1 for e in members if t in tokens[e.id]) for t in terms}
+        stats[floor] = (len(members), total, held)
     out = []
     for entry in entries:
         if not admits(entry):
             continue
-        joins = not entry.trust.passes(flt.min_trust)
-        n_docs = len(members) + joins * len(joining)
+        # An entry let through the floor it is below is scored in the unverified floor.
+        floor = flt.min_trust if entry.trust.passes(flt.min_trust) else Trust.UNVERIFIED
+        n_docs, total, held = stats[floor]
         length = len(tokens[entry.id])
-        avgdl = (total + joins * extra_total) / n_docs
+        avgdl = total / n_docs
         counts = Counter(tokens[entry.id])
         norm = 1.2 * (1 - 0.75 + 0.75 * fieldnorm(length) / avgdl)
         score = 0.0
         for term in terms:
             tf = counts.get(term, 0)
             if tf:
-                df = held[term] + joins * extra[term]
+                df = held[term]
                 idf = math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
                 score += idf * 2.2 * tf / (tf + norm)
         if score:
             out.append((entry.id, score))
     out.sort(key=lambda hit: (-hit[1], hit[0]))
     return out
+
+
+def _fieldnorms() -> list[int]:
+    # tantivy's table of the 256 lengths a byte stands for: 0-40 exact, then 8 steps per
+    # power of two; a length is stored as the largest one not above it.
+    table = list(range(41))
+    value, step = 40, 2
+    while len(table) < 256:
+        for _ in range(8):
+            if len(table) < 256:
+                value += step
+                table.append(value)
+        step *= 2
+    return table
+
+
+_FIELDNORMS = _fieldnorms()
+
+
+def fieldnorm(length: int) -> int:
+    """The length tantivy scores a document of ``length`` tokens with."""
+    return _FIELDNORMS[bisect.bisect_right(_FIELDNORMS, length) - 1]
 
 
 def agrees(hits: Sequence[Hit], want: Sequence[tuple[str, float]], limit: int) -> None:
@@ -224,7 +250,7 @@ def check_against_reference(
 
 def writers_of(store: MemoryStore) -> Callable[[str], str | None]:
     """Who added each entry at the tip (``writers``): what proves a run's own notes."""
-    from truss_files.recall.gitread import GitDir
+    from truss_files.gitdir import GitDir
     from truss_files.writers import writers
 
     git = GitDir.discover(store.git.git_dir)

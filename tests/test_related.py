@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from gated import Searcher
 from test_recall_support import commit_toml, promote
 
+from benchmarks.evaluate import MemoryIndex
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.model import Trust
 from truss_files.recall.bounds import MAX_QUERY_TERMS
-from truss_files.recall.engine import Searcher
-from truss_files.recall.floors import MemoryIndex, bm25
 from truss_files.recall.modelfiles import wordllama_files, wordllama_package
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.related import (
@@ -28,7 +29,6 @@ from truss_files.recall.related import (
     load_related,
 )
 from truss_files.recall.tokenize import STOPWORDS, tokenize
-from truss_files.store import MemoryStore
 
 TARGET = "A forgotten passphrase is reset by the operator on request."
 OTHER = "Passphrases rotate every year; the old one stops working at once."
@@ -43,8 +43,7 @@ def test_widen_adds_one_word_per_term_and_never_a_query_term() -> None:
 
 def test_an_added_word_counts_at_its_weight_in_one_query() -> None:
     """An added word's part of a score is ``weight`` times its BM25, summed with the query's
-    own words by tantivy over every note (not over two cut lists), and ``floors.bm25`` -- what
-    a run's own notes below the floor are scored with -- gives the same number."""
+    own words by tantivy over every note (not over two cut lists)."""
     docs = [
         ("a", ["passphras", "reset", "oper"]),
         ("b", ["forgotten", "passphras"]),
@@ -59,9 +58,6 @@ def test_an_added_word_counts_at_its_weight_in_one_query() -> None:
     assert both["c"] == pytest.approx(RELATED_WEIGHT * alone["c"], rel=1e-6)
     assert both["a"] == pytest.approx(own["a"], rel=1e-6)
     assert both["b"] == pytest.approx(own["b"] + RELATED_WEIGHT * alone["b"], rel=1e-6)
-    total = sum(len(tokens) for _, tokens in docs)
-    by_formula = bm25([1, 1], [2, 2], 2, len(docs), total, [1.0, RELATED_WEIGHT])
-    assert by_formula == pytest.approx(both["b"], rel=1e-6)
     assert index.top(["passphras"], 1, ["forgotten"], RELATED_WEIGHT)[0][0] == "b"
 
 

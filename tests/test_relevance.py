@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from truss_files.recall.evaluate import (
+from benchmarks.evaluate import (
+    MemoryIndex,
     Note,
     Query,
     bm25_rank_fn,
@@ -14,7 +15,6 @@ from truss_files.recall.evaluate import (
     plain_bm25_rank_fn,
     widened_rank_fn,
 )
-from truss_files.recall.floors import MemoryIndex
 from truss_files.recall.related import load_related
 from truss_files.recall.tokenize import tokenize
 

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from truss_files import entryfile
+from truss_files.facade import MemoryStore
 from truss_files.model import Entry, Kind, Provenance, Trust
 from truss_files.panel.panel import ABSTAIN, FAIL, PASS
 from truss_files.panel.reviewers import (
@@ -28,10 +29,9 @@ from truss_files.panel.reviewers import (
     Subject,
     clean_text,
 )
-from truss_files.panel.verdict import Verdict, sign_verdict
 from truss_files.panel.workspace import Workspace
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
+from truss_files.verdict import Verdict, sign_verdict
 
 ENTRY = Entry(
     kind=Kind.FACT,

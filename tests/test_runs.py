@@ -10,11 +10,9 @@ from typing import Any
 import pytest
 from test_tools_support import call, cli, out, promote
 
-from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore, parse_trailers, trailers
-from truss_files.tools import Outcome
-from truss_files.tools.runs import (
-    PROVENANCE_MESSAGE,
+from truss_files.facade import MemoryStore
+from truss_files.runs.chain import PROVENANCE_MESSAGE
+from truss_files.runs.ledger import (
     RUN_REF_PREFIX,
     LedgerEntry,
     RunLedger,
@@ -24,6 +22,9 @@ from truss_files.tools.runs import (
     memo_path,
     sha256,
 )
+from truss_files.signing import Ed25519Signer
+from truss_files.tools import Outcome
+from truss_files.trailers import parse_trailers, trailers
 
 QUERY = {"query": "flaky network"}
 
@@ -296,7 +297,7 @@ def test_cli_durable_replay_and_runs(store: MemoryStore, tmp_path: Path) -> None
 
 def test_run_context_from_the_environment(tmp_path: Path) -> None:
     from truss_files.model import Layer
-    from truss_files.tools.context import load_run_context
+    from truss_files.tools.runcontext import load_run_context
 
     raw = {"taskId": "T1", "member_id": "m", "grants": [{"layer": "team", "eventPrefix": "ci:"}]}
     ctx = load_run_context(environ={"TRUSS_RUN_CONTEXT": json.dumps(raw)})

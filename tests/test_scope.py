@@ -13,11 +13,11 @@ from test_context import set_file
 from test_tools_support import call, promote
 
 from truss_files.errors import UsageError
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.recall.salience import POLICIES
 from truss_files.scope import Reader, parse_scope_pairs, stamp
 from truss_files.settings import SALIENCE_POLICIES
-from truss_files.store import MemoryStore
 from truss_files.tools import RunContext
 
 

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from truss_files import store as store_module
 from truss_files.errors import ConfigError
 from truss_files.settings import (
-    CONFLICT_POLICIES,
     ReviewerSpec,
     global_config_path,
     load_settings,
@@ -232,7 +230,3 @@ def test_read_layer_lenient_mode_still_checks_types() -> None:
     assert read_layer({"policy": {"identity": "propose"}}, "truss.toml", strict=False) == {}
     with pytest.raises(ConfigError, match="identity"):
         read_layer({"policy": {"identity": "propose"}}, "contract.toml")
-
-
-def test_conflict_policies_match_the_store() -> None:
-    assert CONFLICT_POLICIES == store_module.CONFLICT_POLICIES

@@ -30,12 +30,12 @@ from truss_files.attest import NOTES_REF, attest, read_notes
 from truss_files.audit import audit
 from truss_files.config import TRUSTED_ROOT_PATH
 from truss_files.errors import KeylessError, UsageError
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli_app import cli
 from truss_files.model import Kind, Trust
 from truss_files.operators import grant_role
 from truss_files.review.sync import sync
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
 
 CI_IDENTITY = "https://github.com/acme/memory/.github/workflows/verify.yml@refs/heads/main"
 

@@ -17,11 +17,12 @@ from truss_files.errors import (
     UsageError,
     VerdictError,
 )
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Snapshot
 from truss_files.model import Entry, Kind, Layer, Trust
-from truss_files.panel.verdict import Verdict, sign_verdict
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore, parse_trailers, trailers
+from truss_files.trailers import parse_trailers, trailers
+from truss_files.verdict import Verdict, sign_verdict
 
 AGENT = "agent@example.test"
 MARKER = 'conflict = "verified-wins"'

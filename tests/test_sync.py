@@ -18,12 +18,12 @@ import pytest
 from truss_files.audit import audit
 from truss_files.entryfile import parse, serialize
 from truss_files.errors import StoreError
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import GitStore, Identity, Plan
 from truss_files.hooks import install_hooks
 from truss_files.model import Entry, Kind, Trust
 from truss_files.review.sync import sync
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
 
 
 class _Clock:
@@ -181,7 +181,7 @@ _WORKER = textwrap.dedent(
     from pathlib import Path
     from truss_files.review.sync import sync
     from truss_files.signing import Ed25519Signer
-    from truss_files.store import MemoryStore
+    from truss_files.facade import MemoryStore
 
     path, key, tag, count = sys.argv[1:]
     store = MemoryStore(path, signer=Ed25519Signer.load(Path(key)))

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from test_tools_support import promote
 
+from truss_files.facade import MemoryStore
 from truss_files.model import Trust
-from truss_files.store import MemoryStore
 
 anthropic = pytest.importorskip("anthropic")
 httpx2 = pytest.importorskip("httpx2")

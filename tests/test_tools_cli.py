@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_tools_support import cli, out, promote
 
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 
 
 @pytest.fixture
@@ -158,7 +158,8 @@ def test_cold_read_path_stays_light(store: MemoryStore, path: str) -> None:
         "sys.argv = ['truss-files', '--store', sys.argv[1], 'tool', 'memory_query']\n"
         "from truss_files.faces.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = ('pygit2', 'yaml', 'cryptography', 'truss_files.store', 'mcp', 'anthropic')\n"
+        "heavy = ('pygit2', 'yaml', 'cryptography', 'truss_files.store',\n"
+        "         'truss_files.facade', 'mcp', 'anthropic')\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )
     for _ in range(2):  # the first call may build the index; the second is the warm path

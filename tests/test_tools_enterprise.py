@@ -9,11 +9,12 @@ import pytest
 from test_tools_support import configure, promote
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.model import Trust
-from truss_files.store import MemoryStore, parse_trailers
 from truss_files.tools import RunContext, ToolSession
 from truss_files.tools.ask import ask
 from truss_files.tools.train import CONSOLIDATE_AT, train
+from truss_files.trailers import parse_trailers
 
 BASE = {"taskId": "T-1", "teamId": "platform", "enterpriseId": "acme", "memberId": "m-7"}
 
@@ -88,6 +89,26 @@ def test_train_without_source_is_idempotent_on_the_call_id(store: MemoryStore) -
     refused = train(store, ctx(), {"body": "No id at all."})
     assert refused["status"] == "failed" and "source" in refused["reason"]
     assert "entry" not in refused
+
+
+def test_train_finds_a_rejected_note_and_does_not_write_it_again(store: MemoryStore) -> None:
+    # Rejected notes are in no floor index (their words move no score), yet a note already
+    # stored for a source is found whatever its trust: a rejected one is not written again.
+    first = trained(store, ctx(), "Deploys skip the smoke test.", source=src("e9"))
+    entry_id = first["entry"]["id"]
+    store.reject(entry_id, store.sign_verdict(entry_id, "FAIL"))
+    before = commits(store)
+    again = train(store, ctx(), {"body": "Deploys skip the smoke test.", "source": src("e9")})
+    assert again["status"] == "retained" and again["usage"]["commits"] == 0
+    assert again["entry"]["id"] == entry_id and again["entry"]["trust"] == "rejected"
+    assert commits(store) == before
+    # The same through the call id, for a note trained without a source.
+    note = train(store, ctx(), {"body": "Prefer rebases."}, call_id="toolu_r")
+    store.reject(note["entry"]["id"], store.sign_verdict(note["entry"]["id"], "FAIL"))
+    before = commits(store)
+    repeat = train(store, ctx(), {"body": "Prefer rebases."}, call_id="toolu_r")
+    assert repeat["status"] == "retained" and repeat["entry"]["id"] == note["entry"]["id"]
+    assert commits(store) == before
 
 
 def test_ask_answers_from_task_team_and_enterprise_only(store: MemoryStore) -> None:
@@ -208,7 +229,7 @@ def test_ask_whole_notes_that_fit(store: MemoryStore) -> None:
 
 def _set_budget(store: MemoryStore, chars: int) -> None:
     from truss_files.gitstore import Plan
-    from truss_files.store import trailers
+    from truss_files.trailers import trailers
 
     text = (store.snapshot().read("truss.toml") or b"").decode()
     text += f"\n[enterprise]\nask_budget_chars = {chars}\n"

@@ -12,8 +12,9 @@ from typing import Any
 
 from test_tools_support import configure, promote
 
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Plan
-from truss_files.store import MemoryStore, trailers
+from truss_files.trailers import trailers
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
 CONTEXT = {

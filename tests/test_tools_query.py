@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from test_tools_support import call, configure, error, promote, reject
 
+from truss_files.facade import MemoryStore
 from truss_files.model import Trust
-from truss_files.store import MemoryStore
 
 ENTRY_KEYS = ["id", "kind", "key", "body", "trust", "score", "ledger_ref", "provenance"]
 

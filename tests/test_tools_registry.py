@@ -8,7 +8,7 @@ import pytest
 from test_tools_support import cli, configure, out
 
 from truss_files.config import StoreConfig
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 from truss_files.tools import Serving, ToolSession, all_tools, lookup
 from truss_files.tools.schema import check_input, export
 

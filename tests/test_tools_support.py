@@ -8,10 +8,11 @@ from typing import Any
 
 from click.testing import CliRunner, Result
 
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Plan
 from truss_files.model import Entry
-from truss_files.store import MemoryStore, trailers
 from truss_files.tools import Outcome, ToolSession
+from truss_files.trailers import trailers
 
 PRINCIPAL = "operator@example.test"
 

@@ -17,12 +17,12 @@ import pytest
 from click.testing import CliRunner
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.gitstore import Snapshot
 from truss_files.model import Trust
 from truss_files.panel.runner import verify
 from truss_files.settings import global_config_path
-from truss_files.store import MemoryStore
 
 Commit = Callable[..., str]
 MAIN = "from truss_files.faces.cli import main; main()"

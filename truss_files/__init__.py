@@ -6,9 +6,8 @@ The names below are the public surface; everything else may change.
 from __future__ import annotations
 
 # Every public name is imported on first use: importing the package imports nothing else
-# (not even typing), so the console script decides what a command pays for -- pygit2 and
-# cryptography cost ~100 ms, the model's dataclasses ~10 ms -- and a plain query can pause
-# the garbage collector before any of it loads (faces/cli.py).
+# (not even typing), so what a command pays for is what its own modules import -- pygit2 and
+# cryptography cost more than a whole query.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -25,9 +24,10 @@ if TYPE_CHECKING:
         UsageError,
         VerdictError,
     )
+    from .facade import MemoryStore
+    from .memory import Memory
     from .model import Entry, Kind, Layer, Provenance, Trust
-    from .panel.verdict import Verdict
-    from .store import MemoryStore
+    from .verdict import Verdict
 
 _EXPORTS = {
     **dict.fromkeys(
@@ -46,8 +46,9 @@ _EXPORTS = {
         "errors",
     ),
     **dict.fromkeys(("Entry", "Kind", "Layer", "Provenance", "Trust"), "model"),
-    "MemoryStore": "store",
-    "Verdict": "panel.verdict",
+    "Memory": "memory",
+    "MemoryStore": "facade",
+    "Verdict": "verdict",
 }
 
 
@@ -71,6 +72,7 @@ __all__ = [
     "EntryError",
     "Kind",
     "Layer",
+    "Memory",
     "MemoryStore",
     "NotFound",
     "Provenance",

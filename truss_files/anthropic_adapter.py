@@ -38,9 +38,9 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
-from .store import MemoryStore
-from .tools.context import RunContext
+from .facade import MemoryStore
 from .tools.dispatch import Outcome, ToolSession
+from .tools.runcontext import RunContext
 
 Command = (
     BetaMemoryTool20250818ViewCommand

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pygit2
 
@@ -25,7 +25,23 @@ from .config import TrustPolicy
 from .errors import KeylessError, StoreError, UsageError
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from .config import StoreConfig
+    from .gitstore import GitStore, Identity
+
+
+class Store(Protocol):
+    """What attesting needs of a store (``store.Store`` has it): the repository, the policy
+    and truss.toml at the tip, the committer identity of a principal, the environment."""
+
+    git: GitStore
+    environ: Mapping[str, str]
+
+    def policy(self) -> TrustPolicy: ...
+
+    def config(self) -> StoreConfig: ...
+
+    def identity(self, principal: str) -> Identity: ...
+
 
 NOTES_REF = "refs/notes/truss-sigstore"
 MAX_NOTE = 1 << 20
@@ -73,6 +89,7 @@ def note_problems(
     repo: pygit2.Repository, commit_id: str, blob: Any, policy: TrustPolicy
 ) -> list[tuple[str, str]]:
     """(rule, message) for each reason the note on ``commit_id`` is not a valid attestation."""
+    # sigstore is an optional extra: only attesting loads it.
     from .signing import keyless
 
     try:
@@ -139,13 +156,14 @@ def describe_note(repo: pygit2.Repository, blob: Any) -> dict[str, Any] | None:
 
 
 def attest(
-    store: MemoryStore,
+    store: Store,
     rev: str | None = None,
     *,
     token: str | None = None,
     trust_config: str | None = None,
 ) -> list[Attested]:
     """Attest ``rev`` (a commit, or ``A..B``: every commit in it; default: the tip)."""
+    # sigstore is an optional extra: only attesting loads it.
     from .signing import keyless
 
     repo = store.git.repo
@@ -180,7 +198,7 @@ def _index(entries: Any) -> int | None:
         return None
 
 
-def _commits(store: MemoryStore, rev: str | None) -> list[str]:
+def _commits(store: Store, rev: str | None) -> list[str]:
     repo = store.git.repo
     if rev is None:
         tip = store.git.tip()
@@ -202,7 +220,7 @@ def _commits(store: MemoryStore, rev: str | None) -> list[str]:
         raise UsageError(f"no commit or range {rev!r}: {exc}") from exc
 
 
-def transition_attest(store: MemoryStore, commit: pygit2.Commit) -> None:
+def transition_attest(store: Store, commit: pygit2.Commit) -> None:
     """``[sigstore] attest = true``: attest a trust transition just made, with the token in
     SIGSTORE_IDENTITY_TOKEN or the ambient CI identity."""
     config = store.config()

@@ -25,8 +25,20 @@ from dataclasses import dataclass
 import pygit2
 
 from . import authority, entryfile
-from .config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TRUSTED_ROOT_PATH, TrustPolicy
-from .context.proposal import (
+from .attest import note_problems, read_notes
+from .config import (
+    CONFIG_PATH,
+    GIT_NAMESPACE,
+    SIGNERS_PATH,
+    TRUSTED_ROOT_PATH,
+    TrustPolicy,
+    is_store_path,
+)
+from .errors import EntryError, KeylessError, TrussError, UsageError
+from .gitstore import GitStore, Snapshot
+from .join import is_join
+from .model import LEGAL_TRANSITIONS, Entry, Trust
+from .proposal import (
     APPLIED,
     CORE_PATH,
     PENDING,
@@ -36,16 +48,12 @@ from .context.proposal import (
     is_proposal_path,
     principal_of_path,
 )
-from .context.proposal import parse as parse_proposal
-from .errors import EntryError, KeylessError, TrussError, UsageError
-from .gitstore import GitStore, Snapshot
-from .initstore import find_root, pinned_root
-from .model import LEGAL_TRANSITIONS, Entry, Trust
-from .panel.verdict import Verdict, check_verdict
-from .review.join import is_join
-from .store import parse_trailers
+from .proposal import parse as parse_proposal
+from .signing import verify
+from .trailers import parse_trailers
+from .trustroot import find_root, pinned_root
+from .verdict import Verdict, check_verdict
 
-STORE_PREFIXES = ("memories/", "identity/", "principals/", ".truss/")
 OPERATOR_PATHS = (CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, CORE_PATH)
 # The files a commit's children are judged by (the parent's policy).
 POLICY_PATHS = (SIGNERS_PATH, CONFIG_PATH, TRUSTED_ROOT_PATH)
@@ -72,10 +80,6 @@ class AuditReport:
     @property
     def ok(self) -> bool:
         return not self.violations
-
-
-def is_store_path(path: str) -> bool:
-    return path == CONFIG_PATH or path.startswith(STORE_PREFIXES)
 
 
 class _Policies:
@@ -188,8 +192,6 @@ def check_commits(
 ) -> Iterator[list[Violation]]:
     """The violations of each commit in turn (parents before children): a policy change that
     failed the rules stays out of the policy its descendants are judged by."""
-    from .attest import read_notes
-
     policies = _Policies(repo)
     notes = read_notes(repo) if attestations else {}
     for commit in commits:
@@ -213,8 +215,6 @@ def check_note(
     policy in force once the commit is made -- the one its children are judged by (a policy
     change that broke the rules does not count) -- so the commit that pins a trusted root or
     names an attester can itself be attested."""
-    from .attest import note_problems
-
     policies = policies or _Policies(repo)
     try:
         policy = policies.of(Snapshot(repo, commit))
@@ -236,8 +236,8 @@ def _descends(
 ) -> bool:
     """``tip`` is ``root`` or has it in its history.
 
-    ``descendant_of`` walks the whole history down to the root (~10 ms per thousand
-    commits), which would dwarf auditing a range of a few new commits. With a range start,
+    ``descendant_of`` walks the whole history down to the root, which
+    would dwarf auditing a range of a few new commits. With a range start,
     ``start..tip`` is walked first: the root among those commits settles it, and so does
     ``start`` being a parent of one of them (or the tip itself) when ``start`` is known to
     descend from the root. Anything else takes the whole walk."""
@@ -606,7 +606,7 @@ def _joined_adds(
     parents: list[Snapshot],
     changes: list[tuple[str, str, Snapshot]],
 ) -> set[str]:
-    """The entry files a merge sets to exactly what ``review.join.is_join`` settles its
+    """The entry files a merge sets to exactly what ``join.is_join`` settles its
     parents' versions to: adds of one entry on two or more sides that no common ancestor
     holds (the same event trained on two clones), joined, or the one side's version its
     panel already reviewed. Each version passed in its own side's history and the result
@@ -678,8 +678,6 @@ def _signer(
 ) -> tuple[tuple[str, ...], set[str]]:
     """Every principal of the key that made ``signature``, the first as roles_of names it,
     and the roles they hold."""
-    from .signing import verify
-
     key = verify(signature.decode("ascii", "replace"), payload, GIT_NAMESPACE)
     return authority.signer_principals(policy, key)
 

@@ -18,6 +18,8 @@ CONFIG_PATH = "truss.toml"
 SIGNERS_PATH = ".truss/allowed_signers"
 # A private sigstore deployment's trust anchors, pinned by an operator (keyless verdicts).
 TRUSTED_ROOT_PATH = ".truss/trusted_root.json"
+# What a store commit may touch: everything else in the repository is not the store's.
+STORE_PREFIXES = ("memories/", "identity/", "principals/", ".truss/")
 # trainer: writes above the task layer and in members' names (authority.py decides where).
 ROLES = ("operator", "panel", "agent", "trainer")
 GIT_NAMESPACE = "git"
@@ -140,3 +142,7 @@ class TrustPolicy:
                 f"{' or '.join(sorted(need))} role in truss.toml [roles]"
             )
         return principal, key
+
+
+def is_store_path(path: str) -> bool:
+    return path == CONFIG_PATH or path.startswith(STORE_PREFIXES)

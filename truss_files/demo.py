@@ -8,16 +8,20 @@ scratch store, the prefix a run starts from (``context``) and a delta since its 
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import textwrap
 from collections import Counter
 from pathlib import Path
 
 from .audit import audit
+from .facade import MemoryStore
+from .initstore import init_store
 from .model import Trust
 from .recall.engine import search_snapshot
 from .recall.pipeline import Filter
-from .store import MemoryStore
+from .signing import Ed25519Signer
 
 QUESTIONS = (
     "how do I undo a bad promotion?",
@@ -41,7 +45,9 @@ def main(path: str = ".") -> int:
 
     for question in QUESTIONS:
         print(f"\n? {question}")
-        hits = search_snapshot(store, snap, question, Filter(min_trust=Trust.VERIFIED), 2).hits
+        hits = search_snapshot(
+            store, snap, question, Filter(min_trust=Trust.VERIFIED), 2, gate=store.gate
+        ).hits
         if not hits:
             print("  (no verified memory matches)")
         for hit in hits:
@@ -51,8 +57,12 @@ def main(path: str = ".") -> int:
 
     question = "should JSON be the default output for agents?"
     print(f"\n? {question}")
-    strict = search_snapshot(store, snap, question, Filter(min_trust=Trust.VERIFIED), 1).hits
-    wide = search_snapshot(store, snap, question, Filter(min_trust=Trust.UNVERIFIED), 1).hits
+    strict = search_snapshot(
+        store, snap, question, Filter(min_trust=Trust.VERIFIED), 1, gate=store.gate
+    ).hits
+    wide = search_snapshot(
+        store, snap, question, Filter(min_trust=Trust.UNVERIFIED), 1, gate=store.gate
+    ).hits
     for label, hits in (("at the verified floor", strict), ("widened to unverified", wide)):
         for hit in hits:
             e = hit.entry
@@ -71,12 +81,6 @@ def main(path: str = ".") -> int:
 
 def show_context() -> None:
     """A run's prefix and a delta, on a scratch store (the project's own is never written)."""
-    import os
-    import tempfile
-
-    from .initstore import init_store
-    from .signing import Ed25519Signer
-
     with tempfile.TemporaryDirectory(prefix="truss-demo-") as tmp:
         signer = Ed25519Signer.generate("demo@example.test")
         env = {k: v for k, v in os.environ.items() if k not in ("TRUSS_ROOT", "TRUSS_AGENT")}

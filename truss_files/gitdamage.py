@@ -87,7 +87,7 @@ def _index(root: Path, workdir: str | os.PathLike[str] | None) -> RepositoryDama
     data = _read(path, 1 << 30)
     if not data:  # no index (a bare repository, a fresh clone) is not damage
         return None
-    import hashlib
+    import hashlib  # here: off the query path, whose pygit2-free reader uses this module
 
     # The trailer is the SHA-1 (SHA-256 in such a repository) of the rest, or zeros under
     # git's index.skipHash.
@@ -166,7 +166,7 @@ def damage_at(path: str | os.PathLike[str] | None) -> RepositoryDamaged | None:
     """``damage`` of the repository at or around ``path`` (None: the current directory): the
     faces' last look before they call an error a bug."""
     try:
-        import pygit2
+        import pygit2  # here: off the query path, whose pygit2-free reader uses this module
 
         found = pygit2.discover_repository(os.path.expanduser(os.fspath(path or ".")))
     except Exception:  # noqa: BLE001 - no repository to look at: nothing to say

@@ -23,6 +23,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows has no flock
+    fcntl = None  # type: ignore[assignment]
+
 # Seconds a git lock file must have existed before a process that cannot be seen is presumed
 # gone. libgit2 holds a ref lock for well under a millisecond and rewrites a 100k-entry index in
 # ~0.1 s; a git process holding a lock for long (``git commit`` waiting on an editor) is alive
@@ -40,9 +45,7 @@ def flock(git_dir: Path, name: str, wait: float | None = None) -> Iterator[None]
     ``wait``: give up after this many seconds and go on unlocked (None: wait as long as it
     takes). A dead process's lock is released by the kernel, so none is ever left behind.
     """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: CAS and index.lock retries alone
+    if fcntl is None:  # pragma: no cover - Windows: CAS and index.lock retries alone
         yield
         return
     folder = git_dir / "truss"

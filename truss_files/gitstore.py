@@ -1,7 +1,7 @@
 """The git backend: snapshots, path-level tree writes, signed compare-and-swap commits.
 
 Reads look at a commit's tree, never at the working directory. A write rebuilds only the
-trees on the changed paths (a 1.4 ms commit), signs the commit in git's own ``gpgsig`` format,
+trees on the changed paths, signs the commit in git's own ``gpgsig`` format,
 and moves the branch inside a ref transaction only if it still points where the write began;
 a writer that lost the race re-plans on the new tip and tries again. When the branch is
 checked out, the touched paths of the work tree and index follow, so ``git status`` stays

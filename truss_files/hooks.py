@@ -32,12 +32,13 @@ from pathlib import Path
 
 import pygit2
 
-from .attest import NOTES_REF
-from .audit import Violation, check_commit, check_commits, check_note, is_store_path
-from .config import SIGNERS_PATH
+from .attest import NOTES_REF, notes_of
+from .audit import Violation, check_commit, check_commits, check_note
+from .config import SIGNERS_PATH, is_store_path
 from .errors import StoreError, UsageError
-from .gitstore import Snapshot
-from .initstore import ROOT_CONFIG, find_root, pinned_root
+from .gitstore import GitStore, Snapshot
+from .recovery import history_versions, orphans
+from .trustroot import ROOT_CONFIG, find_root, pinned_root
 
 CLIENT_HOOKS = ("pre-commit", "commit-msg", "pre-push")
 SERVER_HOOKS = ("pre-receive",)
@@ -196,8 +197,6 @@ def _pin_server(repo: pygit2.Repository, root: str | None, protect: Sequence[str
 
 
 def _first_store_commit(repo: pygit2.Repository) -> str | None:
-    from .gitstore import GitStore
-
     try:
         root = find_root(GitStore(repo.path))
     except StoreError:
@@ -368,8 +367,6 @@ def pre_commit(repo: pygit2.Repository) -> list[str]:
 def _behind_lines(repo: pygit2.Repository, commit: pygit2.Commit) -> list[str]:
     """Signs of an interrupted write: a journal record of a dead writer, or a staged store
     file that is an older version of itself."""
-    from .recovery import history_versions, orphans
-
     lines = []
     if orphans(Path(repo.path)):
         lines.append(
@@ -569,8 +566,6 @@ def pre_receive(repo: pygit2.Repository, stdin: str, environ: Mapping[str, str])
 def _notes_lines(repo: pygit2.Repository, ref: str, old_sha: str, new_sha: str) -> list[str]:
     """The gate for the sigstore attestations: every new or changed note must verify (as the
     audit checks it), and none may disappear."""
-    from .attest import notes_of
-
     old = {} if _ZERO.match(old_sha) else notes_of(repo, old_sha)
     new = {} if _ZERO.match(new_sha) else notes_of(repo, new_sha)
     lines = [

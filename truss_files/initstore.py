@@ -14,13 +14,14 @@ from pathlib import Path
 import pygit2
 
 from .config import CONFIG_PATH, DEFAULT_TOML, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
-from .context.proposal import CORE_PATH, SELF_PATH, SELF_TEMPLATE
 from .errors import ConfigError, StoreError
-from .gitstore import GitStore, Plan, Snapshot
+from .gitstore import Plan, Snapshot
+from .proposal import CORE_PATH, SELF_PATH, SELF_TEMPLATE
 from .signing import AllowedSigners, PublicKey, Signer
-from .store import MemoryStore, trailers
+from .store import Store
+from .trailers import trailers
+from .trustroot import ROOT_CONFIG, find_root, pinned_root
 
-ROOT_CONFIG = "truss.root"
 CORE_TEMPLATE = """\
 # Core identity (L0)
 
@@ -46,16 +47,6 @@ class InitResult:
     public_line: str
 
 
-def pinned_root(repo: pygit2.Repository, environ: Mapping[str, str] | None = None) -> str | None:
-    env = os.environ if environ is None else environ
-    if env.get("TRUSS_ROOT"):
-        return env["TRUSS_ROOT"]
-    try:
-        return str(repo.config[ROOT_CONFIG])
-    except KeyError:
-        return None
-
-
 def is_repo_top(path: Path) -> bool:
     """``path`` is a work tree's top or a bare repository (not merely inside one)."""
     if not path.exists():
@@ -71,21 +62,6 @@ def is_repo_top(path: Path) -> bool:
     return top.resolve() == path.resolve()
 
 
-def find_root(git: GitStore, rev: str | None = None) -> pygit2.Commit | None:
-    """The first commit (along first parents) whose tree holds .truss/allowed_signers."""
-    tip = git.tip() if rev is None else git.commit(rev)
-    root = None
-    commit = tip
-    while commit is not None:
-        try:
-            commit.tree[SIGNERS_PATH]
-        except KeyError:
-            break
-        root = commit
-        commit = commit.parents[0] if commit.parents else None
-    return root
-
-
 def init_store(
     path: str | os.PathLike[str],
     signer: Signer,
@@ -98,7 +74,7 @@ def init_store(
         # Like `git init DIR`: a folder that is not itself a repository gets its own.
         target.mkdir(parents=True, exist_ok=True)
         pygit2.init_repository(str(target), initial_head="main")
-    store = MemoryStore(target, signer=signer, environ=environ)
+    store = Store(target, signer=signer, environ=environ)
     git = store.git
     key = PublicKey.from_line(signer.public_line)
     existing_root = find_root(git)

@@ -7,14 +7,17 @@ with git's ``user.signingkey`` instead, for agent-held or hardware keys.
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import platformdirs
+
 from .errors import ConfigError, UsageError
-from .signing import Ed25519Signer, Signer, SshKeygenSigner
+from .signing import Ed25519Signer, PublicKey, Signer, SshKeygenSigner
 
 DEFAULT_NAME = "id_ed25519"
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -24,8 +27,6 @@ def config_dir(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get("TRUSS_CONFIG_DIR"):
         return Path(env["TRUSS_CONFIG_DIR"])
-    import platformdirs  # only the key paths need it
-
     return Path(platformdirs.user_config_dir("truss-files"))
 
 
@@ -62,8 +63,6 @@ def list_keys(environ: Mapping[str, str] | None = None) -> list[KeyInfo]:
     found = []
     for pub in sorted(folder.glob("*.pub")):
         line = pub.read_text().strip()
-        from .signing import PublicKey
-
         key = PublicKey.from_line(line)
         found.append(KeyInfo(pub.stem, pub.with_suffix(""), line, key.fingerprint))
     return found
@@ -116,8 +115,6 @@ def default_principal(environ: Mapping[str, str] | None = None) -> str:
     for var in ("TRUSS_PRINCIPAL", "GIT_COMMITTER_EMAIL", "GIT_AUTHOR_EMAIL", "EMAIL"):
         if env.get(var):
             return env[var]
-    import getpass
-
     try:
         return getpass.getuser()
     except (KeyError, OSError):

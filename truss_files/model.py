@@ -6,7 +6,9 @@ All values are frozen; a change of trust makes a new ``Entry`` with ``dataclasse
 from __future__ import annotations
 
 import enum
+import json
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -171,8 +173,6 @@ def confusable(text: str) -> str | None:
             return f"contains {_name(char)}, an invisible character; remove it"
         if char in _LOOKALIKE:
             return f"contains {_name(char)}, which looks like '.' or '/'; use plain ASCII"
-    import unicodedata
-
     normal = unicodedata.normalize("NFKC", text)
     if normal == text:
         return None
@@ -189,8 +189,6 @@ def confusable(text: str) -> str | None:
 
 
 def _name(char: str) -> str:
-    import unicodedata
-
     return f"U+{ord(char):04X} {unicodedata.name(char, 'UNNAMED')}"
 
 
@@ -259,9 +257,7 @@ class Entry:
 
 
 def content_id(entry: Entry) -> str:
-    # Imported here: a query makes no ids, and these cost a few ms of its start-up.
-    import hashlib
-    import json
+    import hashlib  # here: a query makes no ids, and hashlib costs its start-up (OpenSSL)
 
     canonical = json.dumps(
         entry.immutable(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
@@ -270,8 +266,8 @@ def content_id(entry: Entry) -> str:
 
 
 def entry_path(kind: Kind, entry_id: str) -> str:
-    # Fan-out by the id's first two hex characters: measured on a 100k-entry store (~1.4 ms vs
-    # ~205 ms per commit at 100k entries).
+    # Fan-out by the id's first two hex characters: in one flat folder every commit would
+    # rewrite one huge tree (``python -m benchmarks write`` measures both layouts).
     return f"memories/{kind.value}/{entry_id[:2]}/{entry_id}.md"
 
 
@@ -298,3 +294,7 @@ def normalize_body(body: str) -> str:
     """Line endings become LF and trailing blank lines go: the body is stored canonically."""
     text = body.replace("\r\n", "\n").replace("\r", "\n") if "\r" in body else body
     return "\n".join(map(str.rstrip, text.split("\n"))).strip("\n")
+
+
+# How a promotion settles a key that already holds a verified entry (``[policy] conflict``).
+CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")

@@ -35,8 +35,11 @@ from .config import (
 )
 from .errors import ConfigError, SignatureError, StoreError, UsageError
 from .gitstore import Plan, Snapshot
+from .readgate import check_write
 from .signing import AllowedSigners, PublicKey
-from .store import MemoryStore, trailers
+from .signing.keyless import KeylessIdentity, check_trusted_root
+from .store import Store
+from .trailers import trailers
 
 DEFAULT_NAMESPACES = (GIT_NAMESPACE, "truss-verdict")
 # A principal is one token in allowed_signers and one string in [roles]: printable, no
@@ -96,7 +99,7 @@ def read_public_key(text: str, source: str) -> PublicKey:
         raise UsageError(f"{source}: {exc.message}") from exc
 
 
-def list_signers(store: MemoryStore, snap: Snapshot | None = None) -> list[SignerInfo]:
+def list_signers(store: Store, snap: Snapshot | None = None) -> list[SignerInfo]:
     policy = store.policy(snap)
     roles = policy.config.roles()
     out = []
@@ -117,7 +120,7 @@ def list_signers(store: MemoryStore, snap: Snapshot | None = None) -> list[Signe
 
 
 def add_signer(
-    store: MemoryStore,
+    store: Store,
     principal: str,
     key: PublicKey,
     namespaces: Sequence[str] = DEFAULT_NAMESPACES,
@@ -139,7 +142,7 @@ def add_signer(
     )
 
 
-def remove_signer(store: MemoryStore, principal: str) -> Change:
+def remove_signer(store: Store, principal: str) -> Change:
     def change(signers: AllowedSigners, config: str) -> tuple[AllowedSigners, str]:
         kept = []
         found = False
@@ -175,7 +178,7 @@ def remove_signer(store: MemoryStore, principal: str) -> Change:
     return done
 
 
-def grant_role(store: MemoryStore, role: str, principal: str) -> Change:
+def grant_role(store: Store, role: str, principal: str) -> Change:
     _check_role(role)
     keyless = _keyless_principal(role, principal)
     if not keyless:
@@ -195,7 +198,7 @@ def grant_role(store: MemoryStore, role: str, principal: str) -> Change:
     return _operator_change(store, "grant", principal, change, f"grant {role} to {principal}")
 
 
-def revoke_role(store: MemoryStore, role: str, principal: str) -> Change:
+def revoke_role(store: Store, role: str, principal: str) -> Change:
     _check_role(role)
 
     def change(signers: AllowedSigners, config: str) -> tuple[AllowedSigners, str]:
@@ -216,11 +219,9 @@ def revoke_role(store: MemoryStore, role: str, principal: str) -> Change:
 _Edit = Callable[[AllowedSigners, str], tuple[AllowedSigners, str]]
 
 
-def pin_trusted_root(store: MemoryStore, data: bytes) -> Change:
+def pin_trusted_root(store: Store, data: bytes) -> Change:
     """Pin a private sigstore deployment's trusted root at ``.truss/trusted_root.json``:
     keyless verdicts and attestations are then verified against it, offline."""
-    from .signing.keyless import check_trusted_root
-
     check_trusted_root(data)
 
     def change(signers: AllowedSigners, config: str) -> tuple[AllowedSigners, str]:
@@ -237,7 +238,7 @@ def pin_trusted_root(store: MemoryStore, data: bytes) -> Change:
 
 
 def _operator_change(
-    store: MemoryStore,
+    store: Store,
     action: str,
     principal: str,
     edit: _Edit,
@@ -269,8 +270,6 @@ def _operator_change(
         return Plan(changes, message)
 
     def check(commit: pygit2.Commit, parent: Snapshot) -> None:
-        from .readgate import check_write
-
         check_write(store.git, parent.oid, store.environ)  # no change on an untrusted history
         signature, payload = commit.gpg_signature
         if signature is None:
@@ -302,7 +301,7 @@ def _operator_change(
     return Change(str(done[0].id), summary, tuple(notes))
 
 
-def _require_operator(store: MemoryStore) -> tuple[str, PublicKey]:
+def _require_operator(store: Store) -> tuple[str, PublicKey]:
     """Refuse before planning anything when this process's key is not an operator's."""
     key = PublicKey.from_line(store.signer.public_line)
     policy = store.policy()
@@ -340,8 +339,6 @@ def _check_operable(signers: AllowedSigners, config: str) -> None:
 def _keyless_principal(role: str, principal: str) -> bool:
     """Whether ``principal`` is a sigstore identity (which needs no key in allowed_signers);
     such a principal signs verdicts, never commits, so it holds only the panel role."""
-    from .signing.keyless import KeylessIdentity
-
     if KeylessIdentity.parse(principal) is None:
         return False
     if role != "panel":

@@ -35,16 +35,15 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from .errors import UntrustedHistory
+from .errors import TrussError, UntrustedHistory
+from .gitdir import GitDir
 from .model import Trust
 
 if TYPE_CHECKING:
     import pygit2
 
     from .audit import Violation
-    from .gitstore import GitStore, Snapshot
-    from .recall.gitread import GitDir
-    from .store import MemoryStore
+    from .gitstore import GitStore
 
 __all__ = [
     "CACHE_NAME",
@@ -52,7 +51,6 @@ __all__ = [
     "advance",
     "check_write",
     "gate",
-    "gate_snapshot",
     "refusal",
 ]
 
@@ -84,28 +82,12 @@ def gate(
     return why
 
 
-def gate_snapshot(store: MemoryStore, snap: Snapshot, floor: Trust) -> str | None:
-    """``gate`` for a read from a snapshot of an open store (memory_view, the memory tool,
-    ``show`` and ``list``): the same record the index path keeps."""
-    from .recall.gitread import GitDir
-
-    return gate(
-        GitDir.discover(store.git.git_dir),
-        snap.oid,
-        floor,
-        store=store.git,
-        environ=store.environ,
-    )
-
-
 def check_write(
     store: GitStore, commit: str | None, environ: Mapping[str, str] | None = None
 ) -> None:
     """Raise ``UntrustedHistory`` when the history up to ``commit`` (the parent of a write)
     fails the audit: no write lands on it. The read gate's record answers, so a write on the
     last audited commit costs one small file read."""
-    from .recall.gitread import GitDir
-
     why = refusal(GitDir.discover(store.git_dir), commit, store=store, environ=environ)
     if why is None:
         return
@@ -150,10 +132,10 @@ def _audit(
     store: GitStore | None,
     env: Mapping[str, str],
 ) -> str | None:
+    # The audit, gitstore and the trust root load pygit2: only a read that must audit pays.
     from .audit import audit
-    from .errors import TrussError
     from .gitstore import GitStore
-    from .initstore import pinned_root
+    from .trustroot import pinned_root
 
     store = store or GitStore(git.path_str)
     repo = store.repo
@@ -208,10 +190,9 @@ def advance(store: GitStore, commit: pygit2.Commit, environ: Mapping[str, str]) 
     The parent's history audited clean, so it holds no policy a failed commit smuggled in,
     and the one-commit check gives the verdict a range audit of ``parent..commit`` would. A
     merge is left to the next read: its other parents' histories are not in the record."""
+    # Only after a write (pygit2 is loaded then): a warm read never reaches here.
     from .audit import check_commit
-    from .errors import TrussError
-    from .initstore import pinned_root
-    from .recall.gitread import GitDir
+    from .trustroot import pinned_root
 
     if len(commit.parent_ids) != 1:
         return False
@@ -236,8 +217,8 @@ def _reaches(
     repo: pygit2.Repository, tip: pygit2.Oid, ancestor: pygit2.Oid, root: str | None = None
 ) -> bool:
     """``ancestor`` is in the history of ``tip``: some commit of ``ancestor..tip`` has it as
-    a parent. Walks only that range, where ``descendant_of`` walks the whole history (~10 ms
-    per thousand loose commits) to the merge base. With ``root``: and the root is not in
+    a parent. Walks only that range, where ``descendant_of`` walks the whole history
+    to the merge base. With ``root``: and the root is not in
     that range, so ``ancestor`` is no commit from before the trust root (which the audit
     refuses as a read's tip: it does not descend from the root)."""
     walker = repo.walk(tip)

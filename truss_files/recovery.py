@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pygit2
 
+from .config import is_store_path
 from .errors import ConflictError
 from .gitlocks import owner_alive, owner_tag
 from .worktree import WorkTree, stage, staged_id, tmp_leftover
@@ -220,8 +221,6 @@ def repair_all(
     Without ``force`` a path is changed only when what it holds is absent or a version of that
     path in the branch's recent history (so nothing unrecorded is lost); our own temporary
     files of dead writers are removed, and other untracked files are only reported."""
-    from .audit import is_store_path
-
     want: dict[str, bytes | None] = {}
     notes: list[str] = []
     leftovers: list[str] = []

@@ -66,21 +66,29 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .authority import CHECKS_TABLE, defined_checks
 from .errors import ConfigError, UsageError
-from .model import Kind
-from .panel.panel import Quorum
-from .panel.policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_name
+from .model import CONFLICT_POLICIES, Kind
+from .policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_name
+from .quorum import Quorum
 from .scope import MEMORY_SCOPES
 
 if TYPE_CHECKING:
+    from .config import StoreConfig
     from .gitstore import Snapshot
-    from .store import MemoryStore
+
+
+class Configured(Protocol):
+    """What ``settings_for`` reads of a store: its truss.toml at a snapshot, its environment."""
+
+    environ: Mapping[str, str]
+
+    def config(self, snap: Snapshot | None = None) -> StoreConfig: ...
+
 
 VERIFICATION_MODES = MODES
-# Kept equal to store.CONFLICT_POLICIES (a test checks); importing store would pull pygit2.
-CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")
 RECALL_MODES = ("exact", "semantic", "hybrid")
 # Strictest first: a layer may move the policy left along this tuple, never right.
 IDENTITY_POLICIES = ("locked", "propose", "self_amend")
@@ -277,8 +285,6 @@ def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> 
 def _checks_layer(panel: Mapping[str, Any], source: str) -> dict[str, Value]:
     """``[panel.checks]``, which only the signed truss.toml may hold (authority.py decides
     what it means); shown by ``config show`` as ``panel.checks.NAME``."""
-    from .authority import CHECKS_TABLE, defined_checks
-
     if source != STORE_SOURCE:
         raise ConfigError(
             f"{source}: {CHECKS_TABLE} is read from the store's signed truss.toml only (a check "
@@ -305,6 +311,7 @@ def _load_toml(path: Path, what: str) -> dict[str, Any]:
 
 
 def global_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    # keys loads the signers (cryptography); the settings of a plain read do not need them.
     from .keys import config_dir
 
     return config_dir(environ) / GLOBAL_FILE
@@ -399,7 +406,11 @@ class Settings:
 
     @property
     def policy(self) -> VerificationPolicy:
-        return VerificationPolicy.from_settings(self)
+        prefix = "policy.tiered."
+        tiers = {
+            k[len(prefix) :]: str(v.value) for k, v in self.values.items() if k.startswith(prefix)
+        }
+        return VerificationPolicy(self.verification, tiers)
 
     def mode_for(self, kind: Kind | str) -> str:
         """off, lazy or eager for this kind (tiered looks up [policy.tiered], default lazy)."""
@@ -527,7 +538,7 @@ def _layer(values: dict[str, Value], layer: Mapping[str, Value]) -> None:
 
 
 def settings_for(
-    store: MemoryStore,
+    store: Configured,
     *,
     agent: str | None = None,
     contract: str | os.PathLike[str] | None = None,

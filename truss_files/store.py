@@ -1,4 +1,4 @@
-"""MemoryStore: every change of belief is one signed commit.
+"""The store: every change of belief is one signed commit.
 
 write → unverified; promote (PASS verdict) → verified; reject (FAIL verdict) → rejected;
 demote → stale; supersede links a newer verified entry over an older one; revert undoes a
@@ -15,22 +15,29 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 import pygit2
 
-from . import entryfile
+from . import authority, entryfile
+from .attest import describe_note, read_notes, transition_attest
+from .audit import check_note
 from .config import CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, StoreConfig, TrustPolicy
 from .errors import (
     ConfigError,
     EntryError,
+    KeylessError,
     NotFound,
     StoreError,
     TransitionError,
+    TrussError,
     UsageError,
 )
+from .gitdir import GitDir
 from .gitstore import GitStore, Identity, Plan, Snapshot
+from .keys import load_signer
 from .model import (
+    CONFLICT_POLICIES,
     MAX_BODY,
     Entry,
     Kind,
@@ -43,45 +50,21 @@ from .model import (
     entry_path,
     normalize_body,
 )
-from .panel.verdict import Verdict, check_verdict, sign_verdict
-from .signing import Signer
+from .readgate import advance, check_write, gate, refusal
+from .signing import PublicKey, Signer
+from .trailers import Clock, parse_trailers, stamp, trailers, utc_now
+from .verdict import Verdict, check_keyless, check_verdict, sign_keyless_verdict, sign_verdict
 
-if TYPE_CHECKING:
-    from .context.assemble import Prefix
-    from .context.delta import Delta
-    from .recall.engine import RecallResult
-    from .scope import Reader
-
-Clock = Callable[[], datetime.datetime]
-CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")
 _HEX_PREFIX = re.compile(r"^[0-9a-f]{8,32}$")
 
 
-def utc_now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
+class Read(NamedTuple):
+    """A snapshot opened through the read gate (``Store.open_read``)."""
 
-
-def stamp(when: datetime.datetime) -> str:
-    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def trailers(**fields: str | Iterable[str]) -> str:
-    """Git trailers ``Truss-Op: write`` etc.; an iterable value repeats the trailer."""
-    lines: list[str] = []
-    for name, value in fields.items():
-        label = "Truss-" + name.replace("_", "-").title()
-        values = [value] if isinstance(value, str) else list(value)
-        lines.extend(f"{label}: {v}" for v in values)
-    return "\n".join(lines)
-
-
-def parse_trailers(message: str) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for line in message.splitlines():
-        name, sep, value = line.partition(": ")
-        if sep and name.startswith("Truss-") and " " not in name:
-            found.setdefault(name, []).append(value.strip())
-    return found
+    snap: Snapshot
+    # The audit's refusal of the history read, else None: then nothing above unverified may
+    # leave this read.
+    withheld: str | None
 
 
 @dataclass(frozen=True)
@@ -114,7 +97,7 @@ class LogItem:
     attested: str | None = None
 
 
-class MemoryStore:
+class Store:
     """The store API every face calls; one instance per repository and signer."""
 
     def __init__(
@@ -137,8 +120,6 @@ class MemoryStore:
     @property
     def signer(self) -> Signer:
         if self._signer is None:
-            from .keys import load_signer
-
             self._signer = load_signer(repo_dir=self.git.workdir, environ=self.environ)
         return self._signer
 
@@ -167,8 +148,6 @@ class MemoryStore:
         return StoreConfig.parse(snap.read(CONFIG_PATH))
 
     def principal(self, snap: Snapshot | None = None) -> str:
-        from .signing import PublicKey
-
         key = PublicKey.from_line(self.signer.public_line)
         name, _ = self.policy(snap).roles_of(key)
         return name
@@ -269,108 +248,32 @@ class MemoryStore:
                     out.append(other)
         return out
 
-    def query(
-        self,
-        text: str,
-        *,
-        kind: Kind | str | None = None,
-        key: str | None = None,
-        layer: Layer | str | None = None,
-        min_trust: Trust | str = Trust.VERIFIED,
-        limit: int = 10,
-        mode: str | None = None,
-        reader: Reader | None = None,
-    ) -> RecallResult:
-        """Rank entries at or above ``min_trust`` at the branch tip (filter, then BM25 over
-        the candidates, through the recall index and the read gate). ``reader`` applies
-        ``memory.scope`` (``scope.Reader``); None reads every scope, as a reviewer does."""
-        from .recall.engine import search_snapshot
-        from .recall.pipeline import Filter
+    def gate(self, git: GitDir, commit: str | None) -> str | None:
+        """The read gate's verdict on the history up to ``commit`` (None: it audits clean),
+        with this store's repository and environment: what recall is given to check the
+        commit an index view reads."""
+        return refusal(git, commit, store=self.git, environ=self.environ)
 
-        snap = self.snapshot()
-        config = self.config(snap)
-        if reader is not None and reader.mode is None:
-            reader = dataclasses.replace(
-                reader, mode=str(config.get("memory", "scope", "per-agent"))
-            )
-        flt = Filter(
-            min_trust=Trust.floor(min_trust),
-            kind=Kind.parse(kind) if isinstance(kind, str) else kind,
-            key=key,
-            layers=None
-            if layer is None
-            else frozenset({Layer.parse(layer) if isinstance(layer, str) else layer}),
-            reader=reader,
+    def open_read(self, floor: Trust = Trust.VERIFIED, snap: Snapshot | None = None) -> Read:
+        """The one way a read begins: ``snap`` (default: the branch tip) through the read gate
+        (``readgate``). Above unverified, a history the audit rejects raises
+        ``UntrustedHistory``; at unverified the read goes on with ``withheld`` saying why
+        nothing above unverified may leave it."""
+        snap = snap or self.snapshot()
+        withheld = gate(
+            GitDir.discover(self.git.git_dir),
+            snap.oid,
+            floor,
+            store=self.git,
+            environ=self.environ,
         )
-        salience = str(config.get("policy", "salience", "off"))
-        return search_snapshot(self, snap, text, flt, limit, mode=mode, salience=salience)
-
-    def view(
-        self,
-        refs: Iterable[str],
-        *,
-        min_trust: Trust | str = Trust.VERIFIED,
-        reader: Reader | None = None,
-    ) -> list[Entry]:
-        """The entries named by id (or unique 8+ hex prefix) at or above ``min_trust``, through
-        the read gate; ids below the floor, rejected, out of scope or unknown are left out."""
-        from .readgate import gate_snapshot
-        from .recall.pipeline import Filter
-
-        floor = Trust.floor(min_trust)
-        snap = self.snapshot()
-        capped = gate_snapshot(self, snap, floor)
-        flt = Filter(min_trust=floor, ceiling=Trust.UNVERIFIED if capped else None, reader=reader)
-        out: dict[str, Entry] = {}
-        for ref in refs:
-            try:
-                entry = self.get(ref, snap)
-            except NotFound:
-                continue
-            if flt.admits(entry):
-                out.setdefault(entry.id, entry)
-        return list(out.values())
-
-    def delta_since(self, cursor: str, *, reader: Reader | None = None) -> Delta:
-        """What changed in verified L2 since ``cursor`` (from ``context`` or an earlier
-        delta), with a new cursor; a bad or unknown cursor raises ``BadCursor``."""
-        from .context.delta import delta_since
-
-        return delta_since(self, cursor, reader=reader)
-
-    def context(
-        self,
-        run: str,
-        *,
-        principal: str | None = None,
-        agent: str | None = None,
-        project: str | None = None,
-        gates: Iterable[str] = (),
-        parent: str | None = None,
-    ) -> Prefix:
-        """The prefix of run ``run`` (tools, system, messages, cursor); the first call for a
-        run starts it at the branch tip, and later calls keep its tools and system bytes.
-        ``parent``: the run is a child of that run (they share their own notes)."""
-        from .context.assemble import build_context
-
-        return build_context(
-            self,
-            run,
-            principal=principal,
-            agent=agent,
-            project=project,
-            gates=tuple(gates),
-            parent=parent,
-        )
+        return Read(snap, withheld)
 
     # -- writing -------------------------------------------------------------------------
 
     def _apply(
         self, plan: Callable[[Snapshot], Plan], need: set[str]
     ) -> tuple[pygit2.Commit, Plan] | None:
-        from . import authority
-        from .readgate import check_write
-
         signer = self.signer
 
         def check(commit: pygit2.Commit, parent: Snapshot) -> None:
@@ -392,8 +295,6 @@ class MemoryStore:
         principal = self.principal()
         done = self.git.apply(plan, signer, self.identity(principal), check=check)
         if done is not None:
-            from .readgate import advance
-
             # The commit is ours and checked: the next read need not audit it again.
             advance(self.git, done[0], self.environ)
         return done
@@ -443,22 +344,18 @@ class MemoryStore:
         """``names`` as an entry's ``checks:`` may hold them: names truss.toml's
         ``[panel.checks]`` defines at ``snap`` (the tip), else a ``UsageError`` listing them
         (``authority.require_check_names``)."""
-        from .authority import require_check_names
-
         names = tuple(names)
         if not names:
             return ()
-        return require_check_names(names, self.defined_checks(snap))
+        return authority.require_check_names(names, self.defined_checks(snap))
 
     def defined_checks(self, snap: Snapshot | None = None) -> dict[str, str]:
         """truss.toml's ``[panel.checks]`` at ``snap`` (the tip): name -> command."""
-        from .authority import defined_checks
-
         snap = snap or self.snapshot()
         key = snap.blob_id(CONFIG_PATH)
         found = self._checks.get(key)
         if found is None:
-            found = self._checks[key] = defined_checks(self.config(snap).raw)
+            found = self._checks[key] = authority.defined_checks(self.config(snap).raw)
         return dict(found)
 
     def write(self, kind: Kind | str, key: str, body: str, **fields: Any) -> Entry:
@@ -544,8 +441,6 @@ class MemoryStore:
 
         done = self._apply(plan, need)
         if done is not None:
-            from .attest import transition_attest
-
             transition_attest(self, done[0])
         return result[0]
 
@@ -716,8 +611,6 @@ class MemoryStore:
         personal = any(p.startswith(("identity/", "principals/")) for p in changed)
         done = self._apply(plan, {"operator"} if personal else {"panel", "operator"})
         assert done is not None
-        from .attest import transition_attest
-
         transition_attest(self, done[0])
         return done[0]
 
@@ -775,7 +668,7 @@ class MemoryStore:
     ) -> Verdict:
         """A verdict signed with sigstore by the OIDC identity of ``token`` (or the ambient
         one in CI); refused before signing when that identity does not hold the panel role."""
-        from .panel.verdict import sign_keyless_verdict
+        # sigstore is an optional extra: only a keyless verdict loads it.
         from .signing import keyless
 
         entry = self.get(ref)
@@ -808,8 +701,6 @@ class MemoryStore:
         tip = self.git.tip()
         if tip is None:
             return []
-        from .attest import read_notes
-
         notes = read_notes(repo)
         walker = repo.walk(
             tip.id, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
@@ -854,9 +745,6 @@ class MemoryStore:
         old = entryfile.parse(self.git.repo[before].data, path)  # type: ignore[attr-defined]
         if old.provenance.verified_by == verdict:
             return None  # recorded by an earlier commit
-        from .errors import KeylessError, TrussError
-        from .panel.verdict import check_keyless
-
         try:
             found = check_keyless(
                 Verdict.from_dict(verdict), self.policy(Snapshot(self.git.repo, commit.parents[0]))
@@ -871,9 +759,6 @@ class MemoryStore:
         note = notes.get(str(commit.id))
         if note is None:
             return None
-        from .attest import describe_note
-        from .audit import check_note
-
         found = check_note(self.git.repo, commit, note)
         if found:
             return "INVALID " + "; ".join(f"[{v.rule}] {v.message}" for v in found)
@@ -900,8 +785,6 @@ def _with_trust(entry: Entry, trust: Trust, verdict: Mapping[str, Any] | None) -
 
 
 def _public(signer: Signer) -> Any:
-    from .signing import PublicKey
-
     return PublicKey.from_line(signer.public_line)
 
 
@@ -943,4 +826,4 @@ def _changed_paths(repo: pygit2.Repository, a: pygit2.Commit, b: pygit2.Commit) 
     return sorted(paths)
 
 
-__all__ = ["MemoryStore", "LogItem", "EntryError", "entry_path"]
+__all__ = ["EntryError", "LogItem", "Read", "Skipped", "Store", "entry_path"]

@@ -34,8 +34,10 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
+from .errors import TrussError
+
 if TYPE_CHECKING:
-    from .recall.gitread import GitDir
+    from .gitdir import GitDir
 
 __all__ = ["CACHE_NAME", "FORMAT", "Writers", "writers"]
 
@@ -129,8 +131,8 @@ class Writers:
         except UnicodeDecodeError as exc:
             raise _Damaged("principals") from exc
         # An index past the principals is checked where it is read (``of``): the checksum
-        # catches damage, and a check of every record here would cost a warm read ~10 ms
-        # at 100k entries.
+        # catches damage, and a check of every record here would cost a warm read more than
+        # the read itself at 100k entries.
         return cls(None if tip == "-" else tip, principals, records)
 
 
@@ -304,8 +306,9 @@ def _has(tree: Any, path: str) -> bool:
 def _signer(repo: Any, commit: Any, policies: dict[tuple[Any, ...], Any]) -> str | None:
     """The principal of the key whose verified signature is on ``commit``, by the policy of
     its first parent (its own for a root commit, as the audit judges it); else None."""
+    # The policy and the signature check load tomllib, pygit2 and cryptography: only a
+    # commit not yet in the cache pays for them, never a warm query.
     from .config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
-    from .errors import TrussError
     from .gitstore import Snapshot
     from .signing import verify
 

@@ -26,9 +26,10 @@ from truss_files import entryfile
 from truss_files.audit import audit
 from truss_files.authority import is_check_name, require_check_names, resolve_check
 from truss_files.errors import UsageError
+from truss_files.facade import MemoryStore
 from truss_files.model import Trust
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore, trailers
+from truss_files.trailers import trailers
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
 AGENT = "agent@example.test"

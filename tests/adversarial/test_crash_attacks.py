@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import GitStore
-from truss_files.store import MemoryStore
 
 TRIALS = int(os.environ.get("TRUSS_CRASH_TRIALS", "24"))
 WRITERS = 2

@@ -30,7 +30,7 @@ from http_support import Served, served_fixture  # noqa: F401 - the fixture
 from test_recall_support import commit_toml, mixed_store
 
 from truss_files.config import CONFIG_PATH
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
 QUERY = "flaky CI network tests retry postgres"
@@ -78,13 +78,13 @@ def damage_caches(
 
 PARTS: dict[str, Callable[[str], bool]] = {
     "all": lambda name: True,
-    "seg": lambda name: name.endswith(".seg"),
+    "records": lambda name: name.startswith("recall/floor-") and name.endswith(".store"),
     "floor": lambda name: name.startswith("recall/floor-"),
     "vec": lambda name: name.endswith(".vec"),
 }
 # (mode, damage, part) for the servers: the whole cache, or one kind of file at a time (a
-# server whose segments are all cut rebuilds before it reads its vectors again).
-SERVED = [("exact", how, part) for how in DAMAGES for part in ("all", "seg", "floor")] + [
+# server whose floor indexes are all cut rebuilds before it reads its vectors again).
+SERVED = [("exact", how, part) for how in DAMAGES for part in ("all", "records", "floor")] + [
     ("hybrid", how, part) for how in HYBRID_DAMAGES for part in ("all", "vec")
 ]
 
@@ -106,7 +106,7 @@ sys.path.insert(0, sys.argv[4])
 from test_damage_attacks import damage_caches
 from truss_files.errors import IndexUnavailable
 from truss_files.model import Trust
-from truss_files.recall.engine import Searcher
+from gated import Searcher
 from truss_files.recall.pipeline import Filter
 
 store, how, mode = sys.argv[1], sys.argv[2], sys.argv[3]

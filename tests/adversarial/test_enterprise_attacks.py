@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.model import Trust
-from truss_files.store import MemoryStore
 from truss_files.tools import RunContext
 from truss_files.tools.train import train
 

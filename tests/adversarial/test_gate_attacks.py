@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).with_name("truss-files")

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from http_support import Served, entries, intact, served_fixture  # noqa: F401 - the fixture
 
+from truss_files.facade import MemoryStore
 from truss_files.server.tokens import new_token
-from truss_files.store import MemoryStore
 
 pytest.importorskip("uvicorn")
 

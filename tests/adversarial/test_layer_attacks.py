@@ -23,8 +23,8 @@ import pytest
 from http_support import Served, served_fixture  # noqa: F401 - the fixture
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
 from truss_files.tools import RunContext
 from truss_files.tools.ask import ask
 

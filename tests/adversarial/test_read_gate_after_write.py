@@ -18,19 +18,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from gated import search
 
 from truss_files import entryfile
 from truss_files.audit import audit
 from truss_files.errors import UntrustedHistory
+from truss_files.facade import MemoryStore
+from truss_files.gitdir import GitDir
 from truss_files.gitstore import Plan, Snapshot
 from truss_files.initstore import init_store
 from truss_files.model import Entry, Trust
 from truss_files.readgate import CACHE_NAME, FORMAT, refusal
-from truss_files.recall.engine import search
-from truss_files.recall.gitread import GitDir
 from truss_files.recall.pipeline import Filter
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
 
 GitRunner = Callable[..., str]
 

@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from gated import search
 
 from truss_files import entryfile
 from truss_files.audit import audit
 from truss_files.errors import UntrustedHistory
+from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.model import Entry, Trust
 from truss_files.readgate import CACHE_NAME, FORMAT
-from truss_files.recall.engine import search
 from truss_files.recall.pipeline import Filter
-from truss_files.store import MemoryStore
 from truss_files.tools import Outcome, ToolSession
 
 SCRIPT = Path(sys.executable).parent / "truss-files"

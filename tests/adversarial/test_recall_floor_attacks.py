@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
+from gated import Searcher
 from test_recall_support import check_against_reference, commit_entries, mixed_store
 
 from truss_files.audit import audit
+from truss_files.facade import MemoryStore
 from truss_files.model import Trust
-from truss_files.recall.engine import Searcher
 from truss_files.recall.pipeline import Filter
-from truss_files.store import MemoryStore
 
 QUERY = "flaky CI network tests retry postgres"
 FLOORS = (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED)
@@ -54,7 +54,7 @@ _CHECK = """
 import sys
 sys.path[:0] = sys.argv[2:4]
 from test_recall_floor_attacks import _every_floor_answers_right
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 _every_floor_answers_right(MemoryStore(sys.argv[1]))
 """
 
@@ -86,9 +86,10 @@ def _notes(store: MemoryStore, n: int, tag: str) -> list:
 
 _UPDATER = """
 import sys
+from truss_files.readgate import refusal
 from truss_files.recall.engine import search
 from truss_files.recall.pipeline import Filter
-search(sys.argv[1], "flaky", Filter())
+search(sys.argv[1], "flaky", Filter(), gate=refusal)
 """
 
 

@@ -23,12 +23,9 @@ import pygit2
 import pytest
 
 from truss_files.audit import audit
-from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore, trailers
-from truss_files.tools import Outcome, ToolSession
-from truss_files.tools.runchain import mark_path, read_mark
-from truss_files.tools.runs import (
-    PROVENANCE_MESSAGE,
+from truss_files.facade import MemoryStore
+from truss_files.runs.chain import PROVENANCE_MESSAGE, mark_path, read_mark
+from truss_files.runs.ledger import (
     RUN_REF_PREFIX,
     LedgerEntry,
     RunLedger,
@@ -38,6 +35,9 @@ from truss_files.tools.runs import (
     memo_path,
     sha256,
 )
+from truss_files.signing import Ed25519Signer
+from truss_files.tools import Outcome, ToolSession
+from truss_files.trailers import trailers
 
 RUN = "R1"
 REF = RUN_REF_PREFIX + RUN
@@ -534,7 +534,7 @@ def test_a_rotated_key_of_the_same_principal_continues_the_run(
 _WORKER = """
 import sys
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
+from truss_files.facade import MemoryStore
 from truss_files.tools import ToolSession
 store = MemoryStore(sys.argv[1], signer=Ed25519Signer.load(sys.argv[2]))
 session = ToolSession(store, flags=("memory",), run_id=sys.argv[3], durable=True)
@@ -545,9 +545,9 @@ for n in range(int(sys.argv[4])):
 
 _READER = """
 import sys
-from truss_files.store import MemoryStore
-from truss_files.tools.runs import RunLedger
-from truss_files.tools.runchain import ProvenanceError
+from truss_files.facade import MemoryStore
+from truss_files.runs.ledger import RunLedger
+from truss_files.runs.chain import ProvenanceError
 for _ in range(int(sys.argv[3])):
     try:
         RunLedger(MemoryStore(sys.argv[1]), sys.argv[2]).verified()

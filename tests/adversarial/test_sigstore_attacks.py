@@ -36,10 +36,11 @@ from truss_files.attest import NOTES_REF, attest, payload, read_notes
 from truss_files.audit import audit
 from truss_files.config import TRUSTED_ROOT_PATH
 from truss_files.errors import KeylessError, UntrustedHistory
+from truss_files.facade import MemoryStore
 from truss_files.model import Entry, Kind, Trust
-from truss_files.panel.verdict import Verdict
 from truss_files.signing import Ed25519Signer, keyless
-from truss_files.store import MemoryStore, _with_trust
+from truss_files.store import _with_trust
+from truss_files.verdict import Verdict
 
 MALLORY = "mallory@example.test"
 EVIL_ISSUER = "https://issuer.evil.example"
@@ -175,7 +176,7 @@ def test_a_second_independent_deployment_is_untrusted(
     sigstore_local: LocalSigstore,
 ) -> None:
     from truss_files.operators import grant_role
-    from truss_files.panel.verdict import sign_keyless_verdict
+    from truss_files.verdict import sign_keyless_verdict
 
     store, entry, _ = keyless_store
     with LocalSigstore() as other:
@@ -199,7 +200,7 @@ def test_a_trusted_root_swapped_in_by_a_non_operator_vouches_for_nothing(
     signed_commit: Callable[..., str],
 ) -> None:
     from truss_files.operators import grant_role
-    from truss_files.panel.verdict import sign_keyless_verdict
+    from truss_files.verdict import sign_keyless_verdict
 
     store, entry, _ = keyless_store
     agent = Ed25519Signer.generate("agent@example.test")

@@ -30,8 +30,8 @@ from http_support import (  # noqa: F401 - the fixtures
     start,
 )
 
+from truss_files.facade import MemoryStore
 from truss_files.server.tokens import digest
-from truss_files.store import MemoryStore
 
 pytest.importorskip("uvicorn")
 

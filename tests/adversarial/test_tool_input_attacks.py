@@ -22,15 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gated import search
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from truss_files.errors import UsageError
+from truss_files.facade import MemoryStore
 from truss_files.model import check_key
 from truss_files.recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS, query_terms
-from truss_files.recall.engine import search
 from truss_files.recall.pipeline import Filter
-from truss_files.store import MemoryStore
 from truss_files.tools import RunContext, ToolSession
 from truss_files.tools.registry import all_tools
 from truss_files.tools.schema import MAX_DEPTH, check_json

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from truss_files.errors import ConflictError
+from truss_files.facade import MemoryStore
 from truss_files.gitstore import Identity, Plan, Snapshot
 from truss_files.hooks import install_hooks
 from truss_files.signing import Ed25519Signer
-from truss_files.store import MemoryStore
 
 WHO = Identity("Test Operator", "operator@example.test")
 
@@ -182,7 +182,7 @@ _KILLED_WRITER = textwrap.dedent(
     from pathlib import Path
     from truss_files.gitstore import GitStore
     from truss_files.signing import Ed25519Signer
-    from truss_files.store import MemoryStore
+    from truss_files.facade import MemoryStore
 
     def die(*_args, **_kwargs):
         os.kill(os.getpid(), signal.SIGKILL)

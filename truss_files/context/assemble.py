@@ -25,17 +25,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import UsageError
+from ..authority import RunView, is_own
+from ..errors import NotFound, StoreError, UsageError
+from ..gitdir import GitDir
+from ..identity.layers import Layer, check_principal, identity_layers
 from ..model import Entry, Kind, Trust
-from .layers import Layer
+from ..recall.engine import Searcher
+from ..runs.ledger import check_run_id
+from ..runs.links import key_principal, link_run
+from ..runs.start import RunStart, load_start, start_run
+from ..scope import Reader
+from ..tools.dispatch import seq_of
+from ..tools.registry import Serving, Tool
+from ..tools.schema import export
+from ..writers import writers
+from .cursor import encode, resolve
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
-    from ..scope import Reader
     from ..settings import Settings
-    from ..store import MemoryStore
-    from ..tools.registry import Tool
-    from .runstart import RunStart
+    from ..store import Store
 
 __all__ = ["FORMATS", "Prefix", "build_context", "default_instruction", "repin"]
 
@@ -88,8 +97,6 @@ class Prefix:
     # -- the pieces ----------------------------------------------------------------------
 
     def tool_defs(self, fmt: str) -> list[dict[str, Any]]:
-        from ..tools.schema import export
-
         return export(self.tools, "openai" if fmt == "openai" else "anthropic")
 
     def goal_text(self) -> str:
@@ -198,13 +205,8 @@ class Prefix:
 # -- building ----------------------------------------------------------------------------
 
 
-def _start_pieces(
-    store: MemoryStore, start: RunStart
-) -> tuple[tuple[Tool, ...], tuple[Layer, ...]]:
+def _start_pieces(store: Store, start: RunStart) -> tuple[tuple[Tool, ...], tuple[Layer, ...]]:
     """Tools and system as of the run's start commit."""
-    from ..tools.registry import Serving
-    from .layers import identity_layers
-
     snap = store.snapshot(start.commit)
     tools = tuple(Serving.resolve(store.config(snap), start.gates).served())
     layers = identity_layers(snap, start.principal)
@@ -212,9 +214,10 @@ def _start_pieces(
     return tools, tuple(layers)
 
 
-def run_settings(store: MemoryStore, snap: Snapshot, agent: str | None) -> Settings:
+def run_settings(store: Store, snap: Snapshot, agent: str | None) -> Settings:
     """The layered settings at ``snap``; the agent's own layer only where truss.toml has an
     ``[agents.NAME]`` table (a run's agent need not have one)."""
+    # settings (tomllib, the panel's rules) stays off the facade's cold read path
     from ..settings import load_settings
 
     raw = store.config(snap).raw
@@ -224,11 +227,7 @@ def run_settings(store: MemoryStore, snap: Snapshot, agent: str | None) -> Setti
     return load_settings(raw, agent=layered, environ=env)
 
 
-def _instruction(
-    store: MemoryStore, snap: Snapshot, agent: str | None, gates: Sequence[str]
-) -> str:
-    from ..tools.registry import Serving
-
+def _instruction(store: Store, snap: Snapshot, agent: str | None, gates: Sequence[str]) -> str:
     config = store.config(snap)
     settings = run_settings(store, snap, agent)
     given = settings.get("context.instruction")
@@ -238,18 +237,14 @@ def _instruction(
     return default_instruction(names)
 
 
-def _reader(store: MemoryStore, snap: Snapshot, start: RunStart) -> Reader:
-    from ..scope import Reader
-
+def _reader(store: Store, snap: Snapshot, start: RunStart) -> Reader:
     settings = run_settings(store, snap, start.agent)
     return Reader(settings.memory_scope, start.agent, start.project)
 
 
-def goal_ledger(store: MemoryStore, snap: Snapshot, reader: Reader) -> list[Entry]:
+def goal_ledger(store: Store, snap: Snapshot, reader: Reader) -> list[Entry]:
     """Verified, live goals the reader may see, oldest first; through the read gate."""
-    from ..readgate import gate_snapshot
-
-    gate_snapshot(store, snap, Trust.VERIFIED)  # a history that fails the audit: refused
+    store.open_read(Trust.VERIFIED, snap)  # a history that fails the audit: refused
     goals = [
         e
         for e in store.iter_entries(snap, Kind.GOAL)
@@ -258,35 +253,23 @@ def goal_ledger(store: MemoryStore, snap: Snapshot, reader: Reader) -> list[Entr
     return sorted(goals, key=lambda e: (e.created, e.id))
 
 
-def run_entries(store: MemoryStore, snap: Snapshot, run: str) -> list[Entry]:
+def run_entries(store: Store, snap: Snapshot, run: str) -> list[Entry]:
     """Every entry the run produced (``run:<run>/...``), from the recall index's run map:
-    a few ms at 10k entries where a scan of every file takes ~300 ms."""
-    from ..recall.docs import entry_of
-    from ..recall.engine import Searcher
-    from ..recall.gitread import GitDir
-
-    searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
+    far less than a scan of every file."""
+    searcher = Searcher(
+        gate=store.gate, git=GitDir.discover(store.git.git_dir), repo=store.git.repo
+    )
     view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
-    out = []
-    for seg, gone in zip(view.segments, view.deleted, strict=True):
-        for docno in seg.runs().get(run, ()):
-            if docno not in gone:
-                out.append(entry_of(seg.record(docno), seg.doc_id(docno)))
-    return out
+    return searcher.run_entries(view, run)
 
 
 def scratch_tail(
-    store: MemoryStore, snap: Snapshot, run: str, limit: int, principal: str | None = None
+    store: Store, snap: Snapshot, run: str, limit: int, principal: str | None = None
 ) -> list[Entry]:
     """The run's own unverified writes and its scratch notes (never a goal), newest last.
     An unverified note is the run's own only when ``principal`` (the calling key's) signed
     the commit that added it (``authority.is_own``); a child keeps its own L4 (no shared
     runs here)."""
-    from ..authority import RunView, is_own
-    from ..recall.gitread import GitDir
-    from ..tools.dispatch import seq_of
-    from ..writers import writers
-
     view = RunView(run, principal)
     found = run_entries(store, snap, run)
     by = writers(GitDir.discover(store.git.git_dir), snap.oid, store.git.repo) if found else None
@@ -312,7 +295,7 @@ def scratch_tail(
 
 
 def build_context(
-    store: MemoryStore,
+    store: Store,
     run: str,
     *,
     principal: str | None = None,
@@ -323,24 +306,13 @@ def build_context(
 ) -> Prefix:
     """The prefix of run ``run``; its first call starts the run (``runstart``). ``parent``:
     link the run as a child of that run (``runlinks``: they share their own notes)."""
-    from ..errors import StoreError
-    from ..tools.runs import check_run_id
-    from .cursor import encode
-    from .layers import check_principal
-    from .runstart import start_run
-
     check_run_id(run)
     if principal is not None:
         check_principal(principal)
     snap = store.snapshot()
     if snap.oid is None:
         raise StoreError("the store's branch has no commits; run `truss-files init` first")
-    from ..readgate import gate_snapshot
-
-    gate_snapshot(store, snap, Trust.VERIFIED)  # before a run starts on an unaudited commit
-    from .layers import identity_layers
-    from .runstart import load_start
-
+    store.open_read(Trust.VERIFIED, snap)  # before a run starts on an unaudited commit
     if load_start(store, run) is None:
         identity_layers(snap, principal)  # a layer that cannot be read fails before the start
     start, new_run = start_run(
@@ -353,15 +325,11 @@ def build_context(
         gates=gates,
         instruction=lambda: _instruction(store, snap, agent, gates),
     )
-    from .cursor import resolve
-
     resolve(store.git, encode(start.commit))  # the start commit is still in the history
     tools, system = _start_pieces(store, start)
     reader = _reader(store, snap, start)
     settings = run_settings(store, snap, start.agent)
     goals = goal_ledger(store, snap, reader)
-    from ..tools.runlinks import key_principal, link_run
-
     signer = key_principal(store)
     if parent is not None:
         link_run(store, run, parent, signer)
@@ -379,12 +347,9 @@ def build_context(
     )
 
 
-def repin(store: MemoryStore, run: str, turn: int) -> dict[str, Any]:
+def repin(store: Store, run: str, turn: int) -> dict[str, Any]:
     """``{"repin", "turn", "messages"}``: re-inject the goal ledger when ``turn`` is a positive
     multiple of ``[context] repin_every``; the goal block rides along only then."""
-    from ..errors import NotFound
-    from .runstart import load_start
-
     if turn < 0:
         raise UsageError(f"turn must be 0 or more, got {turn}")
     start = load_start(store, run)

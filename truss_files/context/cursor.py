@@ -14,6 +14,8 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Final
 
+import pygit2
+
 from ..errors import BadCursor
 
 if TYPE_CHECKING:
@@ -52,8 +54,6 @@ def decode(cursor: str) -> str:
 def resolve(git: GitStore, cursor: str) -> str:
     """The commit of ``cursor``, checked against this store: it exists and is in the history of
     the branch tip."""
-    import pygit2
-
     commit = decode(cursor)
     repo = git.repo
     try:

@@ -16,11 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+import pygit2
+
+from .. import entryfile
 from ..model import Entry, Kind, Trust
+from .cursor import encode, resolve
 
 if TYPE_CHECKING:
     from ..scope import Reader
-    from ..store import MemoryStore
+    from ..store import Store
 
 __all__ = ["Change", "Delta", "delta_since"]
 
@@ -63,22 +67,15 @@ def _changed(old: Entry | None, new: Entry | None) -> bool:
     return was and old is not None and new is not None and old.superseded_by != new.superseded_by
 
 
-def delta_since(store: MemoryStore, cursor: str, *, reader: Reader | None = None) -> Delta:
-    from .. import entryfile
-    from ..readgate import gate_snapshot
-    from .cursor import encode, resolve
-
+def delta_since(store: Store, cursor: str, *, reader: Reader | None = None) -> Delta:
     since = resolve(store.git, cursor)
-    snap = store.snapshot()
-    gate_snapshot(store, snap, Trust.VERIFIED)  # raises UntrustedHistory on a bad history
+    snap = store.open_read(Trust.VERIFIED).snap  # UntrustedHistory on a bad history
     assert snap.oid is not None  # resolve() found the cursor in the tip's history
     repo = store.git.repo
     old_tree = store.git.snapshot(since).tree_id("memories")
     new_tree = snap.tree_id("memories")
     changes: list[Change] = []
     if old_tree != new_tree:
-        import pygit2
-
         empty = repo.TreeBuilder().write()
         old_obj = repo[old_tree or empty].peel(pygit2.Tree)
         new_obj = repo[new_tree or empty].peel(pygit2.Tree)
@@ -87,8 +84,8 @@ def delta_since(store: MemoryStore, cursor: str, *, reader: Reader | None = None
             path = item.new_file.path or item.old_file.path
             if not path.endswith(".md"):
                 continue
-            old = _parse(repo, item.old_file, path, entryfile)
-            new = _parse(repo, item.new_file, path, entryfile)
+            old = _parse(repo, item.old_file, path)
+            new = _parse(repo, item.new_file, path)
             entry = new or old
             if entry is None or entry.kind in NOT_L2 or not _changed(old, new):
                 continue
@@ -107,7 +104,7 @@ def delta_since(store: MemoryStore, cursor: str, *, reader: Reader | None = None
     return Delta(encode(snap.oid), since, tuple(changes))
 
 
-def _parse(repo: Any, side: Any, path: str, entryfile: Any) -> Entry | None:
+def _parse(repo: Any, side: Any, path: str) -> Entry | None:
     if side.mode == 0 or not any(side.id.raw):  # this side of the diff has no file
         return None
     entry: Entry = entryfile.parse(repo[side.id].data, f"memories/{path}")

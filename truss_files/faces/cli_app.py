@@ -1,37 +1,40 @@
-"""The click side of ``truss-files``: the group, its shared helpers and the set-up commands.
+"""The click side of ``truss-files``: the group, the context its commands share, and the
+error handler every command is wrapped in.
 
-Each command parses options, calls one library function and prints through one helper; heavy
-imports stay inside the commands that need them. The other commands live in ``cli_store``,
-``cli_read``, ``cli_review``, ``cli_panel``, ``cli_tools``, ``cli_operator``, ``cli_identity``,
-``cli_context`` and ``cli_serve``, imported only when one of their commands runs (or when every
-command must be listed: ``--help``, completion, ``.commands``): each of those modules costs
-~1 ms to import, and ``cli.py`` keeps a plain ``query`` off click altogether.
+The commands live in ``cli_setup``, ``cli_store``, ``cli_read``, ``cli_query``, ``cli_review``,
+``cli_panel``, ``cli_tools``, ``cli_operator``, ``cli_identity``, ``cli_context``, ``cli_serve``
+and ``cli_sigstore``. The group imports only the module of the command being run, and lists the
+commands (``--help``, a bare ``truss-files``) from its own table of names, modules and short
+helps, so listing them imports none. Each module imports what it needs at its top; only the
+module ``query`` shares with every command (this one) keeps pygit2 and cryptography inside the
+functions that need them.
 
 Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Callable, MutableMapping
-from pathlib import Path
+from gettext import gettext
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
 from ..errors import TrussError
+from ..gitdamage import damage_at
 from ..model import Kind, Layer, Trust
-from .output import FORMAT_OPTION, emit, fail
+from .output import fail
 
 if TYPE_CHECKING:
-    from ..store import MemoryStore
+    from ..facade import MemoryStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Choices for click, from the model's enums (the model is on every path anyway).
+# Choices for click, from the model's enums.
 KINDS = [k.value for k in Kind]
 TRUSTS = [t.value for t in Trust]
 LAYERS = [layer.value for layer in Layer]
@@ -55,13 +58,12 @@ class Ctx:
 
     def store(self) -> MemoryStore:
         if self._store is None:
-            from ..store import MemoryStore
+            from ..facade import MemoryStore  # pygit2: only for a command that opens the store
 
             path = self.store_path or "."
             store = MemoryStore(path)
             if self.key or self.signer_kind:
-                # Only then: a command that reads never pays for the key code (~50 ms).
-                from ..keys import load_signer
+                from ..keys import load_signer  # cryptography: only for a command that signs
 
                 store._signer = load_signer(
                     self.key, signer=self.signer_kind, repo_dir=store.git.workdir
@@ -73,49 +75,136 @@ class Ctx:
 pass_ctx = click.make_pass_decorator(Ctx)
 
 
-# Which module defines each top-level command (imported on first use). A command missing here
-# still works -- an unknown name loads every module before click says "No such command" -- and
-# tests/test_cli_startup.py checks that this table names every command.
-LAZY_COMMANDS: Final = {
-    **dict.fromkeys(
-        (
-            *("write", "import", "verdict", "promote", "reject", "demote", "supersede"),
-            *("revert", "repair"),
-        ),
-        "cli_store",
+# Each top-level command: the module that defines it (imported on first use) and its short
+# help, the first sentence of its docstring, which the group lists without importing anything
+# (tests/test_cli_startup.py checks that this table names every command, each where it is
+# defined and with its docstring's first sentence). A command missing here still works -- an
+# unknown name loads every module before click says "No such command" -- but is not listed.
+COMMANDS: Final[dict[str, tuple[str, str]]] = {
+    "attest": (
+        "cli_sigstore",
+        "Attest commits keylessly: a sigstore bundle over each commit id, as a git note.",
     ),
-    **dict.fromkeys(("show", "list", "log", "query", "audit"), "cli_read"),
-    **dict.fromkeys(
-        ("diff", "textconv", "install-drivers", "merge-driver", "hooks", "hook", "sync"),
+    "audit": (
+        "cli_read",
+        "Re-check history from the trust root: signatures, roles, entries, verdicts.",
+    ),
+    "config": (
+        "cli_panel",
+        "Layered settings: truss.toml → user config → [agents.NAME] → --contract FILE.",
+    ),
+    "context": (
+        "cli_context",
+        "Print a run's prefix in cache order: tools, system (L0, L1), messages (L3, L4).",
+    ),
+    "delta": (
+        "cli_context",
+        "What changed in verified memory since CURSOR: newly verified, stale, superseded or"
+        " rejected entries, with a new cursor.",
+    ),
+    "demote": ("cli_store", "Turn a verified entry stale (demoted, never deleted)."),
+    "diff": ("cli_review", "The semantic change set of RANGE: what a reviewer of memory needs."),
+    "hook": ("cli_review", "Run one hook's check (the installed hook scripts call this)."),
+    "hooks": (
         "cli_review",
+        "Git hooks that enforce signatures and the audit (thin shims over it).",
     ),
-    **dict.fromkeys(("verify", "recheck", "config"), "cli_panel"),
-    **dict.fromkeys(("tool", "tools", "runs", "mcp"), "cli_tools"),
-    **dict.fromkeys(("identity", "principal"), "cli_identity"),
-    **dict.fromkeys(("context", "delta"), "cli_context"),
-    **dict.fromkeys(("signers", "roles"), "cli_operator"),
-    **dict.fromkeys(("serve", "tokens"), "cli_serve"),
-    **dict.fromkeys(("attest", "sigstore"), "cli_sigstore"),
+    "identity": (
+        "cli_identity",
+        "The agent's identity: core.md (operator-signed) and self.md (amendable under policy).",
+    ),
+    "import": (
+        "cli_store",
+        "Bulk-import entries from JSON lines (one commit); SOURCE is a file or -.",
+    ),
+    "init": ("cli_setup", "Create or adopt a git repository as a store."),
+    "install-drivers": (
+        "cli_review",
+        "Configure git's diff and merge drivers for entry files in this repository.",
+    ),
+    "keys": ("cli_setup", "Manage your signing keys (kept under your user config dir, mode 0600)."),
+    "list": ("cli_read", "List entries, oldest first, with filters."),
+    "log": ("cli_read", "Every commit that touched an entry, with its signer and verdict."),
+    "mcp": (
+        "cli_tools",
+        "Serve this store's agent tools over MCP on stdio (needs the [mcp] extra).",
+    ),
+    "merge-driver": (
+        "cli_review",
+        "Merge two versions of one entry file by the trust state machine (git runs this).",
+    ),
+    "principal": (
+        "cli_identity",
+        "Principals (L1): principals/<principal>.md, what the agent knows of one user.",
+    ),
+    "promote": (
+        "cli_store",
+        "Mark an entry verified, on a PASS verdict signed by a panel key for exactly this id.",
+    ),
+    "query": (
+        "cli_query",
+        "Rank entries at or above a trust floor (BM25 statistics from those entries only).",
+    ),
+    "recheck": (
+        "cli_panel",
+        "Re-run the checks of verified entries; a failure turns the entry stale.",
+    ),
+    "reject": (
+        "cli_store",
+        "Mark an entry rejected on a FAIL verdict; it is kept for audit, never returned.",
+    ),
+    "repair": (
+        "cli_store",
+        "Bring the work tree and index back in step with the branch after a crash.",
+    ),
+    "revert": (
+        "cli_store",
+        "Undo a trust transition or identity amendment with a signed revert commit.",
+    ),
+    "roles": (
+        "cli_operator",
+        "Who holds which role in truss.toml [roles]: operator, panel, agent or trainer.",
+    ),
+    "runs": ("cli_tools", "Durable runs: the signed tool-call ledgers under refs/truss/runs/."),
+    "serve": ("cli_serve", "Serve memory.ask and memory.train over HTTP (needs the [http] extra)."),
+    "show": ("cli_read", "Show one entry (any trust, for people; agents use the tools)."),
+    "signers": (
+        "cli_operator",
+        "Who may sign: the keys in .truss/allowed_signers (operators only change them).",
+    ),
+    "sigstore": (
+        "cli_sigstore",
+        "The store's sigstore settings: the trusted root keyless signatures are checked by.",
+    ),
+    "supersede": ("cli_store", "Record that verified entry NEW replaces OLD (OLD turns stale)."),
+    "sync": ("cli_review", "Fetch, audit what came in, integrate, and push by compare-and-swap."),
+    "textconv": (
+        "cli_review",
+        "Print an entry file readably (git's diff.truss.textconv runs this).",
+    ),
+    "tokens": (
+        "cli_serve",
+        "Bearer tokens of the HTTP API (only their hashes are stored), each bound to a tenant.",
+    ),
+    "tool": (
+        "cli_tools",
+        "Call one agent tool: its JSON input on stdin, one JSON object on stdout.",
+    ),
+    "tools": ("cli_tools", "The agent tools this store serves, for harness configuration."),
+    "verdict": ("cli_store", "Panel verdicts: signed PASS/FAIL records for exactly one entry."),
+    "verify": ("cli_panel", "Run the verification panel on unverified entries."),
+    "write": ("cli_store", "Write an entry; it lands unverified."),
 }
-COMMAND_MODULES: Final = (
-    "cli_context",
-    "cli_identity",
-    "cli_operator",
-    "cli_panel",
-    "cli_read",
-    "cli_review",
-    "cli_serve",
-    "cli_sigstore",
-    "cli_store",
-    "cli_tools",
-)
+LAZY_COMMANDS: Final = {name: module for name, (module, _summary) in COMMANDS.items()}
+COMMAND_MODULES: Final = tuple(sorted(set(LAZY_COMMANDS.values())))
 
 
 class LazyGroup(click.Group):
     """A group whose commands are imported from their module when first asked for.
 
     ``commands`` (what code walking the tree reads) holds every command: reading it imports
-    every module. ``get_command`` imports only the module of the command being run.
+    every module. ``get_command`` imports only the module of the command being run, and the
+    command list of ``--help`` (or of a bare ``truss-files``) comes from ``COMMANDS`` alone.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -150,14 +239,38 @@ class LazyGroup(click.Group):
         return found
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        self._load_all()
-        return sorted(self._registered)
+        return sorted({*COMMANDS, *self._registered})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """What ``click.Group.format_commands`` prints, from the table instead of the modules:
+        each summary shortened to the same width, the same way."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, _shorten(self._summary(name), limit)) for name in names]
+        with formatter.section(gettext("Commands")):
+            formatter.write_dl(rows)
+
+    def _summary(self, name: str) -> str:
+        if name in COMMANDS:
+            return COMMANDS[name][1]
+        return self._registered[name].get_short_help_str(limit=sys.maxsize)
 
     def _load_all(self) -> None:
         if not self._all_loaded:
             self._all_loaded = True
             for module in COMMAND_MODULES:
                 importlib.import_module(f"{__package__}.{module}")
+
+
+def _shorten(text: str, limit: int) -> str:
+    """Click's own shortening of a short help to ``limit`` characters (words kept whole)."""
+    if len(text) <= limit:
+        return text
+    if limit < len("..."):
+        return "..."
+    import textwrap  # only to list the commands: never on a query's path
+
+    return textwrap.shorten(text, limit, placeholder="...", break_on_hyphens=False)
 
 
 def handled(func: F, *, error_format: str | None = None) -> F:
@@ -178,6 +291,8 @@ def handled(func: F, *, error_format: str | None = None) -> F:
             if damaged is not None:  # git's own files, not our bug: say which and what to run
                 fail(damaged, fmt)
                 sys.exit(1)
+            import traceback  # only on a bug: with linecache and tokenize, ~3 ms of any command
+
             traceback.print_exc()
             click.echo("error: an unexpected bug; please report the trace above", err=True)
             sys.exit(3)
@@ -189,8 +304,6 @@ def handled(func: F, *, error_format: str | None = None) -> F:
 
 
 def _damage_here() -> TrussError | None:
-    from ..gitdamage import damage_at
-
     ctx = click.get_current_context(silent=True)
     obj = ctx.find_object(Ctx) if ctx is not None else None
     return damage_at(obj.store_path if obj is not None else None)
@@ -228,139 +341,8 @@ def cli(ctx: click.Context, store: str | None, key: str | None, signer: str | No
       truss-files write --kind lesson --key ci-flakes "Retry the network tests once."
       truss-files query "flaky ci"           # verified entries only, by default
     """
+    if ctx.invoked_subcommand != "query":
+        # The console script pauses the cyclic collector for a query, a process that answers
+        # and exits (faces/cli.py); any other command may run long (mcp, serve, verify).
+        gc.enable()
     ctx.obj = Ctx(store, key, signer)
-
-
-# -- set-up ----------------------------------------------------------------------------------
-
-
-@cli.command()
-@click.argument("directory", required=False, type=click.Path(file_okay=False))
-@click.option("--principal", help="Your name in allowed_signers (default: your git email).")
-@FORMAT_OPTION
-@pass_ctx
-@handled
-def init(obj: Ctx, directory: str | None, principal: str | None, fmt: str | None) -> None:
-    """Create or adopt a git repository as a store.
-
-    Writes truss.toml, .truss/allowed_signers (your key holding every role: operator,
-    panel, agent, trainer) and identity/core.md and identity/self.md templates in one signed
-    commit, and pins that commit as the trust root in the repository's local config.
-    Creates a key if you have none. Harmless to re-run.
-
-    \b
-    Example:
-      truss-files init ~/agent-memory
-    """
-    from ..initstore import init_store
-    from ..keys import default_principal, default_signer_or_new, load_signer
-
-    target = Path(directory or obj.store_path or ".")
-    if obj.key or obj.signer_kind:
-        signer, made = load_signer(obj.key, signer=obj.signer_kind), False
-    else:
-        signer, made = default_signer_or_new()
-    who = principal or _git_email(target) or default_principal()
-    result = init_store(target, signer, who)
-    data = {
-        "path": str(result.path),
-        "root": result.root,
-        "created": result.created,
-        "principal": result.principal,
-        "public_key": result.public_line,
-        "new_key": made,
-    }
-
-    def text(d: dict[str, Any]) -> str:
-        verb = "Initialized store" if d["created"] else "Already a store"
-        lines = [f"{verb} at {d['path']} (trust root {d['root'][:12]}, pinned as truss.root)"]
-        lines.append(f"Signing as {d['principal']}: {d['public_key']}")
-        if d["new_key"]:
-            lines.append("Created a new signing key (see `truss-files keys list`).")
-        return "\n".join(lines)
-
-    emit(fmt, data, text)
-
-
-def _git_email(path: Path) -> str | None:
-    import subprocess
-
-    try:
-        out = subprocess.run(
-            ["git", "config", "user.email"],
-            cwd=path if path.is_dir() else None,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except OSError:
-        return None
-    return out.stdout.strip() or None
-
-
-@cli.group()
-def keys() -> None:
-    """Manage your signing keys (kept under your user config dir, mode 0600).
-
-    \b
-    Example:
-      truss-files keys new --name panel-bot && truss-files keys list
-    """
-
-
-@keys.command("new")
-@click.option("--name", default="id_ed25519", show_default=True, help="File name of the key.")
-@click.option("--comment", default="", help="Comment on the public key line.")
-@FORMAT_OPTION
-@handled
-def keys_new(name: str, comment: str, fmt: str | None) -> None:
-    """Create an Ed25519 signing key and print its public line.
-
-    \b
-    Example:
-      truss-files keys new --name panel-bot
-    """
-    from ..keys import default_principal, new_key
-
-    info = new_key(name, comment or default_principal())
-    emit(
-        fmt,
-        {
-            "name": info.name,
-            "path": str(info.path),
-            "public_key": info.public_line,
-            "fingerprint": info.fingerprint,
-        },
-        lambda d: f"{d['public_key']}\n(private key at {d['path']}, {d['fingerprint']})",
-    )
-
-
-@keys.command("list")
-@FORMAT_OPTION
-@handled
-def keys_list(fmt: str | None) -> None:
-    """List your signing keys.
-
-    \b
-    Example:
-      truss-files keys list --format json
-    """
-    from ..keys import list_keys
-
-    found = [
-        {
-            "name": k.name,
-            "path": str(k.path),
-            "public_key": k.public_line,
-            "fingerprint": k.fingerprint,
-        }
-        for k in list_keys()
-    ]
-    emit(
-        fmt,
-        found,
-        lambda d: (
-            "\n".join(f"{k['name']}\t{k['fingerprint']}\t{k['path']}" for k in d)
-            or "no keys yet; create one with `truss-files keys new`"
-        ),
-    )

@@ -12,7 +12,10 @@ from typing import Any, TypeVar
 
 import click
 
-from .cli import Ctx, cli, handled, pass_ctx
+from ..context.assemble import repin, run_settings
+from ..scope import Reader
+from ..tools.runcontext import load_run_context
+from .cli_app import Ctx, cli, handled, pass_ctx
 from .switches import gates, memory_switches
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,8 +43,6 @@ def _print(data: Any) -> None:
 
 def _who(agent: str | None, run_context: str | None) -> tuple[str | None, str | None]:
     """The run's agent and project: --agent, else the run context (file or environment)."""
-    from ..tools.context import load_run_context
-
     found = load_run_context(run_context)
     project = found.project if found is not None else None
     if agent is None and found is not None:
@@ -129,8 +130,6 @@ def context_repin(obj: Ctx, run_id: str, turn: int, fmt: str) -> None:
     Example:
       truss-files context repin --run R-7f3a --turn 10
     """
-    from ..context.assemble import repin
-
     _print(repin(obj.store(), run_id, turn))
 
 
@@ -150,9 +149,6 @@ def delta(obj: Ctx, cursor: str, agent: str | None, fmt: str) -> None:
     """
     reader = None
     if agent is not None:
-        from ..context.assemble import run_settings
-        from ..scope import Reader
-
         store = obj.store()
         reader = Reader(run_settings(store, store.snapshot(), agent).memory_scope, agent)
     _print(obj.store().delta_since(cursor, reader=reader).to_dict())

@@ -4,20 +4,22 @@ and `principal set|show`."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
-from .cli import Ctx, cli, handled, pass_ctx
+from ..errors import UsageError
+from ..identity.amend import propose
+from ..identity.changes import approve, decline, log, proposals, set_identity, show
+from ..identity.principals import set_principal, show_principal
+from ..settings import settings_for
+from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit
 
 
 def _read(source: str) -> str:
     """FILE or - (stdin), as UTF-8 text."""
-    from pathlib import Path
-
-    from ..errors import UsageError
-
     if source == "-":
         return sys.stdin.read()
     try:
@@ -51,8 +53,6 @@ def identity_show(obj: Ctx, fmt: str | None) -> None:
     Example:
       truss-files identity show --format json
     """
-    from ..context.identity import show
-
     data = show(obj.store())
     emit(fmt, data, lambda d: f"{d['core']}\n---\n\n{d['self']}".rstrip("\n"))
 
@@ -77,9 +77,6 @@ def identity_propose(
     Example:
       truss-files identity propose new-self.md
     """
-    from ..context.amend import propose
-    from ..settings import settings_for
-
     store = obj.store()
     settings = settings_for(store, agent=agent, contract=contract)
     done = propose(store, _read(source), settings=settings)
@@ -107,8 +104,6 @@ def identity_proposals(obj: Ctx, all_: bool, fmt: str | None) -> None:
     Example:
       truss-files identity proposals --format json
     """
-    from ..context.identity import proposals
-
     found = proposals(obj.store(), status=None if all_ else "pending")
     data = {
         "proposals": [
@@ -149,8 +144,6 @@ def identity_approve(obj: Ctx, proposal_id: str, fmt: str | None) -> None:
     Example:
       truss-files identity approve 5b0c8f3e
     """
-    from ..context.identity import approve
-
     data = approve(obj.store(), proposal_id)
     emit(fmt, data, lambda d: f"approved {d['id'][:12]} in {d['commit'][:12]}")
 
@@ -167,8 +160,6 @@ def identity_decline(obj: Ctx, proposal_id: str, fmt: str | None) -> None:
     Example:
       truss-files identity decline 5b0c8f3e
     """
-    from ..context.identity import decline
-
     data = decline(obj.store(), proposal_id)
     emit(fmt, data, lambda d: f"declined {d['id'][:12]} in {d['commit'][:12]}")
 
@@ -184,8 +175,6 @@ def identity_log(obj: Ctx, fmt: str | None) -> None:
     Example:
       truss-files identity log --format json
     """
-    from ..context.identity import log
-
     found = log(obj.store())
     data = {"amendments": [a.to_dict() for a in found]}
 
@@ -212,8 +201,6 @@ def identity_set(obj: Ctx, which: str, source: str, fmt: str | None) -> None:
     Example:
       truss-files identity set core core.md
     """
-    from ..context.identity import set_identity
-
     data = set_identity(obj.store(), which, _read(source))
     emit(fmt, data, lambda d: f"set {d['path']} in {d['commit'][:12]}")
 
@@ -243,8 +230,6 @@ def principal_set(obj: Ctx, name: str, source: str, fmt: str | None) -> None:
     Example:
       echo "Prefers short answers." | truss-files principal set alice@example.com -
     """
-    from ..context.principals import set_principal
-
     data = set_principal(obj.store(), name, _read(source))
     emit(fmt, data, lambda d: f"set {d['path']} in {d['commit'][:12]}")
 
@@ -261,8 +246,6 @@ def principal_show(obj: Ctx, name: str, fmt: str | None) -> None:
     Example:
       truss-files principal show alice@example.com
     """
-    from ..context.principals import show_principal
-
     data = show_principal(obj.store(), name)
     emit(fmt, data, lambda d: d["text"].rstrip("\n"))
 

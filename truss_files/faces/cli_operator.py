@@ -12,7 +12,16 @@ from typing import Any
 import click
 
 from ..config import ROLES
-from .cli import Ctx, cli, handled, pass_ctx
+from ..errors import UsageError
+from ..operators import (
+    add_signer,
+    grant_role,
+    list_signers,
+    read_public_key,
+    remove_signer,
+    revoke_role,
+)
+from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 
 
@@ -60,9 +69,6 @@ def signers_add(obj: Ctx, principal: str, pubkey: str, namespaces: str, fmt: str
       truss-files signers add alice@example.com alice.pub
       truss-files roles grant panel alice@example.com
     """
-    from ..errors import UsageError
-    from ..operators import add_signer, read_public_key
-
     if pubkey == "-":
         text, source = sys.stdin.read(), "stdin"
     else:
@@ -90,8 +96,6 @@ def signers_remove(obj: Ctx, principal: str, fmt: str | None) -> None:
     Example:
       truss-files signers remove alice@example.com
     """
-    from ..operators import remove_signer
-
     _emit_change(fmt, remove_signer(obj.store(), principal))
 
 
@@ -106,8 +110,6 @@ def signers_list(obj: Ctx, fmt: str | None) -> None:
     Example:
       truss-files signers list --format json
     """
-    from ..operators import list_signers
-
     rows = [
         {
             "principal": s.principal,
@@ -154,8 +156,6 @@ def roles_grant(obj: Ctx, role: str, principal: str, fmt: str | None) -> None:
     Example:
       truss-files roles grant panel alice@example.com
     """
-    from ..operators import grant_role
-
     _emit_change(fmt, grant_role(obj.store(), role, principal))
 
 
@@ -174,8 +174,6 @@ def roles_revoke(obj: Ctx, role: str, principal: str, fmt: str | None) -> None:
     Example:
       truss-files roles revoke agent alice@example.com
     """
-    from ..operators import revoke_role
-
     _emit_change(fmt, revoke_role(obj.store(), role, principal))
 
 

@@ -9,8 +9,15 @@ from typing import Any
 
 import click
 
-from .cli import Ctx, cli, handled, pass_ctx
+from ..errors import StoreError
+from ..identity.judge import judge_pending
+from ..panel.runner import recheck as run_recheck
+from ..panel.runner import verify as run_verify
+from ..settings import load_settings, settings_for
+from ..trailers import parse_trailers
+from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit
+from .progress import Progress, enabled, interruptible
 
 # Outcomes that are a commit (counted from the branch), and the name each op is shown by.
 _COMMITS = frozenset({"promoted", "rejected", "demoted", "reverified"})
@@ -18,8 +25,6 @@ _COMMITTED = {"promoted": "promote", "rejected": "reject", "demoted": "demote"}
 
 
 def _decisions(store: Any, since: Any) -> dict[str, int]:
-    from ..store import parse_trailers
-
     ops = {op: status for status, op in _COMMITTED.items()}
     found: dict[str, int] = {}
     tip = store.git.tip()
@@ -47,8 +52,6 @@ def _run_panel(
     killed and the checkout is removed) stops at once and says what was decided -- each
     decision is its own commit and stays made -- and the command that goes on. Yields the
     ``run(func, *args, **kwargs)`` that calls the runner with the progress callbacks."""
-    from .progress import Progress, enabled, interruptible
-
     progress = Progress(command, enabled(fmt == "json"))
     total = {"n": 0}
     tip = store.git.tip()
@@ -120,9 +123,6 @@ def verify(
       truss-files verify --pending
       truss-files verify 5b0c8f3e --contract ci-contract.toml --format json
     """
-    from ..panel.runner import verify as run_verify
-    from ..settings import settings_for
-
     store = obj.store()
     settings = settings_for(store, agent=agent, contract=contract)
     again = "truss-files verify " + ("--pending" if pending else " ".join(ids))
@@ -131,8 +131,6 @@ def verify(
     data = report.to_dict()
     lines = [report.text()]
     if pending:
-        from ..context.judge import judge_pending
-
         # Under [identity] policy = "self_amend", pending identity proposals are judged
         # against core here too (lazy verification).
         judged, note = judge_pending(store, settings)
@@ -174,9 +172,6 @@ def recheck(
       truss-files recheck --all
       truss-files recheck 5b0c8f3e
     """
-    from ..panel.runner import recheck as run_recheck
-    from ..settings import settings_for
-
     store = obj.store()
     settings = settings_for(store, agent=agent, contract=contract)
     again = "truss-files recheck " + ("--all" if all_ else " ".join(ids))
@@ -212,9 +207,6 @@ def config_show(obj: Ctx, agent: str | None, contract: str | None, fmt: str | No
     Example:
       truss-files config show --agent build-bot --contract contract.toml
     """
-    from ..errors import StoreError
-    from ..settings import load_settings
-
     raw = None
     # Outside a repository only the global and contract layers apply.
     with contextlib.suppress(StoreError):

@@ -1,4 +1,4 @@
-"""Commands that read: show, list, log, query, audit."""
+"""Commands that read: show, list, log, audit (``query`` has a module of its own)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,18 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
+from ..audit import audit
+from ..errors import EntryError
+from ..gitstore import GitStore
+from ..model import Kind, Layer, Trust
+from ..views import entry_detail, entry_view, skipped_report
+from .cli_app import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
 
 if TYPE_CHECKING:
+    from ..facade import MemoryStore
     from ..gitstore import Snapshot
-    from ..model import Trust
-    from ..store import MemoryStore
+    from ..store import Skipped
 
 # -- reading ---------------------------------------------------------------------------------
 
@@ -38,8 +43,6 @@ def show(obj: Ctx, entry_id: str, raw: bool, fmt: str | None) -> None:
       truss-files show 5b0c8f3e
       truss-files show 5b0c8f3e --raw > entry.md
     """
-    from ..views import entry_detail, entry_view
-
     store = obj.store()
     snap = store.snapshot()
     entry = store.get(entry_id, snap)
@@ -55,10 +58,7 @@ def show(obj: Ctx, entry_id: str, raw: bool, fmt: str | None) -> None:
 def _gate(store: MemoryStore, snap: Snapshot, trust: Trust) -> str | None:
     """The read gate for a command that shows entries of ``trust``: refused above unverified
     when the history fails the audit; otherwise why entries above unverified are held back."""
-    from ..model import Trust
-    from ..readgate import gate_snapshot
-
-    return gate_snapshot(store, snap, trust if trust.rank > 0 else Trust.UNVERIFIED)
+    return store.open_read(trust if trust.rank > 0 else Trust.UNVERIFIED, snap).withheld
 
 
 @cli.command("list")
@@ -87,11 +87,6 @@ def list_(
     Example:
       truss-files list --kind decision --trust verified
     """
-    from ..errors import EntryError
-    from ..model import Kind, Layer, Trust
-    from ..store import Skipped
-    from ..views import entry_view, skipped_report
-
     store = obj.store()
     snap = store.snapshot()
     wanted = Trust(trust) if trust else None
@@ -156,80 +151,6 @@ def log(obj: Ctx, entry_id: str, fmt: str | None) -> None:
     )
 
 
-@cli.command()
-@click.argument("text")
-@click.option("--kind", type=click.Choice(KINDS))
-@click.option("--key", "key_")
-@click.option(
-    "--min-trust",
-    type=click.Choice(["verified", "stale", "unverified"]),
-    default="verified",
-    show_default=True,
-)
-@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
-@click.option(
-    "--mode",
-    type=click.Choice(["exact", "semantic", "hybrid"]),
-    help="exact: BM25; semantic: embeddings; hybrid: both, fused by rank "
-    "(default: [recall] mode of the layered settings, as `config show` prints it).",
-)
-@click.option("--layer", type=click.Choice(LAYERS), help="Only entries of this layer.")
-@click.option("--agent", help="Read as this agent under [memory] scope (default: every scope).")
-@click.option("--project", help="Read as an agent of this project under [memory] scope.")
-@click.option(
-    "--scope",
-    type=click.Choice(["per-agent", "per-project", "shared"]),
-    help="The memory scope to read under (default: [memory] scope in truss.toml).",
-)
-@FORMAT_OPTION
-@pass_ctx
-@handled
-def query(
-    obj: Ctx,
-    text: str,
-    kind: str | None,
-    key_: str | None,
-    min_trust: str,
-    limit: int,
-    mode: str | None,
-    layer: str | None,
-    agent: str | None,
-    project: str | None,
-    scope: str | None,
-    fmt: str | None,
-) -> None:
-    """Rank entries at or above a trust floor (BM25 statistics from those entries only).
-
-    Runs on the recall index cached under .git/truss/ (updated from the tree diff after
-    every write). semantic and hybrid need `pip install 'truss-files[semantic]'`.
-
-    \b
-    Example:
-      truss-files query "borrow checker await" --kind lesson
-      truss-files query "why are builds slow" --mode hybrid
-      truss-files query "release steps" --agent build-bot   # what build-bot may read
-    """
-    from .query import floor_note, run_query
-
-    data, text_of = run_query(
-        obj.store_path or ".",
-        text,
-        kind=kind,
-        key=key_,
-        min_trust=min_trust,
-        limit=limit,
-        mode=mode,
-        layer=layer,
-        agent=agent,
-        project=project,
-        scope=scope,
-    )
-    emit(fmt, data, text_of)
-    note = None if want_json(fmt) else floor_note(data)
-    if note:
-        click.echo(note, err=True)
-
-
 @cli.command("audit")
 @click.argument("rev_range", required=False)
 @click.option("--root", metavar="COMMIT", help="Trust root (default: git config truss.root).")
@@ -246,8 +167,8 @@ def audit_cmd(obj: Ctx, rev_range: str | None, root: str | None, fmt: str | None
       truss-files audit              # everything since the root
       truss-files audit main~5..main
     """
-    from ..audit import audit
-    from ..gitstore import GitStore
+    # The progress display (a ticker thread, signal handlers) is audit's alone here: list
+    # and show, in this module too, never load it.
     from .progress import Progress, enabled, interruptible
 
     progress = Progress("audit", enabled(fmt == "json"))

@@ -10,11 +10,20 @@ from typing import Any
 
 import click
 
-from .cli import Ctx, cli, handled, pass_ctx
+from ..drivers import install_drivers
+from ..errors import TrussError, UsageError
+from ..facade import MemoryStore
+from ..gitstore import GitStore
+from ..hooks import HOOK_NAMES, install_hooks, run_hook
+from ..review.diff import change_set
+from ..review.merge import merge_files
+from ..review.render import render
+from ..review.sync import sync
+from ..review.textconv import textconv as convert
+from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
 
-# Spelled out here so `--help` does not import pygit2 (truss_files.hooks does).
-HOOK_NAMES = ("pre-commit", "commit-msg", "pre-push", "pre-receive")
+# The hooks git writes to on stdin: the command reads it all and hands it to both checks.
 _STDIN_HOOKS = ("pre-push", "pre-receive")
 
 
@@ -44,10 +53,6 @@ def diff_cmd(obj: Ctx, rev_range: str, fmt: str | None, root: str | None) -> Non
       truss-files diff origin/main...HEAD
       truss-files diff "$BASE..$HEAD" --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
-    from ..gitstore import GitStore
-    from ..review.diff import change_set
-    from ..review.render import render
-
     changes = change_set(GitStore(obj.store_path or "."), rev_range, root=root)
     if fmt == "json" or (fmt is None and want_json(None)):
         emit("json", changes.to_dict())
@@ -68,9 +73,6 @@ def textconv(file: str) -> None:
     Example:
       truss-files textconv memories/lesson/5b/5b0c8f3e9d7a41c2b6e0f1a2d3c4b5a6.md
     """
-    from ..errors import UsageError
-    from ..review.textconv import textconv as convert
-
     try:
         data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
     except OSError as exc:
@@ -98,8 +100,6 @@ def install_drivers_cmd(obj: Ctx, no_attributes: bool, fmt: str | None) -> None:
     Example:
       truss-files install-drivers && git log -p memories/
     """
-    from ..review.drivers import install_drivers
-
     report = install_drivers(obj.store_path or ".", attributes=not no_attributes)
 
     def text(_d: object) -> str:
@@ -132,8 +132,6 @@ def merge_driver(base: str, ours: str, theirs: str, path: str) -> None:
     Example (what install-drivers configures):
       git config merge.truss.driver "truss-files merge-driver %O %A %B %P"
     """
-    from ..review.merge import merge_files
-
     result = merge_files(Path(base), Path(ours), Path(theirs), path, _head_policy())
     for note in result.notes:
         click.echo(f"truss-files merge-driver: {path}: {note}", err=True)
@@ -145,8 +143,6 @@ def merge_driver(base: str, ours: str, theirs: str, path: str) -> None:
 def _head_policy() -> Any:
     """The policy of HEAD in the repository git runs the driver in (None outside a store):
     keyless verdicts either side brings are verified against it."""
-    from ..errors import TrussError
-    from ..store import MemoryStore
 
     try:
         store = MemoryStore(".")
@@ -197,8 +193,6 @@ def hooks_install(
       truss-files --store /srv/git/memory.git hooks install --server \\
           --root "$(git config truss.root)"   # run where your store was initialised
     """
-    from ..hooks import install_hooks
-
     report = install_hooks(obj.store_path or ".", server=server, root=root, protect=protect)
     data = {
         "hooks": [dataclasses.asdict(h) for h in report.hooks],
@@ -233,8 +227,6 @@ def hook(name: str, chain: str | None, args: tuple[str, ...]) -> None:
     Example (.git/hooks/pre-push):
       exec truss-files hook pre-push --chain "$0.local" -- "$@"
     """
-    from ..hooks import run_hook
-
     stdin = sys.stdin.buffer.read() if name in _STDIN_HOOKS else None
     result = run_hook(name, list(args), stdin=stdin, chain=chain)
     for line in result.lines:
@@ -260,8 +252,6 @@ def sync_cmd(obj: Ctx, remote: str, root: str | None, fmt: str | None) -> None:
       truss-files sync            # with origin
       truss-files sync backup
     """
-    from ..review.sync import sync
-
     result = sync(obj.store(), remote, root=root)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)

@@ -12,7 +12,9 @@ import sys
 
 import click
 
-from .cli import Ctx, cli, handled, pass_ctx
+from ..errors import ConfigError
+from ..server import tokens as token_file
+from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
 
 
@@ -103,9 +105,8 @@ def serve(
     server's own key):
       truss-files serve --tasks tasks.toml --tokens tokens.toml --port 0
     """
-    from ..errors import ConfigError
-
     try:
+        # the [http] extra (Starlette, uvicorn): only for `serve`
         from . import http
     except ImportError as exc:
         raise ConfigError(
@@ -200,8 +201,6 @@ def tokens_new(
     Example:
       truss-files tokens new --file tokens.toml --scope tasks:read --enterprise acme
     """
-    from ..server import tokens as token_file
-
     if [bool(enterprises), bool(task_ids), any_task].count(True) != 1:
         raise click.UsageError(
             "bind the token to its tenant with exactly one of --enterprise E (repeatable), "
@@ -244,8 +243,6 @@ def tokens_list(path: str, fmt: str | None) -> None:
     Example:
       truss-files tokens list --file tokens.toml
     """
-    from ..server import tokens as token_file
-
     loaded = token_file.load(path)
     if want_json(fmt):
         emit("json", {"tokens": token_file.describe(loaded)})
@@ -270,8 +267,6 @@ def tokens_revoke(path: str, name: str, fmt: str | None) -> None:
     Example:
       truss-files tokens revoke --file tokens.toml dashboard
     """
-    from ..server import tokens as token_file
-
     token_file.revoke_token(path, name)
     if want_json(fmt):
         emit("json", {"revoked": name})

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import click
 
-from .cli import Ctx, cli, handled, pass_ctx
+from ..attest import NOTES_REF
+from ..attest import attest as run
+from ..operators import pin_trusted_root
+from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 
 TOKEN_OPTION = click.option(
@@ -53,9 +56,6 @@ def attest(
       truss-files attest
       truss-files attest HEAD~3..HEAD --trust-config trust_config.json
     """
-    from ..attest import NOTES_REF
-    from ..attest import attest as run
-
     done = run(obj.store(), rev, token=identity_token, trust_config=trust_config)
     data = {
         "ref": NOTES_REF,
@@ -97,8 +97,6 @@ def pin_root(obj: Ctx, path: str, fmt: str | None) -> None:
     Example:
       truss-files sigstore pin-root trusted_root.json
     """
-    from ..operators import pin_trusted_root
-
     change = pin_trusted_root(obj.store(), Path(path).read_bytes())
     emit(
         fmt,

@@ -3,6 +3,7 @@ revert; and repair, which puts the work tree back in step after a crash."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -11,8 +12,13 @@ from typing import Any
 import click
 
 from ..errors import TrussError, UsageError
-from .cli import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
+from ..gitstore import GitStore
+from ..panel.eager import write_entry
+from ..scope import parse_scope_pairs, stamp
+from ..verdict import Verdict, check_keyless, check_verdict, check_votes
+from .cli_app import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
+from .progress import Progress, enabled, interruptible
 
 
 def _read_body(body: str) -> str:
@@ -82,9 +88,6 @@ def write(
       truss-files write --kind fact --key db --agent build-bot --scope project=p-3 "PG 16."
       truss-files write --kind lesson --key ci --check tests "The suite is green."
     """
-    from ..panel.policy import write_entry
-    from ..scope import parse_scope_pairs, stamp
-
     scope = stamp(parse_scope_pairs(scope_pairs), agent=agent or None)
     # Through the verification policy: when it is eager for this kind, the panel runs now.
     result = write_entry(
@@ -120,8 +123,6 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
       echo '{"kind": "fact", "key": "db", "body": "Postgres 16 in prod."}' > notes.jsonl
       truss-files import notes.jsonl
     """
-    import json
-
     store = obj.store()
     allowed = {
         "kind",
@@ -135,7 +136,6 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
         "salience",
         "checks",
     }
-    from .progress import Progress, enabled, interruptible
 
     progress = Progress("import", enabled(fmt == "json"))
     entries: list[Any] = []
@@ -320,8 +320,6 @@ def verdict_verify(obj: Ctx, path: str, fmt: str | None) -> None:
     Example:
       truss-files verdict verify verdict.json
     """
-    from ..panel.verdict import check_keyless, check_verdict, check_votes
-
     found = _load_verdict(path)
     store = obj.store()
     policy = store.policy()
@@ -352,8 +350,6 @@ def verdict_verify(obj: Ctx, path: str, fmt: str | None) -> None:
 
 
 def _load_verdict(path: str) -> Any:
-    from ..panel.verdict import Verdict
-
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
     except OSError as exc:
@@ -493,8 +489,6 @@ def repair(obj: Ctx, force: bool, fmt: str | None) -> None:
       truss-files repair            # after a crash, or when the pre-commit hook asks for it
       git status --short memories/  # nothing left to show
     """
-    from ..gitstore import GitStore
-
     done = GitStore(obj.store_path or ".").repair(force=force)
     data = {"fixed": list(done.fixed), "kept": list(done.kept), "notes": list(done.notes)}
 

@@ -1,8 +1,9 @@
 """Agent tool commands: `tool`, `tools schema`, `runs list|show`, `mcp`.
 
 ``tool`` is for harnesses, not people: stdin holds one JSON input, stdout gets exactly one
-JSON object (exit 0 on success, 1 on a tool error, 2 on bad usage, 3 on a bug). Everything
-heavy is imported inside the commands, so ``truss-files --help`` stays fast.
+JSON object (exit 0 on success, 1 on a tool error, 2 on bad usage, 3 on a bug). The tool
+registry and dispatcher load with this module; the store (pygit2) opens only when a call needs
+it, and the MCP face only for ``mcp``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,15 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from ..errors import TrussError
-from .cli import Ctx, cli, handled, pass_ctx
+from ..errors import StoreError, TrussError
+from ..gitdamage import damage_at
+from ..runs.ledger import RunLedger, list_runs
+from ..tools.blocks import parse_tool_use, tool_result
+from ..tools.dispatch import ToolSession
+from ..tools.registry import Serving, lookup
+from ..tools.runcontext import load_run_context
+from ..tools.schema import check_json, export
+from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 from .switches import gates, memory_switches
 
@@ -70,9 +78,6 @@ def _session(
     run_context: str | None = None,
     parent: str | None = None,
 ) -> ToolSession:
-    from ..tools.context import load_run_context
-    from ..tools.dispatch import ToolSession
-
     if store_path:
         obj.store_path = store_path
     # The store opens only when a call needs it: an indexed read never imports pygit2.
@@ -210,10 +215,6 @@ def tool_cmd(
       truss-files tool --block --run R-1 --durable --memory-write < tool_use.json
       echo '{"query": "flaky ci"}' | truss-files tool memory_query --run R-1a --parent R-1
     """
-    from ..tools.blocks import parse_tool_use, tool_result
-    from ..tools.registry import lookup
-    from ..tools.schema import check_json
-
     if (durable or replay) and not run_id:
         _usage("--durable and --replay need --run RUN_ID")
     data = _read_stdin()
@@ -247,8 +248,6 @@ def tool_cmd(
     except TrussError as exc:
         _out({"error": {"code": exc.code, "message": exc.message}}, 1, fmt)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: still one JSON object
-        from ..gitdamage import damage_at
-
         damaged = damage_at(obj.store_path)
         if damaged is not None:  # git's own files, not our bug
             _out({"error": {"code": damaged.code, "message": damaged.message}}, 1, fmt)
@@ -299,10 +298,6 @@ def tools_schema(
       truss-files tools schema --format anthropic
       truss-files tools schema --format openai --memory-write
     """
-    from ..errors import StoreError
-    from ..tools.registry import Serving
-    from ..tools.schema import export
-
     flags = gates(memory_tools, memory_write)
     if store_path:
         obj.store_path = store_path
@@ -337,8 +332,6 @@ def runs_list(obj: Ctx, store_path: str | None, fmt: str | None) -> None:
     Example:
       truss-files runs list
     """
-    from ..tools.runs import list_runs
-
     if store_path:
         obj.store_path = store_path
     runs = list_runs(obj.store())
@@ -368,8 +361,6 @@ def runs_show(obj: Ctx, run_id: str, store_path: str | None, fmt: str | None) ->
     Example:
       truss-files runs show R-7f3a
     """
-    from ..tools.runs import RunLedger
-
     if store_path:
         obj.store_path = store_path
     ledger = RunLedger(obj.store(), run_id)
@@ -434,6 +425,7 @@ def mcp_cmd(
       truss-files mcp --store /abs/path/to/store
       claude mcp add truss-files -- truss-files mcp --store /abs/path/to/store
     """
+    # the MCP face and the context it serves: only for `mcp`, never a cold `tool`
     from .mcp import build_server, new_run_id
 
     run = run_id or new_run_id()

@@ -24,6 +24,9 @@ import datetime
 import json
 import logging
 import os
+import socket
+import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +40,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from uvicorn.supervisors import Multiprocess
 
 from ..errors import (
     AccessError,
@@ -47,15 +51,23 @@ from ..errors import (
     TrussError,
     UsageError,
 )
+from ..facade import MemoryStore
+from ..keys import load_signer
 from ..server import tokens as token_file
+from ..server.runner import SyncLoop, check_server_key
 from ..server.tasks import TaskRegistry
 from ..server.watched import Watched
+from ..tools.ask import ask
+from ..tools.registry import lookup
+from ..tools.schema import check_json
+from ..tools.train import train
 from . import http_openapi
+from .http_deadline import DeadlineConfig
 
 if TYPE_CHECKING:
+    from ..facade import MemoryStore
     from ..signing import Signer
-    from ..store import MemoryStore
-    from ..tools.context import RunContext
+    from ..tools.runcontext import RunContext
 
 log = logging.getLogger("truss_files.http")
 
@@ -135,16 +147,12 @@ class Backend:
     def signer(self) -> Signer:
         with self._signer_lock:
             if self._signer is None:
-                from ..keys import load_signer
-
                 self._signer = load_signer(self.options.key, signer=self.options.signer)
             return self._signer
 
     def store(self) -> MemoryStore:
         found: MemoryStore | None = getattr(self._local, "store", None)
         if found is None:
-            from ..store import MemoryStore
-
             found = MemoryStore(self.options.store, signer=self.signer)
             self._local.store = found
         return found
@@ -178,16 +186,11 @@ class Backend:
     ) -> dict[str, Any]:
         """Run memory.ask or memory.train through its public entry point: the same checks as
         the dispatcher (plain bounded JSON, then the tool's schema), the task's context."""
-        from ..tools.schema import check_json
-
         check_json(tool_input)
         store = self.store()
         if tool == ASK:
-            from ..tools.ask import ask
-
             # Over HTTP nothing is left out: no budget, every note's text in the answer.
             return ask(store, context, tool_input, budget=None, timeout=self.options.ask_timeout)
-        from ..tools.train import train
 
         with self._train_lock:
             result = train(store, context, tool_input, call_id=call_id)
@@ -242,8 +245,6 @@ async def _run(
 
 def ask_input(request: Request) -> dict[str, Any]:
     """The query string as memory.ask's input: each field once, integers as integers."""
-    from ..tools.registry import lookup
-
     tool = lookup(ASK)
     props: Mapping[str, Any] = tool.input_schema.get("properties", {}) if tool else {}
     out: dict[str, Any] = {}
@@ -458,17 +459,9 @@ def serve(
     """Bind, then serve until a signal; ``echo`` gets the one ``listening on`` line once the
     server accepts connections (with port 0, the port the system gave), ``warn`` (stderr by
     default) each start-up warning, once."""
-    import socket
-
-    from ..server.runner import SyncLoop, check_server_key
-    from ..store import MemoryStore
-    from .http_deadline import DeadlineConfig
-
     say = warn or _stderr
 
     def open_store() -> MemoryStore:
-        from ..keys import load_signer
-
         return MemoryStore(options.store, signer=load_signer(options.key, signer=options.signer))
 
     first = open_store()
@@ -503,8 +496,6 @@ def serve(
             app = build_app(options, after_write=loop.poke if loop else None)
             _ReadyServer(DeadlineConfig(app, **common), lambda: echo(line)).run(sockets=[sock])
         else:
-            from uvicorn.supervisors import Multiprocess
-
             os.environ[ENV_OPTIONS] = options.to_env()
             config = DeadlineConfig(
                 f"{__name__}:app_from_env", factory=True, workers=workers, **common
@@ -522,8 +513,6 @@ def serve(
 def start_warnings(signer: Signer, tokens: str) -> list[str]:
     """What ``serve`` warns of once at start: a private key file that others may read, and
     tokens made before tokens were bound to tenants (they act for no task)."""
-    import stat
-
     found: list[str] = []
     path = getattr(signer, "key_path", None)
     # A .pub names a key whose private half ssh-agent holds: no secret in that file.
@@ -552,8 +541,6 @@ def start_warnings(signer: Signer, tokens: str) -> list[str]:
 
 
 def _stderr(text: str) -> None:
-    import sys
-
     print(text, file=sys.stderr, flush=True)
 
 

@@ -18,7 +18,14 @@ import secrets
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .. import __version__
+from ..context.assemble import Prefix, build_context, goal_ledger, run_settings
 from ..errors import ConfigError
+from ..identity.layers import identity_layers
+from ..model import Trust
+from ..runs.start import load_start
+from ..scope import Reader
+from ..tools.registry import lookup
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -40,6 +47,7 @@ def new_run_id() -> str:
 
 def _import_mcp() -> Any:
     try:
+        # the [mcp] extra: only once build_server has found it
         import mcp.server.mcpserver as server
     except ImportError as exc:
         raise ConfigError(
@@ -51,8 +59,6 @@ def _import_mcp() -> Any:
 def build_server(session: ToolSession, name: str = "truss-files") -> MCPServer:
     """An ``MCPServer`` serving the session's tools (in process: ``mcp.Client(server)``),
     identity and the goal ledger as resources, and the run's context as a prompt."""
-    from .. import __version__
-
     server_mod = _import_mcp()
     tools = [_mcp_tool(session, tool) for tool in session.served()]
     # The run the context belongs to: the session's, else one for this server's lifetime.
@@ -80,16 +86,8 @@ RESOURCES = {
 def _read_resource(session: ToolSession, run: str, uri: str) -> str:
     """A resource's text as the run sees it: identity as of the run's start (the tip when the
     run has not started), goals at the tip -- through the read gate, like the context."""
-    from ..context.assemble import Prefix, goal_ledger, run_settings
-    from ..context.layers import identity_layers
-    from ..context.runstart import load_start
-    from ..model import Trust
-    from ..readgate import gate_snapshot
-    from ..scope import Reader
-
     store = session.store
-    tip = store.snapshot()
-    gate_snapshot(store, tip, Trust.VERIFIED)
+    tip = store.open_read(Trust.VERIFIED).snap
     start = load_start(store, run)
     if uri == "truss://goals":
         agent = start.agent if start is not None else session.agent
@@ -104,6 +102,7 @@ def _read_resource(session: ToolSession, run: str, uri: str) -> str:
 
 
 def _resources(session: ToolSession, run: str) -> list[Any]:
+    # the [mcp] extra: only once build_server has found it
     from mcp.server.mcpserver.resources import FunctionResource
 
     def reader(uri: str) -> Any:
@@ -121,16 +120,18 @@ def _resources(session: ToolSession, run: str) -> list[Any]:
 
 
 def _context_prompt(session: ToolSession, run: str) -> Any:
+    # the [mcp] extra: only once build_server has found it
     from mcp.server.mcpserver.prompts import Prompt
     from mcp.server.mcpserver.prompts.base import UserMessage
 
     def context(principal: str = "") -> list[Any]:
         """The run's system text (L0, L1, the memory note) and its pinned goal ledger."""
-        prefix = session.store.context(
+        prefix = build_context(
+            session.store,
             run,
             principal=principal or None,
             agent=session.agent,
-            gates=sorted(session.flags),
+            gates=tuple(sorted(session.flags)),
             parent=session.parent,
         )
         system = "\n\n".join(layer.text for layer in prefix.system if layer.text)
@@ -151,9 +152,8 @@ def _server_class(session: ToolSession, base: Any) -> Any:
     """``MCPServer`` that answers a call of a tool it does not serve with the registry's
     refusal (unknown, or not enabled: which flag or truss.toml line enables it) instead of
     the SDK's bare "Unknown tool"."""
+    # the [mcp] extra: only once build_server has found it
     from mcp.server.mcpserver.exceptions import ToolError
-
-    from ..tools.registry import lookup
 
     served = {tool.provider_name for tool in session.served()}
 
@@ -169,6 +169,7 @@ def _server_class(session: ToolSession, base: Any) -> Any:
 
 
 def _mcp_tool(session: ToolSession, tool: Tool) -> Any:
+    # the [mcp] extra: only once build_server has found it
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool as MCPTool
     from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata

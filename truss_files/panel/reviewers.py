@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .panel import ABSTAIN, FAIL, PASS, VOTES
+from ..quorum import ABSTAIN, FAIL, PASS, VOTES
+from ..views import entry_view
 
 if TYPE_CHECKING:
     from ..model import Entry
@@ -336,8 +337,6 @@ class RefusedCheck:
 
 def entry_document(entry: Entry) -> dict[str, Any]:
     """The entry as a judge reads it: the full view, with provenance and checks."""
-    from ..views import entry_view
-
     data = entry_view(entry, full=True)
     data["checks"] = list(entry.checks)
     return data

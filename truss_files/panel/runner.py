@@ -20,8 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..authority import resolve_check
 from ..errors import ConfigError, TransitionError, UntrustedHistory, UsageError
 from ..model import Entry, Trust
+from ..settings import settings_for
+from ..signing import PublicKey
+from ..trailers import parse_trailers
+from ..verdict import Verdict
 from .panel import FAIL, PASS, Decision, Panel, Quorum
 from .report import Outcome, Report
 from .reviewers import (
@@ -32,13 +37,12 @@ from .reviewers import (
     Subject,
     build_reviewer,
 )
-from .verdict import Verdict
 from .workspace import Workspace
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
     from ..settings import Settings
-    from ..store import MemoryStore
+    from ..store import Store
 
 __all__ = ["Outcome", "Report", "failed_recheck", "recheck", "reviewers_for", "verify"]
 OnStart = Callable[[int], None]
@@ -58,8 +62,6 @@ def reviewers_for(
     A name runs the command ``defined`` (truss.toml's ``[panel.checks]`` at the commit the
     run reads) gives it; any other name or text runs nothing and abstains with the reason
     (``authority.resolve_check``). Without ``defined`` no check is defined."""
-    from ..authority import resolve_check
-
     found: list[Reviewer] = []
     if settings.entry_checks:
         for name in entry.checks:
@@ -75,9 +77,7 @@ def reviewers_for(
     return found
 
 
-def _require_panel(store: MemoryStore) -> None:
-    from ..signing import PublicKey
-
+def _require_panel(store: Store) -> None:
     key = PublicKey.from_line(store.signer.public_line)
     principal, roles = store.policy().roles_of(key)
     if "panel" not in roles:
@@ -100,7 +100,7 @@ def _require_on(settings: Settings, action: str) -> None:
 class _Run:
     def __init__(
         self,
-        store: MemoryStore,
+        store: Store,
         settings: Settings,
         on_done: OnDone | None,
     ) -> None:
@@ -361,7 +361,7 @@ class _Run:
 
 
 def _select(
-    store: MemoryStore, ids: Iterable[str] | None, everything: bool, trust: Trust, flag: str
+    store: Store, ids: Iterable[str] | None, everything: bool, trust: Trust, flag: str
 ) -> list[Entry]:
     snap = store.snapshot()
     ids = list(ids or ())
@@ -379,7 +379,7 @@ def _select(
 
 
 def verify(
-    store: MemoryStore,
+    store: Store,
     ids: Iterable[str] | None = None,
     *,
     pending: bool = False,
@@ -388,8 +388,6 @@ def verify(
     on_done: OnDone | None = None,
 ) -> Report:
     """Run the panel over the named (or all pending) unverified entries."""
-    from ..settings import settings_for
-
     settings = settings or settings_for(store)
     _require_on(settings, "verify")
     entries = _select(store, ids, pending, Trust.UNVERIFIED, "--pending")
@@ -401,7 +399,7 @@ def verify(
 
 
 def recheck(
-    store: MemoryStore,
+    store: Store,
     ids: Iterable[str] | None = None,
     *,
     all_verified: bool = False,
@@ -412,8 +410,6 @@ def recheck(
     """Re-run the checks of verified entries (``--all``) or of the named verified or stale
     ones: a FAIL demotes to stale with the FAIL verdict in the commit; a named stale entry
     that passes is verified again."""
-    from ..settings import settings_for
-
     settings = settings or settings_for(store)
     _require_on(settings, "recheck")
     named = bool(ids)
@@ -425,10 +421,8 @@ def recheck(
     return run.run(entries, lambda e: run.recheck_one(e, named), "recheck")
 
 
-def failed_recheck(store: MemoryStore, ref: str) -> Verdict | None:
+def failed_recheck(store: Store, ref: str) -> Verdict | None:
     """The FAIL verdict of the latest re-check that demoted this entry, from its commit."""
-    from ..store import parse_trailers
-
     for item in reversed(store.log(ref)):
         if item.op != "demote":
             continue
@@ -438,16 +432,14 @@ def failed_recheck(store: MemoryStore, ref: str) -> Verdict | None:
     return None
 
 
-def operator_checks(store: MemoryStore, snap: Snapshot) -> dict[str, str]:
+def operator_checks(store: Store, snap: Snapshot) -> dict[str, str]:
     """The checks a panel run reading ``snap`` may run: truss.toml's ``[panel.checks]``
     there, once the history up to ``snap`` audits clean, so that truss.toml is the one an
     operator signed (an agent's hand-made commit could edit it). Otherwise
     ``UntrustedHistory``: the run starts no reviewer at all, since its configured reviewers
     come from the same file."""
-    from ..readgate import gate_snapshot
-
     try:
-        gate_snapshot(store, snap, Trust.VERIFIED)
+        store.open_read(Trust.VERIFIED, snap)
     except UntrustedHistory as exc:
         raise UntrustedHistory(
             f"{exc.message} The panel runs no reviewer on it: the commands truss.toml "

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pygit2
+
 from ..errors import StoreError
 
 # Variables that would hand a reviewer a signing key or point git at the real repository.
@@ -116,7 +118,7 @@ class Workspace:
             target.mkdir()
             if self.repo is not None and self.commit is not None:
                 commit = self.repo.revparse_single(self.commit)
-                _export(self.repo, commit.peel(_tree_type()), target)
+                _export(self.repo, commit.peel(pygit2.Tree), target)
             self._checkout = target
         return self._checkout
 
@@ -143,12 +145,6 @@ def reviewer_env(base: Mapping[str, str], home: Path) -> dict[str, str]:
     env["TRUSS_CONFIG_DIR"] = str(home / ".config" / "truss-files")
     env["GIT_CONFIG_NOSYSTEM"] = "1"
     return env
-
-
-def _tree_type() -> Any:
-    import pygit2
-
-    return pygit2.Tree
 
 
 def _export(repo: Any, tree: Any, target: Path) -> None:

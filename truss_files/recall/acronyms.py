@@ -22,18 +22,11 @@ Measured on ``tests/relevance/hard`` (see ``evaluate``): see the README's Releva
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from .tokenize import STOPWORDS, tokenize
-
-if TYPE_CHECKING:
-    from .gitread import GitDir
-    from .lexical import Candidates
-    from .segment import Segment
 
 __all__ = ["Glossary", "definitions", "store_glossary"]
 
@@ -171,59 +164,15 @@ def _contains(seq: tuple[str, ...], part: tuple[str, ...]) -> bool:
 
 # -- a store's glossary: definitions per index segment, kept in one small cache file --------
 
-_CACHE_NAME: Final = "acronyms.marshal"
 
-
-def store_glossary(git: GitDir, cands: Candidates) -> Glossary:
-    """The glossary of the entries ``cands`` admits (and only those: a definition in an entry
-    below the trust floor never changes a query at the floor).
-
-    Definitions are found once per index segment (segments never change) and kept in
-    ``<cache>/acronyms.marshal`` as ``{segment file: [[docno, acronym, long form...], ...]}``
-    (marshal: built in, so the exact query path imports nothing for it); the file is
-    rewritten, dropping segments no longer in the view, when a segment is new.
-    """
-    import marshal
-
-    path = git.cache_dir / _CACHE_NAME
-    try:
-        known: dict[str, list[list[Any]]] = marshal.loads(path.read_bytes())
-        if not isinstance(known, dict):
-            known = {}
-    except (OSError, ValueError, EOFError, TypeError):
-        known = {}
+def store_glossary(found: Iterable[Sequence[Any]]) -> Glossary:
+    """The glossary of ``found``: per admitted entry that defines acronyms, its definitions
+    as the index stores them (``[[acronym, long form...], ...]``, found once when the entry
+    was indexed) -- only the entries the filter admits, so a definition in an entry below
+    the trust floor never changes a query at the floor. A damaged row is ignored."""
     glossary = Glossary()
-    changed = False
-    for seg, mask in zip(cands.view.segments, cands.masks, strict=True):
-        name = seg.path.name
-        found = known.get(name)
-        if not isinstance(found, list):
-            found = known[name] = _segment_definitions(seg)
-            changed = True
-        for row in found:
-            if not isinstance(row, list) or len(row) < 3 or not isinstance(row[0], int):
-                continue  # a damaged cache row is ignored, never trusted
-            docno, abbr, *long_form = row
-            if 0 <= docno < len(mask) and mask[docno]:
-                glossary.add(str(abbr), tuple(str(t) for t in long_form))
-    if changed:
-        live = {seg.path.name for seg in cands.view.segments}
-        keep = {name: rows for name, rows in known.items() if name in live}
-        with contextlib.suppress(OSError):
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(marshal.dumps(keep))
-            os.replace(tmp, path)
+    for rows in found:
+        for row in rows if isinstance(rows, list) else ():
+            if isinstance(row, list | tuple) and len(row) == 2 and isinstance(row[1], tuple):
+                glossary.add(str(row[0]), tuple(str(t) for t in row[1]))
     return glossary
-
-
-def _segment_definitions(seg: Segment) -> list[list[Any]]:
-    rows: list[list[Any]] = []
-    for docno in range(seg.n):
-        # The stored record holds the body's text bytes: no "(" there, no definition, and
-        # the record is never decoded (most notes define nothing).
-        if b"(" not in seg.record_bytes(docno):
-            continue
-        body = seg.record(docno)[2]
-        if isinstance(body, str) and "(" in body:
-            rows += [[docno, abbr, *long_form] for abbr, long_form in definitions(body)]
-    return rows

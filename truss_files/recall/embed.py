@@ -23,15 +23,14 @@ Backends (``load_embedder``; truss.toml ``[recall] embedder``):
 
 Vectors are cached per (model fingerprint, content hash) under ``.git/truss/vectors/<fp>/``
 (packs of float16 rows, sha256 of the embedded text as the key), so an entry is embedded once
-whatever segment it moves to. Each index segment then gets a matrix aligned with its docnos
-(``<segment>.<fp>.vec``), built from the packs, which a query maps and indexes with the
-candidates' docnos -- after the trust filter, never before.
+whatever floor or trust it moves to. A query reads the content hashes of the admitted
+documents from the floor indexes (fast fields ``c0``/``c1``) -- after the trust filter, never
+before -- and scores their cached rows.
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
 import importlib.util
 import json
 import marshal
@@ -62,9 +61,9 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from .gitread import GitDir
-    from .lexical import Candidates, Match
-    from .segment import Segment
+    from ..gitdir import GitDir
+    from .index import IndexView
+    from .lexical import Match
 
 __all__ = [
     "INSTALL_HINT",
@@ -554,38 +553,6 @@ def _tag(fingerprint: str) -> str:
     return f"{safe[:60]}-{hashlib.sha256(fingerprint.encode()).hexdigest()[:24]}"
 
 
-def segment_vectors(git: GitDir, embedder: Embedder, seg: Segment) -> Any:
-    """The (n, dim) float16 matrix of ``seg``'s documents, aligned with its docnos."""
-    import numpy as np
-
-    cache = VectorCache(git, embedder)
-    path = seg.path.with_name(f"{seg.path.stem}.{cache.tag}.vec")
-    dim = embedder.dim
-    expected = 16 + seg.n * dim * 2
-    whole = _read_exactly(path, expected)
-    if whole is not None:  # read, not mapped: see ``SegmentVectors.open``
-        return np.frombuffer(whole, dtype=np.float16, offset=16).reshape(seg.n, dim)
-    hashes = [seg.content_hash(d) for d in range(seg.n)]
-    where, matrices = cache.load()
-    missing = sorted({h: d for d, h in enumerate(hashes) if h not in where}.items())
-    if missing:
-        texts = []
-        for _hash, docno in missing:
-            record = seg.record(docno)
-            texts.append(embed_text(record[1], record[2]))
-        vectors = embedder.embed_documents(texts)
-        cache.add([h for h, _ in missing], vectors)
-        cache.compact()
-        where, matrices = cache.load()
-    matrix = np.zeros((seg.n, dim), dtype=np.float16)
-    for docno, digest in enumerate(hashes):
-        found = where.get(digest)
-        if found is not None:
-            matrix[docno] = matrices[found[0]][found[1]]
-    _atomic_write(path, PACK_MAGIC + struct.pack("<II", seg.n, dim) + matrix.tobytes())
-    return matrix
-
-
 def query_vector(embedder: Embedder, text: str) -> list[float]:
     """The unit query vector as floats: numpy-free where the embedder allows it."""
     fast = getattr(embedder, "query_vector", None)
@@ -601,246 +568,48 @@ def _unit(vector: list[float]) -> list[float]:
     return [v / norm for v in vector] if norm else []
 
 
-class SegmentVectors:
-    """A segment's vectors as a query reads them, without numpy: the float16 rows (exact
-    scores) and an 8-bit copy laid out by dimension (``<segment>.<fp>.q8.vec``) that scores
-    every document at once with Python integers.
-
-    Each dimension's column holds every document's 8-bit value (offset to 1..255) in its own
-    24-bit field (32 above 258 dimensions) of one big integer. ``sum(q_i * column_i)`` over
-    the query's 8-bit values is then 256 big-integer multiply-adds, each a C loop over all
-    documents, and every field ends up holding that document's integer dot product (below
-    ``255 * 255 * dim``, so fields never carry). Those estimates are within a bound ``eps``
-    of the exact scores (rounding of both vectors); every document whose estimate is within
-    ``2 * eps`` of the ``limit``-th best is rescored exactly from its float16 row, so the
-    answer is the exhaustive one (``tests/test_recall_modes.py`` checks it against numpy).
-    """
-
-    # magic, n, dim, scale, rounding error, row norm, then (start, end) of 4 blocks.
-    HEAD: Final = struct.Struct("<8sIIddd8I")
-
-    def __init__(self, rows: Any, q8: Any, n: int, dim: int) -> None:
-        self.rows = rows
-        self.q8 = q8
-        self.n = n
-        self.dim = dim
-        self.uses = 0
-        self._matrix: Any = None
-        head = self.HEAD.unpack_from(q8, 0)
-        _magic, _n, _dim, self.scale, self.err, self.norm = head[:6]
-        self.blocks = [(head[6 + 2 * b], head[7 + 2 * b]) for b in range(4)]
-        self.fmt = f"<{dim}e"
-
-    @classmethod
-    def open(cls, rows_path: Path, q8_path: Path, n: int, dim: int) -> SegmentVectors | None:
-        """Both files read into memory, never mapped: a cache file truncated in place under a
-        mapping kills the process that reads it (SIGBUS). None when either is not whole."""
-        rows = _read_exactly(rows_path, 16 + n * dim * 2)
-        q8 = _read_exactly(q8_path, cls.HEAD.size + n * (4 + 4 + dim * _field(dim)))
-        if rows is None or q8 is None:
-            return None
-        head = cls.HEAD.unpack_from(q8, 0)
-        if head[0] != Q8_MAGIC or head[1:3] != (n, dim) or sys.byteorder != "little":
-            return None
-        return cls(rows, q8, n, dim)
-
-    @staticmethod
-    def build(matrix: Any, q8_path: Path, classes: bytes | None = None) -> None:
-        """Write the 8-bit column copy of ``matrix`` (float16, n x dim). ``classes``: the
-        segment's class byte per document; documents are laid out in four blocks by trust
-        class (its low two bits), so a query at the verified floor converts only the verified
-        block of each column (the index's class bytes: ``Segment.cls``)."""
-        import numpy as np
-
-        values = np.asarray(matrix, dtype=np.float32)
-        n, dim = values.shape
-        codes = np.frombuffer(classes, dtype=np.uint8)[:n] & 3 if classes else np.zeros(n, np.uint8)
-        order = np.argsort(codes, kind="stable")  # by class, then docno
-        position = np.empty(n, dtype=np.int64)
-        position[order] = np.arange(n)
-        bounds = np.searchsorted(codes[order], np.arange(5)).tolist()
-        blocks = [x for b in range(4) for x in (bounds[b], bounds[b + 1])]
-        scale = float(np.abs(values).max()) / 127.0 if n else 0.0
-        scale = scale or 1.0
-        quant = np.clip(np.rint(values / np.float32(scale)), -127, 127).astype(np.int64) + 128
-        exact = values.astype(np.float64)
-        dequant = (quant - 128).astype(np.float64) * scale
-        # The largest rounding error and the largest norm of any row (Euclidean), rounded up.
-        err = float(np.linalg.norm(exact - dequant, axis=1).max()) * 1.0001 if n else 0.0
-        norm = float(np.linalg.norm(exact, axis=1).max()) * 1.0001 if n else 0.0
-        head = SegmentVectors.HEAD.pack(Q8_MAGIC, n, dim, scale, err, norm, *blocks)
-        columns = np.zeros((dim, n, _field(dim)), dtype=np.uint8)
-        columns[:, :, 0] = quant[order].T  # each value in the low byte of its own field
-        body = (
-            quant.sum(axis=1).astype("<u4").tobytes()
-            + position.astype("<u4").tobytes()
-            + columns.tobytes()
-        )
-        _atomic_write(q8_path, head + body)
-
-    def row(self, docno: int) -> tuple[float, ...]:
-        found: tuple[float, ...] = struct.unpack_from(
-            self.fmt, self.rows, 16 + docno * self.dim * 2
-        )
-        return found
-
-    def top(self, query: list[float], docnos: Sequence[int], limit: int) -> list[tuple[float, int]]:
-        """The exact ``(cosine, docno)`` of the best ``limit`` of ``docnos`` (cosine > 0).
-
-        A process that asks again (a server, a ``Searcher`` kept open) scores with numpy from
-        the second query on, where it is installed: the same exact cosines in float64, faster
-        once its import is paid; a one-shot CLI query never imports it."""
-        self.uses += 1
-        if self.uses > 1 and len(docnos) > 64 and _find("numpy") is not None:
-            return self._top_numpy(query, docnos, limit)
-        if len(docnos) <= max(2 * limit, 64):
-            scored = [(sum(map(operator.mul, query, self.row(d))), d) for d in docnos]
-        else:
-            scored = self._shortlist(query, docnos, limit)
-        best = heapq.nlargest(limit, scored, key=lambda item: (item[0], -item[1]))
-        return [(score, docno) for score, docno in best if score > 0]
-
-    def _top_numpy(
-        self, query: list[float], docnos: Sequence[int], limit: int
-    ) -> list[tuple[float, int]]:
-        import numpy as np
-
-        if self._matrix is None:
-            self._matrix = np.frombuffer(
-                self.rows, dtype="<f2", offset=16, count=self.n * self.dim
-            ).reshape(self.n, self.dim)
-        picked = np.asarray(docnos, dtype=np.int64)
-        sims = self._matrix[picked].astype(np.float64) @ np.asarray(query, dtype=np.float64)
-        keep = min(limit, len(sims))
-        best = np.argpartition(-sims, keep - 1)[:keep] if keep < len(sims) else np.arange(keep)
-        found = [(float(sims[i]), int(picked[i])) for i in best]
-        found.sort(key=lambda item: (-item[0], item[1]))
-        return [(score, docno) for score, docno in found if score > 0]
-
-    def _shortlist(
-        self, query: list[float], docnos: Sequence[int], limit: int
-    ) -> list[tuple[float, int]]:
-        n, dim = self.n, self.dim
-        qscale = max(map(abs, query)) / 127.0 or 1.0
-        weights = [round(v / qscale) + 128 for v in query]
-        field = _field(dim)
-        head = self.HEAD.size
-        sums = memoryview(self.q8)[head : head + 4 * n].cast("I")
-        position = memoryview(self.q8)[head + 4 * n : head + 8 * n].cast("I")
-        start = head + 8 * n
-        width = field * n
-        columns = memoryview(self.q8)[start : start + width * dim]
-        const = 128 * sum(weights) - dim * 128 * 128
-        unit = qscale * self.scale
-        value = int.from_bytes
-        estimate: list[tuple[float, int]] = []
-        wanted = [position[d] for d in docnos]
-        for low, high in self.blocks:
-            inside = [(p - low, d) for p, d in zip(wanted, docnos, strict=True) if low <= p < high]
-            if not inside:
-                continue  # no admitted document in this class: its fields are never read
-            a, b = field * low, field * high
-            acc = 0
-            # Converting a column (int.from_bytes) costs more than its multiply-add: fields
-            # are as narrow as the largest sum allows (3 bytes at 256 dimensions).
-            for i, weight in enumerate(weights):
-                acc += weight * value(columns[i * width + a : i * width + b], "little")
-            packed = acc.to_bytes(b - a, "little")
-            estimate += [
-                (
-                    unit
-                    * (
-                        value(packed[field * p : field * p + field], "little")
-                        - 128 * sums[d]
-                        - const
-                    ),
-                    d,
-                )
-                for p, d in inside
-            ]
-        # exact - estimate = (q - q~).x + q~.(x - x~), so by Cauchy-Schwarz |exact - estimate|
-        # <= |q - q~| |x| + |q~| |x - x~| <= eps, with the largest row norm and rounding error
-        # of the segment (HEAD); 1e-6 more covers the float arithmetic of the estimates.
-        rounded = [qscale * (w - 128) for w in weights]
-        qerr = math.sqrt(sum((v - r) ** 2 for v, r in zip(query, rounded, strict=True)))
-        eps = qerr * self.norm + math.sqrt(sum(r * r for r in rounded)) * self.err + 1e-6
-        kth = heapq.nlargest(limit, estimate)[-1][0]
-        floor = kth - 2 * eps
-        return [(sum(map(operator.mul, query, self.row(d))), d) for e, d in estimate if e >= floor]
-
-
-def _field(dim: int) -> int:
-    """Bytes per document in a column: room for a sum of ``dim`` products of two bytes."""
-    return 3 if 255 * 255 * dim < 1 << 24 else 4
-
-
-def segment_vectors_for_query(git: GitDir, embedder: Embedder, seg: Segment) -> SegmentVectors:
-    """The segment's ``SegmentVectors``, building what is missing (that needs numpy and, for
-    documents never embedded, the embedder's model)."""
-    tag = VectorCache(git, embedder).tag
-    rows_path = seg.path.with_name(f"{seg.path.stem}.{tag}.vec")
-    q8_path = seg.path.with_name(f"{seg.path.stem}.{tag}.q8.vec")
-    dim = embedder.dim
-    key = str(q8_path)
-    found = _OPEN.get(key)
-    if found is not None and found.n == seg.n and found.dim == dim:
-        return found
-    found = SegmentVectors.open(rows_path, q8_path, seg.n, dim)
-    if found is None:
-        SegmentVectors.build(segment_vectors(git, embedder, seg), q8_path, bytes(seg.cls))
-        found = SegmentVectors.open(rows_path, q8_path, seg.n, dim)
-        if found is None:
-            raise ConfigError(f"{q8_path}: could not write the vector cache; check the disk")
-    if len(_OPEN) >= 64:
-        _OPEN.clear()
-    _OPEN[key] = found
-    return found
-
-
-# Open segment vectors by file, so a process that queries again maps them once (segments and
-# their vector files never change under one name).
-_OPEN: dict[str, SegmentVectors] = {}
-
-
 def semantic_rank(
-    git: GitDir, embedder: Embedder, cands: Candidates, text: str, limit: int
+    view: IndexView,
+    git: GitDir,
+    embedder: Embedder,
+    cands: Sequence[Match],
+    text: str,
+    limit: int,
 ) -> list[Match]:
     """The ``limit`` admitted entries closest to ``text`` (cosine > 0), ties by entry id.
 
-    Only admitted documents are scored (the filter runs first); the scores are the exact
-    cosines whatever shortlist ``SegmentVectors.top`` used, so an entry's score and rank never
-    depend on entries the filter left out."""
-    from itertools import compress
-
-    from .lexical import Match
+    Only admitted documents (``cands``, the filter already run) are scored: an entry's score
+    and rank never depend on entries the filter left out. Each one's vector comes from the
+    content-hash cache (``VectorCache``), embedded once when missing."""
+    import numpy as np  # the semantic extra: exact mode never imports it
 
     query = query_vector(embedder, text)
-    if not query:
+    if not query or not cands:
         return []
-    found: list[tuple[float, int, int]] = []
-    for number, (seg, mask) in enumerate(zip(cands.view.segments, cands.masks, strict=True)):
-        docnos = list(compress(range(len(mask)), mask))
-        if not docnos:
-            continue
-        vectors = segment_vectors_for_query(git, embedder, seg)
-        found.extend((score, number, d) for score, d in vectors.top(query, docnos, limit))
-    ranked = sorted(((-score, cands.view.segments[n].doc_id(d), n, d) for score, n, d in found))[
-        :limit
-    ]
-    return [Match(n, d, doc_id, -neg) for neg, doc_id, n, d in ranked]
-
-
-def _read_exactly(path: Path, size: int) -> bytes | None:
-    """The file's bytes when it holds exactly ``size`` of them, else None (missing, cut
-    short, grown, unreadable)."""
-    try:
-        with open(path, "rb") as handle:
-            if os.fstat(handle.fileno()).st_size != size:
-                return None
-            data = handle.read(size + 1)
-    except OSError:
-        return None
-    return data if len(data) == size else None
+    hashes: list[bytes] = []
+    for floor in {id(m.floor): m.floor for m in cands}.values():
+        mine = [m for m in cands if m.floor is floor]
+        addresses = [m.hit[3] for m in mine]
+        pairs = zip(floor.fast("c0", addresses), floor.fast("c1", addresses), strict=True)
+        digests = [hi.to_bytes(8, "big") + lo.to_bytes(8, "big") for hi, lo in pairs]
+        floor.memo.update({("chash", m.id): d for m, d in zip(mine, digests, strict=True)})
+    hashes = [m.floor.memo[("chash", m.id)] for m in cands]
+    cache = VectorCache(git, embedder)
+    where, matrices = cache.load()
+    missing = {h: m for h, m in zip(hashes, cands, strict=True) if h not in where}
+    if missing:
+        entries = [view.entry(m.floor, m.hit) for m in missing.values()]
+        vectors = embedder.embed_documents([embed_text(e.key, e.body) for e in entries])
+        cache.add(list(missing), vectors)
+        cache.compact()
+        where, matrices = cache.load()
+    rows = np.stack([matrices[p][r] for p, r in (where[h] for h in hashes)]).astype(np.float32)
+    scores = rows @ np.asarray(query, dtype=np.float32)
+    order = sorted(
+        ((-float(score), m.id, m) for score, m in zip(scores, cands, strict=True) if score > 0),
+        key=lambda x: (x[0], x[1]),
+    )
+    return [m._replace(score=-neg) for neg, _, m in order[:limit]]
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

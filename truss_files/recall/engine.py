@@ -1,8 +1,8 @@
 """Recall over a store: the index cache, the three modes, entries out.
 
-``search(store, query, flt, limit, mode=...)`` is what the CLI's ``query`` calls; a process
-that asks many questions keeps a ``Searcher`` (it re-checks the branch tip on every query, so
-it never answers from an old tree). Modes (``RECALL_MODES``):
+``search(store, query, flt, limit, mode=..., gate=...)`` is what the CLI's ``query`` calls; a
+process that asks many questions keeps a ``Searcher`` (it re-checks the branch tip on every
+query, so it never answers from an old tree). Modes (``RECALL_MODES``):
 
 ``exact``
     BM25 in the trust floor's tantivy index over the entries the filter admits (``lexical``,
@@ -14,88 +14,70 @@ it never answers from an old tree). Modes (``RECALL_MODES``):
 
 In every mode the query is widened by the acronyms the admitted entries define (``acronyms``);
 in exact and hybrid mode its words' related words are also looked for at half weight
-(``related``; ``RecallResult.related_words`` names them).
+(``related``; ``RecallResult.related_words`` names them). In every mode the filter runs
+first and nothing outside it is ranked. A query is bounded first (``bounds.query_terms``).
+The mode comes from the caller, else from ``[recall] mode`` in the truss.toml of the branch
+tip, else ``exact``.
 
-In every mode the filter runs first and nothing outside it is ranked. A query is bounded
-first (``bounds.query_terms``: length and distinct terms, each term scored once). The mode
-comes from the caller, else from ``[recall] mode`` in the truss.toml of the branch tip, else
-``exact``.
+The read gate is given, never looked up: every ``Searcher`` (and ``search``,
+``search_snapshot``...) takes ``gate``, the check of whoever opens the read (``readgate.refusal``
+for a store); there is no default, so no read path can forget it. A history it refuses serves
+nothing above unverified (``capped``).
 
-Why tantivy. The engine this replaced was our own BM25 over memory-mapped segments, which
-took its statistics from the filtered candidates and matched an in-memory pipeline bit for
-bit. Measured beside tantivy fed our tokens (``python -m benchmarks recall``, 100k notes, 30%
-verified, 2 shared cores): warm p50 2.22 ms against 0.122 ms (18x), p95 56x, a full rebuild
-4.3x, the index 32x its size; only its cold query (1.21x) and its update after a write (3.3
-ms) were on target. tantivy is ahead, so it is the one lexical engine. What recall promises,
-restated for it:
+tantivy is the one engine (filters as indexed terms, records as stored fields, its own deletes
+and merges, its BM25). What recall promises, stated for it:
 
-* the filter runs first: what a filter's class table and fields say (kind, key, layers, the
-  trust ceiling, superseded, marked) are zero-score clauses of the tantivy query, the rest
-  (areas, scope, reader scopes, hidden ids) is read through the candidates' mask;
+* the filter runs first: everything a filter says is a zero-score clause of the tantivy query
+  (``lexical.clauses``), and the floor is which index is searched;
 * statistics are the **floor's**: ``N``, document frequencies and average length of the
-  entries at or above ``min_trust`` (one tantivy index per floor), no longer those of the
-  kind-, key-, layer- or scope-filtered candidates;
+  entries at or above ``min_trust`` (one tantivy index per floor), not those of the kind-,
+  key-, layer- or scope-filtered candidates;
 * adding, changing or removing entries below the floor never changes the score or order of
-  entries at or above it, bit for bit: the floor's index is not written for them;
-  rejected entries are in no index;
-* a run's own notes below the floor are scored by tantivy's formula (``floors.bm25``) with
-  the floor's statistics joined by the admitted notes below it: what tantivy gives them once
-  at the floor, to f32 rounding -- and they never move a score at the floor;
+  entries at or above it, bit for bit: the floor's index is not written for them; rejected
+  entries are in no floor's index (an index of their own lists them by key and run, for
+  ``key_entries``, ``run_entries`` and ``run_deleted``; no query ranks in it);
+* a run's own notes below the floor (``visible_ids``, ``visible_run``, an ``own`` area) are
+  found and scored by tantivy in the **unverified floor's** index, which holds them -- with
+  that floor's statistics (every non-rejected entry), not the floor's statistics joined by
+  them as before tantivy did the whole job -- and merged by score; they never move a score
+  at the floor;
 * a matching entry scores above 0 (tantivy's idf is Lucene's, never negative).
 
-What tantivy changes: scores are f32 over lengths quantised to a byte (``floors.fieldnorm``),
-k1 is 1.2 (it was 1.5); its top 10 agree with exact BM25's (rank-bm25, k1 1.2) at a mean
-overlap of 0.997 on ``tests/relevance`` and 0.977 on a synthetic corpus; recall@5 there went
-from 0.850 to 0.843. A document deleted from a floor's index (an entry demoted, rejected or
-changed) still counts in that floor's statistics until tantivy merges its segment, so an
-updated index can score a little unlike a rebuilt one -- for entries at that floor, never
-from below it.
-
-Measured now (same benchmark, medians; 10k notes without related words, 100k with them, as
-exact mode runs): warm exact query p50 0.32 / 0.91 ms, p95 0.69 / 2.1 ms (tantivy alone 0.05 /
-0.12 ms and 0.07 / 0.33 ms: 6.4x / 7.5x at p50, 9.9x / 6.4x at p95; a query asked again at
-100k ~0.35-0.6 ms -- the first time, the entries out and ``_related`` decode their records;
-the rest is the read gate and the view, in Python); a cold ``truss-files query`` process 52
-/ 58-65 ms, 1.12-1.19x / 1.30-1.39x tantivy's own cold script; the update after one write 15
-/ 14 ms (tantivy's own 12 / 7.4 ms: both commit to disk); a full rebuild 1.1 / 8-11 s
-(tantivy over the verified notes, our tokens, 0.20 / 1.6 s); the index 24 / 224 MB with every
-note's record (tantivy 1.1 / 7.6 MB). The cold query is mostly imports. Semantic at 10k
-(``python -m benchmarks semantic``): ~2.5 ms warm, a cold process ~2.2-2.5x ``python -c
-pass``.
-
-Every view passes the read gate (``readgate``): ~30 us on a warm query (one small file);
-after new commits it audits just those (``python -m benchmarks readgate``, ~400-1,800
-commits: ~20 ms for one new commit -- mostly ``audit()``'s ancestry check from the root --
-and ~1.3 ms per commit for 100). A new ``truss-files query`` process after a write pays the
-pygit2 import for it: 0.26 s beside 0.07 s warm.
+tantivy scores in f32 over lengths quantised to a byte, with k1 1.2; a document deleted from a
+floor's index (an entry demoted, rejected or changed) still counts in that floor's statistics
+until tantivy merges its segment away, so an updated index can score a little unlike a rebuilt
+one -- for entries at that floor, never from below it. Measured figures are in the README's
+recall table (``python -m benchmarks recall``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import marshal
 import os
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from ..authority import RunView, own_delete, run_of
 from ..errors import ConfigError, IndexUnavailable, UntrustedHistory, UsageError
-from ..model import Entry, Trust
+from ..gitdir import GitDir
+from ..model import TOMBSTONE_MARK, Entry, Kind, Trust
+from .acronyms import Glossary, store_glossary
 from .bounds import query_terms
-from .docs import KIND_CODE, MARKED, SUPERSEDED, TRUST_CODE, entry_of
-from .floors import FloorError, FloorMoved
-from .gitread import GitDir
-from .index import Index, IndexView
-from .lexical import Candidates, Match, below_floor, candidates, lexical
+from .docs import MARKER_PREFIX
+from .floors import FloorError, FloorMoved, group_tag, run_tag
+from .fusion import score_fusion
+from .index import Gate, Index, IndexView
+from .lexical import Match, admitted, below_floor, group, lexical
+from .lexical import _tag as tag_query
 from .pipeline import Filter, Hit
-from .segment import Segment, SegmentError
+from .related import load_related
 
 if TYPE_CHECKING:
-    from ..authority import RunView
     from ..gitstore import Snapshot
-    from ..store import MemoryStore
+    from ..store import Store
     from ..writers import Writers
-    from .acronyms import Glossary
     from .embed import Embedder
 
 __all__ = [
@@ -112,21 +94,10 @@ __all__ = [
 
 RECALL_MODES: Final = ("exact", "semantic", "hybrid")
 FUSION_DEPTH: Final = 100  # each ranking contributes its top 100 to a hybrid fusion
-_VERIFIED: Final = TRUST_CODE[Trust.VERIFIED]
-_UNVERIFIED: Final = TRUST_CODE[Trust.UNVERIFIED]
 _T = TypeVar("_T")
-# What reading a segment whose bytes changed in place raises (marshal, struct, an index past
-# the end, a code no table holds).
-_DAMAGE: Final = (
-    SegmentError,
-    FloorError,
-    IndexError,
-    ValueError,
-    EOFError,
-    TypeError,
-    KeyError,
-    struct.error,
-)
+# What reading a floor whose bytes changed in place raises (marshal, a record that
+# contradicts its tags, a code no table holds).
+_DAMAGE: Final = (FloorError, IndexError, ValueError, EOFError, TypeError, KeyError)
 
 
 @dataclass(frozen=True)
@@ -163,70 +134,63 @@ def check_mode(mode: str, source: str = "--mode") -> str:
 
 
 class Searcher:
-    """Queries one store through its index; keeps segments open between queries."""
+    """Queries one store through its index, behind the read gate it is given."""
 
     def __init__(
         self,
         store: str | os.PathLike[str] = ".",
         *,
+        gate: Gate,
         embedder: Embedder | None = None,
         git: GitDir | None = None,
         repo: Any = None,
     ) -> None:
         self.git = git or GitDir.discover(store)
         self.index = Index(self.git, repo)
+        self.gate = gate
         self._embedder = embedder
-        self._candidates: dict[tuple[str, str, str | None], Candidates] = {}
-        self._glossary: tuple[Candidates, Glossary] | None = None
+        self._glossary: dict[tuple[str, str, str | None], Glossary] = {}
 
     def view(
         self, tree: str | None = None, *, at_tip: bool = True, commit: str | None = None
     ) -> IndexView:
-        return self.index.view(tree, at_tip=at_tip, commit=commit)
-
-    def candidates(self, view: IndexView, flt: Filter, commit: str | None = None) -> Candidates:
-        """The filter's candidates, kept while the index holds the same documents: repeated
-        queries skip the O(N) mask and length sums (~3 ms at 100k). ``commit``: the commit
-        read, whose history proves a run's own notes (``writers``), when the filter asks."""
-        writer_of = None
-        stamp = None
-        if needs_writers(flt):
-            found_writers = self.writers(view, commit)
-            writer_of, stamp = found_writers.of, found_writers.tip
-        key = (view.state, repr(flt), stamp)
-        found = self._candidates.get(key)
-        if found is None or found.view.segments != view.segments:
-            found = candidates(view, flt, writer_of)
-            if len(self._candidates) > 16:
-                self._candidates.clear()
-            self._candidates[key] = found
-        return found
+        return self.index.view(tree, gate=self.gate, at_tip=at_tip, commit=commit)
 
     def writers(self, view: IndexView, commit: str | None) -> Writers:
         """Who added each entry in the history of the commit read (``writers``: a cache
         under .git/truss/; pygit2 only when it must grow)."""
+        # Off the plain query's path (it starts a lock, and grows the cache with pygit2): only
+        # a filter that lets own notes through needs it (tests/test_cli_startup.py).
         from ..writers import writers
 
         if commit is None and view.tip is not None:
             commit = view.tip.tip
         return writers(self.git, commit, self.index.objects.repo_if_open)
 
-    def expand(self, cands: Candidates, terms: list[str]) -> list[str]:
+    def expand(
+        self, view: IndexView, flt: Filter, terms: list[str], found: Writers | None
+    ) -> list[str]:
         """``terms`` and the other spelling of each acronym the admitted entries define
-        (``acronyms``); the glossary is kept while the candidates are."""
-        from .acronyms import store_glossary
-
-        if self._glossary is None or self._glossary[0] is not cands:
-            self._glossary = (cands, store_glossary(self.git, cands))
-        return self._glossary[1].expand(terms)
+        (``acronyms``); the glossary is kept while the index and the filter are the same."""
+        key = (view.state, repr(flt), found.tip if found is not None else None)
+        glossary = self._glossary.get(key)
+        if glossary is None:
+            writer_of = found.of if found is not None else None
+            rows = [
+                marshal.loads(m.floor.stored(m.hit[3], "acr") or marshal.dumps([]))
+                for m in admitted(view, flt, writer_of, tag_query("a"))
+            ]
+            glossary = store_glossary(rows)
+            if len(self._glossary) > 16:
+                self._glossary.clear()
+            self._glossary[key] = glossary
+        return glossary.expand(terms)
 
     def related_words(self, view: IndexView, terms: list[str]) -> list[str]:
         """The related words to add to ``terms`` (``related``: a table shipped with the
         package); none when the tip's truss.toml says ``[recall] related_words = false``."""
         if view.tip is not None and view.tip.recall.get("related_words") is False:
             return []
-        from .related import load_related
-
         table = load_related()
         return table.widen(terms) if table is not None else []
 
@@ -238,6 +202,7 @@ class Searcher:
 
     def embedder(self, view: IndexView) -> Embedder:
         if self._embedder is None:
+            # The semantic extra (numpy, wordllama): exact mode never imports it.
             from .embed import load_embedder
 
             spec = view.tip.recall.get("embedder") if view.tip is not None else None
@@ -260,13 +225,13 @@ class Searcher:
         instead of the branch tip's ``memories/`` (None: a commit without one). ``salience``
         names the SaliencePolicy (``salience.py``); None: ``[policy] salience`` at the tip.
 
-        When the history of the commit read fails the audit, a floor above unverified raises
+        When the gate refuses the history of the commit read, a floor above unverified raises
         ``UntrustedHistory``; at unverified, nothing above it is a candidate and ``withheld``
         says why.
 
-        A segment damaged in place (bytes changed, length and header intact) shows as a
-        decoding error or as a record that contradicts its class byte: the index is dropped
-        and the query answered once more from a rebuilt one. A second failure is raised."""
+        A floor index damaged in place shows as a tantivy error or as a record that
+        contradicts its tags: the index is dropped and the query answered once more from a
+        rebuilt one. A second failure is raised."""
         args = (text, flt, limit, mode, tree, at_tip, commit, salience)
         return _once_more(self, lambda: self._query(*args))
 
@@ -294,35 +259,36 @@ class Searcher:
             scope = view.tip.recall.get("memory.scope") if view.tip is not None else None
             flt = replace(flt, reader=replace(flt.reader, mode=str(scope or "per-agent")))
         read = commit if not at_tip else (view.tip.tip if view.tip is not None else None)
+        found = self.writers(view, read) if needs_writers(flt) else None
         run_view = flt.run_view()
         if flt.run_deletes and run_view is not None:
             hidden = run_deleted(view, run_view, self.writers(view, read).of)
             if hidden:
                 flt = replace(flt, hidden_ids=flt.hidden_ids | hidden)
         mode = self.mode_of(view, mode)
-        cands = self.candidates(view, flt, read)
-        terms = self.expand(cands, terms)
+        terms = self.expand(view, flt, terms, found)
         added = self.related_words(view, terms) if mode != "semantic" else []
         if salience is None and view.tip is not None:
             salience = view.tip.recall.get("policy.salience")
         if salience in (None, "off"):
             depth = limit
-        else:  # a policy that reorders: loaded only for a store that names one
+        else:  # a policy that reorders: loaded only for a store that names one (cold path)
             from .salience import DEPTH
 
             depth = max(limit, DEPTH)
+        writer_of = found.of if found is not None else None
         if mode == "exact":
-            ranked = lexical(cands, terms, depth, added)
+            ranked = lexical(view, flt, terms, depth, added, writer_of)
         else:
-            ranked = self._semantic_or_hybrid(view, cands, text, terms, added, depth, mode)
-        hits = [Hit(self._entry(view, m), m.score) for m in ranked]
+            ranked = self._semantic_or_hybrid(view, flt, text, terms, added, depth, mode, found)
+        hits = [Hit(view.entry(m.floor, m.hit), m.score) for m in ranked]
         if salience not in (None, "off"):
-            from .salience import salience_policy
+            from .salience import salience_policy  # as above: only for a store that names one
 
             hits = salience_policy(salience).order(hits, limit)
         below = 0
         if not hits and flt.min_trust is not Trust.UNVERIFIED and terms:
-            below = below_floor(cands, terms)
+            below = below_floor(view, flt, terms)
         return RecallResult(
             mode=mode,
             min_trust=flt.min_trust,
@@ -338,32 +304,30 @@ class Searcher:
     def _semantic_or_hybrid(
         self,
         view: IndexView,
-        cands: Candidates,
+        flt: Filter,
         text: str,
         terms: list[str],
         added: list[str],
         limit: int,
         mode: str,
+        found: Writers | None,
     ) -> list[Match]:
-        from .embed import semantic_rank
-        from .fusion import score_fusion
+        from .embed import semantic_rank  # the semantic extra: numpy, wordllama
 
         embedder = self.embedder(view)
+        writer_of = found.of if found is not None else None
+        cands = admitted(view, flt, writer_of)
         if mode == "semantic":
-            return semantic_rank(self.git, embedder, cands, text, limit)
+            return semantic_rank(view, self.git, embedder, cands, text, limit)
         depth = max(limit, FUSION_DEPTH)
-        exact = lexical(cands, terms, depth, added)
-        close = semantic_rank(self.git, embedder, cands, text, depth)
+        exact = lexical(view, flt, terms, depth, added, writer_of)
+        close = semantic_rank(view, self.git, embedder, cands, text, depth)
         return score_fusion([exact, close], limit)
-
-    @staticmethod
-    def _entry(view: IndexView, match: Match) -> Entry:
-        return _entry_at(view.segments[match.seg], match.docno)
 
     @staticmethod
     def _related(view: IndexView, hits: Sequence[Hit]) -> list[Entry]:
         """Live verified entries of the hits' kind and key, where more than one exists."""
-        out: dict[tuple[int, int], Entry] = {}
+        out: dict[str, Entry] = {}
         seen: set[tuple[str, str]] = set()
         for hit in hits:
             entry = hit.entry
@@ -371,58 +335,39 @@ class Searcher:
             if entry.trust is not Trust.VERIFIED or entry.superseded_by or slot in seen:
                 continue
             seen.add(slot)
-            live = [
-                (number, docno)
-                for number, (seg, gone) in enumerate(zip(view.segments, view.deleted, strict=True))
-                for docno in _verified_in_group(seg, slot)
-                if docno not in gone
-            ]
-            if len(live) > 1:  # records are read only for an actual conflict
-                for number, docno in live:
-                    out[(number, docno)] = _entry_at(view.segments[number], docno)
+            found = group(view, Trust.VERIFIED, [group_tag(*slot)])
+            live = [e for e in (view.entry(m.floor, m.hit) for m in found) if not e.superseded_by]
+            if len(live) > 1:
+                out.update((e.id, e) for e in live)
         return list(out.values())
 
+    def run_entries(self, view: IndexView, run: str) -> list[Entry]:
+        """Every entry ``run`` produced, whatever its trust (rejected ones included)."""
+        return [view.entry(m.floor, m.hit) for m in every(view, [run_tag(run)])]
 
-def _verified_in_group(seg: Segment, slot: tuple[str, str]) -> tuple[int, ...]:
-    """The docnos of a segment's verified, not superseded documents of one (kind, key), kept
-    in the segment's memo (segments never change): a warm query's conflict check is then a
-    lookup per segment, not a walk of its class bytes."""
-    key = ("verified-group", *slot)
-    found: tuple[int, ...] | None = seg.memo.get(key)
-    if found is None:
-        cls = seg.cls
-        found = tuple(
-            docno
-            for docno in seg.group(*slot)
-            if cls[docno] & 3 == _VERIFIED and not cls[docno] & SUPERSEDED
-        )
-        seg.remember(key, found)
-    return found
+    def key_entries(self, view: IndexView, key: str) -> list[Entry]:
+        """Every entry of ``key``, whatever its kind and trust (rejected ones included)."""
+        return [
+            view.entry(m.floor, m.hit)
+            for kind in Kind
+            for m in every(view, [group_tag(kind.value, key)])
+        ]
 
 
-def _entry_at(seg: Segment, docno: int) -> Entry:
-    """The entry of a segment's document, kept in the segment's memo (entries are frozen)."""
-    found: Entry | None = seg.memo.get(docno)
-    if found is not None:
-        return found
-    entry = entry_of(seg.record(docno), seg.doc_id(docno))
-    code = seg.cls[docno]
-    # The filter read the class byte, the caller gets the record: they must agree, or a
-    # flipped byte could pass an unverified entry off at the verified floor.
-    if code & 3 != TRUST_CODE[entry.trust] or code >> 4 != KIND_CODE[entry.kind]:
-        raise SegmentError(f"{seg.path.name}: document {docno} contradicts its record")
-    seg.remember(docno, entry)
-    return entry
+def every(view: IndexView, tags: Sequence[str]) -> list[Match]:
+    """The entries holding every tag of ``tags``, whatever their trust: the unverified
+    floor's index (every entry not rejected) and the rejected entries' index -- a listing,
+    never a ranking, so rejected entries still move no floor's statistics."""
+    return group(view, Trust.UNVERIFIED, tags) + group(view, Trust.REJECTED, tags)
 
 
 def _once_more(searcher: Searcher, work: Callable[[], _T]) -> _T:
-    """``work()``; when it meets a segment damaged in place (bytes changed, length and header
-    intact: a failed check, a decoding error, a record that contradicts its class byte; a
-    floor index whose files are not the ones its commit left), the index is dropped and
-    ``work()`` runs once more on a rebuilt one. A second failure is ``IndexUnavailable``
-    (the next call tries again), never a crash nor an answer from damaged files. A floor
-    index an updater moved on since the view was read is not damage: ``work()`` just runs
-    again."""
+    """``work()``; when it meets a floor index damaged in place (a tantivy error, a record
+    that contradicts its tags; files that are not the ones its commit left), the index is
+    dropped and ``work()`` runs once more on a rebuilt one. A second failure is
+    ``IndexUnavailable`` (the next call tries again), never a crash nor an answer from
+    damaged files. A floor index an updater moved on since the view was read is not damage:
+    ``work()`` just runs again."""
     for _attempt in range(3):
         try:
             return work()
@@ -431,7 +376,7 @@ def _once_more(searcher: Searcher, work: Callable[[], _T]) -> _T:
         except (*_DAMAGE, OSError):
             with contextlib.suppress(OSError):
                 searcher.index.discard()
-            searcher._candidates.clear()
+            searcher._glossary.clear()
             break
     try:
         return work()
@@ -458,46 +403,38 @@ def run_deleted(
     tombstones (proven by the signature that added it: ``authority.own_delete``), the
     entries of the same kind and key written before it (by ``created``, then by the run's
     own call order). Others keep seeing them until the tombstone is verified; the run sees
-    what the memory tool's view shows it. Read from the index: the run's own documents, then
-    the (kind, key) groups of its tombstones."""
-    from ..authority import own_delete
-    from ..model import TOMBSTONE_MARK
-
+    what the memory tool's view shows it."""
     run_id = run_view.run
     if run_view.principal is None:
         return frozenset()
     prefix = f"run:{run_id}/"
 
-    def order(record: tuple[Any, ...]) -> tuple[str, int]:
-        produced = record[9] or ""
+    def order(entry: Entry) -> tuple[str, int]:
+        produced = entry.provenance.produced_by or ""
         tail = produced[len(prefix) :] if produced.startswith(prefix) else ""
-        return record[7], int(tail) if tail.isdigit() else 0
+        return entry.created, int(tail) if tail.isdigit() else 0
 
     stones: dict[tuple[str, str], tuple[str, int]] = {}
-    for seg, gone in zip(view.segments, view.deleted, strict=True):
-        cls = seg.cls
-        for docno in seg.runs().get(run_id, ()):
-            if docno in gone or cls[docno] & 3 != _UNVERIFIED or not cls[docno] & MARKED:
-                continue
-            if not own_delete(run_view, run_id, writer_of(seg.doc_id(docno))):
-                continue  # someone else's tombstone under this run's name hides nothing
-            record = seg.record(docno)
-            if not str(record[2]).startswith(TOMBSTONE_MARK):
-                continue
-            slot = (record[0], record[1])
-            stones[slot] = max(stones.get(slot, ("", 0)), order(record))
+    for m in group(view, Trust.UNVERIFIED, [run_tag(run_id), "t:unverified", "m"]):
+        if not own_delete(run_view, run_id, writer_of(m.id)):
+            continue  # someone else's tombstone under this run's name hides nothing
+        entry = view.entry(m.floor, m.hit)
+        if run_of(entry.provenance.produced_by) != run_id:
+            continue
+        if entry.body.startswith(TOMBSTONE_MARK):
+            slot = (entry.kind.value, entry.key)
+            stones[slot] = max(stones.get(slot, ("", 0)), order(entry))
     hidden: set[str] = set()
     for (kind, key), when in stones.items():
-        for seg, gone in zip(view.segments, view.deleted, strict=True):
-            for docno in seg.group(kind, key):
-                live = docno not in gone and not seg.cls[docno] & MARKED
-                if live and order(seg.record(docno)) < when:
-                    hidden.add(seg.doc_id(docno))
+        for m in every(view, [group_tag(kind, key)]):
+            entry = view.entry(m.floor, m.hit)
+            if not entry.body.startswith(MARKER_PREFIX) and order(entry) < when:
+                hidden.add(m.id)
     return frozenset(hidden)
 
 
 def capped(view: IndexView, flt: Filter) -> Filter:
-    """``flt`` under the read gate: unchanged when the view's history audits clean; else a
+    """``flt`` under the read gate: unchanged when the gate passes the view's history; else a
     floor above unverified is refused and an unverified floor serves nothing above it."""
     if view.refused is None:
         return flt
@@ -512,44 +449,48 @@ def search(
     flt: Filter | None = None,
     limit: int = 10,
     *,
+    gate: Gate,
     mode: str | None = None,
     embedder: Embedder | None = None,
     salience: str | None = None,
 ) -> RecallResult:
-    """One query against the store at (or above) ``store``, at its branch tip.
+    """One query against the store at (or above) ``store``, at its branch tip, behind
+    ``gate``. Reads no entry file when the index is current (the warm path imports neither
+    pygit2 nor YAML); brings the index up to date first when the branch moved."""
+    searcher = Searcher(store, gate=gate, embedder=embedder)
+    return searcher.query(text, flt, limit, mode=mode, salience=salience)
 
-    Reads no entry file when the index is current (the warm path imports neither pygit2 nor
-    YAML); brings the index up to date first when the branch moved.
-    """
-    return Searcher(store, embedder=embedder).query(text, flt, limit, mode=mode, salience=salience)
+
+def _snapshot_searcher(store: Store, gate: Gate, embedder: Any = None) -> Searcher:
+    git = GitDir.discover(store.git.git_dir)
+    return Searcher(gate=gate, embedder=embedder, git=git, repo=store.git.repo)
 
 
 def search_snapshot(
-    store: MemoryStore,
+    store: Store,
     snap: Snapshot,
     text: str,
     flt: Filter | None = None,
     limit: int = 10,
     *,
+    gate: Gate,
     mode: str | None = None,
     embedder: Embedder | None = None,
     salience: str | None = None,
 ) -> RecallResult:
     """A query at the commit of ``snap`` (e.g. a tool call's snapshot), through the index."""
-    searcher = Searcher(
-        embedder=embedder,
-        git=GitDir.discover(store.git.git_dir),
-        repo=store.git.repo,
-    )
+    searcher = _snapshot_searcher(store, gate, embedder)
     tree = snap.tree_id("memories")
     return searcher.query(
         text, flt, limit, mode=mode, tree=tree, at_tip=False, commit=snap.oid, salience=salience
     )
 
 
-def run_deleted_snapshot(store: MemoryStore, snap: Snapshot, run_view: RunView) -> frozenset[str]:
+def run_deleted_snapshot(
+    store: Store, snap: Snapshot, run_view: RunView, *, gate: Gate
+) -> frozenset[str]:
     """``run_deleted`` at the commit of ``snap``, for entries fetched by id."""
-    searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
+    searcher = _snapshot_searcher(store, gate)
     tree = snap.tree_id("memories")
 
     def deleted() -> frozenset[str]:
@@ -559,17 +500,19 @@ def run_deleted_snapshot(store: MemoryStore, snap: Snapshot, run_view: RunView) 
     return _once_more(searcher, deleted)
 
 
-def related_snapshot(store: MemoryStore, snap: Snapshot, entries: Sequence[Entry]) -> list[Entry]:
+def related_snapshot(
+    store: Store, snap: Snapshot, entries: Sequence[Entry], *, gate: Gate
+) -> list[Entry]:
     """``RecallResult.related`` for entries fetched some other way (by id): every live verified
     entry at the commit of ``snap`` sharing its kind and key with a live verified one of
-    ``entries``, where two or more exist -- from the index's (kind, key) groups, not a scan."""
-    searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
+    ``entries``, where two or more exist -- from the index's group terms, not a scan."""
+    searcher = _snapshot_searcher(store, gate)
     tree = snap.tree_id("memories")
 
     def related() -> list[Entry]:
         view = searcher.view(tree, at_tip=False, commit=snap.oid)
         if view.refused is not None:
-            return []  # verified entries only: the caller's own gate has refused or capped them
+            return []  # verified entries only: the gate has refused or capped them
         return searcher._related(view, [Hit(e, 0.0) for e in entries])
 
     return _once_more(searcher, related)

@@ -41,18 +41,15 @@ def reciprocal_rank_fusion(
     rankings: Sequence[Sequence[Match]], limit: int, k: int = RRF_K
 ) -> list[Match]:
     """The fused top ``limit``: fused score desc, then entry id asc."""
-    fused: dict[tuple[int, int], float] = {}
-    first: dict[tuple[int, int], Match] = {}
+    fused: dict[str, float] = {}
+    first: dict[str, Match] = {}
     for ranking in rankings:
         for rank, match in enumerate(ranking, start=1):
-            slot = (match.seg, match.docno)
+            slot = match.id
             fused[slot] = fused.get(slot, 0.0) + 1.0 / (k + rank)
             first.setdefault(slot, match)
-    ordered = sorted(fused.items(), key=lambda item: (-item[1], first[item[0]].id))
-    return [
-        Match(first[slot].seg, first[slot].docno, first[slot].id, score)
-        for slot, score in ordered[:limit]
-    ]
+    ordered = sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+    return [first[slot]._replace(score=score) for slot, score in ordered[:limit]]
 
 
 def fuse_ids(rankings: Sequence[Sequence[str]], limit: int, k: int = RRF_K) -> list[str]:
@@ -75,18 +72,15 @@ def _normalised(scores: Sequence[float]) -> list[float]:
 
 def score_fusion(rankings: Sequence[Sequence[Match]], limit: int) -> list[Match]:
     """The fused top ``limit`` by mean min-max-normalised score, then entry id asc."""
-    fused: dict[tuple[int, int], float] = {}
-    first: dict[tuple[int, int], Match] = {}
+    fused: dict[str, float] = {}
+    first: dict[str, Match] = {}
     for ranking in rankings:
         for match, score in zip(ranking, _normalised([m.score for m in ranking]), strict=True):
-            slot = (match.seg, match.docno)
+            slot = match.id
             fused[slot] = fused.get(slot, 0.0) + score / len(rankings)
             first.setdefault(slot, match)
-    ordered = sorted(fused.items(), key=lambda item: (-item[1], first[item[0]].id))
-    return [
-        Match(first[slot].seg, first[slot].docno, first[slot].id, score)
-        for slot, score in ordered[:limit]
-    ]
+    ordered = sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+    return [first[slot]._replace(score=score) for slot, score in ordered[:limit]]
 
 
 def fuse_scored_ids(rankings: Sequence[Sequence[tuple[str, float]]], limit: int) -> list[str]:

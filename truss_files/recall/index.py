@@ -2,69 +2,79 @@
 
 Files::
 
-    .git/truss/recall/head        which tree the index holds and how: segments, deletions,
-                                  unreadable files, the branch tip it was read from, and that
-                                  tip's [recall] settings (marshal, replaced atomically)
-    .git/truss/recall/seg-*.seg   immutable segments (``segment.py``), sorted by entry id:
-                                  records, class bytes, groups, runs -- what filters read
-    .git/truss/recall/floor-*/    one tantivy index per trust floor (``floors.py``): what
-                                  queries rank with; the head names each with its commit
-                                  opstamp, its live documents and their total length
-    .git/truss/recall/lock        taken by whoever updates the index (readers never lock)
+    .git/truss/recall/head      which tree the index holds and how: the floor indexes (folder,
+                                commit opstamp, file signature), unreadable files, the branch
+                                tip it was read from and that tip's [recall] settings
+                                (marshal, replaced atomically)
+    .git/truss/recall/floor-*/  one tantivy index per trust floor (``floors``): what queries
+                                filter, rank and read entries from; and one of the rejected
+                                entries, which no query ranks in (``floors.HOLDERS``)
+    .git/truss/recall/lock      taken by whoever updates the index (readers never lock)
 
 Life cycle:
 
-* **Warm query** -- read ``HEAD`` and the ref (two small files, ``gitread``); when the tip is
+* **Warm query** -- read ``HEAD`` and the ref (two small files, ``gitdir``); when the tip is
   the one the head names, the index is current: no git object, no YAML, no pygit2. The read
-  gate (``readgate``) then finds the tip in ``.git/truss/audited``: one more small file.
-* **After a write** -- the tip moved: read the new tip's ``memories/`` tree id, diff it
-  against the head's tree (only subtrees whose ids differ are read), re-read just the changed
-  files, and write them as one new small segment; the files they replace are marked deleted
-  in the head. Small segments merge in tiers of four (each entry is rewritten
-  ~log4(N) times over its life), a segment more than half deleted is compacted. The same
-  deletions and additions go to each floor index the entry belongs to (an unverified write
-  touches the unverified floor's alone), committed before the head is replaced.
+  gate the caller gives (``view(gate=...)``) then says whether the history may be served.
+* **After a write** -- the tip moved: diff the new tip's ``memories/`` tree against the
+  head's (only subtrees whose ids differ are read), re-read just the changed files, and hand
+  tantivy the deletions and additions: each floor index the entry belongs to, and only those
+  (an unverified write touches the unverified floor's alone), committed before the head is
+  replaced. tantivy merges its own segments.
 * **Rebuild** -- when the head is missing, unreadable, of another format or tokenizer version,
-  a segment is missing or damaged, or a floor index is missing, damaged, a link, or at
-  another commit than the head names (a crash between its commit and the head's
-  replacement): read every entry file again (in parallel worker processes above 5k files)
-  and build the floor indexes afresh in new folders.
+  or a floor index is missing, damaged, a link, or at another commit than the head names (a
+  crash between its commit and the head's replacement): read every entry file again and build
+  the floor indexes afresh in new folders.
 
-Concurrency: every file is written to a temporary name and ``os.replace``d, so a reader sees a
-whole old file or a whole new one. Segments are immutable and only deleted once unreferenced
-and older than a minute, so a reader that read the head a moment ago can still open them (and
-retries from the head if one vanished). Updaters serialise on ``lock`` (``flock``) and re-read
-the head inside it; a process that loses a race to another updater simply recomputes.
+Concurrency: the head is written to a temporary name and ``os.replace``d, so a reader sees a
+whole old head or a whole new one; a floor folder no head names is deleted only once older
+than a minute, and a reader opens a floor at the commit its head names or not at all
+(``Floor``). Updaters serialise on ``lock`` (``flock``) and re-read the head inside it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import marshal
 import os
+import shutil
 import stat
 import time
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final, NamedTuple
 
+from ..entryfile import parse
 from ..errors import ConfigError, EntryError, StoreError
-from ..model import Trust
-from .floors import FLOORS, Floor, FloorError, FloorMoved
-from .floorwrite import FloorChanges, FloorMeta
-from .gitread import Change, GitDir, Objects, diff_trees
-from .segment import FORMAT, NOFOLLOW, Doc, Segment, SegmentError, write_segment
+from ..gitdamage import damage
+from ..gitdir import Change, GitDir, Objects, diff_trees, walk_tree
+from ..model import Entry, Trust
+from .acronyms import definitions
+from .docs import document_tokens, entry_of, record_of
+from .floors import (
+    BUILD_HEAP,
+    HOLDERS,
+    Floor,
+    FloorError,
+    FloorMoved,
+    FloorWriter,
+    holders_of,
+    make_doc,
+    read_opstamp,
+    signature,
+    trust_of_code,
+)
 from .tokenize import TOKENIZER_VERSION
 
-if TYPE_CHECKING:
-    from pathlib import Path
+__all__ = ["HEAD_FORMAT", "Gate", "Index", "IndexView", "TipInfo"]
 
-__all__ = ["HEAD_FORMAT", "Index", "IndexView", "TipInfo"]
-
-HEAD_FORMAT: Final = 2
-MERGE_TIER: Final = 4
-PARALLEL_AT: Final = 5_000  # files; below this a rebuild stays in-process (spawn ~0.3 s)
+HEAD_FORMAT: Final = 4
 REBUILD_AT: Final = 20_000  # changed files; above this a diff costs more than a rebuild
-GC_AGE: Final = 60.0  # seconds an unreferenced segment is kept for readers in flight
+GC_AGE: Final = 60.0  # seconds an unreferenced floor folder is kept for readers in flight
+# The read gate a caller gives every view: (git directory, commit read) -> why the history
+# up to that commit may not be served above unverified, or None when it audits clean.
+Gate = Callable[[GitDir, "str | None"], "str | None"]
+FloorMeta = tuple[str, int, int]  # folder, commit opstamp, file signature
 
 
 class TipInfo(NamedTuple):
@@ -77,44 +87,22 @@ class TipInfo(NamedTuple):
     recall: dict[str, Any]  # truss.toml [recall] at the tip
 
 
-class _Head:
-    """The head file: the index's tree, tip, segments, deletions, unreadable files, floors."""
-
-    __slots__ = ("tree", "tip", "segments", "deleted", "invalid", "floors", "state")
-
-    def __init__(
-        self,
-        tree: str | None,
-        tip: TipInfo | None,
-        segments: list[str],
-        deleted: dict[str, set[int]],
-        invalid: dict[str, str],
-        floors: dict[str, FloorMeta],
-        state: str = "",
-    ) -> None:
-        self.tree = tree
-        self.tip = tip
-        self.segments = segments
-        self.deleted = deleted
-        self.invalid = invalid
-        self.floors = floors
-        self.state = state  # identifies the set of live documents (segments and deletions)
+class _Head(NamedTuple):
+    tree: str | None
+    tip: TipInfo | None
+    floors: dict[str, FloorMeta]
+    invalid: dict[str, str]
 
     def dump(self) -> bytes:
-        tip = self.tip
+        tip = None if self.tip is None else tuple(self.tip)
         return marshal.dumps(
             {
                 "format": HEAD_FORMAT,
-                "segment_format": FORMAT,
                 "tokenizer": TOKENIZER_VERSION,
                 "tree": self.tree,
-                "tip": None
-                if tip is None
-                else (tip.ref, tip.tip, tip.tree, tip.config_blob, tip.recall),
-                "segments": self.segments,
-                "deleted": {k: sorted(v) for k, v in self.deleted.items() if v},
-                "invalid": self.invalid,
+                "tip": tip,
                 "floors": self.floors,
+                "invalid": self.invalid,
             }
         )
 
@@ -122,102 +110,74 @@ class _Head:
     def load(cls, data: bytes) -> _Head | None:
         try:
             raw = marshal.loads(data)
-            if (
-                raw["format"] != HEAD_FORMAT
-                or raw["segment_format"] != FORMAT
-                or raw["tokenizer"] != TOKENIZER_VERSION
-            ):
+            if raw["format"] != HEAD_FORMAT or raw["tokenizer"] != TOKENIZER_VERSION:
                 return None
-            tip = raw["tip"]
-            return cls(
-                tree=raw["tree"],
-                tip=None if tip is None else TipInfo(*tip),
-                segments=list(raw["segments"]),
-                deleted={k: set(v) for k, v in raw["deleted"].items()},
-                invalid=dict(raw["invalid"]),
-                floors={str(k): tuple(v) for k, v in raw["floors"].items()},
-                state=repr((raw["segments"], raw["deleted"], raw["floors"])),
-            )
+            tree, tip, floors, invalid = raw["tree"], raw["tip"], raw["floors"], raw["invalid"]
+            floors = {str(k): tuple(v) for k, v in floors.items()}
+            if set(floors) != {t.value for t in HOLDERS}:
+                return None
+            return cls(tree, None if tip is None else TipInfo(*tip), floors, dict(invalid))
         except (EOFError, ValueError, TypeError, KeyError):
             return None
 
 
 class IndexView:
-    """The index at one tree: segments and, per segment, the docnos no longer in the tree;
-    the floor indexes, opened on first use (``floor``)."""
+    """The index at one tree: its floor indexes, opened on first use (``floor``), and the
+    entries they hold, decoded once per opened floor (``entry``)."""
 
-    __slots__ = (
-        "tree",
-        "segments",
-        "deleted",
-        "invalid",
-        "tip",
-        "state",
-        "refused",
-        "floor_meta",
-        "_opener",
-        "_by_size",
-    )
+    __slots__ = ("tree", "tip", "invalid", "state", "refused", "_floors", "_opener")
 
     def __init__(
         self,
-        tree: str | None,
-        segments: list[Segment],
-        deleted: list[set[int]],
-        invalid: dict[str, str],
+        head: _Head,
         tip: TipInfo | None,
-        state: str = "",
-        floor_meta: dict[str, FloorMeta] | None = None,
-        opener: Any = None,
+        opener: Callable[[Trust, FloorMeta], Floor],
     ) -> None:
-        self.tree = tree
-        self.segments = segments
-        self.deleted = deleted
-        self.invalid = invalid
-        self.tip = tip
-        self.state = state  # equal states hold the same live documents
-        self.floor_meta = floor_meta or {}
+        self.tree = head.tree
+        self.tip = tip or head.tip
+        self.invalid = head.invalid
+        self.state = repr(sorted(head.floors.items()))  # equal states hold the same entries
+        self._floors = head.floors
         self._opener = opener
-        self._by_size: list[int] | None = None
-        # Why the history of the commit read fails the audit (``readgate``), else None: then
-        # nothing above unverified may leave this view.
+        # Why the history of the commit read fails the read gate, else None: then nothing
+        # above unverified may leave this view.
         self.refused: str | None = None
 
-    def __len__(self) -> int:
-        return sum(s.n - len(d) for s, d in zip(self.segments, self.deleted, strict=True))
-
     def floor(self, trust: Trust) -> Floor:
-        """The floor index of ``trust`` as the head names it (raises ``FloorError`` when it
-        is not: damaged, or moved on by an updater since this view was read)."""
-        meta = self.floor_meta.get(trust.value)
-        if meta is None or self._opener is None:
-            raise FloorError(f"no {trust.value} floor index")
-        found: Floor = self._opener(meta)
+        """The floor index of ``trust`` as the head names it (``FloorError`` when it is not:
+        damaged; ``FloorMoved`` when an updater moved it on since this view was read)."""
+        return self._opener(trust, self._floors[trust.value])
+
+    def entry(self, floor: Floor, hit: Sequence[Any]) -> Entry:
+        """The ``Entry`` of a hit ``(score, id, trust code, address)`` of ``floor``: its record
+        is stored in the floor of its own trust."""
+        entry_id, code, address = hit[1], hit[2], hit[3]
+        found: Entry | None = floor.memo.get(entry_id)
+        if found is not None:
+            return found
+        home = floor if trust_of_code(code) is floor.trust else self.floor(trust_of_code(code))
+        if home is not floor:
+            address = home.address_of(entry_id)
+            if address is None:
+                raise FloorError(f"{entry_id} is in {floor.path} but not in {home.path}")
+        raw = home.stored(address, "rec")
+        if raw is None:
+            raise FloorError(f"{home.path}: {entry_id} has no record")
+        found = entry_of(marshal.loads(raw), entry_id)
+        # The filter read the trust tags, the caller gets the record: they must agree, or
+        # damaged files could pass an unverified entry off at the verified floor.
+        if found.trust is not trust_of_code(code) or floor.trust not in holders_of(found.trust):
+            raise FloorError(f"{home.path}: {entry_id} contradicts its record")
+        if len(floor.memo) > 8192:
+            floor.memo.clear()
+        floor.memo[entry_id] = found
         return found
 
-    def locate(self, entry_id: str) -> tuple[int, int] | None:
-        """``(segment number, docno)`` of a live document. An id is live in one segment at
-        most, so the largest (most likely) are searched first."""
-        if self._by_size is None:
-            self._by_size = sorted(range(len(self.segments)), key=lambda i: -self.segments[i].n)
-        for number in self._by_size:
-            docno = self.segments[number].find(entry_id)
-            if docno is not None and docno not in self.deleted[number]:
-                return number, docno
-        return None
 
-    def live(self) -> Iterator[tuple[int, int]]:
-        """Every (segment number, docno) in the tree."""
-        for number, (seg, gone) in enumerate(zip(self.segments, self.deleted, strict=True)):
-            for docno in range(seg.n):
-                if docno not in gone:
-                    yield number, docno
-
-
-# Floor indexes open in this process, by cache folder and the head's record of them (its
-# folder, opstamp and file signature): a searcher reads a private copy of the commit that
-# record names (``Floor``), so one opened for an earlier ``Index`` of the same store (a server
-# opens one per call) answers right for as long as a head names that record.
+# Floor indexes open in this process, by cache folder and the head's record of them: a
+# searcher reads a private copy of the commit that record names (``Floor``), so one opened
+# for an earlier ``Index`` of the same store (a server opens one per call) answers right for
+# as long as a head names that record.
 _OPEN_FLOORS: dict[tuple[str, FloorMeta], Floor] = {}
 
 
@@ -229,15 +189,8 @@ class Index:
         self.dir_str = os.path.join(git.cache_str, "recall")  # a query needs no pathlib
         self.objects = Objects(git, repo)
         self.stats: dict[str, Any] = {}
-        self._segments: dict[str, Segment] = {}
-        self._floors: dict[FloorMeta, Floor] = {}
         self._head_cache: tuple[bytes, _Head] | None = None
-
-    @property
-    def dir(self) -> Path:
-        from pathlib import Path
-
-        return Path(self.dir_str)
+        self._checked: _Head | None = None
 
     # -- the branch tip ------------------------------------------------------------------
 
@@ -246,6 +199,8 @@ class Index:
         try:
             ref, tip = self.git.head()
         except LookupError:
+            # A HEAD the hand reader cannot follow (a packed ref, a worktree): pygit2, whose
+            # import (~70 ms) a warm query must not pay, reads it.
             import pygit2
 
             repo = self.objects.repo
@@ -253,8 +208,6 @@ class Index:
                 ref = None if repo.head_is_detached else repo.references["HEAD"].target
                 tip = None if repo.head_is_unborn else str(repo.head.target)
             except (pygit2.GitError, KeyError, ValueError) as exc:
-                from ..gitdamage import damage
-
                 found = damage(self.git.common_str)
                 if found is None:
                     raise StoreError(f"cannot read HEAD or its branch ({exc})") from exc
@@ -262,9 +215,6 @@ class Index:
         known = head.tip if head is not None else None
         if known is not None and known.tip == tip and known.ref == ref:
             return known
-        return self._read_tip(ref, tip)
-
-    def _read_tip(self, ref: str | None, tip: str | None) -> TipInfo:
         if tip is None:
             return TipInfo(ref, None, None, None, {})
         root = self.objects.commit_tree(tip)
@@ -277,21 +227,21 @@ class Index:
     # -- opening -------------------------------------------------------------------------
 
     def view(
-        self, tree: str | None = None, *, at_tip: bool = True, commit: str | None = None
+        self,
+        tree: str | None = None,
+        *,
+        gate: Gate,
+        at_tip: bool = True,
+        commit: str | None = None,
     ) -> IndexView:
         """The index brought up to date with the branch tip's ``memories/`` tree, or -- with
         ``at_tip=False`` -- with ``tree`` (None: no ``memories/`` at all), for a caller that
-        holds a snapshot of ``commit``.
-
-        Every read through the index passes here once, so this is where the read gate runs:
-        ``refused`` says whether the history of the commit read audits clean (warm: one small
-        file; otherwise only the new commits are audited)."""
-        from ..readgate import refusal
-
+        holds a snapshot of ``commit``. ``gate`` is the read gate of whoever opens the read:
+        ``refused`` is what it says of the commit read (there is no view without one)."""
         opened = self._view(tree, at_tip)
         if at_tip:
             commit = opened.tip.tip if opened.tip is not None else None
-        opened.refused = refusal(self.git, commit)
+        opened.refused = gate(self.git, commit)
         return opened
 
     def _view(self, tree: str | None, at_tip: bool) -> IndexView:
@@ -300,78 +250,50 @@ class Index:
             head = self._load_head()
             tip = self.tip_info(head) if at_tip else None
             target = tip.tree if tip is not None else tree
-            if head is not None and head.tree == target:
-                opened = self._open(head, tip)
-                if opened is not None:
-                    if tip is not None and head.tip != tip:
-                        self._remember_tip(tip)
-                    return opened
+            if head is not None and head.tree == target and self._intact(head):
+                if tip is not None and head.tip != tip:
+                    self._remember_tip(tip)
+                return IndexView(head, tip, self._open_floor)
             with self._lock():
                 current = self._load_head()
-                opened = None
-                if current is not None and current.tree == target:
-                    opened = self._open(current, tip)
-                    if opened is None:
-                        # Under the lock no updater is at work: a segment or a floor index
-                        # that disagrees with the head is damage (or a crash): rebuild.
-                        current = None
-                if opened is None:
-                    opened = self._open(self._update(current, target, tip), tip)
-                if opened is not None:
-                    return opened
-        raise StoreError(f"the recall index in {self.dir} keeps changing; try again")
+                if current is None or current.tree != target or not self._intact(current):
+                    # Under the lock no updater is at work: a floor index that disagrees
+                    # with the head is damage (or a crash) and is rebuilt.
+                    intact = current if current is not None and self._intact(current) else None
+                    current = self._update(intact, target, tip)
+                if current.tree == target:
+                    return IndexView(current, tip, self._open_floor)
+        raise StoreError(f"the recall index in {self.dir_str} keeps changing; try again")
 
-    def _open(self, head: _Head, tip: TipInfo | None) -> IndexView | None:
-        segments = []
-        try:
-            for name in head.segments:
-                seg = self._segments.get(name)
-                if seg is None:
-                    # Names are never reused and files never change: an open segment stays good
-                    # (its mapping survives the file's deletion), decoded columns and all.
-                    seg = self._segments[name] = Segment(os.path.join(self.dir_str, name))
-                segments.append(seg)
-        except SegmentError:
-            return None
-        if len(self._segments) > len(segments):
-            # Forget merged-away segments; views still using one keep it mapped until dropped.
-            self._segments = {name: self._segments[name] for name in head.segments}
-        if head.tree is not None and set(head.floors) != {t.value for t in FLOORS}:
-            return None
-        # A floor index is checked when a query first opens it (``Floor``: its opstamp and
-        # files against the head's record), so a crash that left one ahead of the head, or
-        # one damaged, removed or replaced by a link, is found there and rebuilt.
-        deleted = [head.deleted.get(name, set()) for name in head.segments]
-        return IndexView(
-            head.tree,
-            segments,
-            deleted,
-            head.invalid,
-            tip or head.tip,
-            head.state,
-            head.floors,
-            self._open_floor,
+    def _intact(self, head: _Head) -> bool:
+        """Whether every floor folder the head names is at the commit it records: checked
+        once per head (the open itself checks again, ``Floor``, and a damaged floor found
+        later drops the head: ``discard``)."""
+        if head is self._checked:
+            return True
+        found = all(
+            (self.dir_str, meta) in _OPEN_FLOORS
+            or signature(os.path.join(self.dir_str, meta[0])) == meta[2]
+            for meta in head.floors.values()
         )
+        self._checked = head if found else None
+        return found
 
-    def _open_floor(self, meta: FloorMeta) -> Floor:
-        found = self._floors.get(meta) or _OPEN_FLOORS.get((self.dir_str, meta))
+    def _open_floor(self, trust: Trust, meta: FloorMeta) -> Floor:
+        found = _OPEN_FLOORS.get((self.dir_str, meta))
         if found is None:
-            name, opstamp, n_docs, total, sign = meta
+            name, opstamp, sign = meta
             try:
-                found = Floor(os.path.join(self.dir_str, name), opstamp, n_docs, total, sign)
+                found = Floor(os.path.join(self.dir_str, name), trust, opstamp, sign)
             except FloorError:
                 head = self._load_head()
                 if head is None or meta not in head.floors.values():
                     # An updater committed since this view read the head: not damage.
                     raise FloorMoved(f"{name} moved on; ask again") from None
                 raise
-            if len(_OPEN_FLOORS) >= 12:
+            if len(_OPEN_FLOORS) >= 16:
                 _OPEN_FLOORS.clear()
             _OPEN_FLOORS[(self.dir_str, meta)] = found
-        if meta not in self._floors:
-            if len(self._floors) >= 6:
-                self._floors.clear()
-            self._floors[meta] = found
         return found
 
     def _guard_dir(self) -> None:
@@ -397,24 +319,24 @@ class Index:
             return
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.dir_str)
-        self._head_cache = None
-        self._segments = {}
-        self._floors = {}
+        self._forget()
 
-    def discard(self) -> None:
-        """Forget the index (its head), so the next view rebuilds it: for a segment found
-        damaged while read, whose header and length still checked out."""
-        with self._lock(), contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(self.dir_str, "head"))
+    def _forget(self) -> None:
+        self._head_cache = None
+        self._checked = None
         for key in [k for k in _OPEN_FLOORS if k[0] == self.dir_str]:
             _OPEN_FLOORS.pop(key, None)
-        self._head_cache = None
-        self._segments = {}
-        self._floors = {}
+
+    def discard(self) -> None:
+        """Forget the index (its head), so the next view rebuilds it: for a floor found
+        damaged while read, whose files still looked like its commit."""
+        with self._lock(), contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.dir_str, "head"))
+        self._forget()
 
     def _load_head(self) -> _Head | None:
         try:
-            fd = os.open(os.path.join(self.dir_str, "head"), os.O_RDONLY | NOFOLLOW)
+            fd = os.open(os.path.join(self.dir_str, "head"), os.O_RDONLY | _NOFOLLOW)
         except OSError:
             return None  # missing, or a link planted in its place (never followed): rebuild
         try:
@@ -431,32 +353,26 @@ class Index:
         return head
 
     def _save_head(self, head: _Head) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / f".head.{os.getpid()}.tmp"
-        tmp.write_bytes(head.dump())
-        os.replace(tmp, self.dir / "head")
+        os.makedirs(self.dir_str, exist_ok=True)
+        tmp = os.path.join(self.dir_str, f".head.{os.getpid()}.tmp")
+        with open(tmp, "wb") as handle:
+            handle.write(head.dump())
+        os.replace(tmp, os.path.join(self.dir_str, "head"))
 
     def _remember_tip(self, tip: TipInfo) -> None:
         """Record a new tip whose ``memories/`` did not change, so the next query reads no
-        object. Under the lock: written outside it, an older head could replace a racing
-        updater's newer one after that updater collected the older head's segments."""
+        object (under the lock, so an older head never replaces a racing updater's)."""
         with self._lock():
             head = self._load_head()
             if head is not None and head.tree == tip.tree:
-                head.tip = tip
                 with contextlib.suppress(OSError):
-                    self._save_head(head)
+                    self._save_head(head._replace(tip=tip))
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
         self._guard_dir()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: racing updaters just recompute
-            yield
-            return
-        with open(self.dir / "lock", "a") as handle:
+        os.makedirs(self.dir_str, exist_ok=True)
+        with open(os.path.join(self.dir_str, "lock"), "a") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             try:
                 yield
@@ -467,6 +383,7 @@ class Index:
 
     def _update(self, head: _Head | None, target: str | None, tip: TipInfo | None) -> _Head:
         started = time.perf_counter()
+        new = None
         if head is not None:
             try:
                 changes = [
@@ -477,195 +394,132 @@ class Index:
             except (KeyError, ValueError, StoreError):
                 changes = None  # e.g. the old tree is gone (history rewritten): rebuild
             if changes is not None and len(changes) <= REBUILD_AT:
-                try:
+                with contextlib.suppress(FloorError):
                     new = self._apply(head, changes, target, tip)
-                except (SegmentError, FloorError):
-                    new = None  # a segment or floor index an update needs is damaged: rebuild
-                if new is not None:
                     self.stats = {"op": "update", "changed": len(changes)}
-                    self.stats["seconds"] = time.perf_counter() - started
-                    return new
-        new = self._rebuild(target, tip)
-        self.stats = {"op": "rebuild", "seconds": time.perf_counter() - started}
+        if new is None:
+            new = self._rebuild(target, tip)
+            self.stats = {"op": "rebuild"}
+        self.stats["seconds"] = time.perf_counter() - started
         return new
 
     def _apply(
         self, head: _Head, changes: Sequence[Change], target: str | None, tip: TipInfo | None
-    ) -> _Head | None:
-        try:
-            segments = [Segment(self.dir / name) for name in head.segments]
-        except SegmentError:
-            return None
-        try:
-            return self._apply_to(head, segments, changes, target, tip)
-        finally:
-            for seg in segments:
-                seg.close()
-
-    def _apply_to(
-        self,
-        head: _Head,
-        segments: list[Segment],
-        changes: Sequence[Change],
-        target: str | None,
-        tip: TipInfo | None,
     ) -> _Head:
-        if head.tree is not None and set(head.floors) != {t.value for t in FLOORS}:
-            raise FloorError("the head names no floor indexes")
-        deleted = {name: set(head.deleted.get(name, ())) for name in head.segments}
+        floors = _Writers(self.dir_str, head.floors)
         invalid = dict(head.invalid)
-        added: list[tuple[str, str]] = []
-        floors = FloorChanges(self.dir_str, head.floors)
         for change in changes:
-            if change.old is not None:
-                invalid.pop(change.path, None)
-                entry_id = change.path.rsplit("/", 1)[-1][:-3]
-                for name, seg in zip(reversed(head.segments), reversed(segments), strict=True):
-                    docno = seg.find(entry_id)
-                    if docno is not None and docno not in deleted[name]:
-                        deleted[name].add(docno)
-                        floors.delete(entry_id, seg.cls[docno], seg.lengths[docno])
-                        break
+            if change.old is not None and invalid.pop(change.path, None) is None:
+                old = self._read(change.path, change.old, {})
+                if old is not None:
+                    floors.delete(old)
             if change.new is not None:
-                added.append((change.path, change.new))
-        names = list(head.segments)
-        if len(added) >= PARALLEL_AT:
-            # A bulk import: the changed files are read like a rebuild's, by worker processes.
-            from .build import build_segments
-
-            made, bad = build_segments(self, added)
-            invalid.update(bad)
-        else:
-            docs = [d for d in (self._read_doc(p, b, invalid) for p, b in added) if d is not None]
-            docs.sort(key=lambda d: d.id)
-            made = [self._write(docs)] if docs else []
-        for name in made:
-            names.append(name)
-            deleted[name] = set()
-            seg = Segment(self.dir / name)
-            try:
-                floors.add_segment(seg, range(seg.n))
-            finally:
-                seg.close()
-        # Committed before the head names them: a crash in between leaves a floor index
-        # ahead of the head, which the next reader finds and rebuilds.
-        committed = floors.commit()
-        names, deleted = self._merge(names, deleted)
-        new = _Head(target, tip, names, deleted, invalid, committed)
+                entry = self._read(change.path, change.new, invalid)
+                if entry is not None:
+                    floors.add(entry)
+        new = _Head(target, tip, floors.commit(), invalid)
         self._save_head(new)
-        self._collect(set(names))
+        self._collect(new)
         return new
 
-    def _read_doc(self, path: str, blob: str, invalid: dict[str, str]) -> Doc | None:
-        from .docs import to_doc
-        from .scan import scan
-
+    def _read(self, path: str, blob: str, invalid: dict[str, str]) -> Entry | None:
         try:
-            entry = scan(self.objects.blob(blob), path)
+            return parse(self.objects.blob(blob), path)
         except EntryError as exc:
             invalid[path] = exc.message
             return None
-        return to_doc(entry, path.rsplit("/", 1)[-1][:-3])
-
-    def _write(self, docs: Sequence[Doc]) -> str:
-        name = f"seg-{os.getpid()}-{time.time_ns():x}.seg"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        write_segment(self.dir / name, docs)
-        return name
-
-    def _merge(
-        self, names: list[str], deleted: dict[str, set[int]]
-    ) -> tuple[list[str], dict[str, set[int]]]:
-        """Merge the newest segments while the last ``MERGE_TIER`` share a size tier."""
-        sizes = {name: _live(self.dir / name, deleted[name]) for name in names}
-        while True:
-            tail = names[-MERGE_TIER:]
-            if len(tail) == MERGE_TIER and len({_tier(sizes[n]) for n in tail}) == 1:
-                chosen = tail
-            else:
-                # A segment that is mostly deleted entries is compacted on its own.
-                chosen = [n for n in names if sizes[n] * 2 < _size(self.dir / n) and deleted[n]]
-                chosen = chosen[:1]
-            if not chosen:
-                return names, deleted
-            merged = self._merge_segments(chosen, deleted)
-            at = names.index(chosen[0])
-            names = [n for n in names if n not in chosen]
-            if merged is not None:
-                names.insert(at, merged)
-                deleted[merged] = set()
-                sizes[merged] = _live(self.dir / merged, set())
-
-    def _merge_segments(self, chosen: list[str], deleted: dict[str, set[int]]) -> str | None:
-        docs: list[Doc] = []
-        for name in chosen:
-            seg = Segment(self.dir / name)
-            gone = deleted.pop(name, set())
-            docs.extend(seg.iter_docs(d for d in range(seg.n) if d not in gone))
-            seg.close()
-        if not docs:
-            return None
-        docs.sort(key=lambda d: d.id)
-        return self._write(docs)
 
     def _rebuild(self, target: str | None, tip: TipInfo | None) -> _Head:
-        from .build import build_tree
-
-        names: list[str] = []
+        floors = _Writers(self.dir_str, None)
         invalid: dict[str, str] = {}
         if target is not None:
-            names, invalid = build_tree(self, target)
-        floors = FloorChanges(self.dir_str, None)
-        for name in names:
-            seg = Segment(self.dir / name)
-            try:
-                floors.add_segment(seg, range(seg.n))
-            finally:
-                seg.close()
-        head = _Head(target, tip, names, {n: set() for n in names}, invalid, floors.commit())
+            for path, blob in walk_tree(self.objects, target, "memories"):
+                if path.endswith(".md"):
+                    entry = self._read(path, blob, invalid)
+                    if entry is not None:
+                        floors.add(entry)
+        head = _Head(target, tip, floors.commit(), invalid)
         self._save_head(head)
-        self._collect(set(names))
+        self._collect(head)
         return head
 
-    def _collect(self, keep: set[str]) -> None:
-        """Delete unreferenced segments, floor indexes and temporary files older than
-        ``GC_AGE``."""
+    def _collect(self, head: _Head) -> None:
+        """Delete floor folders and temporary files no head names, older than ``GC_AGE``."""
         now = time.time()
-        head = self._load_head()
-        floors = {meta[0] for meta in head.floors.values()} if head is not None else set()
-        for path in self.dir.iterdir():
-            name = path.name
-            if name.startswith("floor-"):
-                if name not in floors:
-                    _remove_old(path, now)
+        keep = {meta[0] for meta in head.floors.values()}
+        for name in os.listdir(self.dir_str):
+            if name in keep or not (name.startswith("floor-") or name.endswith(".tmp")):
                 continue
-            if name.endswith(".vec"):  # a segment's vectors (embed.py) live as long as it does
-                name = name.split(".", 1)[0] + ".seg"
-            elif not (name.endswith(".seg") or name.endswith(".tmp")):
-                continue
-            if name in keep:
-                continue
+            path = os.path.join(self.dir_str, name)
             with contextlib.suppress(OSError):
-                if now - path.stat().st_mtime > GC_AGE:
-                    path.unlink()
+                info = os.lstat(path)
+                if now - info.st_mtime <= GC_AGE:
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
 
 
-def _remove_old(path: Path, now: float) -> None:
-    """Remove a floor folder no head names, once older than ``GC_AGE`` (a link: just it)."""
-    import shutil
+_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
-    with contextlib.suppress(OSError):
-        info = os.lstat(path)
-        if now - info.st_mtime <= GC_AGE:
-            return
-        if stat.S_ISDIR(info.st_mode):
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
+
+class _Writers:
+    """Deletions and additions for the floor indexes, committed together: a writer is opened
+    only for a floor that changes. ``floors`` None: build every floor afresh, in new
+    folders, with writers sized for a bulk build."""
+
+    def __init__(self, folder: str, floors: dict[str, FloorMeta] | None) -> None:
+        self.folder = folder
+        self.fresh = floors is None
+        self.meta: dict[str, FloorMeta] = dict(floors or {})
+        self.writers: dict[str, FloorWriter] = {}
+        if self.fresh:
+            stamp = f"{os.getpid()}-{time.time_ns():x}"
+            for trust in HOLDERS:
+                self.meta[trust.value] = (f"floor-{trust.value}-{stamp}", 0, 0)
+
+    def _writer(self, floor: str) -> FloorWriter:
+        found = self.writers.get(floor)
+        if found is None:
+            name, opstamp, sign = self.meta[floor]
+            path = os.path.join(self.folder, name)
+            if self.fresh:
+                found = FloorWriter(path, create=True, heap=BUILD_HEAP // len(HOLDERS))
+            else:
+                # Changes go only onto the commit the head names: a floor index a crash left
+                # ahead of it already holds some of them (or is damaged): rebuild instead.
+                if signature(path) != sign or read_opstamp(path) != opstamp:
+                    raise FloorError(f"{path} is not at the commit the index head names")
+                found = FloorWriter(path)
+            self.writers[floor] = found
+        return found
+
+    def delete(self, entry: Entry) -> None:
+        for trust in holders_of(entry.trust):
+            self._writer(trust.value).delete(entry.id)
+
+    def add(self, entry: Entry) -> None:
+        held = holders_of(entry.trust)  # rejected: the rejected entries' index alone
+        body = " ".join(document_tokens(entry))
+        found = definitions(entry.body) if "(" in entry.body else []
+        record = marshal.dumps(record_of(entry))
+        for trust in held:
+            home = record if trust is entry.trust else None
+            self._writer(trust.value).add(make_doc(entry, body, home, found))
+
+    def commit(self) -> dict[str, FloorMeta]:
+        if self.fresh:
+            for trust in HOLDERS:
+                self._writer(trust.value)  # every index exists, empty or not
+        for floor, writer in self.writers.items():
+            opstamp, sign = writer.commit()
+            self.meta[floor] = (self.meta[floor][0], opstamp, sign)
+        return self.meta
 
 
 def _recall_section(data: bytes) -> dict[str, Any]:
-    import tomllib
+    import tomllib  # only when the tip moved: a warm query reads the head's copy (cold path)
 
     try:
         raw = tomllib.loads(data.decode("utf-8"))
@@ -684,23 +538,3 @@ def _recall_section(data: bytes) -> dict[str, Any]:
     if isinstance(memory, dict) and isinstance(memory.get("scope"), str):
         out["memory.scope"] = memory["scope"]
     return out
-
-
-def _tier(size: int) -> int:
-    tier = 0
-    while size >= MERGE_TIER:
-        size //= MERGE_TIER
-        tier += 1
-    return tier
-
-
-def _size(path: Path) -> int:
-    seg = Segment(path)
-    try:
-        return seg.n
-    finally:
-        seg.close()
-
-
-def _live(path: Path, gone: set[int]) -> int:
-    return _size(path) - len(gone)

@@ -1,26 +1,18 @@
-"""Exact recall over an index view: the filter, then BM25 in the trust floor's tantivy index.
+"""Exact recall over an index view: the filter as tantivy clauses, then BM25 at the floor.
 
-The filter runs first. Per segment, the class byte of every document goes through a 256-entry
-table (``bytes.translate``), giving a 0/1 mask in C; the rarer conditions (layer, key, scope,
-areas, ids a run may see or may not, deleted documents) adjust that mask (``candidates``).
+The filter runs first, inside tantivy: everything a ``Filter`` says -- kind, key, layers,
+scope, the reader's scopes (``memory.scope``), areas, the trust ceiling, superseded, marked,
+hidden ids -- is a zero-score clause over the documents' ``tag`` and ``id`` terms
+(``clauses``), so tantivy only ever scores admitted documents. The floor itself is which
+index is searched: the floor index of ``flt.min_trust`` holds exactly the entries at or above
+it, so ``N``, document frequencies and the average length are the floor's statistics.
 
-Ranking reads the floor index of ``flt.min_trust`` (``floors``): tantivy's BM25 over the
-floor's members, so ``N``, document frequencies and the average length are the floor's
-statistics -- not the filtered candidates'. What the filter's class table and fields can say
-(kind, key, layers, the trust ceiling, superseded, marked) goes into the tantivy query as
-clauses of zero score, so tantivy only ever scores admitted documents. The rest of the filter
-(areas, scope, the reader's scopes, hidden ids, deleted documents in a view of another tree)
-comes from the mask: when the mask admits at most ``ID_SET_AT`` documents (200, measured),
-their ids go into the query as one more clause (a term set); otherwise tantivy's hits are read
-through the mask, asking for more (four times as many) until ``limit`` pass or none are left.
-
-Documents a filter lets through a floor they are below -- ``visible_ids``, ``visible_run``,
-an ``own`` area's unverified entries -- are not in the floor's index. They are scored in
-Python with the floor's statistics joined by the admitted documents below the floor (their
-count, lengths and document frequencies added: what tantivy would score them were they at
-the floor, and above 0 even over an empty floor), by tantivy's own formula (``floors.bm25``:
-its f32 steps and its quantised lengths), and merged into the ranking. Entries at the floor
-are scored by tantivy without them: nothing below the floor moves their scores.
+Documents a filter lets through a floor they are below -- ``visible_ids``, a run's own
+unverified notes (``visible_run``), an ``own`` area's unverified notes -- are not in the
+floor's index. They are searched for in the unverified floor's index (which holds them),
+under the same clauses and the proof each needs (a signature, read through ``writer_of``),
+scored there by tantivy, and merged into the ranking. Entries at the floor are scored by
+tantivy in their floor's index alone: nothing below the floor moves their scores.
 
 Order: score descending, then entry id ascending. tantivy orders equal scores arbitrarily, so
 the search asks for more hits until the last one scores below the ``limit``-th.
@@ -28,414 +20,222 @@ the search asks for more hits until the last one scores below the ``limit``-th.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Final, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
-from ..model import Kind, Layer, Trust
-from .docs import KIND_CODE, LAYER_CODE, MARKED, SUPERSEDED, TRUST_CODE
-from .floors import (
-    MARKED_TAG,
-    SUPERSEDED_TAG,
-    Floor,
-    bm25,
-    body_query,
-    group_tag,
-    kind_tag,
-    layer_tag,
-    ranked,
-    trust_tag,
-)
+import tantivy
+
+from ..authority import RunView, owns, run_of, trainer_note
+from ..model import Entry, Kind, Trust
+from .floors import SCHEMA, Floor, body_query, group_tag, ranked, run_tag, scope_tag
 from .index import IndexView
 from .pipeline import Area, Filter
-from .segment import Segment
+from .related import RELATED_WEIGHT
 
-__all__ = ["Candidates", "Match", "candidates", "below_floor", "lexical"]
+__all__ = ["Match", "admitted", "below_floor", "clauses", "lexical"]
 
-_REJECTED: Final = TRUST_CODE[Trust.REJECTED]
-_RANK_OF_CODE: Final = {code: trust.rank for trust, code in TRUST_CODE.items()}
-# Admitted documents up to this many are handed to tantivy as a set of ids (one clause)
-# rather than read back through the mask hit by hit. Measured at 10k notes (warm p50, a filter
-# of hidden ids): admitting 50, the id set 2.3 ms against 9.3 ms through the mask (tantivy's
-# hits are mostly refused, so it is asked again and again); 300, 4.7 against 3.3 ms; 1,000,
-# 10.5 against 2.0 ms; ~3,000, 16.7 against 0.23 ms (building the set grows with it).
-ID_SET_AT: Final = 200
+WriterOf = Callable[[str], "str | None"]
+_MUST = tantivy.Occur.Must
+_SHOULD = tantivy.Occur.Should
+_NOT = tantivy.Occur.MustNot
+_BELOW = (Trust.STALE, Trust.UNVERIFIED)
 
 
 class Match(NamedTuple):
-    """One ranked document of a view: its segment, docno, id and score."""
+    """One ranked document: its id, score, and where to read its entry (``IndexView.entry``)."""
 
-    seg: int
-    docno: int
     id: str
     score: float
+    floor: Floor
+    hit: tuple[Any, ...]
 
 
-class Candidates:
-    """The admitted documents of a view: a 0/1 mask per segment and their count."""
-
-    def __init__(
-        self,
-        view: IndexView,
-        masks: list[bytearray],
-        table: bytes | None = None,
-        flt: Filter | None = None,
-    ) -> None:
-        self.view = view
-        self.masks = masks
-        # The class table when each mask is it applied to the class bytes, less the deleted
-        # documents, and nothing else: the floor index's clauses then say it all.
-        self.table = table
-        self.flt = flt or Filter()
-        self.n = sum(m.count(1) for m in masks)
-
-    def docnos(self, seg: int) -> list[int]:
-        return [d for d, keep in enumerate(self.masks[seg]) if keep]
-
-    def admits(self, entry_id: str) -> bool:
-        found = self.view.locate(entry_id)
-        return found is not None and bool(self.masks[found[0]][found[1]])
+def _tag(tag: str) -> Any:
+    return tantivy.Query.term_query(SCHEMA, "tag", tag)
 
 
-def candidates(
-    view: IndexView, flt: Filter, writer_of: Callable[[str], str | None] | None = None
-) -> Candidates:
-    """Apply ``flt`` to every document of ``view``, before anything is scored. ``writer_of``:
-    the principal whose signature added an entry (``writers``), what proves a run's own
-    notes and an own area's (``authority``); without it no note below the floor is one."""
-    from ..authority import owns, trainer_note
+def _any(tags: Sequence[str]) -> Any:
+    if not tags:
+        return tantivy.Query.empty_query()
+    return _tag(tags[0]) if len(tags) == 1 else tantivy.Query.term_set_query(SCHEMA, "tag", tags)
 
-    floor = flt.min_trust.rank
-    ceiling = 3 if flt.ceiling is None else flt.ceiling.rank
-    superseded_ok = flt.superseded_ok
-    kind_code = None if flt.kind is None else KIND_CODE[flt.kind]
-    main = bytearray(256)
-    bypass = bytearray(256)  # every condition but the trust floor
-    for code in range(256):
-        trust = code & 3
-        ok = trust != _REJECTED and _RANK_OF_CODE[trust] <= ceiling
-        ok = ok and (superseded_ok or not code & SUPERSEDED)
-        ok = ok and not (flt.skip_marked and code & MARKED)
-        ok = ok and (kind_code is None or code >> 4 == kind_code)
-        bypass[code] = ok
-        main[code] = ok and _RANK_OF_CODE[trust] >= floor
-    main_table = bytes(main)
-    layer_table = None
+
+def _all(queries: Sequence[tuple[Any, Any]]) -> Any:
+    """A boolean query of ``queries``; one with no ``Must`` gets an all-documents one."""
+    if not any(occur == _MUST for occur, _ in queries):
+        queries = [(_MUST, tantivy.Query.all_query()), *queries]
+    return tantivy.Query.boolean_query(list(queries))
+
+
+def _area(area: Area) -> Any:
+    parts = [(_MUST, _tag(f"l:{area.layer.value}"))]
+    parts += [(_MUST, _tag(scope_tag(k, v))) for k, v in area.scope]
+    return tantivy.Query.boolean_query(parts)
+
+
+def _unset_or(name: str, value: str | None) -> Any:
+    """Scope ``name`` absent, or equal to ``value``."""
+    unset = _all([(_NOT, _tag(f"h:{name}"))])
+    if value is None:
+        return unset
+    return tantivy.Query.boolean_query([(_SHOULD, unset), (_SHOULD, _tag(scope_tag(name, value)))])
+
+
+def clauses(flt: Filter, trusts: Sequence[Trust]) -> list[tuple[Any, Any]]:
+    """The clauses of everything ``flt`` says but its floor and its own notes, for documents
+    of one of ``trusts`` (``Filter.admits`` says the same of one entry in hand)."""
+    allowed = [t for t in trusts if flt.ceiling is None or t.rank <= flt.ceiling.rank]
+    out = [(_MUST, _any([f"t:{t.value}" for t in allowed]))]
+    if flt.kind is not None:
+        out.append((_MUST, _tag(f"k:{flt.kind.value}")))
+    if flt.key is not None:
+        kinds = [flt.kind] if flt.kind is not None else list(Kind)
+        out.append((_MUST, _any([group_tag(k.value, flt.key) for k in kinds])))
     if flt.layers is not None:
-        layer_table = bytes(int(any(LAYER_CODE[x] == n for x in flt.layers)) for n in range(256))
-    unverified = TRUST_CODE[Trust.UNVERIFIED]
+        out.append((_MUST, _any([f"l:{x.value}" for x in sorted(flt.layers)])))
+    out += [(_MUST, _tag(scope_tag(k, v))) for k, v in sorted(flt.scope.items())]
+    reader = flt.reader
+    if reader is not None and reader.mode != "shared":
+        out.append((_MUST, _unset_or("project", reader.project)))
+        if reader.mode != "per-project":
+            out.append((_MUST, _unset_or("agent", reader.agent)))
+    if flt.areas is not None:
+        areas = [(_SHOULD, _area(a)) for a in flt.areas]
+        out.append((_MUST, tantivy.Query.boolean_query(areas) if areas else _any([])))
+    if not flt.superseded_ok:
+        out.append((_NOT, _tag("s")))
+    if flt.skip_marked:
+        out.append((_NOT, _tag("m")))
+    if flt.hidden_ids:
+        ids = sorted(flt.hidden_ids)
+        out.append((_NOT, tantivy.Query.term_set_query(SCHEMA, "id", ids)))
+    return out
+
+
+def _const(queries: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    # A filter matches or not: it adds nothing to the score.
+    return [(o, tantivy.Query.const_score_query(q, 0.0) if o == _MUST else q) for o, q in queries]
+
+
+def _trusts_at(floor: Trust) -> list[Trust]:
+    return [t for t in (Trust.VERIFIED, *_BELOW) if t.passes(floor)]
+
+
+def _own(flt: Filter) -> tuple[Any, Callable[..., bool]] | None:
+    """What lets notes below ``flt``'s floor through (a clause), and the proof each hit must
+    still pass; None when nothing does."""
+    if flt.min_trust is Trust.UNVERIFIED:
+        return None
     run_view = flt.run_view()
-    masks: list[bytearray] = []
-    for seg, gone in zip(view.segments, view.deleted, strict=True):
-        cls = seg.cls
-        mask = bytearray(cls.translate(main_table))
-        visible: set[int] = set()
-        for entry_id in flt.visible_ids:
-            docno = seg.find(entry_id)
-            if docno is not None:
-                visible.add(docno)
-        if run_view is not None and writer_of is not None:
-            for run in sorted(run_view.runs):
-                for d in seg.runs().get(run, ()):
-                    if cls[d] & 3 == unverified and owns(
-                        run_view, run, Trust.UNVERIFIED, writer_of(seg.doc_id(d))
-                    ):
-                        visible.add(d)
-        for docno in visible:
-            mask[docno] = bypass[cls[docno]]
-        if layer_table is not None:
-            _and(mask, seg.layer.translate(layer_table))
-        if flt.key is not None:
-            kinds = [flt.kind] if flt.kind is not None else list(Kind)
-            in_key = bytearray(seg.n)
-            for kind in kinds:
-                for docno in seg.group(kind.value, flt.key):
-                    in_key[docno] = 1
-            _and(mask, in_key)
-        for docno in gone:
-            mask[docno] = 0
-        if flt.areas is not None:
+    own_areas = [a for a in flt.areas or () if a.own] if flt.area_writers else []
+    ways = []
+    if flt.visible_ids:
+        ids = sorted(flt.visible_ids)
+        ways.append((_SHOULD, tantivy.Query.term_set_query(SCHEMA, "id", ids)))
+    if run_view is not None and run_view.principal is not None:
+        runs = _any([run_tag(r) for r in sorted(run_view.runs)])
+        ways.append((_SHOULD, _all([(_MUST, runs), (_MUST, _tag("t:unverified"))])))
+    for area in own_areas:
+        ways.append((_SHOULD, _all([(_MUST, _area(area)), (_MUST, _tag("t:unverified"))])))
+    if not ways:
+        return None
 
-            def own_ok(docno: int, seg: Segment = seg) -> bool:
-                if writer_of is None:
-                    return False
-                writer = writer_of(seg.doc_id(docno))
-                return trainer_note(Trust.UNVERIFIED, writer, flt.area_writers)
-
-            _within_areas(seg, mask, flt.areas, bypass, gone, own_ok)
-        for entry_id in flt.hidden_ids:
-            docno = seg.find(entry_id)
-            if docno is not None:
-                mask[docno] = 0
-        if flt.scope or flt.reader is not None:
-            wanted = tuple(flt.scope.items())
-            reader = flt.reader
-            for docno in [d for d, keep in enumerate(mask) if keep]:
-                scope = dict(seg.record(docno)[5])
-                if any(scope.get(k) != v for k, v in wanted) or (
-                    reader is not None and not reader.sees(scope)
-                ):
-                    mask[docno] = 0
-        masks.append(mask)
-    by_class_only = not (
-        flt.visible_ids
-        or flt.visible_run is not None
-        or flt.layers is not None
-        or flt.key is not None
-        or flt.areas is not None
-        or flt.hidden_ids
-        or flt.scope
-        or flt.reader is not None
-    )
-    return Candidates(view, masks, main_table if by_class_only else None, flt)
-
-
-def _within_areas(
-    seg: Segment,
-    mask: bytearray,
-    areas: tuple[Area, ...],
-    bypass: bytearray,
-    gone: Any,
-    own_ok: Callable[[int], bool],
-) -> None:
-    """Keep only documents inside one of ``areas``; let an ``own`` area's unverified documents
-    through the trust floor. A record is loaded only for a document of an area's layer whose
-    stored bytes hold every scope value the area asks for (most of a layer's documents belong
-    to other tasks or teams, and loading each record cost ~15 us)."""
-    by_code: dict[int, list[tuple[Area, list[bytes]]]] = {}
-    for area in areas:
-        wanted = [value.encode() for _, value in area.scope]
-        by_code.setdefault(LAYER_CODE[area.layer], []).append((area, wanted))
-    own_codes = {LAYER_CODE[a.layer] for a in areas if a.own}
-    unverified = TRUST_CODE[Trust.UNVERIFIED]
-    cls, layers = seg.cls, seg.layer
-    for docno in range(seg.n):
-        code = layers[docno]
-        kept = mask[docno]
-        maybe_own = (
-            not kept
-            and code in own_codes
-            and cls[docno] & 3 == unverified
-            and bypass[cls[docno]]
-            and docno not in gone
+    def proven(view: IndexView, floor: Floor, hit: Any, writer_of: WriterOf | None) -> bool:
+        if hit[1] in flt.visible_ids:
+            return True
+        entry = view.entry(floor, hit)
+        writer = writer_of(entry.id) if writer_of is not None else None
+        return _run_own(run_view, entry, writer) or (
+            any(a.holds(entry.layer, entry.scope) for a in own_areas)
+            and trainer_note(entry.trust, writer, flt.area_writers)
         )
-        if not kept and not maybe_own:
-            continue
-        mask[docno] = 0
-        options = by_code.get(code)
-        if not options:
-            continue
-        raw = seg.record_bytes(docno)
-        options = [(a, w) for a, w in options if (kept or a.own) and all(v in raw for v in w)]
-        if not options:
-            continue
-        record = seg.record(docno)
-        layer, scope = _LAYER_OF[record[4]], dict(record[5])
-        if kept:
-            mask[docno] = any(a.holds(layer, scope) for a, _ in options)
-        else:  # below the floor: only through an own area, on the writer's signature
-            mask[docno] = any(a.holds(layer, scope) for a, _ in options) and own_ok(docno)
+
+    return tantivy.Query.boolean_query(ways), proven
 
 
-_LAYER_OF: Final = {x.value: x for x in Layer}
+def _run_own(run_view: RunView | None, entry: Entry, writer: str | None) -> bool:
+    return owns(run_view, run_of(entry.provenance.produced_by), entry.trust, writer)
 
 
-def _and(mask: bytearray, other: bytes | bytearray) -> None:
-    both = int.from_bytes(mask, "little") & int.from_bytes(other, "little")
-    mask[:] = both.to_bytes(len(mask), "little")
+def _below(flt: Filter) -> list[Trust]:
+    return [t for t in _BELOW if not t.passes(flt.min_trust)]
 
 
 def lexical(
-    cands: Candidates, query_tokens: Sequence[str], limit: int, added: Sequence[str] = ()
+    view: IndexView,
+    flt: Filter,
+    terms: Sequence[str],
+    limit: int,
+    added: Sequence[str] = (),
+    writer_of: WriterOf | None = None,
 ) -> list[Match]:
-    """The best ``limit`` admitted documents holding a query token, or one of ``added`` (the
+    """The best ``limit`` admitted documents holding a query term, or one of ``added`` (the
     query's related words, scored at ``related.RELATED_WEIGHT``): score desc, then id asc."""
-    if limit <= 0 or not query_tokens or not cands.n:
+    body = body_query(terms, added, RELATED_WEIGHT)
+    if limit <= 0 or body is None:
         return []
-    from .related import RELATED_WEIGHT
-
-    view, flt = cands.view, cands.flt
     floor = view.floor(flt.min_trust)
-    body = body_query(query_tokens, added, RELATED_WEIGHT)
-    if body is None:
-        return []
-    clauses: list[Any] | None = _clauses(flt)
-    admit: Callable[[str], bool] | None = None
-    if cands.table is None:
-        ids = _admitted_ids(cands, flt.min_trust) if cands.n <= ID_SET_AT else None
-        if ids is not None:
-            import tantivy
-
-            from .floors import schema
-
-            if not ids:
-                clauses = None
-            else:
-                clauses = clauses or []
-                clauses.append(tantivy.Query.term_set_query(schema(), "id", ids))
-        else:
-            admit = cands.admits
-    found = ranked(floor, _query(body, clauses), limit, admit) if clauses is not None else []
-    if cands.table is None and _may_bypass(flt):
-        own = list(dict.fromkeys(query_tokens))
-        more = [t for t in dict.fromkeys(added) if t not in own]
-        boosts = [1.0] * len(own) + [RELATED_WEIGHT] * len(more)
-        found += _bypass(cands, floor, own + more, boosts)
-    found.sort(key=lambda hit: (-hit[0], hit[1]))
-    out = []
-    for score, entry_id in found[:limit]:
-        at = view.locate(entry_id)
-        if at is None:
-            # The floor index holds a document the segments do not: they disagree.
-            from .floors import FloorError
-
-            raise FloorError(f"{entry_id} is in the floor index but not in the segments")
-        out.append(Match(at[0], at[1], entry_id, score))
-    return out
+    query = tantivy.Query.boolean_query(
+        [(_MUST, body), *_const(clauses(flt, _trusts_at(flt.min_trust)))]
+    )
+    found = [Match(h[1], h[0], floor, h) for h in ranked(floor, query, limit)]
+    own = _own(flt)
+    if own is not None:
+        way, proven = own
+        wide = view.floor(Trust.UNVERIFIED)
+        more = [(_MUST, body), (_MUST, tantivy.Query.const_score_query(way, 0.0))]
+        query = tantivy.Query.boolean_query(more + _const(clauses(flt, _below(flt))))
+        hits = ranked(wide, query, limit, lambda h: proven(view, wide, h, writer_of))
+        found += [Match(h[1], h[0], wide, h) for h in hits]
+        found.sort(key=lambda m: (-m.score, m.id))
+    return found[:limit]
 
 
-def below_floor(cands: Candidates, query_tokens: Sequence[str]) -> int:
-    """How many entries below the filter's floor hold a query term, under the clauses the
-    filter can say to tantivy: the unverified floor's matches less the floor's own."""
-    flt = cands.flt
-    body = body_query(query_tokens)
+def admitted(
+    view: IndexView,
+    flt: Filter,
+    writer_of: WriterOf | None = None,
+    must: Any = None,
+) -> list[Match]:
+    """Every document ``flt`` admits (that ``must`` also matches, when given), unscored:
+    what semantic mode ranks and the acronyms a query may learn from."""
+    extra = [(_MUST, must)] if must is not None else []
+    floor = view.floor(flt.min_trust)
+    query = _all(extra + clauses(flt, _trusts_at(flt.min_trust)))
+    hits, _ = floor.search(query, max(1, floor.num_docs))
+    found = [Match(h[1], 0.0, floor, h) for h in hits]
+    own = _own(flt)
+    if own is not None:
+        way, proven = own
+        wide = view.floor(Trust.UNVERIFIED)
+        query = _all([*extra, (_MUST, way), *clauses(flt, _below(flt))])
+        hits, _ = wide.search(query, max(1, wide.num_docs))
+        found += [Match(h[1], 0.0, wide, h) for h in hits if proven(view, wide, h, writer_of)]
+    return found
+
+
+def below_floor(view: IndexView, flt: Filter, terms: Sequence[str]) -> int:
+    """How many entries below the filter's floor hold a query term, the filter's other
+    conditions kept: the unverified floor's matches less the floor's own."""
+    body = body_query(terms)
     if body is None or flt.min_trust is Trust.UNVERIFIED:
         return 0
-    query = _query(body, _clauses(flt))
-    wide = cands.view.floor(Trust.UNVERIFIED).search(query, 1, count=True)[1]
-    here = cands.view.floor(flt.min_trust).search(query, 1, count=True)[1]
-    return max(0, wide - here)
+    counts = []
+    for trust in (Trust.UNVERIFIED, flt.min_trust):
+        wide = clauses(flt, _trusts_at(Trust.UNVERIFIED))
+        query = tantivy.Query.boolean_query([(_MUST, body), *_const(wide)])
+        counts.append(view.floor(trust).search(query, 1, count=True)[1])
+    return max(0, counts[0] - counts[1])
 
 
-def _query(body: Any, clauses: list[Any] | None) -> Any:
-    if not clauses:
-        return body
-    import tantivy
-
-    return tantivy.Query.boolean_query([(tantivy.Occur.Must, body)] + [_clause(c) for c in clauses])
-
-
-def _clause(clause: Any) -> tuple[Any, Any]:
-    import tantivy
-
-    if isinstance(clause, tuple):  # (Occur, query): a must-not
-        return clause
-    # A filter matches or not: it adds nothing to the score.
-    return tantivy.Occur.Must, tantivy.Query.const_score_query(clause, 0.0)
-
-
-def _clauses(flt: Filter) -> list[Any]:
-    """The tantivy clauses for what ``flt``'s class table and fields say (kind, key, layers,
-    the trust ceiling, superseded, marked); the floor index itself is the floor."""
-    import tantivy
-
-    from .floors import schema
-
-    sch = schema()
-    out: list[Any] = []
-
-    def any_of(tags: list[str]) -> Any:
-        if len(tags) == 1:
-            return tantivy.Query.term_query(sch, "tag", tags[0])
-        return tantivy.Query.term_set_query(sch, "tag", tags)
-
-    if flt.ceiling is not None and flt.ceiling.rank < Trust.VERIFIED.rank:
-        allowed = [
-            trust_tag(t.value)
-            for t in (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED)
-            if flt.min_trust.rank <= t.rank <= flt.ceiling.rank
-        ]
-        out.append(any_of(allowed) if allowed else tantivy.Query.empty_query())
-    if flt.kind is not None:
-        out.append(any_of([kind_tag(flt.kind.value)]))
-    if flt.key is not None:
-        kinds = [flt.kind] if flt.kind is not None else list(Kind)
-        out.append(any_of([group_tag(k.value, flt.key) for k in kinds]))
-    if flt.layers is not None:
-        out.append(
-            any_of([layer_tag(x.value) for x in sorted(flt.layers)])
-            if flt.layers
-            else tantivy.Query.empty_query()
-        )
-    if not flt.superseded_ok:
-        out.append((tantivy.Occur.MustNot, tantivy.Query.term_query(sch, "tag", SUPERSEDED_TAG)))
-    if flt.skip_marked:
-        out.append((tantivy.Occur.MustNot, tantivy.Query.term_query(sch, "tag", MARKED_TAG)))
-    return out
-
-
-def _may_bypass(flt: Filter) -> bool:
-    return bool(
-        flt.visible_ids
-        or flt.visible_run is not None
-        or (flt.areas is not None and any(a.own for a in flt.areas))
-    )
-
-
-def _below_table(floor: Trust) -> bytes:
-    return bytes(
-        int((code & 3) != _REJECTED and _RANK_OF_CODE[code & 3] < floor.rank) for code in range(256)
-    )
-
-
-def _admitted_ids(cands: Candidates, floor: Trust) -> list[str]:
-    """The ids of the admitted documents in the floor's index (the bypass ones are not)."""
-    at_floor = bytes(1 - x for x in _below_table(floor))
-    out = []
-    for seg, mask in zip(cands.view.segments, cands.masks, strict=True):
-        keep = bytearray(seg.cls.translate(at_floor))
-        _and(keep, mask)
-        out += [seg.doc_id(d) for d in _ones(keep)]
-    return out
-
-
-def _ones(mask: bytearray) -> Iterator[int]:
-    """The positions of the 1s of a 0/1 mask (found in C, however sparse)."""
-    at = mask.find(1)
-    while at >= 0:
-        yield at
-        at = mask.find(1, at + 1)
-
-
-def _bypass(
-    cands: Candidates, floor: Floor, terms: list[str], boosts: list[float]
-) -> list[tuple[float, str]]:
-    """Admitted documents below the floor (not in its index) that hold a query term, scored
-    with the floor's statistics joined by every admitted document below it (``floors.bm25``):
-    what tantivy would score them were they at the floor, and above 0 even over an empty
-    floor. Entries at the floor are scored by tantivy without them."""
-    from collections import Counter
-
-    below = _below_table(cands.flt.min_trust)
-    joining: list[tuple[str, Counter[str], int]] = []
-    for seg, mask in zip(cands.view.segments, cands.masks, strict=True):
-        wanted = bytearray(seg.cls.translate(below))
-        _and(wanted, mask)
-        for docno in _ones(wanted):
-            counts, length = _counts(seg, docno)
-            joining.append((seg.doc_id(docno), counts, length))
-    matching = [j for j in joining if any(term in j[1] for term in terms)]
-    if not matching:
-        return []
-    dfs = [floor.doc_freq(t) + sum(1 for j in joining if t in j[1]) for t in terms]
-    n_docs = floor.n_docs + len(joining)
-    total = floor.total + sum(j[2] for j in joining)
-    return [
-        (bm25([counts.get(t, 0) for t in terms], dfs, length, n_docs, total, boosts), entry_id)
-        for entry_id, counts, length in matching
-    ]
-
-
-def _counts(seg: Segment, docno: int) -> tuple[Any, int]:
-    """A document's term frequencies and length, from its record (kept in the segment's
-    memo: a run's own notes are scored on each of its queries)."""
-    from collections import Counter
-
-    from .docs import document_tokens, entry_of
-
-    key = ("tokens", docno)
-    found = seg.memo.get(key)
+def group(view: IndexView, trust: Trust, tags: Sequence[str], limit: int = 10_000) -> list[Match]:
+    """Documents of the floor index of ``trust`` holding every tag of ``tags``, by id (kept
+    with the opened floor: its commit never changes)."""
+    floor = view.floor(trust)
+    key = ("group", tuple(tags), limit)
+    found: list[Match] | None = floor.memo.get(key)
     if found is None:
-        tokens = document_tokens(entry_of(seg.record(docno), seg.doc_id(docno)))
-        found = (Counter(tokens), len(tokens))
-        seg.remember(key, found)
+        hits, _ = floor.search(_all([(_MUST, _tag(t)) for t in tags]), limit)
+        found = sorted((Match(h[1], 0.0, floor, h) for h in hits), key=lambda m: m.id)
+        floor.memo[key] = found
     return found

@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..authority import RunView, is_own, trainer_note
 from ..model import Entry, Kind, Layer, Trust
 from .docs import MARKER_PREFIX, document_tokens
 
 if TYPE_CHECKING:
-    from ..authority import RunView
     from ..scope import Reader  # made by the caller; a query with no reader never loads it
 
 __all__ = ["Area", "Filter", "Hit", "document_tokens"]
@@ -123,8 +123,6 @@ class Filter:
         """Whose notes ``visible_run`` takes as its own (``authority.RunView``)."""
         if self.visible_run is None:
             return None
-        from ..authority import RunView
-
         return RunView(self.visible_run, self.own_principal, self.shared_runs)
 
     def _visible(self, entry: Entry, writer_of: Callable[[str], str | None] | None) -> bool:
@@ -134,8 +132,6 @@ class Filter:
             return True
         if writer_of is None or entry.trust is not Trust.UNVERIFIED:
             return False
-        from ..authority import is_own, trainer_note
-
         writer = writer_of(entry.id)
         if (
             self.areas is not None

@@ -50,6 +50,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
+from .modelfiles import embedding_layout, wordllama_files, wordllama_package
+from .tokenize import STOPWORDS, TOKENIZER_VERSION, word_tokens
+
 __all__ = [
     "MIN_SIMILARITY",
     "RELATED_WEIGHT",
@@ -173,10 +176,7 @@ def build_table(weights: Path, tokenizer: Path) -> dict[str, str]:
     """term -> nearest other term, from the model's whole-word tokens (module docstring)."""
     import json
 
-    import numpy as np
-
-    from .modelfiles import embedding_layout
-    from .tokenize import STOPWORDS, word_tokens
+    import numpy as np  # only to build the table: a query never imports numpy
 
     vocab = json.loads(tokenizer.read_text(encoding="utf-8"))["model"]["vocab"]
     layout = embedding_layout(weights)
@@ -215,13 +215,10 @@ def build_table(weights: Path, tokenizer: Path) -> dict[str, str]:
 
 def main() -> None:
     """Rebuild ``related_words.tsv`` from the installed WordLlama model."""
-    from .modelfiles import wordllama_files, wordllama_package
-
     package = wordllama_package()
     if package is None:
         raise SystemExit("wordllama is not installed: pip install 'truss-files[semantic]'")
     weights, tokenizer = wordllama_files(package)
-    from .tokenize import TOKENIZER_VERSION
 
     source = f"{weights.name} (tokenizer version {TOKENIZER_VERSION})"
     TABLE_FILE.write_text(table_text(build_table(weights, tokenizer), source), encoding="utf-8")

@@ -32,7 +32,7 @@ compound. Cost: one extra token per identifier, which lengthens code-heavy notes
 
 Stemming: Snowball English (Porter2) through PyStemmer, see ``_stem``. It replaced a
 hand-written plural / -ing / -ed / final-e stripper that left inflections apart (``retried`` /
-``retry``, ``policies`` / ``policy``). Measured with ``truss_files.recall.evaluate`` (exact
+``retry``, ``policies`` / ``policy``). Measured with ``benchmarks.evaluate`` (exact
 BM25 over all notes, without acronyms), recall@5 / MRR@10::
 
     stemmer                  tests/relevance   hard dev        hard test (held out)

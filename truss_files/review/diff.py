@@ -16,14 +16,22 @@ from typing import Any
 
 import pygit2
 
-from ..audit import audit, is_store_path
-from ..config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TRUSTED_ROOT_PATH, TrustPolicy
-from ..context.proposal import CORE_PATH, SELF_PATH
+from ..audit import audit
+from ..config import (
+    CONFIG_PATH,
+    GIT_NAMESPACE,
+    SIGNERS_PATH,
+    TRUSTED_ROOT_PATH,
+    TrustPolicy,
+    is_store_path,
+)
 from ..entryfile import parse
 from ..errors import EntryError, TrussError, UsageError
 from ..gitstore import GitStore, Snapshot
 from ..model import LEGAL_TRANSITIONS, Entry, Trust
-from ..store import parse_trailers
+from ..proposal import CORE_PATH, SELF_PATH
+from ..signing.keyless import claimed
+from ..trailers import parse_trailers
 from .textconv import reviewers, verdict_line
 
 # The audit's rules that make a trust move illegitimate.
@@ -64,8 +72,6 @@ class VerdictInfo:
 def _keyless(bundle: Any) -> tuple[str, str, int | None] | None:
     if not isinstance(bundle, Mapping):
         return None
-    from ..signing.keyless import claimed
-
     return claimed(bundle)
 
 

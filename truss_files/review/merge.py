@@ -35,9 +35,10 @@ from typing import Any
 
 from ..config import TrustPolicy
 from ..entryfile import parse, serialize
-from ..errors import ConflictError, EntryError
+from ..errors import ConflictError, EntryError, KeylessError, TrussError
+from ..join import can_join, join
 from ..model import LEGAL_TRANSITIONS, TRUST_RULE, Entry, Trust
-from .join import can_join, join
+from ..verdict import Verdict, check_verdict
 
 # How far along the trust arrows a state is, within one verdict's lifetime.
 _PHASE = {Trust.UNVERIFIED: 0, Trust.VERIFIED: 1, Trust.REJECTED: 1, Trust.STALE: 2}
@@ -100,9 +101,6 @@ def _keyless_refusal(base: Entry | None, side: Entry, policy: TrustPolicy) -> st
         return ""
     if base is not None and base.provenance.verified_by == verdict:
         return ""
-    from ..errors import KeylessError, TrussError
-    from ..panel.verdict import Verdict, check_verdict
-
     outcome = "FAIL" if side.trust is Trust.REJECTED else "PASS"
     try:
         check_verdict(Verdict.from_dict(verdict), side.id, outcome, policy)

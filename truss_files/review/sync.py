@@ -23,10 +23,12 @@ from pathlib import Path
 
 import pygit2
 
-from ..audit import audit, check_commit
+from ..attest import NOTES_REF, notes_of, read_notes
+from ..audit import audit, check_commit, check_note
 from ..errors import ConflictError, StoreError, TrussError, UsageError
 from ..gitstore import GitStore, Snapshot
-from ..store import MemoryStore, trailers
+from ..store import Store
+from ..trailers import trailers
 from .merge import merge_entry
 
 MAX_ATTEMPTS = 8
@@ -58,7 +60,7 @@ class SyncResult:
 
 
 def sync(
-    store: MemoryStore,
+    store: Store,
     remote: str = "origin",
     *,
     max_attempts: int = MAX_ATTEMPTS,
@@ -79,7 +81,7 @@ def sync(
 
 
 def _sync_branch(
-    store: MemoryStore,
+    store: Store,
     remote: str,
     max_attempts: int,
     root: str | None,
@@ -136,12 +138,9 @@ def _sync_branch(
     )
 
 
-def _sync_notes(store: MemoryStore, runner: _Git, remote: str) -> str | None:
+def _sync_notes(store: Store, runner: _Git, remote: str) -> str | None:
     """Fetch, check and merge the remote's attestations, then push ours; a note that does
     not verify stops the sync before it reaches the local notes ref."""
-    from ..attest import NOTES_REF, notes_of, read_notes
-    from ..audit import check_note
-
     repo = store.git.repo
     tracking = f"refs/notes/remotes/{remote}/truss-sigstore"
     # A pattern, so a remote without attestations is no error: one fetch, no ls-remote.
@@ -301,7 +300,7 @@ def _changed(a: pygit2.Tree, b: pygit2.Tree) -> set[str]:
 
 
 def _merge(
-    store: MemoryStore, ours: pygit2.Commit, theirs: pygit2.Commit, label: str
+    store: Store, ours: pygit2.Commit, theirs: pygit2.Commit, label: str
 ) -> tuple[pygit2.Commit, tuple[str, ...]]:
     """A signed merge commit of the two sides; entry files changed on both are settled by the
     driver's rules, anything else that conflicts stops the sync."""

@@ -19,8 +19,10 @@ import threading
 from collections.abc import Callable
 
 from ..errors import ConfigError, TrussError
+from ..facade import MemoryStore
 from ..gitlocks import flock
-from ..store import MemoryStore
+from ..review.sync import sync
+from ..signing import PublicKey
 
 log = logging.getLogger("truss_files.http")
 # What a server's key holds, exactly: it writes notes, in members' names and above the task.
@@ -30,8 +32,6 @@ SERVER_ROLES = ("agent", "trainer")
 def check_server_key(store: MemoryStore) -> str:
     """The principal the server signs as; raises unless it holds agent and trainer and no
     other role."""
-    from ..signing import PublicKey
-
     key = PublicKey.from_line(store.signer.public_line)
     principal, roles = store.policy().roles_of(key)
     missing = [role for role in SERVER_ROLES if role not in roles]
@@ -87,8 +87,6 @@ class SyncLoop:
             self._thread.join(timeout)
 
     def once(self, store: MemoryStore) -> None:
-        from ..review.sync import sync
-
         with flock(store.git.git_dir, "write.lock"):
             result = sync(store, self.remote)
         self.rounds += 1

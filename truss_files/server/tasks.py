@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from ..tools.context import RunContext
+from ..tools.runcontext import RunContext
 from .watched import toml_tables
 
 # A task id is a path segment: no '/', no '..', nothing a URL or a log line would mangle.

@@ -42,7 +42,7 @@ from .tasks import TASK_ID, TaskRegistry
 from .watched import toml_tables
 
 if TYPE_CHECKING:
-    from ..tools.context import RunContext
+    from ..tools.runcontext import RunContext
 
 SCOPES = ("tasks:read", "tasks:write")
 BINDING_FIELDS = ("enterprises", "tasks", "any_task")

@@ -58,8 +58,6 @@ def toml_tables(data: bytes, source: str, header: str, fix: str) -> dict[str, An
     """The tables under ``header`` (``tasks.TASK_ID``: the ``[tasks.*]`` tables) of a file
     that holds nothing else; ``fix`` says what to do when it is not valid TOML."""
     section = header.split(".", 1)[0]
-    from ..errors import ConfigError
-
     try:
         doc = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -8,8 +8,8 @@ checkpoint, promise) and the signature are checked by sigstore's own ``Verifier`
 trusted root -- the one pinned in the store at ``.truss/trusted_root.json`` (a private
 deployment), or else the production root that ships inside the sigstore package.
 
-sigstore is the ``sigstore`` extra and costs ~300 ms to import, so it is imported only inside
-the functions that sign or verify; naming and parsing principals stays free of it.
+sigstore is the ``sigstore`` extra and costly to import, so it is imported only inside the
+functions that sign or verify; naming and parsing principals stays free of it.
 
 Before sigstore's verifier runs, a few checks of our own give each refusal its name (the
 rules below); they only name failures, they never accept anything sigstore would refuse.
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import KeylessError, UsageError
+from . import keyless_checks as checks
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
@@ -120,6 +121,7 @@ def sign(
     a ClientTrustConfig JSON file (a private deployment); without it, the public instance.
     """
     identity, raw = token_identity(token)
+    # here: sigstore is the optional extra, and costly to import
     from sigstore.errors import Error
     from sigstore.oidc import IdentityToken
     from sigstore.sign import SigningContext
@@ -146,6 +148,7 @@ def sign(
 
 def token_identity(token: str | None) -> tuple[KeylessIdentity, str]:
     """The identity an OIDC token (given, or found by sigstore's ambient detection) names."""
+    # here: sigstore is the optional extra, and costly to import
     from sigstore.oidc import IdentityError, IdentityToken, detect_credential
 
     try:
@@ -165,6 +168,7 @@ def token_identity(token: str | None) -> tuple[KeylessIdentity, str]:
 
 
 def _trust_config(path: str | Path | None) -> Any:
+    # here: sigstore is the optional extra, and costly to import
     from sigstore.models import ClientTrustConfig
 
     if path is None:
@@ -191,6 +195,7 @@ def verify(
 ) -> KeylessSignature:
     """Raise ``KeylessError`` (its ``rule`` one of ``RULES``) unless ``bundle`` is a valid
     sigstore signature over exactly ``payload`` by exactly ``expected``. Offline."""
+    # here: sigstore is the optional extra, and costly to import
     from sigstore.errors import Error as SigstoreError
     from sigstore.verify.policy import Identity
 
@@ -208,8 +213,6 @@ def verify(
             "sigstore-identity",
             f"{what}: signed by {', '.join(sans) or 'no identity'}, not {expected.identity}",
         )
-    from . import keyless_checks as checks
-
     checks.check_artifact(cert, data, payload, what)
     checks.check_chain(cert, checks.trusted_root(trusted_root), data, what)
     verifier = checks.verifier(trusted_root)
@@ -232,7 +235,7 @@ def verify(
 def claimed(bundle: Any) -> tuple[str, str, int | None] | None:
     """(identity, issuer, log index) a bundle claims, read without sigstore (cheap, for
     ``diff`` and ``log``); None when it cannot be read. Unverified: the audit judges."""
-    from cryptography import x509
+    from cryptography import x509  # here: x509 is heavy, and naming principals needs none
 
     try:
         material = bundle["verificationMaterial"]
@@ -247,6 +250,7 @@ def claimed(bundle: Any) -> tuple[str, str, int | None] | None:
 
 
 def _bundle(bundle: Any, what: str) -> tuple[Bundle, dict[str, Any]]:
+    # here: sigstore is the optional extra, and costly to import
     from sigstore.models import Bundle
 
     if isinstance(bundle, Mapping):
@@ -268,7 +272,7 @@ def _bundle(bundle: Any, what: str) -> tuple[Bundle, dict[str, Any]]:
 
 
 def _cert_identity(cert: Certificate) -> tuple[str, list[str]]:
-    from cryptography import x509
+    from cryptography import x509  # here: x509 is heavy, and naming principals needs none
 
     issuer = ""
     for ext in cert.extensions:
@@ -292,9 +296,7 @@ def _cert_identity(cert: Certificate) -> tuple[str, list[str]]:
 
 def check_trusted_root(data: bytes) -> None:
     """Raise ``UsageError`` unless ``data`` is a sigstore trusted root."""
-    from .keyless_checks import trusted_root
-
     try:
-        trusted_root(data)
+        checks.trusted_root(data)
     except KeylessError as exc:
         raise UsageError(exc.detail) from exc

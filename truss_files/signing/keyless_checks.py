@@ -14,6 +14,10 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+
 from ..config import TRUSTED_ROOT_PATH
 from ..errors import KeylessError
 
@@ -23,10 +27,6 @@ if TYPE_CHECKING:
 
 
 def check_artifact(cert: Certificate, data: Mapping[str, Any], payload: bytes, what: str) -> None:
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
-
     signature = data.get("messageSignature")
     if not isinstance(signature, dict):
         raise KeylessError("sigstore-bundle", f"{what}: the bundle holds no message signature")
@@ -79,7 +79,7 @@ def check_chain(cert: Certificate, root: TrustedRoot, data: Mapping[str, Any], w
 
 
 def _scts(cert: Certificate) -> list[bytes]:
-    from cryptography import x509
+    from cryptography import x509  # here: x509 is heavy, and keyless imports this module
 
     try:
         found = cert.extensions.get_extension_for_class(
@@ -131,14 +131,14 @@ def integrated(entry: Mapping[str, Any]) -> int:
 
 @functools.lru_cache(maxsize=8)
 def trusted_root(pinned: bytes | None) -> TrustedRoot:
-    from sigstore.models import ClientTrustConfig, TrustedRoot
+    from sigstore.models import ClientTrustConfig, TrustedRoot  # here: the optional extra
 
     if pinned is None:
         # sigstore ships the production trusted root in its package; offline=True reads it
         # (and any cached update) without a network. Its "offline mode" warning is noise here.
         logging.getLogger("sigstore._internal.tuf").setLevel(logging.ERROR)
         return ClientTrustConfig.production(offline=True).trusted_root
-    from sigstore_models.trustroot import v1 as trustroot_v1
+    from sigstore_models.trustroot import v1 as trustroot_v1  # here: the optional extra
 
     try:
         return TrustedRoot(trustroot_v1.TrustedRoot.from_json(pinned))
@@ -151,6 +151,6 @@ def trusted_root(pinned: bytes | None) -> TrustedRoot:
 
 @functools.lru_cache(maxsize=8)
 def verifier(pinned: bytes | None) -> Any:
-    from sigstore.verify import Verifier
+    from sigstore.verify import Verifier  # here: the optional extra
 
     return Verifier(trusted_root=trusted_root(pinned))

@@ -7,11 +7,12 @@ the dispatcher, the run context and the registry (threading, tomllib, seven data
 
 from __future__ import annotations
 
+import importlib
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .context import Grant, RunContext, load_run_context
     from .dispatch import Call, Outcome, ToolSession
     from .registry import (
         Annotations,
@@ -22,9 +23,10 @@ if TYPE_CHECKING:
         all_tools,
         lookup,
     )
+    from .runcontext import Grant, RunContext, load_run_context
 
 _EXPORTS = {
-    **dict.fromkeys(("Grant", "RunContext", "load_run_context"), "context"),
+    **dict.fromkeys(("Grant", "RunContext", "load_run_context"), "runcontext"),
     **dict.fromkeys(("Call", "Outcome", "ToolSession"), "dispatch"),
     **dict.fromkeys(
         ("Annotations", "Serving", "Tool", "ToolNotServed", "UnknownTool", "all_tools", "lookup"),
@@ -37,8 +39,6 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value  # once: later lookups find it without this function
     return value

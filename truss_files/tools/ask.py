@@ -3,7 +3,7 @@
 Public entry point, served by the tool registry (``memory.ask`` / ``memory_ask``) and by the
 HTTP face::
 
-    ask(store: MemoryStore, context: RunContext | None, inp: Mapping[str, Any], *,
+    ask(store: Store, context: RunContext | None, inp: Mapping[str, Any], *,
         budget: int | None | Literal["config"] = "config", run_id: str | None = None,
         mode: str | None = None, timeout: float | None = None) -> dict[str, Any]
 
@@ -38,22 +38,29 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from ..authority import trainers
 from ..errors import ConfigError, NotFound, TrussError, UsageError
+from ..gitdir import GitDir
 from ..model import Entry, Kind, Trust
+from ..recall.bounds import query_terms
+from ..recall.engine import search_snapshot
 from ..recall.pipeline import Filter
+from ..runs.links import key_principal, run_view
+from .query import recall_mode
 from .registry import Annotations, Tool, register
 from .schema import check_input, check_json
 from .scope import read_areas, require_context, source_event
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
-    from ..store import MemoryStore
-    from .context import RunContext
+    from ..store import Store
     from .dispatch import Call
+    from .runcontext import RunContext
 
 __all__ = ["DEFAULT_BUDGET", "INPUT_SCHEMA", "ask"]
 
@@ -92,7 +99,7 @@ class _Unreadable(Exception):
 
 
 def ask(
-    store: MemoryStore,
+    store: Store,
     context: RunContext | None,
     inp: Mapping[str, Any],
     *,
@@ -134,15 +141,9 @@ def ask(
     return _reply(hits, problems, limit_chars, applied)
 
 
-def _own_proof(store: MemoryStore, flt: Filter, run_id: str | None) -> Filter:
+def _own_proof(store: Store, flt: Filter, run_id: str | None) -> Filter:
     """Who proves a note below the floor: the trainers (a task's own notes) and, in a run,
     the run's principal (``authority``, a run's own notes)."""
-    import dataclasses
-
-    from ..authority import trainers
-    from ..recall.gitread import GitDir
-    from .runlinks import key_principal, run_view
-
     roles = store.config(store.snapshot()).roles()
     flt = dataclasses.replace(flt, area_writers=trainers(roles))
     if run_id is None:
@@ -158,7 +159,7 @@ def _may_hold(team: str | None, layer: str, wanted: str | None) -> bool:
 
 
 def _read(
-    store: MemoryStore,
+    store: Store,
     purpose: str,
     flt: Filter,
     limit: int,
@@ -166,15 +167,12 @@ def _read(
     mode: str | None,
     deadline: float | None,
 ) -> tuple[Snapshot, int | None, list[Entry], list[Entry]]:
-    from ..recall.bounds import query_terms
-    from ..recall.engine import search_snapshot
-
     query_terms(purpose)  # an over-long purpose is the caller's to fix, not "unavailable"
     try:
         snap = store.snapshot()
         chars = _budget(store, snap) if budget == "config" else budget
         _check_time(deadline)
-        result = search_snapshot(store, snap, purpose, flt, limit, mode=mode)
+        result = search_snapshot(store, snap, purpose, flt, limit, gate=store.gate, mode=mode)
         _check_time(deadline)
     except (UsageError, ConfigError):
         raise
@@ -201,7 +199,7 @@ def _check_time(deadline: float | None) -> None:
         raise _Unreadable("memory could not be read in time; ask again, or with a shorter purpose")
 
 
-def _budget(store: MemoryStore, snap: Snapshot) -> int:
+def _budget(store: Store, snap: Snapshot) -> int:
     value = store.config(snap).get("enterprise", "ask_budget_chars", DEFAULT_BUDGET)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(
@@ -212,7 +210,7 @@ def _budget(store: MemoryStore, snap: Snapshot) -> int:
 
 
 def _conflicts(
-    store: MemoryStore, snap: Snapshot, hits: list[Entry], related: list[Entry], areas: Any
+    store: Store, snap: Snapshot, hits: list[Entry], related: list[Entry], areas: Any
 ) -> list[dict[str, Any]]:
     """Notes in scope that disagree: verified rivals of one kind and key, and corrections
     whose target is still live and verified."""
@@ -363,8 +361,6 @@ def _unavailable(reason: str, applied: Any) -> dict[str, Any]:
 
 
 def memory_ask(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
-    from .query import recall_mode
-
     return ask(call.store, call.context, inp, run_id=call.run_id, mode=recall_mode(call))
 
 

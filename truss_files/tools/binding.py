@@ -35,8 +35,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import entryfile
 from ..errors import ConfigError, UsageError
 from ..model import Entry, Kind, Trust, body_size
+from .dispatch import seq_of
 from .memory_paths import (
     DEFAULT_KIND,
     KIND_SEGMENTS,
@@ -105,8 +107,6 @@ class View:
 
     @classmethod
     def build(cls, call: Call, entries: Iterable[Entry]) -> View:
-        from .dispatch import seq_of
-
         best: dict[tuple[Kind, str], tuple[tuple[Any, ...], Entry, bool]] = {}
         reader = call.reader()  # memory.scope: another agent's notes are no file here
         for entry in entries:
@@ -156,7 +156,6 @@ class View:
 
 def _scan(call: Call, snap: Snapshot, kinds: Iterable[Kind], key: str | None) -> list[Entry]:
     """Entries that might be visible, read cheaply: a byte test before each full parse."""
-    from .. import entryfile
 
     # The run's own and the runs it shares notes with (which of them are its own is decided
     # by signature in ``View.build``: ``Call.own_unverified``).
@@ -176,11 +175,8 @@ def _scan(call: Call, snap: Snapshot, kinds: Iterable[Kind], key: str | None) ->
 
 
 def view_of(call: Call, kind: Kind | None, key: str | None = None) -> View:
-    from ..readgate import gate_snapshot
-
-    snap = call.snapshot()
     # The tree shows verified entries: none from a history the audit rejects.
-    gate_snapshot(call.store, snap, Trust.VERIFIED)
+    snap = call.store.open_read(Trust.VERIFIED, call.snapshot()).snap
     kinds = list(Kind) if kind is None else [kind]
     return View.build(call, _scan(call, snap, kinds, key))
 

@@ -16,19 +16,30 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import entryfile
+from ..authority import is_own, viewer
 from ..errors import TrussError, UsageError
+from ..gitdir import GitDir
 from ..model import Entry, Trust
+from ..runs.ledger import CALL_ID, RunLedger, check_run_id, memo_key
+from ..runs.links import link_run, run_view
 from ..scope import Reader
-from .context import RunContext
 from .registry import Serving, Tool, UnknownTool
+from .runcontext import RunContext
 from .schema import check_input, check_json
-from .tipconfig import ConfigLike, has_layers_above_store, tip_config, user_config_file
+from .tipconfig import (
+    ConfigLike,
+    has_layers_above_store,
+    require_store,
+    tip_config,
+    user_config_file,
+)
 
 if TYPE_CHECKING:
     from ..authority import RunView
     from ..gitstore import Snapshot
     from ..settings import Settings
-    from ..store import MemoryStore
+    from ..store import Store
     from ..writers import Writers
 
 
@@ -97,7 +108,7 @@ class Call:
     _writers: Writers | None = None
 
     @property
-    def store(self) -> MemoryStore:
+    def store(self) -> Store:
         return self.session.store
 
     @property
@@ -113,6 +124,7 @@ class Call:
         → ``[agents.NAME]`` → contract. With the store open, truss.toml is read at this call's
         snapshot through ``settings_for``, as the CLI's commands read it; before, at the branch
         tip through the cheap reader, so a cold read stays off pygit2."""
+        # settings (and the panel policy it reads) load only when a call asks for them.
         from ..settings import load_settings, settings_for
 
         session = self.session
@@ -174,16 +186,13 @@ class Call:
         if self.run_id is None:
             return None
         if self._run_view is None:
-            from ..recall.gitread import GitDir
-            from .runlinks import run_view
-
             git = GitDir.discover(self.path)
             self._run_view = run_view(git, self.run_id, self.session.own_principal())
         return self._run_view
 
     def writer_of(self, entry: Entry) -> str | None:
         """The principal whose verified signature added ``entry`` (``writers``)."""
-        from ..recall.gitread import GitDir
+        # writers checks signatures (config, gitstore, signing): only a run's own notes ask.
         from ..writers import writers
 
         snap = self.snapshot()
@@ -196,8 +205,6 @@ class Call:
         """This run's own unverified note, proven by signature (``authority.is_own``)."""
         if self.run_id is None or entry.trust is not Trust.UNVERIFIED:
             return False
-        from ..authority import is_own
-
         view = self.run_view()
         if view is None or view.principal is None:
             return False
@@ -229,7 +236,6 @@ def seq_of(entry: Entry, run_id: str) -> int:
 
 def own_entries(snap: Snapshot, run_id: str) -> list[Entry]:
     """Entries this run produced: a byte scan for its ledger prefix, then a full parse."""
-    from .. import entryfile
 
     needle = f"run:{run_id}/".encode()
     out = []
@@ -255,7 +261,7 @@ class ToolSession:
 
     def __init__(
         self,
-        store: MemoryStore | str | os.PathLike[str] | Callable[[], MemoryStore] = ".",
+        store: Store | str | os.PathLike[str] | Callable[[], Store] = ".",
         *,
         path: str | os.PathLike[str] | None = None,
         flags: Iterable[str] = (),
@@ -267,15 +273,13 @@ class ToolSession:
         contract: str | os.PathLike[str] | None = None,
         parent: str | None = None,
     ) -> None:
-        from .runs import check_run_id
-
         if (durable or replay) and not run_id:
             raise UsageError("a durable run needs a run id: pass --run RUN_ID with --durable")
-        # ``store``: an open MemoryStore, a path, or a function that opens one (the CLI's,
+        # ``store``: an open Store, a path, or a function that opens one (the CLI's,
         # which knows the signer). ``path`` is where cheap reads look when it is a function.
-        self._store: MemoryStore | None = None
+        self._store: Store | None = None
         self._store_checked = False
-        self._open: Callable[[], MemoryStore] | None = None
+        self._open: Callable[[], Store] | None = None
         if isinstance(store, str | os.PathLike):
             where = os.path.expanduser(os.fspath(store))
             self._open = lambda: _open_store(where)
@@ -284,7 +288,7 @@ class ToolSession:
             self._open = store
             self.path = os.path.expanduser(os.fspath(path or "."))
         else:
-            opened: MemoryStore = store  # type: ignore[assignment]
+            opened: Store = store  # type: ignore[assignment]
             self._store = opened
             self.path = str(opened.git.workdir or opened.git.git_dir)
         self.flags = frozenset(flags)
@@ -303,7 +307,7 @@ class ToolSession:
         self._linked = False
 
     @property
-    def store(self) -> MemoryStore:
+    def store(self) -> Store:
         if self._store is None:
             assert self._open is not None
             self._store = self._open()
@@ -322,8 +326,6 @@ class ToolSession:
         """A git repository without a store is an error for every tool, reads included (an
         empty answer there would read as "nothing matches"); checked once per session."""
         if self._store is None and not self._store_checked:
-            from .tipconfig import require_store
-
             require_store(self.path)
             self._store_checked = True
 
@@ -332,15 +334,11 @@ class ToolSession:
         which in a durable run must be the one its ledger names (``authority.viewer``);
         None without a usable key. Asked once per session."""
         if self._principal is None:
-            from ..authority import viewer
-
             key: str | None = None
             ledger: str | None = None
             try:
                 key = self.store.principal()
                 if self.durable and self.run_id:
-                    from .runs import RunLedger
-
                     chain = RunLedger(self.store, self.run_id).verified()
                     ledger = chain.principal if chain.links else None
             except TrussError:
@@ -352,8 +350,6 @@ class ToolSession:
         """Record this run as a child of ``parent`` (``runlinks``), once per session."""
         if self.parent is None or self.run_id is None or self._linked:
             return
-        from .runlinks import link_run
-
         link_run(self.store, self.run_id, self.parent, self.own_principal())
         self._linked = True
 
@@ -402,8 +398,6 @@ class ToolSession:
                 return Outcome.failed(tool.name, exc, text_result=tool.text_result)
 
     def _call(self, tool: Tool, tool_input: Any, call_id: str | None) -> Outcome:
-        from .runs import CALL_ID, RunLedger, memo_key
-
         ledger = RunLedger(self.store, self.run_id) if self.durable and self.run_id else None
         if ledger is None:
             return self._live(tool, tool_input, call_id)
@@ -492,7 +486,8 @@ def check_name(name: Any) -> None:
         )
 
 
-def _open_store(path: str | os.PathLike[str]) -> MemoryStore:
-    from ..store import MemoryStore
+def _open_store(path: str | os.PathLike[str]) -> Store:
+    # The store (pygit2, cryptography, yaml) opens only when a call needs more than the index.
+    from ..store import Store
 
-    return MemoryStore(path)
+    return Store(path)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..context.proposal import MAX_IDENTITY
 from ..errors import UsageError
+from ..proposal import MAX_IDENTITY
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 
 def identity_propose(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
-    from ..context.amend import propose
+    # identity.amend proposes through the settings, the store and the panel: off the cold path.
+    from ..identity.amend import propose
 
     if call.run_id is None or not call.session.durable:
         raise UsageError(

@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import UsageError
-from ..model import Entry, Kind
+from ..model import Entry, Kind, check_key, confusable
 
 ROOT = "/memories"
 MAX_PATH = 512
@@ -119,8 +119,6 @@ def parse_path(path: Any, default_kind: Kind = DEFAULT_KIND) -> VPath:
             "/memories/lessons/name.md",
             "invalid_path",
         )
-    from ..model import confusable
-
     problem = confusable(path)
     if problem:
         raise BindingError(f"Path {path!r} {problem}", "invalid_path")
@@ -137,8 +135,6 @@ def parse_path(path: Any, default_kind: Kind = DEFAULT_KIND) -> VPath:
         )
     vp = VPath(path, kind or default_kind, tuple(rest), tuple(segments))
     if vp.key is not None:
-        from ..model import check_key
-
         check_key(vp.key)
     return vp
 

@@ -23,15 +23,24 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .. import entryfile
 from ..errors import ConfigError, NotFound, UsageError
 from ..model import Entry, Kind, Trust
+from ..panel.conflicts import find_conflicts
+from ..readgate import refusal
 from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+from ..recall.engine import (
+    RecallResult,
+    related_snapshot,
+    run_deleted_snapshot,
+    search,
+    search_snapshot,
+)
 from ..recall.pipeline import Filter
 from ..views import entry_view
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
-    from ..recall.engine import RecallResult
     from .dispatch import Call
     from .tipconfig import ConfigLike
 
@@ -147,8 +156,6 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     """The recall engine over this call's snapshot (through the index cache under .git/truss/):
     the filter first — trust floor, kind, key, the run's own unverified writes let through,
     tombstones left out — then ranking in the recall mode of the settings."""
-    from ..recall.engine import search, search_snapshot
-
     # A run's own pending deletes hide what they delete from that run, as its memory view does.
     # Own notes and deletes are proven by signature (``authority``): the run's principal.
     view = call.run_view()
@@ -165,18 +172,23 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     salience = call.salience()
     if call.store_open:
         return search_snapshot(
-            call.store, call.snapshot(), text, flt, limit, mode=mode, salience=salience
+            call.store,
+            call.snapshot(),
+            text,
+            flt,
+            limit,
+            gate=refusal,
+            mode=mode,
+            salience=salience,
         )
     # A cold read: the index at the branch tip, without opening the store (no pygit2).
-    return search(call.path, text, flt, limit, mode=mode, salience=salience)
+    return search(call.path, text, flt, limit, gate=refusal, mode=mode, salience=salience)
 
 
 def _conflicts(returned: list[Entry], related: list[Entry]) -> list[dict[str, Any]]:
     """The optional ``conflicts`` field, as the CLI's ``query`` builds it."""
     if not related:
         return []
-    from ..panel.conflicts import find_conflicts
-
     return [c.to_dict() for c in find_conflicts(returned, related)]
 
 
@@ -225,10 +237,7 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
             "use memory_query"
         )
     floor = Trust.floor(inp.get("min_trust", "verified"))
-    snap = call.snapshot()
-    from ..readgate import gate_snapshot
-
-    withheld = gate_snapshot(call.store, snap, floor)
+    snap, withheld = call.store.open_read(floor, call.snapshot())
     flt = Filter(
         min_trust=floor, ceiling=Trust.UNVERIFIED if withheld else None, reader=call.reader()
     )
@@ -237,15 +246,12 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     filtered: list[str] = []
     missing: list[str] = []
     seen: set[str] = set()
-    from .. import entryfile
 
     # The run's own pending deletes: gone for this run, as in its memory view and queries.
     deleted: frozenset[str] = frozenset()
     run_view = call.run_view()
     if run_view is not None:
-        from ..recall.engine import run_deleted_snapshot
-
-        deleted = run_deleted_snapshot(call.store, snap, run_view)
+        deleted = run_deleted_snapshot(call.store, snap, run_view, gate=call.store.gate)
 
     for ref in refs:
         try:
@@ -279,9 +285,9 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     if withheld:
         out["withheld"] = withheld
     if any(e.trust is Trust.VERIFIED and e.superseded_by is None for e in shown):
-        from ..recall.engine import related_snapshot
-
-        conflicts = _conflicts(shown, related_snapshot(call.store, snap, shown))
+        conflicts = _conflicts(
+            shown, related_snapshot(call.store, snap, shown, gate=call.store.gate)
+        )
         if conflicts:
             out["conflicts"] = conflicts
     return out

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import StoreError
+from ..gitdir import GitDir, Objects
 
 __all__ = ["APP_NAME", "GLOBAL_FILE", "has_layers_above_store", "require_store", "user_config_file"]
 
@@ -27,8 +28,6 @@ def require_store(path: str | os.PathLike[str]) -> None:
     (no ``.truss/allowed_signers`` at its branch tip), as a write there does: a read would
     otherwise answer an empty list, which reads as "nothing matches". Refs this reader cannot
     read (reftable) are left to the store, which opens through pygit2."""
-    from ..recall.gitread import GitDir, Objects
-
     git = GitDir.discover(path)
     try:
         ref, tip = git.head()
@@ -49,8 +48,8 @@ def require_store(path: str | os.PathLike[str]) -> None:
 
 def user_config_file(environ: Mapping[str, str]) -> Path:
     """``settings.global_config_path`` without its imports: ``keys`` pulls in the signing
-    stack (~20 ms) and platformdirs alone costs ~5 ms, on a path whose whole recall budget is
-    ~13 ms. On Linux the answer is platformdirs' own rule (an absolute ``$XDG_CONFIG_HOME``,
+    stack and platformdirs alone costs a good part of a path whose whole recall budget is a few
+    milliseconds. On Linux the answer is platformdirs' own rule (an absolute ``$XDG_CONFIG_HOME``,
     else ``~/.config``, read from ``os.environ`` as platformdirs reads it); anywhere else, and
     whenever the environment is unusual, it asks platformdirs. A test holds the two equal."""
     override = environ.get("TRUSS_CONFIG_DIR")
@@ -61,6 +60,7 @@ def user_config_file(environ: Mapping[str, str]) -> Path:
         os.environ.get("ANDROID_DATA") == "/data" and os.environ.get("ANDROID_ROOT") == "/system"
     )
     if sys.platform != "linux" or android or not os.path.isabs(home):
+        # settings (and the signing stack through keys) stay off the cold read path.
         from ..settings import global_config_path
 
         return global_config_path(environ)

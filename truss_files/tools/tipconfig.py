@@ -2,20 +2,22 @@
 a store is there and any settings layer above it is in play comes from ``storeprobe``.
 
 A read tool call must know which tools the store serves and its recall mode before it can
-answer. pygit2 and the store module cost ~170 ms to import on this machine class — more than
+answer. pygit2 and the store module cost more to import than
 the whole indexed query — so a process that only reads goes through the recall engine's small
-git reader (``recall.gitread``) instead. It falls back to pygit2 by itself for packed objects;
+git reader (``gitdir``) instead. It falls back to pygit2 by itself for packed objects;
 refs it cannot read (reftable) make ``tip_config`` return None and the caller open the store.
 """
 
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import ConfigError
+from ..gitdir import GitDir, Objects
 
 # Re-exported: the store check and the settings-layer probe live in storeprobe.py, which a
 # plain query imports alone.
@@ -66,8 +68,6 @@ class TipConfig:
 
 def tip_config(path: str | os.PathLike[str]) -> TipConfig | None:
     """The branch tip's truss.toml; None when this reader cannot tell (use the store)."""
-    from ..recall.gitread import GitDir, Objects
-
     git = GitDir.discover(path)
     try:
         _ref, tip = git.head()
@@ -79,8 +79,6 @@ def tip_config(path: str | os.PathLike[str]) -> TipConfig | None:
     entry = objects.entry(objects.commit_tree(tip), "truss.toml")
     if entry is None or entry.is_tree:
         return TipConfig()
-    import tomllib  # here: a plain query with no settings layer never parses TOML
-
     try:
         return TipConfig(tomllib.loads(objects.blob(entry.sha).decode("utf-8")))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -3,7 +3,7 @@
 Public entry point, served by the tool registry (``memory.train`` / ``memory_train``) and by
 the HTTP face::
 
-    train(store: MemoryStore, context: RunContext | None, inp: Mapping[str, Any], *,
+    train(store: Store, context: RunContext | None, inp: Mapping[str, Any], *,
           call_id: str | None = None, run_id: str | None = None,
           seq: int | None = None) -> dict[str, Any]
 
@@ -38,7 +38,7 @@ Rules:
 * A correction (kind ``correction``) names ``supersedes``: a note this run may read, in the
   layer being written; a team or enterprise note only under a grant whose prefix starts that
   note's event id. The correction carries ``supersedes``; when the panel verifies it, the
-  note it names turns stale, superseded by it (``MemoryStore`` promote).
+  note it names turns stale, superseded by it (``Store`` promote).
 * ``consolidating``: the note's word set overlaps a live note of its layer and part (same
   task, team, ...) by Jaccard similarity >= ``CONSOLIDATE_AT`` (0.6): stored, and flagged for
   a later merge. Below it: ``accepted``.
@@ -49,8 +49,27 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import TrussError
-from ..model import MAX_BODY, Entry, Kind, Layer, Provenance, Trust, body_size, normalize_body
+from .. import entryfile
+from ..errors import NotFound, TrussError, UntrustedHistory, UsageError
+from ..gitdir import GitDir
+from ..model import (
+    MAX_BODY,
+    Entry,
+    Kind,
+    Layer,
+    Provenance,
+    Trust,
+    body_size,
+    check_key,
+    normalize_body,
+)
+from ..readgate import check_write
+from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+from ..recall.engine import Searcher, search_snapshot
+from ..recall.pipeline import Filter
+from ..recall.tokenize import tokenize
+from ..trailers import trailers
+from ..views import entry_view
 from .registry import Annotations, Tool, register
 from .schema import check_input, check_json
 from .scope import (
@@ -64,12 +83,13 @@ from .scope import (
     scope_of,
     source_event,
 )
+from .write import TOMBSTONE_MARK
 
 if TYPE_CHECKING:
     from ..gitstore import Plan, Snapshot
-    from ..store import MemoryStore
-    from .context import RunContext
+    from ..store import Store
     from .dispatch import Call
+    from .runcontext import RunContext
 
 __all__ = ["CONSOLIDATE_AT", "INPUT_SCHEMA", "KINDS", "train"]
 
@@ -120,7 +140,7 @@ class _Refused(Exception):
 
 
 def train(
-    store: MemoryStore,
+    store: Store,
     context: RunContext | None,
     inp: Mapping[str, Any],
     *,
@@ -152,11 +172,8 @@ def train(
     return {"status": status, "entry": _view(stored), "usage": usage}
 
 
-def _trusted(store: MemoryStore) -> None:
+def _trusted(store: Store) -> None:
     """Refuse on a history the audit rejects: nothing is stored (or said to be) on it."""
-    from ..errors import UntrustedHistory
-    from ..readgate import check_write
-
     tip = store.git.tip()
     try:
         check_write(store.git, str(tip.id) if tip is not None else None, store.environ)
@@ -165,7 +182,7 @@ def _trusted(store: MemoryStore) -> None:
 
 
 def _note(
-    store: MemoryStore,
+    store: Store,
     ctx: RunContext,
     inp: Mapping[str, Any],
     body: str,
@@ -214,8 +231,6 @@ def _note(
             provenance=Provenance(produced_by=produced, sources=sources),
             supersedes=supersedes,
         )
-        from ..model import check_key
-
         check_key(entry.key)
     except TrussError as exc:
         raise _Refused(exc.message) from None
@@ -223,8 +238,6 @@ def _note(
 
 
 def _check_body(body: str) -> None:
-    from .write import TOMBSTONE_MARK
-
     if not body:
         raise _Refused("the body is empty; a note needs the text of what was learned")
     size = body_size(body)
@@ -301,7 +314,7 @@ def _granted(ctx: RunContext, layer: Layer, event_id: str | None, what: str) -> 
 
 
 def _check_supersedes(
-    store: MemoryStore, ctx: RunContext, inp: Mapping[str, Any], kind: Kind, layer: Layer
+    store: Store, ctx: RunContext, inp: Mapping[str, Any], kind: Kind, layer: Layer
 ) -> str | None:
     wanted = inp.get("supersedes")
     if kind is not Kind.CORRECTION:
@@ -313,8 +326,6 @@ def _check_supersedes(
             'a correction names the note it corrects: give "supersedes": {"entryId": "<id>"} '
             "(find the id with memory.ask)"
         )
-    from ..errors import NotFound, UsageError
-
     ref = str(wanted["entryId"])
     try:
         target = store.get(ref)
@@ -340,14 +351,9 @@ def _check_supersedes(
     return target.id
 
 
-def _overlap(store: MemoryStore, ctx: RunContext, entry: Entry) -> float:
+def _overlap(store: Store, ctx: RunContext, entry: Entry) -> float:
     """The highest Jaccard similarity of the note's word set with a live note of its layer
     and part, among the few the recall index ranks closest (so the cost stays bounded)."""
-    from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
-    from ..recall.engine import search_snapshot
-    from ..recall.pipeline import Filter
-    from ..recall.tokenize import tokenize
-
     words = set(tokenize(entry.body))
     area = home(ctx, entry.layer)
     if not words or area is None:
@@ -357,7 +363,9 @@ def _overlap(store: MemoryStore, ctx: RunContext, entry: Entry) -> float:
         query = query[:MAX_QUERY_CHARS].rsplit(" ", 1)[0]
     flt = Filter(min_trust=Trust.UNVERIFIED, areas=(area,), skip_marked=True)
     try:
-        found = search_snapshot(store, store.snapshot(), query, flt, 10, mode="exact")
+        found = search_snapshot(
+            store, store.snapshot(), query, flt, 10, gate=store.gate, mode="exact"
+        )
     except TrussError:
         return 0.0  # an unreadable index only loses the hint, never the write
     best = 0.0
@@ -370,11 +378,10 @@ def _overlap(store: MemoryStore, ctx: RunContext, entry: Entry) -> float:
     return best
 
 
-def _commit(store: MemoryStore, entry: Entry, repeat: tuple[str, str | None]) -> tuple[Entry, bool]:
+def _commit(store: Store, entry: Entry, repeat: tuple[str, str | None]) -> tuple[Entry, bool]:
     """One signed commit adding ``entry``, unless a note for the same source is there."""
-    from .. import entryfile
+    # gitstore (pygit2) stays off the cold read path this module is on.
     from ..gitstore import Plan
-    from ..store import trailers
 
     found: list[Entry] = []
 
@@ -399,28 +406,19 @@ def _commit(store: MemoryStore, entry: Entry, repeat: tuple[str, str | None]) ->
 
 
 def _stored(
-    store: MemoryStore, snap: Snapshot, entry: Entry, repeat: tuple[str, str | None]
+    store: Store, snap: Snapshot, entry: Entry, repeat: tuple[str, str | None]
 ) -> list[Entry]:
     """The note already stored for this source (or call) in this task and enterprise.
 
     Looked up in the recall index's (kind, key) groups at ``snap``'s tree: a walk of every
     note file cost ~200 ms per train at 2k notes and grew with the store; the index follows
     the tree by its diff. If the index cannot be read, the walk answers instead."""
-    from ..recall.docs import entry_of
-    from ..recall.engine import Searcher
-    from ..recall.gitread import GitDir
-
     key, produced = repeat
     try:
-        searcher = Searcher(git=GitDir.discover(store.git.git_dir), repo=store.git.repo)
+        git = GitDir.discover(store.git.git_dir)
+        searcher = Searcher(gate=store.gate, git=git, repo=store.git.repo)
         view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
-        candidates = [
-            entry_of(seg.record(docno), seg.doc_id(docno))
-            for seg, gone in zip(view.segments, view.deleted, strict=True)
-            for kind in KINDS
-            for docno in seg.group(kind, key)
-            if docno not in gone
-        ]
+        candidates = [e for e in searcher.key_entries(view, key) if e.kind.value in KINDS]
     except (TrussError, OSError):
         candidates = list(_walk(snap, key))
     for other in candidates:
@@ -436,8 +434,6 @@ def _stored(
 
 
 def _walk(snap: Snapshot, key: str) -> Iterator[Entry]:
-    from .. import entryfile
-
     needle = entryfile.key_line(key)
     for kind in KINDS:
         for path, blob in snap.walk(f"memories/{kind}"):
@@ -446,8 +442,6 @@ def _walk(snap: Snapshot, key: str) -> Iterator[Entry]:
 
 
 def _view(entry: Entry) -> dict[str, Any]:
-    from ..views import entry_view
-
     data = entry_view(entry, full=True)
     source = source_event(entry)
     data["sourceEventId"] = source[0] if source else None

@@ -6,7 +6,7 @@ same kind and key whose body starts with ``TOMBSTONE_MARK``. Once a panel verifi
 conflict policy supersedes the older verified entries of that key, and the memory tool's view
 hides the key. Until then the tombstone is visible only to the run that wrote it.
 
-**The verification policy applies here as on the CLI's ``write``** (``panel.policy``): after
+**The verification policy applies here as on the CLI's ``write``** (``policy``): after
 the commit, the entries whose kind is eager under the call's layered settings go to the panel
 at once (``verify_written``), each PASS or FAIL a second, panel-signed commit. Where the
 outcome is reported is the face's choice, because the ``memory`` binding's texts must stay
@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .. import entryfile
 from ..errors import UsageError
 from ..model import (
     MAX_BODY,
@@ -39,6 +40,8 @@ from ..model import (
     check_key,
     normalize_body,
 )
+from ..scope import stamp
+from ..trailers import trailers
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
@@ -64,7 +67,7 @@ def new_entry(
     tombstone: bool = False,
     memory_path: str | None = None,
 ) -> Entry:
-    """An unverified entry of this call, checked as MemoryStore.write checks its input.
+    """An unverified entry of this call, checked as Store.write checks its input.
 
     ``memory_path``: the memory tool's file at that path. Its text is kept byte for byte
     (an empty file too), where any other write is stored in canonical form."""
@@ -82,8 +85,6 @@ def new_entry(
     if body_size(text) > MAX_BODY:
         raise UsageError(f"the text is {body_size(text)} bytes; the limit is {MAX_BODY}")
     store = call.store
-    from ..scope import stamp
-
     return Entry(
         kind=kind,
         key=key,
@@ -112,10 +113,10 @@ class Committed:
 def commit_entries(call: Call, entries: Sequence[Entry], summary: str) -> Committed:
     """One signed commit adding ``entries`` (all unverified; present ones are left alone),
     then the panel on the new ones whose kind the verification policy makes eager."""
-    from .. import entryfile
+    # gitstore (pygit2) and the panel (the store, settings) load only on a write, never on
+    # the cold read path this module is on.
     from ..gitstore import Plan, Snapshot
-    from ..panel.policy import verify_written
-    from ..store import trailers
+    from ..panel.eager import verify_written
 
     # Read before the commit, as the CLI's write_entry does: a broken settings file fails the
     # write whole instead of leaving it half done.

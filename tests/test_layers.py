@@ -1,0 +1,275 @@
+"""The package's shape: imports point down, and the read gate has one caller.
+
+Read from the source, every import that runs counted -- at module top or inside a function
+-- so a circle cannot hide behind an import written late. (Imports under ``TYPE_CHECKING``
+never run; a package is loaded before its modules anyway, so ``from . import x`` ties the
+importer to ``x`` alone.)
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "truss_files"
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _imported(name: str, path: Path, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    """The dotted names ``node`` imports (``pkg.mod`` or ``pkg.mod.attr``)."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    base = node.module or ""
+    if node.level:
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        here = here[: len(here) - (node.level - 1)]
+        base = ".".join([*here, base] if base else here)
+    yield base
+    yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def _runs(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The imports of ``tree`` that run: all but those under ``if TYPE_CHECKING:``."""
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports."""
+    known = modules()
+    edges: dict[str, set[str]] = {name: set() for name in known}
+    for name, path in known.items():
+        for node in _runs(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            for target in _imported(name, path, node):
+                if target in known and target != name and not name.startswith(target + "."):
+                    edges[name].add(target)
+    return edges
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                part = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    part.append(member)
+                    if member == node:
+                        break
+                if len(part) > 1:
+                    found.append(sorted(part))
+    return found
+
+
+def test_no_import_circle() -> None:
+    edges = graph()
+    loops = circles(edges)
+    detail = [
+        " / ".join(f"{a} -> {', '.join(sorted(edges[a] & set(loop)))}" for a in loop)
+        for loop in loops
+    ]
+    assert not loops, "import circles:\n" + "\n".join(detail)
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_reads_imports_inside_functions() -> None:
+    edges = graph()
+    # store.Store.open_read imports nothing late, but the graph must see late imports at
+    # all: the CLI's lazy command table is one (faces.cli_app loads command modules).
+    assert "truss_files.store" in edges["truss_files.facade"]
+    assert edges["truss_files.readgate"] >= {"truss_files.audit"}  # imported inside a function
+
+
+def _importers(name: str) -> list[str]:
+    """The modules that import ``name`` from the read gate."""
+    found = []
+    for module, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and "readgate" in (node.module or "")
+                and any(alias.name == name for alias in node.names)
+            ):
+                found.append(module)
+    return sorted(found)
+
+
+def test_only_the_store_opens_a_read_through_the_gate() -> None:
+    """``readgate.gate`` is called from one place, ``Store.open_read``: every read path
+    (the facade, tools, context, panel, faces) starts there, so none can forget it. Recall
+    is given the gate's verdict (``Store.gate``); only the two cold query paths, which never
+    open a store, hand it ``readgate.refusal`` themselves."""
+    assert _importers("gate") == ["truss_files.store"]
+    assert _importers("refusal") == [
+        "truss_files.faces.cli_query",
+        "truss_files.store",
+        "truss_files.tools.query",
+    ]
+
+
+# The floors of the house, lowest first (README "Architecture"): a module imports only
+# modules on its own floor or below. A module is placed by its longest listed prefix.
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (name, tuple(modules.split()))
+    for name, modules in (
+        ("values", "errors model trailers scope"),
+        (
+            "formats",
+            "entryfile entryscan frontyaml config signing keys verdict quorum policy "
+            "proposal views",
+        ),
+        ("git", "gitstore gitdir gitlocks worktree recovery gitdamage trustroot"),
+        ("rules", "audit attest readgate authority writers join settings"),
+        ("store", "store"),
+        ("engines", "recall panel identity review operators initstore"),
+        ("runtime", "tools runs context"),
+        ("facade", "facade memory"),
+        ("faces", "faces server hooks drivers anthropic_adapter demo __main__"),
+    )
+)
+
+
+def floor_of(module: str) -> int:
+    rest = module.removeprefix("truss_files").removeprefix(".")
+    if rest == "":  # the package itself: its lazy names reach up to the facade
+        return len(FLOORS) - 1
+    best: tuple[int, int] | None = None
+    for level, (_, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            fits = rest == prefix or rest.startswith(prefix + ".")
+            if fits and (best is None or len(prefix) > best[1]):
+                best = (level, len(prefix))
+    assert best is not None, f"{module} is on no floor: place it in FLOORS and the README"
+    return best[0]
+
+
+def test_imports_point_down() -> None:
+    edges = graph()
+    up = [
+        f"{a} ({FLOORS[floor_of(a)][0]}) -> {b} ({FLOORS[floor_of(b)][0]})"
+        for a in sorted(edges)
+        for b in sorted(edges[a])
+        if floor_of(b) > floor_of(a)
+    ]
+    assert not up, "imports that point up:\n" + "\n".join(up)
+
+
+def test_every_module_is_on_one_floor() -> None:
+    listed = [prefix for _, prefixes in FLOORS for prefix in prefixes]
+    assert len(listed) == len(set(listed))
+    for name in modules():
+        floor_of(name)
+
+
+def _late_imports() -> Iterator[tuple[str, int, list[str]]]:
+    """Each import of our own modules written inside a function: module, line, source lines."""
+    for name, path in modules().items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        tree = ast.parse("\n".join(lines))
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and (
+                    node.level or (node.module or "").startswith("truss_files")
+                ):
+                    yield name, node.lineno, lines
+
+
+def _explained(lines: list[str], lineno: int) -> bool:
+    """A comment on the import's line, or among the few lines just above it (past other
+    imports and blank lines), says why it is late."""
+    if "#" in lines[lineno - 1]:
+        return True
+    seen = 0
+    for line in reversed(lines[: lineno - 1]):
+        text = line.strip()
+        if "#" in text:
+            return True
+        if not text or text.startswith(("from ", "import ")):
+            continue
+        seen += 1
+        if seen > 1:
+            return False
+    return False
+
+
+def test_a_late_import_says_why() -> None:
+    """An import of our own modules inside a function is there for a reason a comment gives:
+    an optional extra, or a heavy module kept off a path that must stay fast."""
+    silent = [
+        f"{name}:{lineno}"
+        for name, lineno, lines in _late_imports()
+        if not _explained(lines, lineno)
+    ]
+    assert not silent, "imports inside functions with no comment saying why:\n" + "\n".join(silent)
+
+
+def test_the_readme_draws_these_floors() -> None:
+    """README's "Architecture" picture names the same floors, top down, holding the same
+    modules and folders as ``FLOORS``."""
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Architecture") :]
+    start = section.index("```text\n") + len("```text\n")
+    picture = section[start : section.index("\n```", start)]
+    drawn: dict[str, set[str]] = {}
+    floor = ""
+    for line in picture.splitlines():
+        if not line.startswith(" "):
+            floor, _, line = line.partition(" ")
+        names = re.findall(r"([\w]+)(?:\.py\b|/)", line.split(":")[0])
+        drawn.setdefault(floor, set()).update(names)
+    assert list(drawn) == [name for name, _ in reversed(FLOORS)]
+    for name, prefixes in FLOORS:
+        assert drawn[name] == {p for p in prefixes if p != "__main__"}, name

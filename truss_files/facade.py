@@ -1,0 +1,113 @@
+"""``MemoryStore``: the store as agents and faces use it -- writes, trust transitions, reads.
+
+The facade stands above every engine: writes and transitions are the store's own (``Store``),
+and each read here opens one gated snapshot (``Store.open_read``) and hands it to the engine
+that answers -- recall for ``query``, the run context for ``context`` and ``delta_since``. It
+implements the ``Memory`` protocol that faces and tools depend on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from .context.assemble import Prefix, build_context
+from .context.delta import Delta
+from .context.delta import delta_since as _delta_since
+from .errors import NotFound
+from .model import Entry, Kind, Layer, Trust
+from .recall.engine import RecallResult, search_snapshot
+from .recall.pipeline import Filter
+from .scope import Reader
+from .store import Store
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(Store):
+    """A store at a path: ``Store``'s writes and transitions, and the gated reads."""
+
+    def query(
+        self,
+        text: str,
+        *,
+        kind: Kind | str | None = None,
+        key: str | None = None,
+        layer: Layer | str | None = None,
+        min_trust: Trust | str = Trust.VERIFIED,
+        limit: int = 10,
+        mode: str | None = None,
+        reader: Reader | None = None,
+    ) -> RecallResult:
+        """Rank entries at or above ``min_trust`` at the branch tip (filter, then BM25 over
+        the candidates, through the recall index and the read gate). ``reader`` applies
+        ``memory.scope`` (``scope.Reader``); None reads every scope, as a reviewer does."""
+        snap = self.snapshot()
+        config = self.config(snap)
+        if reader is not None and reader.mode is None:
+            reader = dataclasses.replace(
+                reader, mode=str(config.get("memory", "scope", "per-agent"))
+            )
+        flt = Filter(
+            min_trust=Trust.floor(min_trust),
+            kind=Kind.parse(kind) if isinstance(kind, str) else kind,
+            key=key,
+            layers=None
+            if layer is None
+            else frozenset({Layer.parse(layer) if isinstance(layer, str) else layer}),
+            reader=reader,
+        )
+        salience = str(config.get("policy", "salience", "off"))
+        return search_snapshot(
+            self, snap, text, flt, limit, gate=self.gate, mode=mode, salience=salience
+        )
+
+    def view(
+        self,
+        refs: Iterable[str],
+        *,
+        min_trust: Trust | str = Trust.VERIFIED,
+        reader: Reader | None = None,
+    ) -> list[Entry]:
+        """The entries named by id (or unique 8+ hex prefix) at or above ``min_trust``, through
+        the read gate; ids below the floor, rejected, out of scope or unknown are left out."""
+        floor = Trust.floor(min_trust)
+        snap, withheld = self.open_read(floor)
+        flt = Filter(min_trust=floor, ceiling=Trust.UNVERIFIED if withheld else None, reader=reader)
+        out: dict[str, Entry] = {}
+        for ref in refs:
+            try:
+                entry = self.get(ref, snap)
+            except NotFound:
+                continue
+            if flt.admits(entry):
+                out.setdefault(entry.id, entry)
+        return list(out.values())
+
+    def delta_since(self, cursor: str, *, reader: Reader | None = None) -> Delta:
+        """What changed in verified L2 since ``cursor`` (from ``context`` or an earlier
+        delta), with a new cursor; a bad or unknown cursor raises ``BadCursor``."""
+        return _delta_since(self, cursor, reader=reader)
+
+    def context(
+        self,
+        run: str,
+        *,
+        principal: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        gates: Iterable[str] = (),
+        parent: str | None = None,
+    ) -> Prefix:
+        """The prefix of run ``run`` (tools, system, messages, cursor); the first call for a
+        run starts it at the branch tip, and later calls keep its tools and system bytes.
+        ``parent``: the run is a child of that run (they share their own notes)."""
+        return build_context(
+            self,
+            run,
+            principal=principal,
+            agent=agent,
+            project=project,
+            gates=tuple(gates),
+            parent=parent,
+        )

@@ -1,0 +1,284 @@
+"""Signed panel verdicts.
+
+A verdict is canonical JSON — entry id, outcome, votes with evidence, quorum, policy, time,
+signer — plus an SSHSIG signature in namespace ``truss-verdict`` over that JSON. Its id is
+the hash of the signed payload, so editing any vote after signing changes what must verify.
+
+A keyless verdict is signed with sigstore instead: its signer is a ``sigstore:<issuer>|
+<identity>`` principal, its key is ``sigstore``, its signature empty, and its ``bundle`` (a
+sigstore bundle over the same canonical JSON) proves who signed it. Like the signature, the
+bundle is not part of the payload, so it does not change the verdict's id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .config import VERDICT_NAMESPACE, TrustPolicy
+from .errors import KeylessError, SignatureError, UsageError, VerdictError
+from .quorum import parse_quorum_text, tally
+from .signing import Signer, keyless
+
+OUTCOMES = ("PASS", "FAIL")
+# A vote may also be ABSTAIN: a reviewer that could not judge (a hang, a crash, a garbled
+# answer). Abstentions count neither way; see panel.panel.tally.
+VOTE_VALUES = ("PASS", "FAIL", "ABSTAIN")
+KEYLESS_PREFIX = "sigstore:"
+_FIELDS = ("entry", "outcome", "votes", "quorum", "policy", "time", "signer", "key")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    entry: str
+    outcome: str
+    votes: tuple[Mapping[str, Any], ...]
+    quorum: str
+    policy: str
+    time: str
+    signer: str
+    key: str
+    signature: str = ""
+    bundle: Mapping[str, Any] | None = None
+
+    def payload(self) -> bytes:
+        body = {
+            "entry": self.entry,
+            "outcome": self.outcome,
+            "votes": [dict(v) for v in self.votes],
+            "quorum": self.quorum,
+            "policy": self.policy,
+            "time": self.time,
+            "signer": self.signer,
+            "key": self.key,
+        }
+        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(self.payload()).hexdigest()[:32]
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.payload())
+        data["verdict_id"] = self.id
+        data["signature"] = self.signature
+        if self.bundle is not None:
+            data["bundle"] = dict(self.bundle)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+    def summary(self) -> dict[str, str]:
+        return {"verdict_id": self.id, "outcome": self.outcome, "signer": self.signer}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "verdict") -> Verdict:
+        if not isinstance(data, Mapping):
+            raise VerdictError(f"{source}: a verdict is a JSON object")
+        missing = [f for f in (*_FIELDS, "signature") if f not in data]
+        if missing:
+            raise VerdictError(f"{source}: missing field(s) {', '.join(missing)}")
+        votes = data["votes"]
+        if not isinstance(votes, list) or not all(isinstance(v, Mapping) for v in votes):
+            raise VerdictError(f"{source}: 'votes' must be a list of objects")
+        for name in (*_FIELDS, "signature"):
+            if name != "votes" and not isinstance(data[name], str):
+                raise VerdictError(f"{source}: '{name}' must be a string")
+        bundle = data.get("bundle")
+        if bundle is not None and not isinstance(bundle, Mapping):
+            raise VerdictError(f"{source}: 'bundle' must be a sigstore bundle (a JSON object)")
+        verdict = cls(
+            entry=data["entry"],
+            outcome=data["outcome"],
+            votes=tuple(dict(v) for v in votes),
+            quorum=data["quorum"],
+            policy=data["policy"],
+            time=data["time"],
+            signer=data["signer"],
+            key=data["key"],
+            signature=data["signature"],
+            bundle=dict(bundle) if bundle is not None else None,
+        )
+        claimed = data.get("verdict_id")
+        if claimed is not None and claimed != verdict.id:
+            raise VerdictError(
+                f"{source}: verdict_id {claimed} does not match its content ({verdict.id}); "
+                "the verdict was edited after signing"
+            )
+        return verdict
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "verdict") -> Verdict:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise VerdictError(f"{source}: not JSON ({exc})") from exc
+        return cls.from_dict(data, source)
+
+
+def sign_verdict(
+    entry_id: str,
+    outcome: str,
+    votes: Sequence[Mapping[str, Any]],
+    *,
+    signer: Signer,
+    principal: str,
+    quorum: str,
+    policy: str,
+    now: str,
+) -> Verdict:
+    unsigned = _unsigned(
+        entry_id, outcome, votes, quorum, policy, now, principal, signer.public_line
+    )
+    signature = signer.sign(unsigned.payload(), VERDICT_NAMESPACE)
+    return Verdict(**{**unsigned.__dict__, "signature": signature})
+
+
+def sign_keyless_verdict(
+    entry_id: str,
+    outcome: str,
+    votes: Sequence[Mapping[str, Any]] | None,
+    *,
+    note: str = "",
+    token: str | None,
+    trust_config: str | None,
+    quorum: str,
+    policy: str,
+    now: str,
+) -> Verdict:
+    """A verdict signed with sigstore by the identity of ``token`` (or the ambient one)."""
+    if outcome not in OUTCOMES:  # before the token is read
+        raise VerdictError(f"outcome must be PASS or FAIL, not {outcome!r}")
+    identity, raw = keyless.token_identity(token)
+    principal = identity.principal
+    if votes is None:
+        votes = [{"reviewer": principal, "kind": "ci", "vote": outcome, "evidence": {"note": note}}]
+    unsigned = _unsigned(
+        entry_id, outcome, votes, quorum, policy, now, principal, keyless.KEYLESS_KEY
+    )
+    _, bundle = keyless.sign(unsigned.payload(), token=raw, trust_config=trust_config)
+    return Verdict(**{**unsigned.__dict__, "bundle": bundle})
+
+
+def _unsigned(
+    entry_id: str,
+    outcome: str,
+    votes: Sequence[Mapping[str, Any]],
+    quorum: str,
+    policy: str,
+    now: str,
+    principal: str,
+    key: str,
+) -> Verdict:
+    """The verdict both signers sign: everything but the signature or bundle."""
+    if outcome not in OUTCOMES:
+        raise VerdictError(f"outcome must be PASS or FAIL, not {outcome!r}")
+    return Verdict(
+        entry=entry_id,
+        outcome=outcome,
+        votes=tuple(dict(v) for v in votes),
+        quorum=quorum,
+        policy=policy,
+        time=now,
+        signer=principal,
+        key=key,
+    )
+
+
+def check_verdict(verdict: Verdict, entry_id: str, outcome: str, policy: TrustPolicy) -> str:
+    """Raise unless ``verdict`` is a valid ``outcome`` verdict for exactly ``entry_id``,
+    signed by a key holding the panel role under ``policy``. Returns the signer."""
+    if verdict.entry != entry_id:
+        raise VerdictError(
+            f"verdict {verdict.id} is for entry {verdict.entry}, not {entry_id}; "
+            "a verdict applies to exactly one entry"
+        )
+    if verdict.outcome != outcome:
+        raise VerdictError(
+            f"verdict {verdict.id} says {verdict.outcome}; this needs a {outcome} verdict"
+        )
+    if not verdict.votes:
+        raise VerdictError(f"verdict {verdict.id} has no votes; an empty panel is not a pass")
+    if verdict.bundle is not None or verdict.signer.startswith(KEYLESS_PREFIX):
+        check_keyless(verdict, policy)
+        check_votes(verdict)
+        return verdict.signer
+    try:
+        principal, key = policy.check_signature(
+            verdict.signature, verdict.payload(), VERDICT_NAMESPACE, {"panel"}
+        )
+    except SignatureError as exc:
+        raise VerdictError(f"verdict {verdict.id}: {exc}") from exc
+    check_votes(verdict)
+    if key.public_line.split()[:2] != verdict.key.split()[:2]:
+        raise VerdictError(f"verdict {verdict.id}: signed by a different key than it names")
+    if principal != verdict.signer and verdict.signer not in policy.signers.principals_for(
+        key, VERDICT_NAMESPACE
+    ):
+        raise VerdictError(
+            f"verdict {verdict.id} names signer {verdict.signer} but was signed by {principal}"
+        )
+    return principal
+
+
+def check_keyless(verdict: Verdict, policy: TrustPolicy) -> Any:
+    """Raise unless a keyless verdict's bundle proves that its signer -- a sigstore principal
+    holding the panel role -- signed exactly this verdict. Returns what the bundle says
+    (identity, issuer, log index). Offline, against the policy's trusted root."""
+    what = f"verdict {verdict.id}"
+    try:
+        claimed = keyless.KeylessIdentity.parse(verdict.signer)
+    except UsageError as exc:
+        raise KeylessError("sigstore-identity", f"{what}: {exc.message}") from exc
+    if claimed is None or verdict.bundle is None or verdict.key != keyless.KEYLESS_KEY:
+        raise KeylessError(
+            "sigstore-bundle",
+            f"{what}: a keyless verdict names a sigstore:<issuer>|<identity> signer, key "
+            f"'{keyless.KEYLESS_KEY}' and carries its bundle; this one has signer "
+            f"{verdict.signer}, key {verdict.key[:20]!r} and "
+            + ("a bundle" if verdict.bundle is not None else "no bundle"),
+        )
+    panel = policy.config.roles()["panel"]
+    if verdict.signer not in panel:
+        others = [keyless.KeylessIdentity.parse(p) for p in panel if keyless.is_keyless(p)]
+        same = [o for o in others if o is not None and o.identity == claimed.identity]
+        rule = "sigstore-issuer" if same else "sigstore-identity"
+        raise KeylessError(
+            rule,
+            f"{what}: {verdict.signer} does not hold the panel role in truss.toml [roles]"
+            + (f" (the panel trusts that identity from {same[0].issuer} only)" if same else "")
+            + "; an operator grants it with `truss-files roles grant panel "
+            f"'{verdict.signer}'`",
+        )
+    return keyless.verify(verdict.payload(), verdict.bundle, claimed, policy.trusted_root, what)
+
+
+def check_votes(verdict: Verdict) -> None:
+    """Raise unless the votes carry the outcome under the verdict's own ``K-of-N`` quorum.
+
+    A panel key could sign a PASS over FAIL votes by mistake; the record must agree with
+    itself. Quorum texts other than ``K-of-N`` (none are written today) are not tallied.
+    """
+    quorum = parse_quorum_text(verdict.quorum)
+    if quorum is None:
+        return
+    need, size = quorum
+    votes = [str(v.get("vote", "")) for v in verdict.votes]
+    bad = sorted({v for v in votes if v not in VOTE_VALUES})
+    if bad:
+        raise VerdictError(
+            f"verdict {verdict.id} holds vote(s) {', '.join(bad)}; votes are PASS, FAIL or ABSTAIN"
+        )
+    if len(votes) != size or need > size:
+        raise VerdictError(
+            f"verdict {verdict.id} states quorum {verdict.quorum} but holds {len(votes)} votes"
+        )
+    if tally(votes, need) != verdict.outcome:
+        raise VerdictError(
+            f"verdict {verdict.id} says {verdict.outcome} but its votes "
+            f"({', '.join(votes)}) do not reach that under quorum {verdict.quorum}"
+        )
