@@ -2,7 +2,7 @@
 
 Building the index at 100k entries cannot afford ``entryfile.parse`` (~0.3-0.4 ms per
 unverified file and ~0.6-0.85 ms per verified one, nearly all of it YAML: ~60 s). Files written
-by truss-files are canonical (``entryfile.serialize``), so ``scan`` matches that one layout
+by truss-files are canonical (``entryfile.serialize``), so ``canonical`` matches that one layout
 with a single strict pattern plus per-field checks (~30-45 µs a file, content address
 included: ~10x faster) and hands anything else back (None) to ``entryfile.parse``'s YAML --
 which also raises the error for a file that is not an entry at all. Either way the result is

@@ -162,7 +162,7 @@ def _contains(seq: tuple[str, ...], part: tuple[str, ...]) -> bool:
     return False
 
 
-# -- a store's glossary: definitions per index segment, kept in one small cache file --------
+# -- a store's glossary: the definitions the admitted entries store in the index ------------
 
 
 def store_glossary(found: Iterable[Sequence[Any]]) -> Glossary:

@@ -1,7 +1,7 @@
 """Entries as the recall index stores them: a record to rebuild each from, and its tokens.
 
 The record is a plain tuple ``marshal`` can write: every field of the ``Entry``, the verdict
-as its three shown fields plus its text (see ``scan``). It is stored in the floor index of
+as its three shown fields plus its text (see ``entryscan``). It is stored in the floor index of
 the entry's own trust (``floors``), so a query answers entries without reading git.
 """
 
@@ -79,7 +79,7 @@ def record_of(entry: Entry) -> tuple[Any, ...]:
 
 def entry_of(record: tuple[Any, ...], entry_id: str | None = None) -> Entry:
     """The ``Entry`` of an index record. ``entry_id``: its document id, which the index
-    checked is the content address of the file (``scan``, ``entryfile.parse``) -- given, the
+    checked is the content address of the file (``entryfile.parse``) -- given, the
     entry need not hash its fields again (nor a query import hashlib) to know it."""
     (
         kind,

@@ -328,9 +328,9 @@ class LlamaBPE:
         import zlib
 
         stat = path.stat()
-        # The file's name only spreads copies out (crc32: no hashlib import, ~3 ms); the full
+        # The file's name only spreads copies out (crc32: no hashlib import); the full
         # key inside the copy is what is checked. The arrays are in this machine's byte order,
-        # so the order is part of the key (as in the index segments' headers).
+        # so the order is part of the key.
         key = f"{path}:{stat.st_size}:{stat.st_mtime_ns}:{sys.byteorder}"
         copy = cache / f"{zlib.crc32(key.encode()):08x}.bpe"
         with contextlib.suppress(OSError, EOFError, ValueError, TypeError, struct.error):
@@ -476,7 +476,7 @@ class SentenceTransformerEmbedder:
         return self.embed_documents([text])[0]
 
 
-# -- vectors: the content-hash cache and per-segment matrices ------------------------------
+# -- vectors: the content-hash cache ------------------------------------------------------
 
 
 class VectorCache:
