@@ -341,8 +341,9 @@ def to_text(why: Mapping[str, Any]) -> str:
     entry = why["entry"]
     lines = [f"{entry['id'][:12]}  {entry['kind']}/{entry['key']}  [{entry['trust']}]"]
     lines.extend("    " + line for line in str(entry["body"]).splitlines())
-    lines.append(_standing(why))
-    if entry.get("superseded_by"):
+    standing = _standing(why)
+    lines.append(standing)
+    if entry.get("superseded_by") and "superseded by" not in standing:
         lines.append(f"superseded by {entry['superseded_by'][:12]}")
     if entry.get("supersedes"):
         lines.append(f"supersedes {entry['supersedes'][:12]}")
@@ -382,6 +383,8 @@ def to_text(why: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# A pull-request comment holds 65,536 characters at most: a long body is cut (``show`` has it).
+BODY_LIMIT = 2_000
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
 
 
@@ -411,7 +414,13 @@ def to_markdown(why: Mapping[str, Any]) -> str:
         f"is **{entry['trust']}**",
         "",
     ]
-    lines.extend("> " + _MD_SPECIAL.sub(r"\\\1", line) for line in str(entry["body"]).splitlines())
+    body = str(entry["body"])
+    if len(body) > BODY_LIMIT:
+        body = (
+            body[:BODY_LIMIT]
+            + f"\n… ({len(body) - BODY_LIMIT} more characters; `truss-files show`)"
+        )
+    lines.extend("> " + _MD_SPECIAL.sub(r"\\\1", line) for line in body.splitlines())
     lines.append("")
     lines.append(_md(_standing(why)))
     lines.append("")
