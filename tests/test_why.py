@@ -8,6 +8,7 @@ verify-commit, git cat-file on the ledger ref) rather than at what `why` says of
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -19,7 +20,9 @@ from typing import Any
 
 import pytest
 
+from truss_files import entryfile
 from truss_files.facade import MemoryStore
+from truss_files.model import Trust
 from truss_files.runs.ledger import canonical
 
 SCRIPT = Path(sys.executable).parent / "truss-files"
@@ -360,3 +363,33 @@ def test_a_verified_entry_on_a_history_the_audit_rejects_is_refused(repo: Path) 
     shown = tf(repo, "why", pending, "--format", "json")
     assert shown.returncode == 0 and shown.stderr.startswith("note: ")
     assert json.loads(shown.stdout)["withheld"]
+
+
+def test_a_forged_verdict_in_the_history_is_shown_invalid(repo: Path) -> None:
+    """A hand edit that rejects an entry on a verdict edited after signing: `why` still
+    explains the (rejected, so never served) entry, and says the verdict does not check."""
+    eid = write(repo, "ci", "Retry once.")
+    signed = json.loads(ok(repo, "verdict", "sign", eid, "--fail", "--note", "wrong"))
+    signed["votes"][0]["evidence"]["note"] = "wrong, and a second reviewer agreed"
+    [path] = git(repo, "ls-files", f"memories/lesson/*/{eid}.md").splitlines()
+    entry = entryfile.parse((repo / path).read_bytes(), path)
+    forged = entryfile.serialize(
+        dataclasses.replace(
+            entry,
+            trust=Trust.REJECTED,
+            provenance=dataclasses.replace(entry.provenance, verified_by=signed),
+        )
+    )
+    (repo / path).write_text(forged)
+    message = f"truss: reject\n\nTruss-Op: reject\nTruss-Entry: {eid}\n"
+    message += f"Truss-Verdict: {signed['verdict_id']}\n"
+    git(repo, "commit", "-q", "--no-verify", "-am", message)
+
+    done = tf(repo, "why", eid[:10], "--format", "json")
+    assert done.returncode == 0 and done.stderr.startswith("note: ")  # the gate's note
+    last = json.loads(done.stdout)["history"][-1]
+    assert (last["op"], last["to"], last["signer"]) == ("reject", "rejected", "unsigned")
+    assert (
+        last["verdict"]["valid"] is False and "edited after signing" in last["verdict"]["problem"]
+    )
+    assert "INVALID" in ok(repo, "why", eid[:10], "--format", "text")
