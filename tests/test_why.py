@@ -214,6 +214,14 @@ def test_superseded_and_demoted_entries_say_how_they_left_verified(repo: Path) -
     assert all(row.replace("\\|", "").count("|") == 7 for row in rows)
     assert "the runner \\| pool was replaced" in rows[-1]
 
+    # A revert of the demotion brings it back under the verdict it had.
+    ok(repo, "revert", answer["history"][-1]["commit"])
+    answer = why(repo, new)
+    last = answer["history"][-1]
+    assert (last["op"], last["from"], last["to"]) == ("revert", "stale", "verified")
+    text = ok(repo, "why", new, "--format", "text")
+    assert f"quorum 1-of-1) (made verified by revert {last['commit'][:12]})" in text
+
 
 def test_an_explicit_supersede_and_a_rejection(repo: Path) -> None:
     a = write(repo, "db", "Use Postgres 15.")

@@ -322,16 +322,16 @@ def _standing(why: Mapping[str, Any]) -> str:
     reasons = [i["reason"] for i in why["history"] if i.get("reason") and i.get("to") == trust]
     if trust == "stale" and reasons:
         return f"stale: demoted, {reasons[-1]}"
-    own = [
-        i["verdict"]
-        for i in why["history"]
-        if i.get("verdict") and i["verdict"].get("entry") == entry["id"] and i["to"] == trust
-    ]
-    if own:
-        return f"{trust}: {_verdict_line(own[-1], entry['id'])}"
     if trust == "unverified":
         return "unverified: no panel verdict yet"
-    return f"{trust}: no verdict recorded by the commit that made it {trust}"
+    own = [i for i in why["history"] if (i.get("verdict") or {}).get("entry") == entry["id"]]
+    moved = [i for i in why["history"] if i.get("to") == trust and i.get("from") != trust]
+    if own and moved and own[-1] is moved[-1]:
+        return f"{trust}: {_verdict_line(own[-1]['verdict'], entry['id'])}"
+    back = f" (made {trust} by {moved[-1]['op']} {moved[-1]['commit'][:12]})" if moved else ""
+    if own:  # a revert brings the entry back under the verdict it had
+        return f"{trust}: {_verdict_line(own[-1]['verdict'], entry['id'])}{back}"
+    return f"{trust}: no verdict recorded for it{back}"
 
 
 def to_text(why: Mapping[str, Any]) -> str:
