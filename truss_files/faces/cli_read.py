@@ -11,7 +11,7 @@ from ..audit import audit
 from ..errors import EntryError
 from ..gitstore import GitStore
 from ..model import Kind, Layer, Trust
-from ..review.why import to_markdown, to_text
+from ..review.whytext import to_markdown, to_text
 from ..views import entry_detail, entry_view, skipped_report
 from .cli_app import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
