@@ -164,6 +164,11 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
     assert any(" failed " in line for line in lines)
     assert lines[-1] == SELF_TEMPLATE.splitlines()[-1]
 
+    why = said["For reviewers: memory changes in pull requests"]  # `why` on a run's note
+    assert "verified: PASS 1/1 by" in why and "the release calendar says so" in why
+    assert "verified: call #1 of run R-why (write_memory)" in why
+    assert "| commit | when | op | trust | signer | verdict |" in why
+
     operators = said["For operators: enforcement and sync"]  # managing signers and roles
     assert "alice@example.com" in operators and "\tpanel" in operators
     assert "ok:" in operators.splitlines()[-1]

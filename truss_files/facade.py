@@ -2,7 +2,8 @@
 
 The facade stands above every engine: writes and transitions are the store's own (``Store``),
 and each read here opens one gated snapshot (``Store.open_read``) and hands it to the engine
-that answers -- recall for ``query``, the run context for ``context`` and ``delta_since``. It
+that answers -- recall for ``query``, the run context for ``context`` and ``delta_since``,
+the review engine (with the run ledger's resolver) for ``why``. It
 implements the ``Memory`` protocol that faces and tools depend on.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from typing import Any
 
 from .context.assemble import Prefix, build_context
 from .context.delta import Delta
@@ -18,6 +20,8 @@ from .errors import NotFound
 from .model import Entry, Kind, Layer, Trust
 from .recall.engine import RecallResult, search_snapshot
 from .recall.pipeline import Filter
+from .review.why import explain
+from .runs.ledger import resolve_call
 from .scope import Reader
 from .store import Store
 
@@ -111,3 +115,18 @@ class MemoryStore(Store):
             gates=tuple(gates),
             parent=parent,
         )
+
+    def why(self, ref: str) -> dict[str, Any]:
+        """Why the store believes entry ``ref`` (an id or a unique 8+ hex prefix), for
+        people: ``{"entry", "history", "produced_by", "sources"}`` (``review.why``), plus
+        ``withheld`` when the read gate holds back what is above unverified. As ``show``:
+        any trust, and refused (``UntrustedHistory``) for an entry above unverified while
+        the branch's history fails the audit; an unknown id raises ``NotFound``."""
+        snap = self.snapshot()
+        entry = self.get(ref, snap)
+        floor = entry.trust if entry.trust.rank > 0 else Trust.UNVERIFIED
+        read = self.open_read(floor, snap)
+        answer = explain(self, entry, read.snap, lambda run, seq: resolve_call(self, run, seq))
+        if read.withheld:
+            answer["withheld"] = read.withheld
+        return answer

@@ -193,6 +193,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "tools": ("cli_tools", "The agent tools this store serves, for harness configuration."),
     "verdict": ("cli_store", "Panel verdicts: signed PASS/FAIL records for exactly one entry."),
     "verify": ("cli_panel", "Run the verification panel on unverified entries."),
+    "why": (
+        "cli_read",
+        "Why the store believes an entry: its history, verdicts, producer and sources.",
+    ),
     "write": ("cli_store", "Write an entry; it lands unverified."),
 }
 LAZY_COMMANDS: Final = {name: module for name, (module, _summary) in COMMANDS.items()}

@@ -1,4 +1,4 @@
-"""Commands that read: show, list, log, audit (``query`` has a module of its own)."""
+"""Commands that read: show, list, log, why, audit (``query`` has a module of its own)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from ..audit import audit
 from ..errors import EntryError
 from ..gitstore import GitStore
 from ..model import Kind, Layer, Trust
+from ..review.whytext import to_markdown, to_text
 from ..views import entry_detail, entry_view, skipped_report
 from .cli_app import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
@@ -149,6 +150,42 @@ def log(obj: Ctx, entry_id: str, fmt: str | None) -> None:
             for i in items
         ),
     )
+
+
+@cli.command()
+@click.argument("entry_id")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "text", "markdown"]),
+    default=None,
+    help="markdown: for a PR comment (a table of the history). "
+    "Default: text on a terminal, JSON otherwise.",
+)
+@pass_ctx
+@handled
+def why(obj: Ctx, entry_id: str, fmt: str | None) -> None:
+    """Why the store believes an entry: its history, verdicts, producer and sources.
+
+    Every commit that changed the entry (op, trust before -> after, signer) with the verdict
+    it recorded (reviewers, votes, evidence), checked again; the producing ledger ref resolved
+    (for run:R/N, the tool, input and result sha256 of that signed ledger call); and each
+    source resolved to the commit, entry or call it names. A ref that fails its checks says
+    `refused`, one with nothing to check it against `unresolvable`: neither is trusted.
+
+    \b
+    Examples:
+      truss-files why 5b0c8f3e
+      truss-files why 5b0c8f3e --format markdown >> "$GITHUB_STEP_SUMMARY"
+    """
+    answer = obj.store().why(entry_id)
+    withheld = answer.get("withheld")
+    if withheld:
+        click.echo(f"note: {withheld}", err=True)
+    if fmt == "markdown":
+        click.echo(to_markdown(answer), nl=False)
+        return
+    emit(fmt, answer, to_text)
 
 
 @cli.command("audit")

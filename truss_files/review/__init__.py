@@ -4,8 +4,9 @@ Each module is one concern: ``diff`` (what changed in belief between two commits
 (that change set as text or pull-request markdown), ``textconv`` (an entry file as a reviewer
 reads it), ``merge`` (two concurrent versions of one entry file settled by the trust state
 machine), ``join`` (two clones' adds of one entry, joined to one file), ``drivers`` (the git
-config that wires the merge and textconv drivers in) and ``sync`` (fetch, audit, integrate,
-push by compare-and-swap).
+config that wires the merge and textconv drivers in), ``sync`` (fetch, audit, integrate,
+push by compare-and-swap), ``why`` (why the store believes one entry: its history, verdicts,
+producing call and sources, each checked) and ``whytext`` (that answer as text or markdown).
 """
 
 from __future__ import annotations

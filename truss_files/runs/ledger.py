@@ -521,3 +521,64 @@ def _blob(repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> bytes:
     if data is None:
         raise KeyError(path)
     return bytes(data)
+
+
+def resolve_call(store: Store, run_id: str, seq: int) -> dict[str, Any]:
+    """What call ``seq`` of run ``run_id`` was, as far as its signed ledger vouches for it.
+
+    ``{"status": "verified", ...the ledger entry, "commit", "signer"}`` when the run's ledger
+    passes every check a replay would make (``RunLedger.verified``) and holds that call;
+    ``{"status": "refused", "detail", "claimed"}`` when a ledger is there but fails them
+    (tampered, unsigned, rolled back) or has no such call -- ``claimed`` is what the
+    unverified commit says, for a person to look at, never to believe; ``{"status":
+    "unresolvable", "detail"}`` when this store keeps no ledger for the run at all.
+    """
+    try:
+        ledger = RunLedger(store, run_id)
+    except UsageError as exc:
+        return {"status": "unresolvable", "detail": exc.message}
+    try:
+        present = ledger.tip() is not None
+    except TrussError as exc:
+        return {"status": "refused", "detail": exc.message, "claimed": None}
+    if not present:
+        return {
+            "status": "unresolvable",
+            "detail": (
+                f"this store keeps no ledger for run {run_id} ({ledger.ref}): the run was not "
+                "durable (--durable), or its ledger was not fetched (git fetch origin "
+                f"'{RUN_REF_PREFIX}*:{RUN_REF_PREFIX}*'); nothing signed vouches for the call"
+            ),
+        }
+    try:
+        chain = ledger.verified()
+        if not 1 <= seq <= chain.seq:
+            raise ProvenanceError(
+                f"run {run_id}'s signed ledger has {chain.seq} call(s); #{seq} is not one of them"
+            )
+        commit = chain.at(seq)
+        try:
+            entry = LedgerEntry.from_bytes(_blob(ledger.repo, commit, calls_path(seq)))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ProvenanceError(
+                f"ledger commit {str(commit.id)[:12]} holds no readable ledger entry"
+            ) from exc
+        if (entry.run, entry.seq) != (run_id, seq):
+            raise ProvenanceError(f"ledger entry {entry.ledger_ref} is for another call")
+    except ProvenanceError as exc:
+        return {"status": "refused", "detail": exc.detail, "claimed": _claimed(ledger, seq)}
+    found: dict[str, Any] = {"status": "verified", **entry.to_dict()}
+    found.update(commit=str(commit.id), signer=chain.principal)
+    return found
+
+
+def _claimed(ledger: RunLedger, seq: int) -> dict[str, Any] | None:
+    """What the ledger's commits say call ``seq`` was, unchecked (``records``), or None."""
+    try:
+        records = ledger.records()
+    except TrussError:
+        return None
+    for record in records:
+        if record.entry.seq == seq:
+            return record.to_dict()
+    return None
