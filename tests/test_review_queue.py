@@ -229,7 +229,7 @@ def test_a_bad_answer_line_is_refused_by_number_and_earlier_decisions_stay(
     base = _tip(store)
     done = _run(store, key, "review", "--answers", str(answers), "--format", "text")
     assert done.returncode == 1
-    assert f"--answers line 2: 'yes' is not an answer; give p, f, s or q" in done.stderr
+    assert "--answers line 2: 'yes' is not an answer; give p, f, s or q" in done.stderr
     assert len(_commits_since(store, base)) == 1
     assert store.get(a).trust is Trust.VERIFIED and store.get(b).trust is Trust.UNVERIFIED
     missing = _run(store, key, "review", "--answers", str(tmp_path / "nope.txt"))

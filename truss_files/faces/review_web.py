@@ -10,7 +10,9 @@ that person's browser and nothing else:
   constant time; without it: 403;
 - the ``Host`` header must name 127.0.0.1 and this port (a DNS-rebound name is refused), and
   a POST's ``Origin``, when the browser sends one, must be this server;
-- responses forbid scripts, framing and referrers (``page.CSP``), and are never cached.
+- responses forbid scripts and framing (``page.CSP``), send no referrer off this origin (with
+  ``no-referrer`` a browser sends ``Origin: null``, which the check above must refuse), and
+  are never cached.
 
 Requests are served one store operation at a time (a lock): pygit2 objects are not shared
 across threads.
@@ -129,7 +131,7 @@ def _handler(server: ReviewServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Security-Policy", CSP)
             self.send_header("X-Content-Type-Options", "nosniff")
             self.send_header("X-Frame-Options", "DENY")
-            self.send_header("Referrer-Policy", "no-referrer")
+            self.send_header("Referrer-Policy", "same-origin")
             self.send_header("Cache-Control", "no-store")
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
