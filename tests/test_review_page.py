@@ -191,9 +191,7 @@ def test_the_page_lists_opens_a_timeline_and_passes_in_one_signed_commit(
     assert out == ""
 
 
-def test_a_body_with_script_renders_inert(
-    store: MemoryStore, key: Path, browser: object
-) -> None:
+def test_a_body_with_script_renders_inert(store: MemoryStore, key: Path, browser: object) -> None:
     hostile = store.write("lesson", "xss", XSS)
     store.write("lesson", XSS[:40].replace(" ", "-"), "a key with markup in it")
     served = _start(store, key)

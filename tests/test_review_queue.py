@@ -238,7 +238,9 @@ def test_a_bad_answer_line_is_refused_by_number_and_earlier_decisions_stay(
 
 def test_kind_and_limit_narrow_the_queue(store: MemoryStore, key: Path) -> None:
     a, _b, c, _d = _four(store)
-    done = _run(store, key, "review", "--kind", "lesson", "--limit", "1", "--answers", "-", stdin="p\n")
+    done = _run(
+        store, key, "review", "--kind", "lesson", "--limit", "1", "--answers", "-", stdin="p\n"
+    )
     assert done.returncode == 0, done.stderr
     assert "1 pending (of 2)" in done.stdout
     assert store.get(a).trust is Trust.VERIFIED and store.get(c).trust is Trust.UNVERIFIED
