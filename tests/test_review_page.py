@@ -15,6 +15,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,10 +91,12 @@ def page_of(store: MemoryStore, key: Path) -> Iterator[Served]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     if not CHROMIUM.exists():
-        pytest.skip(
+        why = (
             "CHROMIUM IS NOT INSTALLED: the review page's browser tests did not run. Install "
             "it with `apt-get install -y chromium` (`make test` does so when run as root)"
         )
+        warnings.warn(why, stacklevel=1)  # in the summary even under -q, beside the skip
+        pytest.skip(why)
     from playwright.sync_api import sync_playwright  # dev extra: only the browser tests
 
     with sync_playwright() as p:
