@@ -195,7 +195,8 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
 
     queue = said["Reviewing pending memory: the queue and the page"]
     assert '"pending": [' in queue and '"key": "deploys"' in queue
-    assert "done: 1 promoted, 1 rejected, 0 skipped, each in its own signed commit" in queue
+    assert "done: 1 promoted, 0 rejected, 0 skipped, each in its own signed commit" in queue
+    assert "done: 0 promoted, 1 rejected, 0 skipped, each in its own signed commit" in queue
     assert re.search(r"verified\s+lesson/deploys", queue)
     assert re.search(r"rejected\s+fact/vpn", queue)
 

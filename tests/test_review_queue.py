@@ -84,14 +84,13 @@ def _verify_commit(store: MemoryStore, commit: str) -> subprocess.CompletedProce
 
 
 def _fingerprint(root: Path) -> dict[str, str]:
-    """Every file of the repository (work tree and .git) by content, but the caches under
-    .git/truss/ (recall indexes, the read gate's audit cache: rebuilt, never history)."""
-    found = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if path.is_file() and not rel.startswith(".git/truss/"):
-            found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
+    """Every file of the repository, work tree and .git (caches under .git/truss too), by
+    path and content."""
+    return {
+        path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
 
 
 @pytest.fixture

@@ -75,8 +75,8 @@ def _page(title: str, body: str) -> str:
     )
 
 
-def _trust(trust: str | None) -> str:
-    name = trust or "absent"
+def _trust(trust: str | None, absent: str = "absent") -> str:
+    name = trust or absent
     return f'<span class="trust {_e(name)}">{_e(name)}</span>'
 
 
@@ -236,7 +236,7 @@ def _link(link: Link, token: str) -> str:
 def _timeline_table(marks: Sequence[Mark]) -> str:
     rows = "".join(
         f"<tr><td><code>{_e(m.commit[:12])}</code></td><td>{_e(m.time)}</td>"
-        f"<td>{_e(m.op)}</td><td>{_trust(m.before)} &rarr; {_trust(m.after)}</td>"
+        f"<td>{_e(m.op)}</td><td>{_trust(m.before, 'new')} &rarr; {_trust(m.after, 'removed')}</td>"
         f"<td>{_e(m.signer)}</td><td>"
         + (f"{_e(m.outcome or '')} <code>{_e(m.verdict[:12])}</code>" if m.verdict else "")
         + (f" {_e(m.reason)}" if m.reason else "")
