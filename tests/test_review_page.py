@@ -319,3 +319,34 @@ def test_decide_errors_show_on_the_page_and_change_nothing(
     unknown = urllib.parse.urlencode({"id": "0" * 32, "outcome": "PASS", "token": page_of.token})
     assert _status(page_of.base + "/decide", data=unknown.encode()) == 404
     assert _tip(store) == tip
+
+
+def test_the_provenance_chain_links_what_an_entry_replaced_and_what_replaced_it(
+    store: MemoryStore, browser: object, page_of: Served
+) -> None:
+    old = store.write("fact", "db", "Postgres 15.", produced_by="run:R-1/3")
+    decide(store, old.id, "PASS")
+    new = store.write("fact", "db", "Postgres 16.", sources=("git:abc1234", "event:ticket-9"))
+    page = browser.new_page()  # type: ignore[attr-defined]
+    page.goto(page_of.url)
+    pending = page.locator(f'li[data-id="{new.id}"] .supersedes')
+    assert old.id[:12] in pending.inner_text() and "Postgres 15." in pending.inner_text()
+    decide(store, new.id, "PASS", note="upgraded")
+    page.goto(f"{page_of.base}/entry/{new.id}?token={page_of.token}")
+    chain = page.locator("#provenance").inner_text()
+    assert f"replaced: {old.id[:12]} fact/db stale" in chain
+    assert "source: git:abc1234" in chain and "source: event:ticket-9" in chain
+    assert "PASS signed by operator@example.test" in chain
+    page.click(f'#provenance a[href*="{old.id}"]')  # follow the chain back
+    assert page.locator("#entry-id").inner_text() == old.id
+    chain = page.locator("#provenance").inner_text()
+    assert "produced by run:R-1/3" in chain
+    assert f"replaced by: {new.id[:12]} fact/db verified" in chain
+    ops = page.locator("#timeline svg g.mark")
+    assert [ops.nth(i).get_attribute("data-op") for i in range(ops.count())] == [
+        "write",
+        "promote",
+        "promote",  # the commit that promoted the new entry turned this one stale
+    ]
+    assert ops.nth(2).get_attribute("data-after") == "stale"
+    page.close()

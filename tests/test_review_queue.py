@@ -314,6 +314,8 @@ def test_json_shows_what_a_pass_would_supersede(
     by_id = {p["id"]: p for p in data["pending"]}
     assert by_id[new.id]["supersedes"] == [old.id]
     assert by_id[other.id]["supersedes"] == []
+    text = _run(store, key, "review", "--kind", "fact", "--answers", "-", stdin="q\n").stdout
+    assert f"a pass turns stale: {old.id[:12]}  Postgres 15." in text
 
     def keep_both(snap: Snapshot) -> dict[str, bytes | None]:
         toml = (snap.read(CONFIG_PATH) or b"").decode()
