@@ -15,7 +15,7 @@ import pexpect
 import pytest
 
 from truss_files.config import CONFIG_PATH
-from truss_files.errors import UsageError
+from truss_files.errors import TransitionError, UsageError
 from truss_files.facade import MemoryStore
 from truss_files.gitstore import Snapshot
 from truss_files.model import Kind, Trust
@@ -183,6 +183,28 @@ def test_ctrl_c_on_the_terminal_keeps_what_was_decided(store: MemoryStore, key: 
     assert child.exitstatus == 130
     assert len(_commits_since(store, base)) == 1
     assert store.get(a).trust is Trust.VERIFIED and store.get(b).trust is Trust.UNVERIFIED
+
+
+def test_an_entry_decided_elsewhere_meanwhile_is_skipped_not_decided_twice(
+    store: MemoryStore, key: Path
+) -> None:
+    a, b, *_ = _four(store)
+    child = pexpect.spawn(
+        EXE, ["--store", str(store.git.workdir), "review"], env=_env(key), encoding="utf-8"
+    )
+    child.expect(r"\[1/4\] lesson/ci")
+    child.expect(r"q quit .*\?")
+    elsewhere = decide(store, a, "PASS")  # another reviewer, while this one reads
+    child.sendline("f")
+    child.expect(r"skipped: decided elsewhere: entry " + a + " is verified, not pending")
+    child.expect(r"q quit .*\?")
+    child.sendline("q")
+    child.expect(r"done: 0 promoted, 0 rejected, 1 skipped; 3 still pending")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert _tip(store) == elsewhere.commit and store.get(a).trust is Trust.VERIFIED
+    assert store.get(b).trust is Trust.UNVERIFIED
 
 
 # -- without a terminal --------------------------------------------------------------------
@@ -354,7 +376,7 @@ def test_decide_refuses_what_is_not_pending(store: MemoryStore) -> None:
     entry = store.write("lesson", "ci", "Retry once.")
     done = decide(store, entry.id, "PASS")
     assert done.commit == _tip(store) and done.entry.trust is Trust.VERIFIED
-    with pytest.raises(UsageError, match="is verified, not pending"):
+    with pytest.raises(TransitionError, match="is verified, not pending"):
         decide(store, entry.id, "FAIL")
     with pytest.raises(UsageError, match="PASS or FAIL"):
         decide(store, entry.id, "ABSTAIN")

@@ -160,7 +160,7 @@ def _ask(store: Any, queue: Queue, stream: IO[str], terminal: bool) -> None:
         click.echo(f"note: verified bodies withheld: {queue.withheld}", err=True)
     counts = {"promoted": 0, "rejected": 0, "skipped": 0}
     lines = _lines(stream)
-    seen = 0
+    gone = 0  # decided by someone else meanwhile: no longer pending, though not by us
     try:
         for n, item in enumerate(queue.items, 1):
             click.echo("")
@@ -168,7 +168,6 @@ def _ask(store: Any, queue: Queue, stream: IO[str], terminal: bool) -> None:
             answer, note = _answer(lines, terminal)
             if answer == "quit":
                 break
-            seen = n
             if answer == "skip":
                 counts["skipped"] += 1
                 continue
@@ -177,20 +176,21 @@ def _ask(store: Any, queue: Queue, stream: IO[str], terminal: bool) -> None:
             except TransitionError as exc:
                 click.echo(f"  skipped: decided elsewhere: {exc.message}")
                 counts["skipped"] += 1
+                gone += 1
                 continue
             counts["promoted" if answer == "pass" else "rejected"] += 1
             click.echo(f"  {done.line()}")
     except KeyboardInterrupt:
         click.echo("")
-        click.echo(_summary(counts, queue, seen, stopped=True))
+        click.echo(_summary(counts, queue.total - gone, stopped=True))
         sys.exit(130)
     click.echo("")
-    click.echo(_summary(counts, queue, seen))
+    click.echo(_summary(counts, queue.total - gone))
 
 
-def _summary(counts: dict[str, int], queue: Queue, seen: int, *, stopped: bool = False) -> str:
+def _summary(counts: dict[str, int], total: int, *, stopped: bool = False) -> str:
     said = ", ".join(f"{v} {k}" for k, v in counts.items())
-    left = queue.total - counts["promoted"] - counts["rejected"]
+    left = total - counts["promoted"] - counts["rejected"]
     head = "stopped" if stopped else "done"
     tail = f"; {left} still pending" + (" (`truss-files review` goes on)" if left else "")
     decided = counts["promoted"] + counts["rejected"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..entryfile import parse
-from ..errors import UsageError
+from ..errors import TransitionError, UsageError
 from ..model import Entry, Kind, Trust
 from ..quorum import FAIL, PASS
 from ..signing import PublicKey
@@ -294,7 +294,7 @@ def decide(store: Store, ref: str, outcome: str, *, note: str = "") -> Decision:
         raise UsageError(f"a decision is {PASS} or {FAIL}, not {outcome!r}")
     entry = store.get(ref)
     if entry.trust is not Trust.UNVERIFIED:
-        raise UsageError(
+        raise TransitionError(
             f"entry {entry.id} is {entry.trust.value}, not pending: the queue decides "
             "unverified entries (`truss-files log` shows how it got there)"
         )
