@@ -158,6 +158,8 @@ def _ask(store: Any, queue: Queue, stream: IO[str], terminal: bool) -> None:
     )
     if queue.withheld:
         click.echo(f"note: verified bodies withheld: {queue.withheld}", err=True)
+    for path in queue.skipped:
+        click.echo(f"note: {path} does not parse and is not in the queue", err=True)
     counts = {"promoted": 0, "rejected": 0, "skipped": 0}
     lines = _lines(stream)
     gone = 0  # decided by someone else meanwhile: no longer pending, though not by us

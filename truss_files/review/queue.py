@@ -30,11 +30,20 @@ from ..trailers import parse_trailers
 if TYPE_CHECKING:
     import pygit2
 
-    from ..gitstore import Snapshot
-    from ..store import Store
+    from ..store import Skipped, Store
     from ..verdict import Verdict
 
-__all__ = ["Decision", "Pending", "Queue", "Rival", "Vote", "decide", "pending", "reviewer"]
+__all__ = [
+    "Decision",
+    "Pending",
+    "Queue",
+    "Rival",
+    "Rivals",
+    "Vote",
+    "decide",
+    "pending",
+    "reviewer",
+]
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,7 @@ class Queue:
     items: tuple[Pending, ...]
     total: int  # pending entries matching the filter, before --limit
     withheld: str | None  # why verified bodies (rivals) are held back, else None
+    skipped: tuple[str, ...] = ()  # files under memories/ that do not parse
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"pending": [p.to_dict() for p in self.items]}
@@ -106,6 +116,8 @@ class Queue:
             data["more"] = self.total - len(self.items)
         if self.withheld:
             data["withheld"] = self.withheld
+        if self.skipped:
+            data["skipped"] = list(self.skipped)
         return data
 
 
@@ -134,54 +146,67 @@ class Decision:
 
 def pending(store: Store, *, kind: Kind | None = None, limit: int | None = None) -> Queue:
     """The unverified entries (of ``kind``), oldest first, at most ``limit`` of them. Reads
-    only: nothing in the repository changes."""
+    only: nothing in the repository changes. A file under memories/ that does not parse is
+    left out and named in ``skipped`` (the audit names the commit that brought it in)."""
     if limit is not None and limit < 1:
         raise UsageError(f"--limit {limit}: give a number of entries, 1 or more")
     read = store.open_read(Trust.UNVERIFIED)
     snap = read.snap
-    entries = store.list_entries(kind=kind, trust=Trust.UNVERIFIED, snap=snap)
+    skipped: list[Skipped] = []
+    everything = list(store.iter_entries(snap, skipped=skipped))  # one walk, not one per entry
+    entries = sorted(
+        (e for e in everything if e.trust is Trust.UNVERIFIED and (kind is None or e.kind is kind)),
+        key=lambda e: (e.created, e.id),
+    )
     total = len(entries)
     if limit is not None:
         entries = entries[:limit]
     votes = recorded_votes(store, [e.id for e in entries])
-    policy = str(store.config(snap).get("policy", "conflict", "verified-wins"))
+    rivals = Rivals(everything, str(store.config(snap).get("policy", "conflict", "verified-wins")))
     items = tuple(
         Pending(
             e,
-            tuple(
-                Rival(r.id, None if read.withheld else r.body)
-                for r in would_supersede(store, e, snap, policy)
-            ),
+            tuple(Rival(r.id, None if read.withheld else r.body) for r in rivals.of(e)),
             votes.get(e.id, ()),
         )
         for e in entries
     )
-    return Queue(items, total, read.withheld)
+    return Queue(items, total, read.withheld, tuple(s.path for s in skipped))
 
 
-def would_supersede(store: Store, entry: Entry, snap: Snapshot, policy: str) -> list[Entry]:
-    """The verified entries a PASS on ``entry`` turns stale under conflict ``policy``, as
-    the store's promote decides it: a correction's target, then the live verified entries
-    of the same kind and key (none under keep-both-flagged; none under latest-wins when one
-    of them is newer, for then the promoted entry is the one that turns stale)."""
-    found: list[Entry] = []
-    if entry.kind is Kind.CORRECTION and entry.supersedes:
-        try:
-            target = store.get(entry.supersedes, snap)
-        except UsageError:  # NotFound too: the corrected note is gone, nothing turns stale
-            target = None
-        if target is not None and target.trust is Trust.VERIFIED and not target.superseded_by:
-            found.append(target)
-    rivals = sorted(
-        (e for e in store.same_key(entry, snap) if e.trust is Trust.VERIFIED),
-        key=lambda e: (e.created, e.id),
-    )
-    if not rivals or policy == "keep-both-flagged":
-        return found
-    newest = rivals[-1]
-    if policy == "latest-wins" and (newest.created, newest.id) > (entry.created, entry.id):
-        return found
-    return found + [r for r in rivals if r.id not in {f.id for f in found}]
+class Rivals:
+    """Which verified entries a PASS turns stale under conflict ``policy``, as the store's
+    promote decides it: a correction's target, then the verified entries of the same kind
+    and key (none under keep-both-flagged; none under latest-wins when one of them is newer,
+    for then the promoted entry is the one that turns stale)."""
+
+    def __init__(self, entries: Iterable[Entry], policy: str) -> None:
+        self.policy = policy
+        self.verified: dict[str, Entry] = {}
+        self.by_key: dict[tuple[Kind, str], list[Entry]] = {}
+        for e in entries:
+            if e.trust is Trust.VERIFIED:
+                self.verified[e.id] = e
+                self.by_key.setdefault((e.kind, e.key), []).append(e)
+        for same in self.by_key.values():
+            same.sort(key=lambda e: (e.created, e.id))
+
+    def of(self, entry: Entry) -> list[Entry]:
+        found: list[Entry] = []
+        if entry.kind is Kind.CORRECTION and entry.supersedes:
+            target = self.verified.get(entry.supersedes)
+            if target is not None and not target.superseded_by:
+                found.append(target)
+        rivals = [e for e in self.by_key.get((entry.kind, entry.key), []) if e.id != entry.id]
+        if not rivals or self.policy == "keep-both-flagged":
+            return found
+        newest = rivals[-1]
+        if self.policy == "latest-wins" and (newest.created, newest.id) > (
+            entry.created,
+            entry.id,
+        ):
+            return found
+        return found + [r for r in rivals if r.id not in {f.id for f in found}]
 
 
 def recorded_votes(store: Store, ids: Sequence[str]) -> dict[str, tuple[Vote, ...]]:
