@@ -390,3 +390,16 @@ def test_pending_is_oldest_first_and_counts_what_the_limit_left_out(store: Memor
     assert queue.total == 2 and queue.to_dict()["more"] == 1
     with pytest.raises(UsageError, match="--limit 0"):
         pending(store, limit=0)
+
+
+def test_a_file_that_does_not_parse_is_named_not_fatal(
+    store: MemoryStore, key: Path, signed_commit: Callable[..., str]
+) -> None:
+    entry = store.write("lesson", "ci", "Retry once.")
+    broken = "memories/lesson/00/00000000000000000000000000000000.md"
+    signed_commit(store, {broken: b"---\nkind: [unclosed\n---\nbody\n"})
+    data = json.loads(_run(store, key, "review", "--format", "json").stdout)
+    assert [p["id"] for p in data["pending"]] == [entry.id]
+    assert data["skipped"] == [broken]
+    done = _run(store, key, "review", "--answers", "-", stdin="q\n")
+    assert f"note: {broken} does not parse and is not in the queue" in done.stderr
