@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,7 +24,25 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+# The review page's tests drive the system's Chromium (tests/test_review_page.py). CI runs as
+# root on a fresh machine, so there it is installed; elsewhere this says how, and those tests
+# skip with the same loud reason.
+CHROMIUM := /usr/bin/chromium
+APT := DEBIAN_FRONTEND=noninteractive apt-get -y -q
+
+browser:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing chromium for the review page's browser tests"; \
+		$(APT) install chromium >/dev/null || \
+		{ $(APT) update >/dev/null && $(APT) install chromium >/dev/null; } || \
+		echo "WARNING: chromium could not be installed: the browser tests will be SKIPPED"; \
+	else \
+		echo "WARNING: $(CHROMIUM) is missing and this is not root: the browser tests will" \
+			"be SKIPPED; install it with: sudo apt-get install -y chromium"; \
+	fi
+
+pytest: $(STAMP) browser
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest

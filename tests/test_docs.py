@@ -75,6 +75,9 @@ NOT_RUN = {
     ("For operators: enforcement and sync", "git config truss.root <root commit>"): (
         "placeholders for your remote; tests/test_sync.py"
     ),
+    ("Reviewing pending memory: the queue and the page", "truss-files review --web"): (
+        "serves until ^C; tests/test_review_page.py drives it in headless Chromium"
+    ),
     ("Tests", "make test"): "the test suite itself",
     ("Benchmarks", "make bench"): "minutes of benchmarks; tests/test_benchmarks.py",
 }
@@ -195,15 +198,24 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
         assert lines[-1] == "401"
         assert audit(GitStore(home / "harness" / "mem"), environ={}).ok
 
+    queue = said["Reviewing pending memory: the queue and the page"]
+    assert '"pending": [' in queue and '"key": "deploys"' in queue
+    assert "done: 1 promoted, 0 rejected, 0 skipped, each in its own signed commit" in queue
+    assert "done: 0 promoted, 1 rejected, 0 skipped, each in its own signed commit" in queue
+    assert re.search(r"verified\s+lesson/deploys", queue)
+    assert re.search(r"rejected\s+fact/vpn", queue)
+
     env_block = said["Environment variables"].splitlines()
     from importlib.metadata import version
 
     assert f"truss-files, version {version('truss-files')}" in env_block
     assert any(line.endswith("lesson/ci-flakes") for line in env_block)
 
-    for store in ("agent-memory", "agent-identity", "ctx-store", "enterprise-memory"):
+    stores = ("agent-memory", "agent-identity", "ctx-store", "enterprise-memory", "review-demo")
+    for store in stores:
         assert audit(GitStore(home / store), environ={}).ok, store
-    for store in ("agent-memory", "agent-identity", "ctx-store", "enterprise-memory"):
+    stores = ("agent-memory", "agent-identity", "ctx-store", "enterprise-memory", "review-demo")
+    for store in stores:
         left = subprocess.run(
             ["git", "status", "--porcelain"], cwd=home / store, capture_output=True, text=True
         ).stdout.strip()

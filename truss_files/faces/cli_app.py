@@ -2,12 +2,12 @@
 error handler every command is wrapped in.
 
 The commands live in ``cli_setup``, ``cli_store``, ``cli_read``, ``cli_query``, ``cli_review``,
-``cli_panel``, ``cli_tools``, ``cli_operator``, ``cli_identity``, ``cli_context``, ``cli_serve``
-and ``cli_sigstore``. The group imports only the module of the command being run, and lists the
-commands (``--help``, a bare ``truss-files``) from its own table of names, modules and short
-helps, so listing them imports none. Each module imports what it needs at its top; only the
-module ``query`` shares with every command (this one) keeps pygit2 and cryptography inside the
-functions that need them.
+``cli_panel``, ``cli_queue``, ``cli_tools``, ``cli_operator``, ``cli_identity``, ``cli_context``,
+``cli_serve`` and ``cli_sigstore``. The group imports only the module of the command being
+run, and lists the commands (``--help``, a bare ``truss-files``) from its own table of names,
+modules and short helps, so listing them imports none. Each module imports what it needs at
+its top; only the module ``query`` shares with every command (this one) keeps pygit2 and
+cryptography inside the functions that need them.
 
 Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug.
 """
@@ -157,6 +157,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "cli_store",
         "Bring the work tree and index back in step with the branch after a crash.",
     ),
+    "review": ("cli_queue", "Review pending entries: pass, fail or skip each, oldest first."),
     "revert": (
         "cli_store",
         "Undo a trust transition or identity amendment with a signed revert commit.",

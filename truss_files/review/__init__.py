@@ -6,7 +6,9 @@ reads it), ``merge`` (two concurrent versions of one entry file settled by the t
 machine), ``join`` (two clones' adds of one entry, joined to one file), ``drivers`` (the git
 config that wires the merge and textconv drivers in), ``sync`` (fetch, audit, integrate,
 push by compare-and-swap), ``why`` (why the store believes one entry: its history, verdicts,
-producing call and sources, each checked) and ``whytext`` (that answer as text or markdown).
+producing call and sources, each checked), ``whytext`` (that answer as text or markdown),
+``queue`` (the pending entries and one person's decision on one), ``belief`` (an entry's
+timeline and provenance chain) and ``page`` (those as the review page's HTML).
 """
 
 from __future__ import annotations
