@@ -291,6 +291,7 @@ def _anthropic(
         "description": "Cast your vote on the material, with a short rationale.",
         "input_schema": VOTE_SCHEMA,
     }
+    wire = _Wire()
     try:
         with sdk.Anthropic(**options) as client:
             raw = client.messages.with_raw_response.create(
@@ -305,8 +306,11 @@ def _anthropic(
             message = raw.parse()
     except sdk.AnthropicError as exc:
         raise _sdk_failure(sdk, exc) from None
-    except ValueError as exc:  # a body that is not JSON at all
-        raise _Abstain(f"the provider's answer is not JSON ({clean_text(str(exc), 80)})") from None
+    except ValueError as exc:  # a body labelled JSON that is not
+        why = f"the provider's answer is not JSON ({clean_text(str(exc), 80)})"
+        raise _Abstain(why, wire) from None
+    if isinstance(message, str | bytes):  # the SDK hands back a body it could not read
+        raise _Abstain("the provider's answer is not JSON", wire)
     wire = _Wire(wire.request, wire.response, str(getattr(message, "id", "") or ""))
     if not hasattr(message, "content"):
         raise _Abstain("the provider's answer is not a message", wire)
@@ -330,6 +334,7 @@ def _openai(
     if spec.max_retries is not None:
         options["max_retries"] = spec.max_retries
     schema = {"name": "vote", "strict": True, "schema": VOTE_SCHEMA}
+    wire = _Wire()
     try:
         with sdk.OpenAI(**options) as client:
             raw = client.chat.completions.with_raw_response.create(
@@ -348,8 +353,11 @@ def _openai(
             completion = raw.parse()
     except sdk.OpenAIError as exc:
         raise _sdk_failure(sdk, exc) from None
-    except ValueError as exc:  # a body that is not JSON at all
-        raise _Abstain(f"the provider's answer is not JSON ({clean_text(str(exc), 80)})") from None
+    except ValueError as exc:  # a body labelled JSON that is not
+        why = f"the provider's answer is not JSON ({clean_text(str(exc), 80)})"
+        raise _Abstain(why, wire) from None
+    if isinstance(completion, str | bytes):  # the SDK hands back a body it could not read
+        raise _Abstain("the provider's answer is not JSON", wire)
     wire = _Wire(wire.request, wire.response, str(getattr(completion, "id", "") or ""))
     choices = getattr(completion, "choices", None)
     if not choices:
