@@ -63,7 +63,7 @@ class FakeProvider:
         return f"http://{host!s}:{port}"
 
     def start(self) -> FakeProvider:
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
         return self
 
