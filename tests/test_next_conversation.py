@@ -5,7 +5,6 @@ run, another server process — is served it. A note the judge fails is never se
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
