@@ -63,7 +63,8 @@ class FakeProvider:
         return f"http://{host!s}:{port}"
 
     def start(self) -> FakeProvider:
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        serve = self._server.serve_forever
+        self._thread = threading.Thread(target=serve, args=(0.05,), daemon=True)
         self._thread.start()
         return self
 
