@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from ..judgespec import PROVIDER_ENV, ModelJudgeSpec
+from ..proposal import CORE_PATH
 from ..quorum import ABSTAIN, VOTES
 from .reviewers import ARBITRATE_QUESTION, Ballot, Subject, clean_text, entry_document
 
@@ -54,7 +55,6 @@ __all__ = [
     "system_prompt",
 ]
 
-CORE_PATH = "identity/core.md"  # kept equal to proposal.CORE_PATH (a test checks)
 VOTE_TOOL = "cast_vote"
 VOTE_SCHEMA: dict[str, Any] = {
     "type": "object",
