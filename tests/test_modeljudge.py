@@ -145,6 +145,7 @@ def test_anything_but_a_well_formed_vote_abstains_saying_why(
     ballot = judge(provider, timeout=1.0).ask("Q", {"entry": {}}, provider_env(fake))
     assert ballot.vote == "ABSTAIN", ballot
     assert BROKEN[behaviour] in ballot.reason
+    assert "boom" not in ballot.reason  # the provider's error body stays out of the evidence
     assert "rationale" not in ballot.evidence
     assert ballot.evidence["request_sha256"] == fake.requests[0]["sha256"]
     if behaviour in ("drop", "slow:3"):

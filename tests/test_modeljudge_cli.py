@@ -82,7 +82,7 @@ def test_a_configured_model_judge_promotes_through_the_console_script(
         "value": {
             "provider": "anthropic",
             "model": "claude-test",
-            "timeout": 10.0,
+            "timeout": 10,
             "max_retries": 0,
         },
         "source": "truss.toml",

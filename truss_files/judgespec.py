@@ -124,7 +124,7 @@ def parse_judge(name: str, item: Any, source: str) -> ModelJudgeSpec:
         provider,
         model.strip(),
         instructions.strip(),
-        float(timeout) if timeout is not None else None,
+        timeout,
         max_tokens,
         retries,
     )

@@ -241,23 +241,25 @@ def _wire_of(raw: Any) -> _Wire:
     return _Wire(bytes(raw.http_request.content or b""), bytes(raw.http_response.content or b""))
 
 
-def _sdk_failure(sdk: Any, exc: Exception) -> _Abstain:
+def _sdk_failure(sdk: Any, exc: Exception, timeout: float) -> _Abstain:
     """An SDK error as an abstention that names it (status, timeout, connection)."""
     request = getattr(exc, "request", None)
     sent = bytes(getattr(request, "content", b"") or b"") if request is not None else b""
     response = getattr(exc, "response", None)
     got = bytes(getattr(response, "content", b"") or b"") if response is not None else b""
+    # The SDK's message may quote the provider's body; like a command's output, that stays
+    # out of the signed evidence (its digest is kept), so the reason names the failure only.
     if isinstance(exc, sdk.APIStatusError):
         why = f"the provider answered HTTP {exc.status_code}"
     elif isinstance(exc, sdk.APITimeoutError):
-        why = "the provider did not answer in time (timeout)"
+        why = f"the provider did not answer in {timeout:g} s"
     elif isinstance(exc, sdk.APIConnectionError):
         why = "the connection to the provider failed or was dropped"
     elif isinstance(exc, sdk.APIResponseValidationError):
         why = "the provider's answer did not match its API"
     else:
         why = "the provider call failed"
-    return _Abstain(f"{why}: {clean_text(str(exc), 200)}", _Wire(sent, got))
+    return _Abstain(f"{why} ({type(exc).__name__})", _Wire(sent, got))
 
 
 def _checked_vote(answer: Any, wire: _Wire) -> tuple[str, str]:
@@ -305,7 +307,7 @@ def _anthropic(
             wire = _wire_of(raw)
             message = raw.parse()
     except sdk.AnthropicError as exc:
-        raise _sdk_failure(sdk, exc) from None
+        raise _sdk_failure(sdk, exc, judge.timeout) from None
     except ValueError as exc:  # a body labelled JSON that is not
         why = f"the provider's answer is not JSON ({clean_text(str(exc), 80)})"
         raise _Abstain(why, wire) from None
@@ -352,7 +354,7 @@ def _openai(
             wire = _wire_of(raw)
             completion = raw.parse()
     except sdk.OpenAIError as exc:
-        raise _sdk_failure(sdk, exc) from None
+        raise _sdk_failure(sdk, exc, judge.timeout) from None
     except ValueError as exc:  # a body labelled JSON that is not
         why = f"the provider's answer is not JSON ({clean_text(str(exc), 80)})"
         raise _Abstain(why, wire) from None
