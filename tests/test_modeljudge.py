@@ -132,7 +132,7 @@ BROKEN = {
     "500": "HTTP 500",
     "drop": "connection to the provider failed or was dropped",
     "refusal": "refused",
-    "slow:3": "did not answer in time",
+    "slow:3": "did not answer in 1 s",
 }
 
 
