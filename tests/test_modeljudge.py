@@ -4,7 +4,10 @@ them (``[panel.judges]`` in the signed truss.toml)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -413,3 +416,21 @@ def test_a_model_judge_judges_identity_proposals_against_core(
     assert failed.verdict is not None
     [vote] = failed.verdict["votes"]
     assert vote["kind"] == "model" and vote["evidence"]["request_sha256"] == sent["sha256"]
+
+
+def test_the_sdks_load_only_when_a_judge_of_theirs_runs(fake: FakeProvider) -> None:
+    code = (
+        "import json, sys, tomllib\n"
+        "from pathlib import Path\n"
+        "from truss_files.panel.build import build_reviewer\n"
+        "from truss_files.settings import load_settings\n"
+        f"s = load_settings(tomllib.loads({JUDGES!r}), environ={{}}, global_path=Path('/no'))\n"
+        "judges = [build_reviewer(spec) for spec in s.reviewers_for('decision')]\n"
+        "before = [m for m in ('anthropic', 'openai') if m in sys.modules]\n"
+        f"judges[0].ask('Q', {{'entry': {{}}}}, {provider_env(fake)!r})\n"
+        "after = [m for m in ('anthropic', 'openai') if m in sys.modules]\n"
+        "print(json.dumps([before, after]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [[], ["anthropic"]]
+    assert len(fake.requests) == 1
