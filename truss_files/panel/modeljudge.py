@@ -219,11 +219,16 @@ class ModelJudge:
 
 
 def _credentials(provider: str, environ: Mapping[str, str]) -> tuple[str, str | None]:
-    key_var, url_var = PROVIDER_ENV[provider]
-    key = environ.get(key_var, "")
+    """The key and base URL under the SDK's own names (spelled out: the README's table of
+    variables is checked against the names read here)."""
+    if provider == "anthropic":
+        key, url = environ.get("ANTHROPIC_API_KEY", ""), environ.get("ANTHROPIC_BASE_URL")
+    else:
+        key, url = environ.get("OPENAI_API_KEY", ""), environ.get("OPENAI_BASE_URL")
     if not key:
-        raise _Abstain(f"{key_var} is not set, so the {provider} judge cannot ask its model")
-    return key, environ.get(url_var) or None
+        var = PROVIDER_ENV[provider][0]
+        raise _Abstain(f"{var} is not set, so the {provider} judge cannot ask its model")
+    return key, url or None
 
 
 def _sdk(provider: str) -> Any:
