@@ -65,6 +65,10 @@ def test_a_note_written_today_is_judged_and_served_tomorrow(
 
         async def today() -> dict[str, Any]:
             async with Client(server(store, key, fake, "today")) as client:
+                # The server tells the agent how today's note reaches a later conversation.
+                told = client.instructions or ""
+                assert "reaches later conversations once it is verified" in told
+                assert "truss-files review" in told and "model judge" in told
                 made = await client.call_tool(
                     "memory",
                     {
