@@ -204,6 +204,12 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
     assert "done: 0 promoted, 1 rejected, 0 skipped, each in its own signed commit" in queue
     assert re.search(r"verified\s+lesson/deploys", queue)
     assert re.search(r"rejected\s+fact/vpn", queue)
+    # The next conversation: the model judge (the fake provider) passed one note and failed
+    # the other on write; a new MCP session is served the first and never the second.
+    judged = said["Model judges and the next conversation"].splitlines()
+    assert "today: the deploy note is rejected" in judged
+    assert "tomorrow: 'editor' serves [('verified', 'The user edits in vim.')]" in judged
+    assert "tomorrow: 'deploy password' serves []" in judged
 
     env_block = said["Environment variables"].splitlines()
     from importlib.metadata import version
@@ -211,10 +217,16 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
     assert f"truss-files, version {version('truss-files')}" in env_block
     assert any(line.endswith("lesson/ci-flakes") for line in env_block)
 
-    stores = ("agent-memory", "agent-identity", "ctx-store", "enterprise-memory", "review-demo")
+    stores = (
+        "agent-memory",
+        "agent-identity",
+        "ctx-store",
+        "enterprise-memory",
+        "review-demo",
+        "judged-memory",
+    )
     for store in stores:
         assert audit(GitStore(home / store), environ={}).ok, store
-    stores = ("agent-memory", "agent-identity", "ctx-store", "enterprise-memory", "review-demo")
     for store in stores:
         left = subprocess.run(
             ["git", "status", "--porcelain"], cwd=home / store, capture_output=True, text=True

@@ -167,7 +167,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         (
             "formats",
             "entryfile entryscan frontyaml config signing keys verdict quorum policy "
-            "proposal views",
+            "proposal views judgespec",
         ),
         ("git", "gitstore gitdir gitlocks worktree recovery gitdamage trustroot"),
         ("rules", "audit attest readgate authority writers join settings"),
@@ -175,7 +175,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         ("engines", "recall panel identity review operators initstore"),
         ("runtime", "tools runs context"),
         ("facade", "facade memory"),
-        ("faces", "faces server hooks drivers anthropic_adapter demo __main__"),
+        ("faces", "faces server hooks drivers anthropic_adapter demo fake_provider __main__"),
     )
 )
 

@@ -26,7 +26,9 @@ Every layer has the same shape::
     workdir = "."                    # run reviewers here instead of a fresh checkout
     arbiters = [{type = "judge", command = "..."}]   # panel-arbitrated conflicts
     [panel.reviewers]                # per kind; `default` for kinds not listed
-    decision = [{type = "judge", command = "...", name = "...", timeout = 60}]
+    decision = [{type = "judge", command = "...", name = "...", timeout = 60}, "claude"]
+    [panel.judges]                   # truss.toml only: model judges, named in reviewers
+    claude = {provider = "anthropic", model = "...", instructions = "..."}   # judgespec.py
     [panel.checks]                   # truss.toml only: the checks an entry may name
     tests = "make test"              #   (`write --check tests`); see authority.py
     [recall]
@@ -49,6 +51,8 @@ show`` names the layer whose value holds.
 
 ``[panel.checks]`` is read from the top level of truss.toml alone (in any other layer it is a
 ``ConfigError``): a check runs as whoever verifies, so only what an operator signed may run.
+``[panel.judges]`` likewise: a judge's instructions reach the model as instructions. A name
+in a reviewers list (any layer) must be a judge truss.toml defines, or loading fails.
 
 The global file, agent tables and contract files are strict: an unknown key or a wrong type
 is a ``ConfigError`` naming the file and the key. truss.toml itself is shared with other
@@ -70,6 +74,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .authority import CHECKS_TABLE, defined_checks
 from .errors import ConfigError, UsageError
+from .judgespec import JUDGES_TABLE, ModelJudgeSpec, parse_judges
 from .model import CONFLICT_POLICIES, Kind
 from .policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_name
 from .quorum import Quorum
@@ -94,6 +99,7 @@ RECALL_MODES = ("exact", "semantic", "hybrid")
 IDENTITY_POLICIES = ("locked", "propose", "self_amend")
 SALIENCE_POLICIES = ("off", "prior")  # kept equal to recall.salience.POLICIES (a test checks)
 REVIEWER_TYPES = ("check", "judge")
+MODEL = "model"  # the type of a reviewer named by a string: a judge of [panel.judges]
 GLOBAL_FILE = "config.toml"
 STORE_SOURCE = "truss.toml"
 
@@ -117,14 +123,19 @@ DEFAULTS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class ReviewerSpec:
-    """A configured reviewer: ``{type = "check"|"judge", command = "...", name?, timeout?}``."""
+    """A configured reviewer: ``{type = "check"|"judge", command = "...", name?, timeout?}``,
+    or a model judge named by a string (type ``model``: ``command`` holds the name and
+    ``judge`` what ``[panel.judges]`` says of it, once the layers are merged)."""
 
     type: str
     command: str
     name: str | None = None
     timeout: float | None = None
+    judge: ModelJudgeSpec | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        if self.type == MODEL:
+            return {"type": MODEL, "judge": self.command}
         data: dict[str, Any] = {"type": self.type, "command": self.command}
         if self.name is not None:
             data["name"] = self.name
@@ -188,12 +199,19 @@ def _reviewers(value: Any, where: str) -> tuple[ReviewerSpec, ...]:
     if not isinstance(value, list):
         raise ConfigError(
             f'{where} must be a list of reviewers, e.g. [{{type = "check", command = "make test"}}]'
+            ' or ["a-judge-of-panel.judges"]'
         )
     out = []
     for i, item in enumerate(value):
         at = f"{where}[{i}]"
+        if isinstance(item, str) and item.strip():
+            out.append(ReviewerSpec(MODEL, item.strip()))  # resolved in _resolve_judges
+            continue
         if not isinstance(item, dict):
-            raise ConfigError(f'{at} must be a table like {{type = "judge", command = "..."}}')
+            raise ConfigError(
+                f'{at} must be a table like {{type = "judge", command = "..."}} or the name of '
+                f"a judge of {JUDGES_TABLE}"
+            )
         unknown = sorted(set(item) - {"type", "command", "name", "timeout"})
         if unknown:
             raise ConfigError(
@@ -262,6 +280,9 @@ def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> 
             if (section, key) == ("panel", "checks"):
                 found.update(_checks_layer(table, source))
                 continue
+            if (section, key) == ("panel", "judges"):
+                found.update(_judges_layer(value, source))
+                continue
             if (section, key) in PER_KIND:
                 if not isinstance(value, dict):
                     raise ConfigError(f"{where} must be a table of kind = value ([{dotted}])")
@@ -295,6 +316,50 @@ def _checks_layer(panel: Mapping[str, Any], source: str) -> dict[str, Value]:
         f"panel.checks.{name}": Value(command, source)
         for name, command in defined_checks({"panel": panel}, source).items()
     }
+
+
+def _judges_layer(table: Any, source: str) -> dict[str, Value]:
+    """``[panel.judges]``, which only the signed truss.toml may hold: what a judge is told
+    is an instruction to the model, so only an operator may write it."""
+    if source != STORE_SOURCE:
+        raise ConfigError(
+            f"{source}: {JUDGES_TABLE} is read from the store's signed truss.toml only (a "
+            "judge's instructions are the operator's); move it to truss.toml and commit it "
+            "with an operator key"
+        )
+    return {
+        f"panel.judges.{name}": Value(spec, source)
+        for name, spec in parse_judges(table, source).items()
+    }
+
+
+def _resolve_judges(values: dict[str, Value]) -> None:
+    """Put each judge's settings into the reviewers that name it, once every layer is in;
+    a name ``[panel.judges]`` does not define is an error naming where it was written."""
+    prefix = "panel.judges."
+    judges = {
+        k[len(prefix) :]: v.value
+        for k, v in values.items()
+        if k.startswith(prefix) and v.source == STORE_SOURCE
+    }
+    for key, held in list(values.items()):
+        if not (key.startswith("panel.reviewers.") or key == "panel.arbiters"):
+            continue
+        resolved = []
+        for i, spec in enumerate(held.value):
+            if spec.type == MODEL:
+                judge = judges.get(spec.command)
+                if judge is None:
+                    known = ", ".join(sorted(judges)) or "none"
+                    raise ConfigError(
+                        f"{held.source}: {key}[{i}] names judge {spec.command!r}, which "
+                        f"truss.toml's {JUDGES_TABLE} does not define (defined: {known}); add "
+                        f'{spec.command} = {{provider = "anthropic", model = "..."}} under '
+                        f"{JUDGES_TABLE} in truss.toml, or fix the name"
+                    )
+                spec = ReviewerSpec(MODEL, spec.command, spec.command, judge.timeout, judge)
+            resolved.append(spec)
+        values[key] = Value(tuple(resolved), held.source)
 
 
 def _load_toml(path: Path, what: str) -> dict[str, Any]:
@@ -361,6 +426,16 @@ class Settings:
         prefix = "panel.checks."
         return {
             k[len(prefix) :]: str(v.value)
+            for k, v in self.values.items()
+            if k.startswith(prefix) and v.source == STORE_SOURCE
+        }
+
+    @property
+    def judges(self) -> dict[str, ModelJudgeSpec]:
+        """The model judges truss.toml defines (``[panel.judges]``), by name."""
+        prefix = "panel.judges."
+        return {
+            k[len(prefix) :]: v.value
             for k, v in self.values.items()
             if k.startswith(prefix) and v.source == STORE_SOURCE
         }
@@ -455,6 +530,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     if isinstance(value, ReviewerSpec):
+        return value.command if value.type == MODEL else value.to_dict()
+    if isinstance(value, ModelJudgeSpec):
         return value.to_dict()
     return value
 
@@ -522,6 +599,7 @@ def load_settings(
         _layer(values, read_layer(_load_toml(cpath, "contract file"), str(cpath)))
         layers.append(str(cpath))
 
+    _resolve_judges(values)
     return Settings(values, tuple(layers), agent, str(contract) if contract else None)
 
 

@@ -110,10 +110,12 @@ def verify(
     Each entry is judged by the checks it names (checks:, each a command truss.toml defines
     in [panel.checks], run in a private checkout, whose exit status is the vote; a name not
     defined there runs nothing and abstains) and by the reviewers configured for its kind
-    ([panel.reviewers]).
+    ([panel.reviewers]: checks, judge commands, and model judges named from truss.toml's
+    [panel.judges], which ask the model with the key in ANTHROPIC_API_KEY or OPENAI_API_KEY).
     On a quorum of PASS votes the panel key signs a verdict and the entry is promoted; on
     FAIL it is rejected — each in its own signed commit. An undecided panel (abstentions:
-    a hang, a crash, a garbled judge) or an entry without reviewers stays unverified and is
+    a hang, a crash, a garbled judge, a provider error or refusal) or an entry without
+    reviewers stays unverified and is
     reported. Sign with a key holding the panel role (--key). With --pending under
     [identity] policy = "self_amend", pending identity proposals are judged against core
     too.

@@ -36,7 +36,11 @@ if TYPE_CHECKING:
 INSTRUCTIONS = (
     "Durable, reviewed memory in a git repository. Reads return verified entries unless you "
     "widen min_trust; whatever you write lands unverified until a review panel verifies it, "
-    "and only this session sees it until then. Cite entries by id."
+    "and only this session sees it until then. A note reaches later conversations once it is "
+    "verified: at once when the store verifies on write (a model judge or a check runs on "
+    "each write, and the write's result then says trust verified), otherwise when a person "
+    "works through the review queue (truss-files review) or runs truss-files verify. A "
+    "rejected note is never served. Cite entries by id."
 )
 
 

@@ -4,7 +4,9 @@
 The reviewers are those configured for kind ``identity`` (``[panel.reviewers] identity``).
 A judge reads one JSON object on stdin -- ``core``, ``self`` (in force now) and ``proposed``,
 with the question -- and answers ``{"vote": "PASS"|"FAIL", "rationale": "..."}`` as for
-entries; a check's exit status is its vote (``TRUSS_PROPOSAL_ID`` names the proposal). The
+entries; a check's exit status is its vote (``TRUSS_PROPOSAL_ID`` names the proposal); a
+model judge of ``[panel.judges]`` gets the question as its instruction and the three texts as
+data (panel/modeljudge.py). The
 quorum is the panel's. The panel key signs a verdict for the proposal's id whose policy
 names the blob id of the core it was judged against, so the audit can tell a verdict
 against this core from one against an older core. PASS: self.md becomes the proposed text
@@ -20,7 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, TransitionError, TrussError, UsageError
-from ..panel.reviewers import Ballot, CheckReviewer, JudgeReviewer, build_reviewer
+from ..panel.build import build_reviewer
+from ..panel.modeljudge import ModelJudge
+from ..panel.reviewers import Ballot, CheckReviewer, JudgeReviewer
 from ..panel.workspace import Workspace
 from ..policy import IDENTITY_KIND
 from ..proposal import CORE_PATH, PENDING, SELF_PATH, Proposal, core_label
@@ -129,17 +133,14 @@ def _judge_one(
             'no reviewers for kind identity; add [panel.reviewers] identity = [{type = "judge", '
             'command = "..."}] to truss.toml. An empty panel never passes',
         )
-    request = {
+    material = {
         "task": "identity",
         "proposal": proposal.id,
         "core": (snap.read(CORE_PATH) or b"").decode("utf-8", "replace"),
         "self": (snap.read(SELF_PATH) or b"").decode("utf-8", "replace"),
         "proposed": proposal.text,
-        "question": QUESTION,
-        "answer_with": {"vote": "PASS | FAIL", "rationale": "why, in a sentence or two"},
     }
-    stdin = json.dumps(request, ensure_ascii=False).encode()
-    ballots = [_ballot(spec, settings, ws, stdin, proposal.id) for spec in specs]
+    ballots = [_ballot(spec, settings, ws, material, proposal.id) for spec in specs]
     votes = tuple(
         {"reviewer": b.reviewer, "kind": b.kind, "vote": b.vote, "reason": b.reason}
         for b in ballots
@@ -185,9 +186,22 @@ def _judge_one(
 
 
 def _ballot(
-    spec: ReviewerSpec, settings: Settings, ws: Workspace, stdin: bytes, proposal_id: str
+    spec: ReviewerSpec,
+    settings: Settings,
+    ws: Workspace,
+    material: dict[str, Any],
+    proposal_id: str,
 ) -> Ballot:
     reviewer = build_reviewer(spec, settings.timeout)
+    if isinstance(reviewer, ModelJudge):
+        # The question is ours (the system text); the texts are data, never instructions.
+        return reviewer.ask(QUESTION, material, ws.environ)
+    request = {
+        **material,
+        "question": QUESTION,
+        "answer_with": {"vote": "PASS | FAIL", "rationale": "why, in a sentence or two"},
+    }
+    stdin = json.dumps(request, ensure_ascii=False).encode()
     env = ws.env({"TRUSS_PROPOSAL_ID": proposal_id, "TRUSS_ENTRY_KIND": IDENTITY_KIND})
     if isinstance(reviewer, JudgeReviewer):
         return reviewer.ask(ws, stdin, env)

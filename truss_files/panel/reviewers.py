@@ -11,6 +11,8 @@ arbitration the verified rival) and returns a ``Ballot``: PASS, FAIL or ABSTAIN 
 - ``JudgeReviewer`` runs an external command that reads the entry as JSON on stdin and
   answers ``{"vote": "PASS"|"FAIL", "rationale": "..."}`` on stdout. A hang, a crash, a
   non-zero exit or anything but that object is an abstention with the reason — never a PASS.
+- ``ModelJudge`` (modeljudge.py) asks a model through its provider's SDK; ``build.py`` makes
+  the right one from a configured ``ReviewerSpec``.
 
 Evidence lands in a signed verdict and then in the entry's YAML front matter, so it holds
 only integers and short printable one-line strings (which survive YAML exactly), and never a
@@ -38,7 +40,6 @@ from ..views import entry_view
 
 if TYPE_CHECKING:
     from ..model import Entry
-    from ..settings import ReviewerSpec
     from .workspace import Workspace
 
 DEFAULT_TIMEOUT = 600.0
@@ -423,10 +424,3 @@ def parse_answer(stdout: bytes) -> tuple[str, str, str | None]:
     if not isinstance(rationale, str):
         return "", "", "answer's rationale is not a string"
     return vote.strip().upper(), clean_text(rationale), None
-
-
-def build_reviewer(spec: ReviewerSpec, default_timeout: float = DEFAULT_TIMEOUT) -> Reviewer:
-    timeout = spec.timeout if spec.timeout is not None else default_timeout
-    if spec.type == "check":
-        return CheckReviewer(spec.command, timeout, spec.name)
-    return JudgeReviewer(spec.command, timeout, spec.name)

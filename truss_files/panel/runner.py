@@ -27,16 +27,10 @@ from ..settings import settings_for
 from ..signing import PublicKey
 from ..trailers import parse_trailers
 from ..verdict import Verdict
+from .build import build_reviewer, is_judge
 from .panel import FAIL, PASS, Decision, Panel, Quorum
 from .report import Outcome, Report
-from .reviewers import (
-    CheckReviewer,
-    JudgeReviewer,
-    RefusedCheck,
-    Reviewer,
-    Subject,
-    build_reviewer,
-)
+from .reviewers import CheckReviewer, RefusedCheck, Reviewer, Subject
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -276,7 +270,7 @@ class _Run:
             build_reviewer(s, self.settings.timeout) for s in self.settings.arbiters
         ]
         if not arbiters:
-            arbiters = [r for r in reviewers if isinstance(r, JudgeReviewer)]
+            arbiters = [r for r in reviewers if is_judge(r)]
         held = f"passed review ({review.summary()}) but verified {rival.id[:12]} holds its key"
         if not arbiters:
             return self.outcome(
