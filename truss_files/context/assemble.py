@@ -40,6 +40,7 @@ from ..tools.registry import Serving, Tool
 from ..tools.schema import export
 from ..writers import writers
 from .cursor import encode, resolve
+from .resume import Changed, delta_text, resume_delta, save_cursor
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
@@ -93,6 +94,7 @@ class Prefix:
     tail: tuple[Entry, ...]
     commit: str  # the tip the messages were read at
     cursor: str
+    delta: tuple[Changed, ...] = ()  # what changed in verified L2 since the run's last cursor
 
     # -- the pieces ----------------------------------------------------------------------
 
@@ -128,6 +130,7 @@ class Prefix:
             "L1": by_name.get("L1 principal", 0),
             "instruction": by_name.get("memory", 0),
             "L3": estimate_tokens(self.goal_text()),
+            "delta": estimate_tokens(delta_text(self.delta)),
             "L4": estimate_tokens(self.tail_text()),
         }
         counts["total"] = sum(counts.values())
@@ -141,7 +144,11 @@ class Prefix:
         present = [layer for layer in self.system if layer.text]
         texts = [
             (text, label)
-            for text, label in ((self.goal_text(), "L3"), (self.tail_text(), "L4"))
+            for text, label in (
+                (self.goal_text(), "L3"),
+                (delta_text(self.delta), "delta"),
+                (self.tail_text(), "L4"),
+            )
             if text
         ]
         tools = self.tool_defs(fmt)
@@ -162,7 +169,7 @@ class Prefix:
                         "content": [{"type": "text", "text": text}],
                         "layer": label,
                         "pinned": label == "L3",
-                        "ids": [e.id for e in (self.goals if label == "L3" else self.tail)],
+                        "ids": self._ids(label),
                     }
                     for text, label in texts
                 ],
@@ -190,8 +197,14 @@ class Prefix:
             messages.extend({"role": "user", "content": text} for text, _ in texts)
             out = {"tools": tools, "messages": messages}
         out["cursor"] = self.cursor
+        out["delta"] = [c.to_dict() for c in self.delta]
         out["tokens"] = self.tokens()
         return out
+
+    def _ids(self, label: str) -> list[str]:
+        if label == "delta":
+            return [c.id for c in self.delta]
+        return [e.id for e in (self.goals if label == "L3" else self.tail)]
 
     def stable_bytes(self, fmt: str = "anthropic") -> bytes:
         """The bytes above the goal ledger, as sent: what must not change within a run."""
@@ -334,6 +347,11 @@ def build_context(
     if parent is not None:
         link_run(store, run, parent, signer)
     tail = scratch_tail(store, snap, run, int(settings.get("context.scratch_tail")), signer)
+    changes: tuple[Changed, ...] = ()
+    cursor = encode(snap.oid)
+    if not new_run:
+        changes, cursor = resume_delta(store, run, start.commit, reader)
+    save_cursor(store, run, cursor)
     return Prefix(
         run,
         start,
@@ -343,13 +361,15 @@ def build_context(
         tuple(goals),
         tuple(tail),
         snap.oid,
-        encode(snap.oid),
+        cursor,
+        changes,
     )
 
 
 def repin(store: Store, run: str, turn: int) -> dict[str, Any]:
-    """``{"repin", "turn", "messages"}``: re-inject the goal ledger when ``turn`` is a positive
-    multiple of ``[context] repin_every``; the goal block rides along only then."""
+    """``{"repin", "turn", "messages", "delta"}``: re-inject the goal ledger when ``turn`` is
+    a positive multiple of ``[context] repin_every`` (the goal block rides along only then),
+    and, whenever verified memory moved since the run's last cursor, the delta block after it."""
     if turn < 0:
         raise UsageError(f"turn must be 0 or more, got {turn}")
     start = load_start(store, run)
@@ -359,10 +379,20 @@ def repin(store: Store, run: str, turn: int) -> dict[str, Any]:
     settings = run_settings(store, snap, start.agent)
     every = int(settings.get("context.repin_every"))
     due = turn > 0 and turn % every == 0
-    messages: list[dict[str, Any]] = []
-    if due:
-        goals = goal_ledger(store, snap, _reader(store, snap, start))
-        if goals:
-            text = Prefix(run, start, False, (), (), tuple(goals), (), "", "").goal_text()
-            messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
-    return {"repin": due, "turn": turn, "every": every, "messages": messages}
+    reader = _reader(store, snap, start)
+    goals = goal_ledger(store, snap, reader) if due else []
+    changes, cursor = resume_delta(store, run, start.commit, reader)
+    save_cursor(store, run, cursor)
+    texts = [
+        Prefix(run, start, False, (), (), tuple(goals), (), "", "").goal_text(),
+        delta_text(changes),
+    ]
+    messages = [{"role": "user", "content": [{"type": "text", "text": t}]} for t in texts if t]
+    return {
+        "repin": due,
+        "turn": turn,
+        "every": every,
+        "messages": messages,
+        "delta": [c.to_dict() for c in changes],
+        "cursor": cursor,
+    }
