@@ -32,7 +32,7 @@ from ..identity.layers import Layer, check_principal, identity_layers
 from ..model import Entry, Kind, Trust
 from ..recall.engine import Searcher
 from ..runs.ledger import check_run_id
-from ..runs.links import key_principal, link_run
+from ..runs.links import children, key_principal, link_run
 from ..runs.start import RunStart, load_start, start_run
 from ..scope import Reader
 from ..tools.dispatch import seq_of
@@ -54,8 +54,19 @@ EPHEMERAL: Final = {"type": "ephemeral"}
 TAIL_CHARS: Final = 8000  # the L4 tail's text budget, whatever scratch_tail allows
 NOTE_CHARS: Final = 1200  # one note's share of it
 
+CHILD_NOTES: Final = 3  # newest notes shown per child run in the parent's L4
+CHILDREN_HEAD = (
+    "Child runs of this run (their newest notes, unverified unless marked; newest last):"
+)
 GOALS_HEAD = "Goal ledger (pinned; verified goals, oldest first):"
 TAIL_HEAD = "Working notes of this run (unverified unless marked verified; newest last):"
+
+
+def _note_line(note: Entry) -> str:
+    body = note.body if len(note.body) <= NOTE_CHARS else note.body[:NOTE_CHARS] + " [...]"
+    return f"- [{note.trust.value}] {note.kind.value}/{note.key} ({note.id[:12]}): " + body.replace(
+        "\n", "\n  "
+    )
 
 
 def default_instruction(tool_names: Sequence[str]) -> str:
@@ -95,6 +106,7 @@ class Prefix:
     commit: str  # the tip the messages were read at
     cursor: str
     delta: tuple[Changed, ...] = ()  # what changed in verified L2 since the run's last cursor
+    children: tuple[tuple[str, tuple[Entry, ...]], ...] = ()  # each child run, newest notes
 
     # -- the pieces ----------------------------------------------------------------------
 
@@ -110,16 +122,17 @@ class Prefix:
         return "\n".join(lines)
 
     def tail_text(self) -> str:
-        if not self.tail:
-            return ""
-        lines = [TAIL_HEAD]
-        for note in self.tail:
-            body = note.body if len(note.body) <= NOTE_CHARS else note.body[:NOTE_CHARS] + " [...]"
-            lines.append(
-                f"- [{note.trust.value}] {note.kind.value}/{note.key} ({note.id[:12]}): "
-                + body.replace("\n", "\n  ")
-            )
+        lines = [TAIL_HEAD] if self.tail else []
+        lines.extend(_note_line(note) for note in self.tail)
+        if self.children:
+            lines.append(CHILDREN_HEAD)
+            for child, notes in self.children:
+                lines.append(f"- run {child}:" + ("" if notes else " no notes yet"))
+                lines.extend("  " + _note_line(n).replace("\n", "\n  ") for n in notes)
         return "\n".join(lines)
+
+    def tail_ids(self) -> list[str]:
+        return [e.id for e in self.tail] + [n.id for _, notes in self.children for n in notes]
 
     def tokens(self) -> dict[str, int]:
         by_name = {layer.name: estimate_tokens(layer.text) for layer in self.system}
@@ -204,7 +217,7 @@ class Prefix:
     def _ids(self, label: str) -> list[str]:
         if label == "delta":
             return [c.id for c in self.delta]
-        return [e.id for e in (self.goals if label == "L3" else self.tail)]
+        return [e.id for e in self.goals] if label == "L3" else self.tail_ids()
 
     def stable_bytes(self, fmt: str = "anthropic") -> bytes:
         """The bytes above the goal ledger, as sent: what must not change within a run."""
@@ -328,6 +341,9 @@ def build_context(
     store.open_read(Trust.VERIFIED, snap)  # before a run starts on an unaudited commit
     if load_start(store, run) is None:
         identity_layers(snap, principal)  # a layer that cannot be read fails before the start
+    signer = key_principal(store)
+    if parent is not None:
+        link_run(store, run, parent, signer)  # before the start: a parent is set at the first call
     start, new_run = start_run(
         store,
         run,
@@ -337,16 +353,20 @@ def build_context(
         project=project,
         gates=gates,
         instruction=lambda: _instruction(store, snap, agent, gates),
+        owner=signer,
     )
     resolve(store.git, encode(start.commit))  # the start commit is still in the history
     tools, system = _start_pieces(store, start)
     reader = _reader(store, snap, start)
     settings = run_settings(store, snap, start.agent)
     goals = goal_ledger(store, snap, reader)
-    signer = key_principal(store)
-    if parent is not None:
-        link_run(store, run, parent, signer)
-    tail = scratch_tail(store, snap, run, int(settings.get("context.scratch_tail")), signer)
+    limit = int(settings.get("context.scratch_tail"))
+    tail = scratch_tail(store, snap, run, limit, signer)
+    kids = tuple(
+        (c.run, tuple(scratch_tail(store, snap, c.run, CHILD_NOTES, signer)))
+        for c in children(store, run)
+        if signer is not None and c.principal == signer
+    )
     changes: tuple[Changed, ...] = ()
     cursor = encode(snap.oid)
     if not new_run:
@@ -363,6 +383,7 @@ def build_context(
         snap.oid,
         cursor,
         changes,
+        kids,
     )
 
 

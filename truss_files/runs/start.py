@@ -43,6 +43,7 @@ class RunStart:
     project: str | None = None
     gates: tuple[str, ...] = ()
     instruction: str = ""
+    owner: str | None = None  # the principal of the key that started the run, if it had one
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -95,6 +96,7 @@ def start_run(
     project: str | None,
     gates: Sequence[str],
     instruction: Callable[[], str],
+    owner: str | None = None,
 ) -> tuple[RunStart, bool]:
     """The run's record: made now at ``commit`` (True), or the one already there (False).
 
@@ -104,7 +106,14 @@ def start_run(
     found = load_start(store, run)
     if found is None:
         wanted = RunStart(
-            run, commit, principal, agent, project, tuple(sorted(set(gates))), instruction()
+            run,
+            commit,
+            principal,
+            agent,
+            project,
+            tuple(sorted(set(gates))),
+            instruction(),
+            owner,
         )
         made = _create(store, run, wanted)
         found = wanted if made else load_start(store, run)

@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ..authority import trainers
 from ..errors import ConfigError, NotFound, TrussError, UsageError
-from ..gitdir import GitDir
 from ..model import Entry, Kind, Trust
 from ..recall.bounds import query_terms
 from ..recall.engine import search_snapshot
@@ -148,7 +147,7 @@ def _own_proof(store: Store, flt: Filter, run_id: str | None) -> Filter:
     flt = dataclasses.replace(flt, area_writers=trainers(roles))
     if run_id is None:
         return flt
-    view = run_view(GitDir.discover(store.git.git_dir), run_id, key_principal(store))
+    view = run_view(store, run_id, key_principal(store))
     return dataclasses.replace(flt, own_principal=view.principal, shared_runs=view.shared)
 
 
