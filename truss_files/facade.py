@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from .context.assemble import Prefix, build_context
+from .context.compact import compact as _compact
 from .context.delta import Delta
 from .context.delta import delta_since as _delta_since
 from .errors import NotFound
@@ -111,3 +112,9 @@ class MemoryStore(Store):
             gates=tuple(gates),
             parent=parent,
         )
+
+    def compact(self, run: str, summary: str) -> Entry:
+        """Record ``summary`` (the harness's own) as run ``run``'s ``context_summary``: one
+        unverified entry, the run's own, that stands in for the notes it covers in the run's
+        L4 (they stay in the store); ``context`` shows it first."""
+        return _compact(self, run, summary)

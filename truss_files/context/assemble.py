@@ -59,6 +59,7 @@ CHILDREN_HEAD = (
     "Child runs of this run (their newest notes, unverified unless marked; newest last):"
 )
 GOALS_HEAD = "Goal ledger (pinned; verified goals, oldest first):"
+L4_KINDS: Final = frozenset({Kind.SCRATCH, Kind.CONTEXT_SUMMARY})
 TAIL_HEAD = "Working notes of this run (unverified unless marked verified; newest last):"
 
 
@@ -289,13 +290,11 @@ def run_entries(store: Store, snap: Snapshot, run: str) -> list[Entry]:
     return searcher.run_entries(view, run)
 
 
-def scratch_tail(
-    store: Store, snap: Snapshot, run: str, limit: int, principal: str | None = None
-) -> list[Entry]:
-    """The run's own unverified writes and its scratch notes (never a goal), newest last.
-    An unverified note is the run's own only when ``principal`` (the calling key's) signed
-    the commit that added it (``authority.is_own``); a child keeps its own L4 (no shared
-    runs here)."""
+def own_notes(store: Store, snap: Snapshot, run: str, principal: str | None) -> list[Entry]:
+    """Every L4 candidate of the run, oldest first: its own unverified writes (an unverified
+    note is the run's own only when ``principal``, the calling key's, signed the commit that
+    added it: ``authority.is_own``) and its scratch notes and summaries past unverified (never
+    a goal). A child keeps its own L4 (no shared runs here)."""
     view = RunView(run, principal)
     found = run_entries(store, snap, run)
     by = writers(GitDir.discover(store.git.git_dir), snap.oid, store.git.repo) if found else None
@@ -306,18 +305,45 @@ def scratch_tail(
         and e.trust is not Trust.REJECTED
         and (
             (e.trust is Trust.UNVERIFIED and by is not None and is_own(view, e, by.of(e.id)))
-            or (e.kind is Kind.SCRATCH and e.trust is not Trust.UNVERIFIED)
+            or (e.kind in L4_KINDS and e.trust is not Trust.UNVERIFIED)
         )
     ]
     notes.sort(key=lambda e: (seq_of(e, run), e.created, e.id))
+    return notes
+
+
+def compacted(notes: Sequence[Entry], run: str) -> list[Entry]:
+    """``notes`` (a run's L4 candidates, in order) with the newest summary first and the notes
+    it covers, and older summaries, left out."""
+    summaries = [n for n in notes if n.kind is Kind.CONTEXT_SUMMARY]
+    if not summaries:
+        return list(notes)
+    newest = max(summaries, key=lambda n: (seq_of(n, run), n.created, n.id))
+    covered = set(newest.provenance.sources)
+    rest = [
+        n
+        for n in notes
+        if n.kind is not Kind.CONTEXT_SUMMARY and n.provenance.produced_by not in covered
+    ]
+    return [newest, *rest]
+
+
+def scratch_tail(
+    store: Store, snap: Snapshot, run: str, limit: int, principal: str | None = None
+) -> list[Entry]:
+    """The run's L4 tail (``own_notes``), newest last and bounded; a compaction's summary
+    first in place of the notes it covers (``compacted``)."""
+    notes = compacted(own_notes(store, snap, run, principal), run)
+    head = notes[:1] if notes and notes[0].kind is Kind.CONTEXT_SUMMARY else []
+    rest = notes[len(head) :]
     kept: list[Entry] = []
-    used = 0
-    for note in reversed(notes[-limit:]):
+    used = sum(min(len(n.body), NOTE_CHARS) for n in head)
+    for note in reversed(rest[-limit:] if limit > 0 else []):
         used += min(len(note.body), NOTE_CHARS)
-        if used > TAIL_CHARS and kept:
+        if used > TAIL_CHARS and (kept or head):
             break
         kept.append(note)
-    return kept[::-1]
+    return head + kept[::-1]
 
 
 def build_context(

@@ -7,12 +7,15 @@ error: ``{"error": {"code", "message"}}`` on stdout, exit 1.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from ..context.assemble import repin, run_settings
+from ..errors import UsageError
 from ..scope import Reader
 from ..tools.runcontext import load_run_context
 from .cli_app import Ctx, cli, handled, pass_ctx
@@ -99,11 +102,12 @@ def context(
       truss-files context --run R-7f3a --principal alice --format anthropic
       truss-files context --run R-7f3a-1 --parent R-7f3a
       truss-files context repin --run R-7f3a --turn 20
+      truss-files context compact --run R-7f3a --summary summary.md
     """
     if click_ctx.invoked_subcommand is not None:
         return
     if run_id is None:
-        raise click.UsageError("give --run RUN (or a subcommand: repin)")
+        raise click.UsageError("give --run RUN (or a subcommand: repin, compact)")
     obj: Ctx = click_ctx.find_object(Ctx)  # type: ignore[assignment]
     agent, project = _who(agent, run_context)
     prefix = obj.store().context(
@@ -131,6 +135,50 @@ def context_repin(obj: Ctx, run_id: str, turn: int, fmt: str) -> None:
       truss-files context repin --run R-7f3a --turn 10
     """
     _print(repin(obj.store(), run_id, turn))
+
+
+@context.command("compact")
+@click.option("--run", "run_id", required=True, metavar="RUN", help="A started run.")
+@click.option(
+    "--summary",
+    "source",
+    required=True,
+    metavar="FILE|-",
+    help="The summary the harness wrote (UTF-8 text; - reads stdin).",
+)
+@JSON_ONLY_FORMAT
+@pass_ctx
+@_json_errors
+def context_compact(obj: Ctx, run_id: str, source: str, fmt: str) -> None:
+    """Record a summary of a run's notes; its L4 then shows the summary first, without them.
+
+    Writes one context_summary entry for the run (unverified, the run's own); the notes it
+    replaces in the run's L4 tail stay in the store. Prints {"id", "kind", "key", "trust",
+    "replaces"}.
+
+    \b
+    Example:
+      echo "Tried A and B; B works; next: C." | truss-files context compact --run R-7f3a --summary -
+    """
+    if source == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(
+                f"cannot read {source}: {exc}; give a UTF-8 file or - for stdin"
+            ) from exc
+    entry = obj.store().compact(run_id, text)
+    _print(
+        {
+            "id": entry.id,
+            "kind": entry.kind.value,
+            "key": entry.key,
+            "trust": entry.trust.value,
+            "replaces": list(entry.provenance.sources),
+        }
+    )
 
 
 @cli.command()
