@@ -99,10 +99,14 @@ class MemoryStore(Store):
         project: str | None = None,
         gates: Iterable[str] = (),
         parent: str | None = None,
+        fmt: str | None = None,
+        model: str | None = None,
     ) -> Prefix:
         """The prefix of run ``run`` (tools, system, messages, cursor); the first call for a
         run starts it at the branch tip, and later calls keep its tools and system bytes.
-        ``parent``: the run is a child of that run (they share their own notes)."""
+        ``parent``: the run is a child of that run (they share their own notes). ``fmt``
+        (anthropic, openai) and ``model`` pick the memory instruction of
+        ``[context.instruction]`` (``context.instruction.pick``)."""
         return build_context(
             self,
             run,
@@ -111,6 +115,8 @@ class MemoryStore(Store):
             project=project,
             gates=tuple(gates),
             parent=parent,
+            fmt=fmt,
+            model=model,
         )
 
     def compact(self, run: str, summary: str) -> Entry:

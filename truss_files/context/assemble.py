@@ -40,6 +40,7 @@ from ..tools.registry import Serving, Tool
 from ..tools.schema import export
 from ..writers import writers
 from .cursor import encode, resolve
+from .instruction import BUILT_IN, instruction_table, pick, provider_of
 from .resume import Changed, delta_text, resume_delta, save_cursor
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ class Prefix:
     cursor: str
     delta: tuple[Changed, ...] = ()  # what changed in verified L2 since the run's last cursor
     children: tuple[tuple[str, tuple[Entry, ...]], ...] = ()  # each child run, newest notes
+    instruction: str = BUILT_IN  # which configured instruction the system carries
 
     # -- the pieces ----------------------------------------------------------------------
 
@@ -172,6 +174,7 @@ class Prefix:
                 "run": self.run,
                 "started_at": self.start.commit,
                 "new_run": self.new_run,
+                "instruction": self.instruction,
                 "tools": tools,
                 "system": [
                     {"layer": x.name, "path": x.path, "text": x.text, "missing": x.missing}
@@ -232,13 +235,20 @@ class Prefix:
 # -- building ----------------------------------------------------------------------------
 
 
-def _start_pieces(store: Store, start: RunStart) -> tuple[tuple[Tool, ...], tuple[Layer, ...]]:
-    """Tools and system as of the run's start commit."""
+def _start_pieces(
+    store: Store, start: RunStart, fmt: str | None, model: str | None
+) -> tuple[tuple[Tool, ...], tuple[Layer, ...], str]:
+    """Tools and system as of the run's start commit, and the name of the instruction the
+    system carries for ``fmt`` and ``model`` (``instruction.pick``)."""
     snap = store.snapshot(start.commit)
     tools = tuple(Serving.resolve(store.config(snap), start.gates).served())
     layers = identity_layers(snap, start.principal)
-    layers.append(Layer("memory", None, start.instruction))
-    return tools, tuple(layers)
+    name, text = pick(dict(start.instructions), provider_of(fmt), model) or (
+        BUILT_IN,
+        start.instruction,
+    )
+    layers.append(Layer("memory", None, text))
+    return tools, tuple(layers), name
 
 
 def run_settings(store: Store, snap: Snapshot, agent: str | None) -> Settings:
@@ -254,13 +264,9 @@ def run_settings(store: Store, snap: Snapshot, agent: str | None) -> Settings:
     return load_settings(raw, agent=layered, environ=env)
 
 
-def _instruction(store: Store, snap: Snapshot, agent: str | None, gates: Sequence[str]) -> str:
-    config = store.config(snap)
-    settings = run_settings(store, snap, agent)
-    given = settings.get("context.instruction")
-    if given:
-        return str(given)
-    names = [t.provider_name for t in Serving.resolve(config, gates).served()]
+def _instruction(store: Store, snap: Snapshot, gates: Sequence[str]) -> str:
+    """The built-in note for the tools served; configured ones are ``instruction_table``."""
+    names = [t.provider_name for t in Serving.resolve(store.config(snap), gates).served()]
     return default_instruction(names)
 
 
@@ -355,6 +361,8 @@ def build_context(
     project: str | None = None,
     gates: Sequence[str] = (),
     parent: str | None = None,
+    fmt: str | None = None,
+    model: str | None = None,
 ) -> Prefix:
     """The prefix of run ``run``; its first call starts the run (``runstart``). ``parent``:
     link the run as a child of that run (``runlinks``: they share their own notes)."""
@@ -378,11 +386,12 @@ def build_context(
         agent=agent,
         project=project,
         gates=gates,
-        instruction=lambda: _instruction(store, snap, agent, gates),
+        instruction=lambda: _instruction(store, snap, gates),
         owner=signer,
+        instructions=lambda: instruction_table(run_settings(store, snap, agent)),
     )
     resolve(store.git, encode(start.commit))  # the start commit is still in the history
-    tools, system = _start_pieces(store, start)
+    tools, system, instruction = _start_pieces(store, start, fmt, model)
     reader = _reader(store, snap, start)
     settings = run_settings(store, snap, start.agent)
     goals = goal_ledger(store, snap, reader)
@@ -410,6 +419,7 @@ def build_context(
         cursor,
         changes,
         kids,
+        instruction,
     )
 
 

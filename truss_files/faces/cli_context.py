@@ -70,6 +70,11 @@ def _who(agent: str | None, run_context: str | None) -> tuple[str | None, str | 
     show_default=True,
     help="json: every layer named, with token estimates; anthropic / openai: API shapes.",
 )
+@click.option(
+    "--model",
+    metavar="MODEL",
+    help="The model the prefix is for: picks [context.instruction]'s most specific entry.",
+)
 @click.option("--agent", envvar="TRUSS_AGENT", help="The agent the run reads as (memory.scope).")
 @click.option(
     "--run-context",
@@ -86,6 +91,7 @@ def context(
     parent: str | None,
     principal: str | None,
     fmt: str,
+    model: str | None,
     agent: str | None,
     run_context: str | None,
     memory_tools: bool,
@@ -100,6 +106,7 @@ def context(
     \b
     Examples:
       truss-files context --run R-7f3a --principal alice --format anthropic
+      truss-files context --run R-7f3a --format anthropic --model claude-sonnet-4-5
       truss-files context --run R-7f3a-1 --parent R-7f3a
       truss-files context repin --run R-7f3a --turn 20
       truss-files context compact --run R-7f3a --summary summary.md
@@ -117,6 +124,8 @@ def context(
         project=project,
         gates=gates(memory_tools, memory_write),
         parent=parent,
+        fmt=fmt,
+        model=model,
     )
     _print(prefix.render(fmt))
 

@@ -18,7 +18,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -44,10 +44,14 @@ class RunStart:
     gates: tuple[str, ...] = ()
     instruction: str = ""
     owner: str | None = None  # the principal of the key that started the run, if it had one
+    # The configured instructions at the start, name -> text (context/instruction.py); the
+    # built-in note is ``instruction``.
+    instructions: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> str:
         data = asdict(self)
         data["gates"] = list(self.gates)
+        data["instructions"] = dict(self.instructions)
         return json.dumps({"format": FORMAT, **data}, sort_keys=True, ensure_ascii=False)
 
 
@@ -75,6 +79,7 @@ def load_start(store: Store, run: str) -> RunStart | None:
         if data.pop("format") != FORMAT:
             raise ValueError("unknown format")
         data["gates"] = tuple(data["gates"])
+        data["instructions"] = tuple(sorted(dict(data.get("instructions", {})).items()))
         start = RunStart(**data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StoreError(
@@ -97,6 +102,7 @@ def start_run(
     gates: Sequence[str],
     instruction: Callable[[], str],
     owner: str | None = None,
+    instructions: Callable[[], Mapping[str, str]] | None = None,
 ) -> tuple[RunStart, bool]:
     """The run's record: made now at ``commit`` (True), or the one already there (False).
 
@@ -114,6 +120,7 @@ def start_run(
             tuple(sorted(set(gates))),
             instruction(),
             owner,
+            tuple(sorted((instructions() if instructions else {}).items())),
         )
         made = _create(store, run, wanted)
         found = wanted if made else load_start(store, run)
