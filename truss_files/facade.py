@@ -21,6 +21,7 @@ from .recall.engine import RecallResult, search_snapshot
 from .recall.pipeline import Filter
 from .scope import Reader
 from .store import Store
+from .tools.runcontext import RunContext
 
 __all__ = ["MemoryStore"]
 
@@ -101,12 +102,16 @@ class MemoryStore(Store):
         parent: str | None = None,
         fmt: str | None = None,
         model: str | None = None,
+        run_context: RunContext | None = None,
+        purpose: str | None = None,
     ) -> Prefix:
         """The prefix of run ``run`` (tools, system, messages, cursor); the first call for a
         run starts it at the branch tip, and later calls keep its tools and system bytes.
         ``parent``: the run is a child of that run (they share their own notes). ``fmt``
         (anthropic, openai) and ``model`` pick the memory instruction of
-        ``[context.instruction]`` (``context.instruction.pick``)."""
+        ``[context.instruction]`` (``context.instruction.pick``). ``run_context`` and
+        ``purpose``: what a first context asks memory.ask under ``[enterprise]
+        consult_at_start`` (``context.consult``)."""
         return build_context(
             self,
             run,
@@ -117,6 +122,8 @@ class MemoryStore(Store):
             parent=parent,
             fmt=fmt,
             model=model,
+            run_context=run_context,
+            purpose=purpose,
         )
 
     def compact(self, run: str, summary: str) -> Entry:

@@ -21,7 +21,7 @@ tools as functions, the system text as the first message). Each also carries ``c
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -39,6 +39,7 @@ from ..tools.dispatch import seq_of
 from ..tools.registry import Serving, Tool
 from ..tools.schema import export
 from ..writers import writers
+from .consult import consult, consult_text, enabled
 from .cursor import encode, resolve
 from .instruction import BUILT_IN, instruction_table, pick, provider_of
 from .resume import Changed, delta_text, resume_delta, save_cursor
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from ..gitstore import Snapshot
     from ..settings import Settings
     from ..store import Store
+    from ..tools.runcontext import RunContext
 
 __all__ = ["FORMATS", "Prefix", "build_context", "default_instruction", "repin"]
 
@@ -110,6 +112,7 @@ class Prefix:
     delta: tuple[Changed, ...] = ()  # what changed in verified L2 since the run's last cursor
     children: tuple[tuple[str, tuple[Entry, ...]], ...] = ()  # each child run, newest notes
     instruction: str = BUILT_IN  # which configured instruction the system carries
+    consulted: Mapping[str, Any] | None = None  # memory.ask's reply at the run's start
 
     # -- the pieces ----------------------------------------------------------------------
 
@@ -147,6 +150,7 @@ class Prefix:
             "instruction": by_name.get("memory", 0),
             "L3": estimate_tokens(self.goal_text()),
             "delta": estimate_tokens(delta_text(self.delta)),
+            "consult": estimate_tokens(consult_text(self.consulted)),
             "L4": estimate_tokens(self.tail_text()),
         }
         counts["total"] = sum(counts.values())
@@ -162,6 +166,7 @@ class Prefix:
             (text, label)
             for text, label in (
                 (self.goal_text(), "L3"),
+                (consult_text(self.consulted), "consult"),
                 (delta_text(self.delta), "delta"),
                 (self.tail_text(), "L4"),
             )
@@ -215,12 +220,15 @@ class Prefix:
             out = {"tools": tools, "messages": messages}
         out["cursor"] = self.cursor
         out["delta"] = [c.to_dict() for c in self.delta]
+        out["consult"] = dict(self.consulted) if self.consulted is not None else None
         out["tokens"] = self.tokens()
         return out
 
     def _ids(self, label: str) -> list[str]:
         if label == "delta":
             return [c.id for c in self.delta]
+        if label == "consult":
+            return [str(e.get("id")) for e in (self.consulted or {}).get("evidence", [])]
         return [e.id for e in self.goals] if label == "L3" else self.tail_ids()
 
     def stable_bytes(self, fmt: str = "anthropic") -> bytes:
@@ -363,6 +371,8 @@ def build_context(
     parent: str | None = None,
     fmt: str | None = None,
     model: str | None = None,
+    run_context: RunContext | None = None,
+    purpose: str | None = None,
 ) -> Prefix:
     """The prefix of run ``run``; its first call starts the run (``runstart``). ``parent``:
     link the run as a child of that run (``runlinks``: they share their own notes)."""
@@ -407,6 +417,9 @@ def build_context(
     if not new_run:
         changes, cursor = resume_delta(store, run, start.commit, reader)
     save_cursor(store, run, cursor)
+    consulted = None
+    if new_run and enabled(store, snap):
+        consulted = consult(store, run, run_context, purpose)
     return Prefix(
         run,
         start,
@@ -420,6 +433,7 @@ def build_context(
         changes,
         kids,
         instruction,
+        consulted,
     )
 
 

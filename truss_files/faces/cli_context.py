@@ -17,7 +17,7 @@ import click
 from ..context.assemble import repin, run_settings
 from ..errors import UsageError
 from ..scope import Reader
-from ..tools.runcontext import load_run_context
+from ..tools.runcontext import RunContext, load_run_context
 from .cli_app import Ctx, cli, handled, pass_ctx
 from .switches import gates, memory_switches
 
@@ -44,13 +44,16 @@ def _print(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def _who(agent: str | None, run_context: str | None) -> tuple[str | None, str | None]:
-    """The run's agent and project: --agent, else the run context (file or environment)."""
+def _who(
+    agent: str | None, run_context: str | None
+) -> tuple[str | None, str | None, RunContext | None]:
+    """The run's agent and project (--agent, else the run context: file or environment),
+    and the run context itself."""
     found = load_run_context(run_context)
     project = found.project if found is not None else None
     if agent is None and found is not None:
         agent = found.agent
-    return agent, project
+    return agent, project, found
 
 
 @cli.group(invoke_without_command=True)
@@ -82,6 +85,11 @@ def _who(agent: str | None, run_context: str | None) -> tuple[str | None, str | 
     metavar="FILE",
     help="JSON file with the run's agent and project (or TRUSS_RUN_CONTEXT).",
 )
+@click.option(
+    "--purpose",
+    metavar="TEXT",
+    help="What the run is for: asked of memory.ask at its start ([enterprise] consult_at_start).",
+)
 @memory_switches
 @click.pass_context
 @_json_errors
@@ -94,6 +102,7 @@ def context(
     model: str | None,
     agent: str | None,
     run_context: str | None,
+    purpose: str | None,
     memory_tools: bool,
     memory_write: bool,
 ) -> None:
@@ -116,7 +125,7 @@ def context(
     if run_id is None:
         raise click.UsageError("give --run RUN (or a subcommand: repin, compact)")
     obj: Ctx = click_ctx.find_object(Ctx)  # type: ignore[assignment]
-    agent, project = _who(agent, run_context)
+    agent, project, found = _who(agent, run_context)
     prefix = obj.store().context(
         run_id,
         principal=principal,
@@ -126,6 +135,8 @@ def context(
         parent=parent,
         fmt=fmt,
         model=model,
+        run_context=found,
+        purpose=purpose,
     )
     _print(prefix.render(fmt))
 
