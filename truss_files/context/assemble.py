@@ -25,24 +25,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ..authority import RunView, is_own
 from ..errors import NotFound, StoreError, UsageError
-from ..gitdir import GitDir
 from ..identity.layers import Layer, check_principal, identity_layers
 from ..model import Entry, Kind, Trust
-from ..recall.engine import Searcher
 from ..runs.ledger import check_run_id
 from ..runs.links import children, key_principal, link_run
 from ..runs.start import RunStart, load_start, start_run
 from ..scope import Reader
-from ..tools.dispatch import seq_of
 from ..tools.registry import Serving, Tool
 from ..tools.schema import export
-from ..writers import writers
 from .consult import consult, consult_text, enabled
 from .cursor import encode, resolve
 from .instruction import BUILT_IN, instruction_table, pick, provider_of
 from .resume import Changed, delta_text, resume_delta, save_cursor
+from .tail import NOTE_CHARS, scratch_tail
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
@@ -54,15 +50,12 @@ __all__ = ["FORMATS", "Prefix", "build_context", "default_instruction", "repin"]
 
 FORMATS: Final = ("json", "anthropic", "openai")
 EPHEMERAL: Final = {"type": "ephemeral"}
-TAIL_CHARS: Final = 8000  # the L4 tail's text budget, whatever scratch_tail allows
-NOTE_CHARS: Final = 1200  # one note's share of it
 
 CHILD_NOTES: Final = 3  # newest notes shown per child run in the parent's L4
 CHILDREN_HEAD = (
     "Child runs of this run (their newest notes, unverified unless marked; newest last):"
 )
 GOALS_HEAD = "Goal ledger (pinned; verified goals, oldest first):"
-L4_KINDS: Final = frozenset({Kind.SCRATCH, Kind.CONTEXT_SUMMARY})
 TAIL_HEAD = "Working notes of this run (unverified unless marked verified; newest last):"
 
 
@@ -292,72 +285,6 @@ def goal_ledger(store: Store, snap: Snapshot, reader: Reader) -> list[Entry]:
         if e.trust is Trust.VERIFIED and e.superseded_by is None and reader.sees(e.scope)
     ]
     return sorted(goals, key=lambda e: (e.created, e.id))
-
-
-def run_entries(store: Store, snap: Snapshot, run: str) -> list[Entry]:
-    """Every entry the run produced (``run:<run>/...``), from the recall index's run map:
-    far less than a scan of every file."""
-    searcher = Searcher(
-        gate=store.gate, git=GitDir.discover(store.git.git_dir), repo=store.git.repo
-    )
-    view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
-    return searcher.run_entries(view, run)
-
-
-def own_notes(store: Store, snap: Snapshot, run: str, principal: str | None) -> list[Entry]:
-    """Every L4 candidate of the run, oldest first: its own unverified writes (an unverified
-    note is the run's own only when ``principal``, the calling key's, signed the commit that
-    added it: ``authority.is_own``) and its scratch notes and summaries past unverified (never
-    a goal). A child keeps its own L4 (no shared runs here)."""
-    view = RunView(run, principal)
-    found = run_entries(store, snap, run)
-    by = writers(GitDir.discover(store.git.git_dir), snap.oid, store.git.repo) if found else None
-    notes = [
-        e
-        for e in found
-        if e.kind is not Kind.GOAL
-        and e.trust is not Trust.REJECTED
-        and (
-            (e.trust is Trust.UNVERIFIED and by is not None and is_own(view, e, by.of(e.id)))
-            or (e.kind in L4_KINDS and e.trust is not Trust.UNVERIFIED)
-        )
-    ]
-    notes.sort(key=lambda e: (seq_of(e, run), e.created, e.id))
-    return notes
-
-
-def compacted(notes: Sequence[Entry], run: str) -> list[Entry]:
-    """``notes`` (a run's L4 candidates, in order) with the newest summary first and the notes
-    it covers, and older summaries, left out."""
-    summaries = [n for n in notes if n.kind is Kind.CONTEXT_SUMMARY]
-    if not summaries:
-        return list(notes)
-    newest = max(summaries, key=lambda n: (seq_of(n, run), n.created, n.id))
-    covered = set(newest.provenance.sources)
-    rest = [
-        n
-        for n in notes
-        if n.kind is not Kind.CONTEXT_SUMMARY and n.provenance.produced_by not in covered
-    ]
-    return [newest, *rest]
-
-
-def scratch_tail(
-    store: Store, snap: Snapshot, run: str, limit: int, principal: str | None = None
-) -> list[Entry]:
-    """The run's L4 tail (``own_notes``), newest last and bounded; a compaction's summary
-    first in place of the notes it covers (``compacted``)."""
-    notes = compacted(own_notes(store, snap, run, principal), run)
-    head = notes[:1] if notes and notes[0].kind is Kind.CONTEXT_SUMMARY else []
-    rest = notes[len(head) :]
-    kept: list[Entry] = []
-    used = sum(min(len(n.body), NOTE_CHARS) for n in head)
-    for note in reversed(rest[-limit:] if limit > 0 else []):
-        used += min(len(note.body), NOTE_CHARS)
-        if used > TAIL_CHARS and (kept or head):
-            break
-        kept.append(note)
-    return head + kept[::-1]
 
 
 def build_context(

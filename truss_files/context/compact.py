@@ -20,7 +20,7 @@ from ..runs.links import key_principal
 from ..runs.start import load_start
 from ..scope import stamp
 from ..tools.dispatch import seq_of
-from .assemble import own_notes
+from .tail import own_notes
 
 if TYPE_CHECKING:
     from ..store import Store

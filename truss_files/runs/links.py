@@ -78,7 +78,7 @@ def _read(store: Store, ref: str, child: str) -> tuple[str, str] | None:
         principal, _ = store.policy().check_signature(
             signature.decode("ascii", "replace"), payload, "git", {"agent"}
         )
-        data = json.loads(commit.tree["link.json"].data)  # type: ignore[attr-defined]
+        data = json.loads(commit.tree["link.json"].data)  # type: ignore[union-attr]
     except (SignatureError, KeyError, ValueError, TypeError, AttributeError):
         return None
     if not isinstance(data, dict) or data.get("child") != child:
