@@ -152,7 +152,9 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
     outputs = re.split(r"^@@ block \d+$", done.stdout, flags=re.M)[1:]
     failed = run[len(outputs) - 1] if outputs else run[0]
     assert done.returncode == 0, f"block under {failed.section!r} failed:\n{done.stderr[-3000:]}"
-    said = dict(zip((b.section for b in run), outputs, strict=False))
+    said: dict[str, str] = {}
+    for block, out in zip(run, outputs, strict=False):  # a section's blocks, their outputs joined
+        said[block.section] = said.get(block.section, "") + out
 
     assert "ci-flakes" in said["A store in five commands"]
     assert "[verified]" in said["A store in five commands"]
@@ -178,6 +180,9 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
 
     context = said["Context for a run"]
     assert '"repin": true' in context and "prefix unchanged" in context
+    # Resume, children and compaction: the delta with its body, a child listed, the summary.
+    assert "('ci-runner', None, 'verified', 'CI runs on the self-hosted pool.')" in context
+    assert "context_summary/summary-R-1" in context.splitlines()[-1]
     assert '"key": "ci-flakes"' in context and '"to": "verified"' in context
 
     replies = [

@@ -229,6 +229,12 @@ def test_identity_goals_and_context_over_mcp(store: MemoryStore) -> None:
             assert "Ship the notes." in goals and "unverified" not in goals
             again = await client.get_prompt("context", {})
             assert again.messages[0].content.text == texts[0]  # type: ignore[union-attr]
+            # Resumed: the prompt carries what changed in verified memory since, once.
+            fresh = store.write("lesson", "mcp", "MCP resume sees this.")
+            promote(store, fresh.id)
+            third = await client.get_prompt("context", {})
+            said = [m.content.text for m in third.messages]  # type: ignore[union-attr]
+            assert said[0] == texts[0] and any("MCP resume sees this." in t for t in said)
 
     run(main)
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .context.assemble import Prefix, build_context
+from .context.compact import compact as _compact
 from .context.delta import Delta
 from .context.delta import delta_since as _delta_since
 from .errors import NotFound
@@ -24,6 +25,7 @@ from .review.why import explain
 from .runs.ledger import resolve_call
 from .scope import Reader
 from .store import Store
+from .tools.runcontext import RunContext
 
 __all__ = ["MemoryStore"]
 
@@ -102,10 +104,18 @@ class MemoryStore(Store):
         project: str | None = None,
         gates: Iterable[str] = (),
         parent: str | None = None,
+        fmt: str | None = None,
+        model: str | None = None,
+        run_context: RunContext | None = None,
+        purpose: str | None = None,
     ) -> Prefix:
         """The prefix of run ``run`` (tools, system, messages, cursor); the first call for a
         run starts it at the branch tip, and later calls keep its tools and system bytes.
-        ``parent``: the run is a child of that run (they share their own notes)."""
+        ``parent``: the run is a child of that run (they share their own notes). ``fmt``
+        (anthropic, openai) and ``model`` pick the memory instruction of
+        ``[context.instruction]`` (``context.instruction.pick``). ``run_context`` and
+        ``purpose``: what a first context asks memory.ask under ``[enterprise]
+        consult_at_start`` (``context.consult``)."""
         return build_context(
             self,
             run,
@@ -114,6 +124,10 @@ class MemoryStore(Store):
             project=project,
             gates=tuple(gates),
             parent=parent,
+            fmt=fmt,
+            model=model,
+            run_context=run_context,
+            purpose=purpose,
         )
 
     def why(self, ref: str) -> dict[str, Any]:
@@ -130,3 +144,9 @@ class MemoryStore(Store):
         if read.withheld:
             answer["withheld"] = read.withheld
         return answer
+
+    def compact(self, run: str, summary: str) -> Entry:
+        """Record ``summary`` (the harness's own) as run ``run``'s ``context_summary``: one
+        unverified entry, the run's own, that stands in for the notes it covers in the run's
+        L4 (they stay in the store); ``context`` shows it first."""
+        return _compact(self, run, summary)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .context.delta import Delta
     from .recall.engine import RecallResult
     from .scope import Reader
+    from .tools.runcontext import RunContext
     from .verdict import Verdict
 
 __all__ = ["Memory"]
@@ -104,7 +105,11 @@ class Memory(Protocol):
         project: str | None = None,
         gates: Iterable[str] = (),
         parent: str | None = None,
+        fmt: str | None = None,
+        model: str | None = None,
+        run_context: RunContext | None = None,
+        purpose: str | None = None,
     ) -> Prefix:
-        """The prefix of run ``run`` (tools, system layers, goals, the run's own notes) and
-        a cursor for ``delta_since``."""
+        """The prefix of run ``run`` (tools, system layers, goals, the delta since its last
+        context, the run's own notes) and a cursor for ``delta_since``."""
         ...

@@ -41,6 +41,10 @@ Every layer has the same shape::
     repin_every = 10                 # re-inject the goal ledger every N turns
     scratch_tail = 8                 # at most N of the run's own notes in the L4 tail
     instruction = "..."              # replaces the built-in note on where memory lives
+    [context.instruction]            # or per provider and model (context/instruction.py)
+    default = "..."
+    anthropic = "..."                # openai = "..."
+    "claude-*" = "..."               # a model pattern: the most specific applies
 
 and ``[policy] salience = "off" | "prior"`` (recall/salience.py).
 
@@ -282,6 +286,12 @@ def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> 
                 continue
             if (section, key) == ("panel", "judges"):
                 found.update(_judges_layer(value, source))
+                continue
+            if (section, key) == ("context", "instruction") and isinstance(value, dict):
+                # [context.instruction]: default, a provider, or a model pattern -> text
+                # (context/instruction.py picks the most specific one).
+                for name, item in value.items():
+                    found[f"{dotted}.{name}"] = Value(_string(item, f"{where}.{name}"), source)
                 continue
             if (section, key) in PER_KIND:
                 if not isinstance(value, dict):

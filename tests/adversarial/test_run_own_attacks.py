@@ -254,9 +254,14 @@ def test_a_childs_notes_are_shared_with_its_parent_and_siblings_not_strangers(
         stdin={"query": "child found"},
     )
     assert code == 1 and json.loads(out)["error"]["code"] == "forbidden"
-    # The child keeps its own L4; the parent's L4 is the parent's.
+    # The child keeps its own L4; the parent's L4 lists its children and their newest notes,
+    # apart from its own; a sibling's L4 is its own; the attacker's run under P-1 was refused.
     assert "Child found X." in faces.tail("victim", "C-1", "--parent", "P-1")
-    assert "Child found X." not in faces.tail("victim", "P-1")
+    parent_tail = faces.tail("victim", "P-1")
+    own, _, kids = parent_tail.partition("Child runs of this run")
+    assert "Child found X." not in own and "Child found X." in kids
+    assert "run C-1:" in kids and "run C-2:" in kids and "C-3" not in kids
+    assert "Child found X." not in faces.tail("victim", "C-2", "--parent", "P-1")
     # context --parent links too, and a second parent for one child is refused.
     code, out = faces.run("victim", "context", "--run", "C-1", "--parent", "P-2")
     assert code == 1 and "already a child of P-1" in out

@@ -21,40 +21,49 @@ tools as functions, the system text as the first message). Each also carries ``c
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ..authority import RunView, is_own
 from ..errors import NotFound, StoreError, UsageError
-from ..gitdir import GitDir
 from ..identity.layers import Layer, check_principal, identity_layers
 from ..model import Entry, Kind, Trust
-from ..recall.engine import Searcher
 from ..runs.ledger import check_run_id
-from ..runs.links import key_principal, link_run
+from ..runs.links import children, key_principal, link_run
 from ..runs.start import RunStart, load_start, start_run
 from ..scope import Reader
-from ..tools.dispatch import seq_of
 from ..tools.registry import Serving, Tool
 from ..tools.schema import export
-from ..writers import writers
+from .consult import consult, consult_text, enabled
 from .cursor import encode, resolve
+from .instruction import BUILT_IN, instruction_table, pick, provider_of
+from .resume import Changed, delta_text, resume_delta, save_cursor
+from .tail import NOTE_CHARS, scratch_tail
 
 if TYPE_CHECKING:
     from ..gitstore import Snapshot
     from ..settings import Settings
     from ..store import Store
+    from ..tools.runcontext import RunContext
 
 __all__ = ["FORMATS", "Prefix", "build_context", "default_instruction", "repin"]
 
 FORMATS: Final = ("json", "anthropic", "openai")
 EPHEMERAL: Final = {"type": "ephemeral"}
-TAIL_CHARS: Final = 8000  # the L4 tail's text budget, whatever scratch_tail allows
-NOTE_CHARS: Final = 1200  # one note's share of it
 
+CHILD_NOTES: Final = 3  # newest notes shown per child run in the parent's L4
+CHILDREN_HEAD = (
+    "Child runs of this run (their newest notes, unverified unless marked; newest last):"
+)
 GOALS_HEAD = "Goal ledger (pinned; verified goals, oldest first):"
 TAIL_HEAD = "Working notes of this run (unverified unless marked verified; newest last):"
+
+
+def _note_line(note: Entry) -> str:
+    body = note.body if len(note.body) <= NOTE_CHARS else note.body[:NOTE_CHARS] + " [...]"
+    return f"- [{note.trust.value}] {note.kind.value}/{note.key} ({note.id[:12]}): " + body.replace(
+        "\n", "\n  "
+    )
 
 
 def default_instruction(tool_names: Sequence[str]) -> str:
@@ -93,6 +102,10 @@ class Prefix:
     tail: tuple[Entry, ...]
     commit: str  # the tip the messages were read at
     cursor: str
+    delta: tuple[Changed, ...] = ()  # what changed in verified L2 since the run's last cursor
+    children: tuple[tuple[str, tuple[Entry, ...]], ...] = ()  # each child run, newest notes
+    instruction: str = BUILT_IN  # which configured instruction the system carries
+    consulted: Mapping[str, Any] | None = None  # memory.ask's reply at the run's start
 
     # -- the pieces ----------------------------------------------------------------------
 
@@ -108,16 +121,17 @@ class Prefix:
         return "\n".join(lines)
 
     def tail_text(self) -> str:
-        if not self.tail:
-            return ""
-        lines = [TAIL_HEAD]
-        for note in self.tail:
-            body = note.body if len(note.body) <= NOTE_CHARS else note.body[:NOTE_CHARS] + " [...]"
-            lines.append(
-                f"- [{note.trust.value}] {note.kind.value}/{note.key} ({note.id[:12]}): "
-                + body.replace("\n", "\n  ")
-            )
+        lines = [TAIL_HEAD] if self.tail else []
+        lines.extend(_note_line(note) for note in self.tail)
+        if self.children:
+            lines.append(CHILDREN_HEAD)
+            for child, notes in self.children:
+                lines.append(f"- run {child}:" + ("" if notes else " no notes yet"))
+                lines.extend("  " + _note_line(n).replace("\n", "\n  ") for n in notes)
         return "\n".join(lines)
+
+    def tail_ids(self) -> list[str]:
+        return [e.id for e in self.tail] + [n.id for _, notes in self.children for n in notes]
 
     def tokens(self) -> dict[str, int]:
         by_name = {layer.name: estimate_tokens(layer.text) for layer in self.system}
@@ -128,6 +142,8 @@ class Prefix:
             "L1": by_name.get("L1 principal", 0),
             "instruction": by_name.get("memory", 0),
             "L3": estimate_tokens(self.goal_text()),
+            "delta": estimate_tokens(delta_text(self.delta)),
+            "consult": estimate_tokens(consult_text(self.consulted)),
             "L4": estimate_tokens(self.tail_text()),
         }
         counts["total"] = sum(counts.values())
@@ -141,7 +157,12 @@ class Prefix:
         present = [layer for layer in self.system if layer.text]
         texts = [
             (text, label)
-            for text, label in ((self.goal_text(), "L3"), (self.tail_text(), "L4"))
+            for text, label in (
+                (self.goal_text(), "L3"),
+                (consult_text(self.consulted), "consult"),
+                (delta_text(self.delta), "delta"),
+                (self.tail_text(), "L4"),
+            )
             if text
         ]
         tools = self.tool_defs(fmt)
@@ -151,6 +172,7 @@ class Prefix:
                 "run": self.run,
                 "started_at": self.start.commit,
                 "new_run": self.new_run,
+                "instruction": self.instruction,
                 "tools": tools,
                 "system": [
                     {"layer": x.name, "path": x.path, "text": x.text, "missing": x.missing}
@@ -162,7 +184,7 @@ class Prefix:
                         "content": [{"type": "text", "text": text}],
                         "layer": label,
                         "pinned": label == "L3",
-                        "ids": [e.id for e in (self.goals if label == "L3" else self.tail)],
+                        "ids": self._ids(label),
                     }
                     for text, label in texts
                 ],
@@ -190,8 +212,17 @@ class Prefix:
             messages.extend({"role": "user", "content": text} for text, _ in texts)
             out = {"tools": tools, "messages": messages}
         out["cursor"] = self.cursor
+        out["delta"] = [c.to_dict() for c in self.delta]
+        out["consult"] = dict(self.consulted) if self.consulted is not None else None
         out["tokens"] = self.tokens()
         return out
+
+    def _ids(self, label: str) -> list[str]:
+        if label == "delta":
+            return [c.id for c in self.delta]
+        if label == "consult":
+            return [str(e.get("id")) for e in (self.consulted or {}).get("evidence", [])]
+        return [e.id for e in self.goals] if label == "L3" else self.tail_ids()
 
     def stable_bytes(self, fmt: str = "anthropic") -> bytes:
         """The bytes above the goal ledger, as sent: what must not change within a run."""
@@ -205,13 +236,20 @@ class Prefix:
 # -- building ----------------------------------------------------------------------------
 
 
-def _start_pieces(store: Store, start: RunStart) -> tuple[tuple[Tool, ...], tuple[Layer, ...]]:
-    """Tools and system as of the run's start commit."""
+def _start_pieces(
+    store: Store, start: RunStart, fmt: str | None, model: str | None
+) -> tuple[tuple[Tool, ...], tuple[Layer, ...], str]:
+    """Tools and system as of the run's start commit, and the name of the instruction the
+    system carries for ``fmt`` and ``model`` (``instruction.pick``)."""
     snap = store.snapshot(start.commit)
     tools = tuple(Serving.resolve(store.config(snap), start.gates).served())
     layers = identity_layers(snap, start.principal)
-    layers.append(Layer("memory", None, start.instruction))
-    return tools, tuple(layers)
+    name, text = pick(dict(start.instructions), provider_of(fmt), model) or (
+        BUILT_IN,
+        start.instruction,
+    )
+    layers.append(Layer("memory", None, text))
+    return tools, tuple(layers), name
 
 
 def run_settings(store: Store, snap: Snapshot, agent: str | None) -> Settings:
@@ -227,13 +265,9 @@ def run_settings(store: Store, snap: Snapshot, agent: str | None) -> Settings:
     return load_settings(raw, agent=layered, environ=env)
 
 
-def _instruction(store: Store, snap: Snapshot, agent: str | None, gates: Sequence[str]) -> str:
-    config = store.config(snap)
-    settings = run_settings(store, snap, agent)
-    given = settings.get("context.instruction")
-    if given:
-        return str(given)
-    names = [t.provider_name for t in Serving.resolve(config, gates).served()]
+def _instruction(store: Store, snap: Snapshot, gates: Sequence[str]) -> str:
+    """The built-in note for the tools served; configured ones are ``instruction_table``."""
+    names = [t.provider_name for t in Serving.resolve(store.config(snap), gates).served()]
     return default_instruction(names)
 
 
@@ -253,47 +287,6 @@ def goal_ledger(store: Store, snap: Snapshot, reader: Reader) -> list[Entry]:
     return sorted(goals, key=lambda e: (e.created, e.id))
 
 
-def run_entries(store: Store, snap: Snapshot, run: str) -> list[Entry]:
-    """Every entry the run produced (``run:<run>/...``), from the recall index's run map:
-    far less than a scan of every file."""
-    searcher = Searcher(
-        gate=store.gate, git=GitDir.discover(store.git.git_dir), repo=store.git.repo
-    )
-    view = searcher.view(snap.tree_id("memories"), at_tip=False, commit=snap.oid)
-    return searcher.run_entries(view, run)
-
-
-def scratch_tail(
-    store: Store, snap: Snapshot, run: str, limit: int, principal: str | None = None
-) -> list[Entry]:
-    """The run's own unverified writes and its scratch notes (never a goal), newest last.
-    An unverified note is the run's own only when ``principal`` (the calling key's) signed
-    the commit that added it (``authority.is_own``); a child keeps its own L4 (no shared
-    runs here)."""
-    view = RunView(run, principal)
-    found = run_entries(store, snap, run)
-    by = writers(GitDir.discover(store.git.git_dir), snap.oid, store.git.repo) if found else None
-    notes = [
-        e
-        for e in found
-        if e.kind is not Kind.GOAL
-        and e.trust is not Trust.REJECTED
-        and (
-            (e.trust is Trust.UNVERIFIED and by is not None and is_own(view, e, by.of(e.id)))
-            or (e.kind is Kind.SCRATCH and e.trust is not Trust.UNVERIFIED)
-        )
-    ]
-    notes.sort(key=lambda e: (seq_of(e, run), e.created, e.id))
-    kept: list[Entry] = []
-    used = 0
-    for note in reversed(notes[-limit:]):
-        used += min(len(note.body), NOTE_CHARS)
-        if used > TAIL_CHARS and kept:
-            break
-        kept.append(note)
-    return kept[::-1]
-
-
 def build_context(
     store: Store,
     run: str,
@@ -303,6 +296,10 @@ def build_context(
     project: str | None = None,
     gates: Sequence[str] = (),
     parent: str | None = None,
+    fmt: str | None = None,
+    model: str | None = None,
+    run_context: RunContext | None = None,
+    purpose: str | None = None,
 ) -> Prefix:
     """The prefix of run ``run``; its first call starts the run (``runstart``). ``parent``:
     link the run as a child of that run (``runlinks``: they share their own notes)."""
@@ -315,6 +312,9 @@ def build_context(
     store.open_read(Trust.VERIFIED, snap)  # before a run starts on an unaudited commit
     if load_start(store, run) is None:
         identity_layers(snap, principal)  # a layer that cannot be read fails before the start
+    signer = key_principal(store)
+    if parent is not None:
+        link_run(store, run, parent, signer)  # before the start: a parent is set at the first call
     start, new_run = start_run(
         store,
         run,
@@ -323,17 +323,30 @@ def build_context(
         agent=agent,
         project=project,
         gates=gates,
-        instruction=lambda: _instruction(store, snap, agent, gates),
+        instruction=lambda: _instruction(store, snap, gates),
+        owner=signer,
+        instructions=lambda: instruction_table(run_settings(store, snap, agent)),
     )
     resolve(store.git, encode(start.commit))  # the start commit is still in the history
-    tools, system = _start_pieces(store, start)
+    tools, system, instruction = _start_pieces(store, start, fmt, model)
     reader = _reader(store, snap, start)
     settings = run_settings(store, snap, start.agent)
     goals = goal_ledger(store, snap, reader)
-    signer = key_principal(store)
-    if parent is not None:
-        link_run(store, run, parent, signer)
-    tail = scratch_tail(store, snap, run, int(settings.get("context.scratch_tail")), signer)
+    limit = int(settings.get("context.scratch_tail"))
+    tail = scratch_tail(store, snap, run, limit, signer)
+    kids = tuple(
+        (c.run, tuple(scratch_tail(store, snap, c.run, CHILD_NOTES, signer)))
+        for c in children(store, run)
+        if signer is not None and c.principal == signer
+    )
+    changes: tuple[Changed, ...] = ()
+    cursor = encode(snap.oid)
+    if not new_run:
+        changes, cursor = resume_delta(store, run, start.commit, reader)
+    save_cursor(store, run, cursor)
+    consulted = None
+    if new_run and enabled(store, snap):
+        consulted = consult(store, run, run_context, purpose)
     return Prefix(
         run,
         start,
@@ -343,13 +356,18 @@ def build_context(
         tuple(goals),
         tuple(tail),
         snap.oid,
-        encode(snap.oid),
+        cursor,
+        changes,
+        kids,
+        instruction,
+        consulted,
     )
 
 
 def repin(store: Store, run: str, turn: int) -> dict[str, Any]:
-    """``{"repin", "turn", "messages"}``: re-inject the goal ledger when ``turn`` is a positive
-    multiple of ``[context] repin_every``; the goal block rides along only then."""
+    """``{"repin", "turn", "messages", "delta"}``: re-inject the goal ledger when ``turn`` is
+    a positive multiple of ``[context] repin_every`` (the goal block rides along only then),
+    and, whenever verified memory moved since the run's last cursor, the delta block after it."""
     if turn < 0:
         raise UsageError(f"turn must be 0 or more, got {turn}")
     start = load_start(store, run)
@@ -359,10 +377,20 @@ def repin(store: Store, run: str, turn: int) -> dict[str, Any]:
     settings = run_settings(store, snap, start.agent)
     every = int(settings.get("context.repin_every"))
     due = turn > 0 and turn % every == 0
-    messages: list[dict[str, Any]] = []
-    if due:
-        goals = goal_ledger(store, snap, _reader(store, snap, start))
-        if goals:
-            text = Prefix(run, start, False, (), (), tuple(goals), (), "", "").goal_text()
-            messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
-    return {"repin": due, "turn": turn, "every": every, "messages": messages}
+    reader = _reader(store, snap, start)
+    goals = goal_ledger(store, snap, reader) if due else []
+    changes, cursor = resume_delta(store, run, start.commit, reader)
+    save_cursor(store, run, cursor)
+    texts = [
+        Prefix(run, start, False, (), (), tuple(goals), (), "", "").goal_text(),
+        delta_text(changes),
+    ]
+    messages = [{"role": "user", "content": [{"type": "text", "text": t}]} for t in texts if t]
+    return {
+        "repin": due,
+        "turn": turn,
+        "every": every,
+        "messages": messages,
+        "delta": [c.to_dict() for c in changes],
+        "cursor": cursor,
+    }

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ..context.instruction import BUILT_IN, instruction_table, pick
 from ..errors import StoreError
 from ..identity.judge import judge_pending
 from ..panel.runner import recheck as run_recheck
@@ -195,10 +196,23 @@ def config_group() -> None:
 @config_group.command("show")
 @AGENT_OPTION
 @CONTRACT_OPTION
+@click.option(
+    "--provider",
+    type=click.Choice(["anthropic", "openai"]),
+    help="Name the [context.instruction] entry that applies for this provider.",
+)
+@click.option("--model", metavar="MODEL", help="... and for this model (its patterns).")
 @FORMAT_OPTION
 @pass_ctx
 @handled
-def config_show(obj: Ctx, agent: str | None, contract: str | None, fmt: str | None) -> None:
+def config_show(
+    obj: Ctx,
+    agent: str | None,
+    contract: str | None,
+    provider: str | None,
+    model: str | None,
+    fmt: str | None,
+) -> None:
     """Print the effective settings and the file each value came from.
 
     Layers, the later overriding the earlier: built-in defaults, the store's truss.toml,
@@ -208,13 +222,23 @@ def config_show(obj: Ctx, agent: str | None, contract: str | None, fmt: str | No
     \b
     Example:
       truss-files config show --agent build-bot --contract contract.toml
+      truss-files config show --provider anthropic --model claude-sonnet-4-5
     """
     raw = None
     # Outside a repository only the global and contract layers apply.
     with contextlib.suppress(StoreError):
         raw = obj.store().config().raw
     settings = load_settings(raw, agent=agent, contract=contract)
-    emit(fmt, settings.to_dict(), lambda _d: settings.to_text())
+    data = settings.to_dict()
+    found = pick(instruction_table(settings), provider, model)
+    name = found[0] if found is not None else BUILT_IN
+    key = f"context.instruction.{name}"
+    if key not in settings.values and name == "default":
+        key = "context.instruction"
+    source = settings.values[key].source if key in settings.values else "default"
+    data["instruction"] = {"applies": name, "provider": provider, "model": model, "source": source}
+    said = f"instruction in force: {name} (# {source})"
+    emit(fmt, data, lambda _d: settings.to_text() + "\n" + said)
 
 
 __all__ = ["cli"]

@@ -129,7 +129,8 @@ def _context_prompt(session: ToolSession, run: str) -> Any:
     from mcp.server.mcpserver.prompts.base import UserMessage
 
     def context(principal: str = "") -> list[Any]:
-        """The run's system text (L0, L1, the memory note) and its pinned goal ledger."""
+        """The run's system text (L0, L1, the memory note), its pinned goal ledger, what
+        changed since its last context, and its L4 (with its children's newest notes)."""
         prefix = build_context(
             session.store,
             run,
@@ -137,18 +138,23 @@ def _context_prompt(session: ToolSession, run: str) -> Any:
             agent=session.agent,
             gates=tuple(sorted(session.flags)),
             parent=session.parent,
+            run_context=session.context,
         )
         system = "\n\n".join(layer.text for layer in prefix.system if layer.text)
         messages = [UserMessage(system)]
-        if prefix.goals:
-            messages.append(UserMessage(prefix.goal_text()))
+        # Goals, then the consult at start, the delta since the last context and L4.
+        for block in prefix.render("json")["messages"]:
+            messages.append(UserMessage(block["content"][0]["text"]))
         return messages
 
     return Prompt.from_function(
         context,
         name="context",
         title="Run context",
-        description="The identity, principal and goal ledger this run starts from.",
+        description=(
+            "The identity, principal and goal ledger this run starts from; on resume, what "
+            "changed in verified memory since, and the run's working notes."
+        ),
     )
 
 

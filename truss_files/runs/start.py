@@ -18,7 +18,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -43,10 +43,15 @@ class RunStart:
     project: str | None = None
     gates: tuple[str, ...] = ()
     instruction: str = ""
+    owner: str | None = None  # the principal of the key that started the run, if it had one
+    # The configured instructions at the start, name -> text (context/instruction.py); the
+    # built-in note is ``instruction``.
+    instructions: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> str:
         data = asdict(self)
         data["gates"] = list(self.gates)
+        data["instructions"] = dict(self.instructions)
         return json.dumps({"format": FORMAT, **data}, sort_keys=True, ensure_ascii=False)
 
 
@@ -74,6 +79,7 @@ def load_start(store: Store, run: str) -> RunStart | None:
         if data.pop("format") != FORMAT:
             raise ValueError("unknown format")
         data["gates"] = tuple(data["gates"])
+        data["instructions"] = tuple(sorted(dict(data.get("instructions", {})).items()))
         start = RunStart(**data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StoreError(
@@ -95,6 +101,8 @@ def start_run(
     project: str | None,
     gates: Sequence[str],
     instruction: Callable[[], str],
+    owner: str | None = None,
+    instructions: Callable[[], Mapping[str, str]] | None = None,
 ) -> tuple[RunStart, bool]:
     """The run's record: made now at ``commit`` (True), or the one already there (False).
 
@@ -104,7 +112,15 @@ def start_run(
     found = load_start(store, run)
     if found is None:
         wanted = RunStart(
-            run, commit, principal, agent, project, tuple(sorted(set(gates))), instruction()
+            run,
+            commit,
+            principal,
+            agent,
+            project,
+            tuple(sorted(set(gates))),
+            instruction(),
+            owner,
+            tuple(sorted((instructions() if instructions else {}).items())),
         )
         made = _create(store, run, wanted)
         found = wanted if made else load_start(store, run)

@@ -50,6 +50,7 @@ from ..model import Entry, Kind, Trust
 from ..recall.bounds import query_terms
 from ..recall.engine import search_snapshot
 from ..recall.pipeline import Filter
+from ..runs.asked import record_asked
 from ..runs.links import key_principal, run_view
 from .query import recall_mode
 from .registry import Annotations, Tool, register
@@ -138,7 +139,11 @@ def ask(
         _check_time(deadline)
     except _Unreadable as exc:
         return _unavailable(str(exc), applied)
-    return _reply(hits, problems, limit_chars, applied)
+    reply = _reply(hits, problems, limit_chars, applied)
+    if run_id is not None:
+        # What this run was told: memory.train in the run refuses to store it back.
+        record_asked(GitDir.discover(store.git.git_dir), run_id, reply.get("evidence", ()))
+    return reply
 
 
 def _own_proof(store: Store, flt: Filter, run_id: str | None) -> Filter:
@@ -148,7 +153,7 @@ def _own_proof(store: Store, flt: Filter, run_id: str | None) -> Filter:
     flt = dataclasses.replace(flt, area_writers=trainers(roles))
     if run_id is None:
         return flt
-    view = run_view(GitDir.discover(store.git.git_dir), run_id, key_principal(store))
+    view = run_view(store, run_id, key_principal(store))
     return dataclasses.replace(flt, own_principal=view.principal, shared_runs=view.shared)
 
 

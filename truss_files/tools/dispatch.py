@@ -22,7 +22,7 @@ from ..errors import TrussError, UsageError
 from ..gitdir import GitDir
 from ..model import Entry, Trust
 from ..runs.ledger import CALL_ID, RunLedger, check_run_id, memo_key
-from ..runs.links import link_run, run_view
+from ..runs.links import link_run, mark_seen, run_view
 from ..scope import Reader
 from .registry import Serving, Tool, UnknownTool
 from .runcontext import RunContext
@@ -186,8 +186,7 @@ class Call:
         if self.run_id is None:
             return None
         if self._run_view is None:
-            git = GitDir.discover(self.path)
-            self._run_view = run_view(git, self.run_id, self.session.own_principal())
+            self._run_view = run_view(self.store, self.run_id, self.session.own_principal())
         return self._run_view
 
     def writer_of(self, entry: Entry) -> str | None:
@@ -348,9 +347,14 @@ class ToolSession:
 
     def link_parent(self) -> None:
         """Record this run as a child of ``parent`` (``runlinks``), once per session."""
-        if self.parent is None or self.run_id is None or self._linked:
+        if self.run_id is None or self._linked:
             return
-        link_run(self.store, self.run_id, self.parent, self.own_principal())
+        if self.parent is None:
+            mark_seen(
+                GitDir.discover(self.path), self.run_id
+            )  # its first call made on its own: no parent later
+        else:
+            link_run(self.store, self.run_id, self.parent, self.own_principal())
         self._linked = True
 
     def has_settings_layers(self) -> bool:

@@ -68,6 +68,7 @@ from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from ..recall.engine import Searcher, search_snapshot
 from ..recall.pipeline import Filter
 from ..recall.tokenize import tokenize
+from ..runs.asked import echoes
 from ..trailers import trailers
 from ..views import entry_view
 from .registry import Annotations, Tool, register
@@ -157,6 +158,7 @@ def train(
     try:
         _trusted(store)
         entry, key_match = _note(store, ctx, inp, body, call_id, run_id, seq)
+        _not_an_echo(store, run_id, body, entry.id)
         similarity = _overlap(store, ctx, entry)
         usage["similarity"] = round(similarity, 3)
         stored, made = _commit(store, entry, key_match)
@@ -170,6 +172,22 @@ def train(
     else:
         status = "accepted"
     return {"status": status, "entry": _view(stored), "usage": usage}
+
+
+def _not_an_echo(store: Store, run_id: str | None, body: str, own_id: str) -> None:
+    """Refuse a body that is (mostly) the text of evidence an ask gave back to this run
+    (``runs.asked``: shingle containment of 0.8 or more); the note this very train makes
+    (a retry after an ask returned it) is no echo of itself."""
+    if run_id is None:
+        return
+    found = echoes(GitDir.discover(store.git.git_dir), run_id, body, skip=own_id)
+    if found is not None:
+        entry_id, share = found
+        raise _Refused(
+            f"this body is {share:.0%} the text of note {entry_id}, which memory.ask gave back "
+            "to this run; train what the run observed, not what an ask returned. Cite the "
+            "note by id instead, or train what you learned beyond it"
+        )
 
 
 def _trusted(store: Store) -> None:
