@@ -62,8 +62,9 @@ NOT_RUN = {
     ("Install", "pip install ."): "installs into the current environment; `make demo` did",
     ("Recall", "python -X importtime"): "a benchmark of minutes; tests/test_benchmarks.py",
     ("Agent tools, durable runs and MCP", "claude mcp add"): "needs the Claude Code CLI",
-    ("Agent tools, durable runs and MCP", "from truss_files.anthropic_adapter"): (
-        "needs an API key and a model; tests/test_tools_anthropic.py drives the tool"
+    ("Agent tools, durable runs and MCP", "import anthropic"): (
+        "needs an API key and a model; tests/test_anthropic_async.py runs it verbatim "
+        "against a scripted Messages API on 127.0.0.1"
     ),
     ("For reviewers: memory changes in pull requests", "truss-files diff origin/main"): (
         "runs in CI on a pull request ($BASE, $GITHUB_STEP_SUMMARY); tests/test_diff.py"
