@@ -153,3 +153,29 @@ def test_no_doc_installs_by_a_name_no_index_serves() -> None:
         for line in text.splitlines():
             assert not bare.search(line), f"{path.name}: {line.strip()}"
         assert "pypi.org" not in text and "test.pypi" not in text, path.name
+
+
+def test_the_readmes_hook_ids_are_the_manifests_and_no_tag_is_invented() -> None:
+    import yaml
+
+    manifest = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    defined = {hook["id"] for hook in manifest}
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## For operators") :]
+    section = section[: section.index("\n## ", 10)]
+    named = set(re.findall(r"(?:- |\{)id: ([\w-]+)", section)) | set(
+        re.findall(r"`(truss-[\w-]+)`", section.split("```yaml", 1)[0])
+    )
+    named -= {"truss-files"}
+    assert named == defined, (named, defined)
+    for block in re.findall(r"```yaml\n(.*?)```", section, re.S):
+        for repo in yaml.safe_load(block)["repos"]:
+            assert {h["id"] for h in repo["hooks"]} == defined
+            if repo["repo"] != "local":
+                assert re.fullmatch(r"[0-9a-f]{40}", repo["rev"]), repo["rev"]
+    tags = subprocess.run(
+        ["git", "tag", "--list"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    for text in (readme, (ROOT / ".pre-commit-hooks.yaml").read_text()):
+        for rev in re.findall(r"rev: (v[\w.]+)", text):
+            assert rev in tags, f"rev: {rev} names a tag this repository does not have"
