@@ -48,6 +48,8 @@ def test_every_error_is_json_with_a_code_and_a_message(served: Callable[..., Ser
         assert answer.body["error"]["code"] == code
         assert answer.body["error"]["message"]
     assert cases[0][0].headers.get("www-authenticate") == "Bearer"
+    # A 405 names the methods the route does take (RFC 9110 15.5.6).
+    assert set(cases[-1][0].headers["allow"].split(", ")) == {"GET", "HEAD"}
 
 
 def test_an_invalid_input_is_422_and_names_the_field(served: Callable[..., Served]) -> None:

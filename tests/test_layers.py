@@ -175,7 +175,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         ("engines", "recall panel identity review operators initstore"),
         ("runtime", "tools runs context"),
         ("facade", "facade memory"),
-        ("faces", "faces server hooks drivers anthropic_adapter demo fake_provider __main__"),
+        ("faces", "faces server hooks drivers anthropic_adapter http demo fake_provider __main__"),
     )
 )
 

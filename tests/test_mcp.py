@@ -282,7 +282,7 @@ def test_schema_export_carries_output_schemas(store: MemoryStore) -> None:
 
     exported = {t["name"]: t for t in export(all_tools(), "mcp")}
     assert "outputSchema" in exported["memory_query"] and "outputSchema" in exported["write_memory"]
-    assert "outputSchema" not in exported["memory"]  # a text result
+    assert exported["memory"]["outputSchema"]["required"] == ["content"]  # a text result
 
 
 def test_a_delete_hides_the_note_from_every_read_tool_of_the_run(store: MemoryStore) -> None:

@@ -387,7 +387,7 @@ def test_the_readme_block_can_be_run_again(tmp_path: Path) -> None:
 
     home = tmp_path / "home"
     home.mkdir()
-    start = sh_block("A store in five commands")
+    start = sh_block("A store in five commands", ". .venv/bin/activate")
     assert run_as_newcomer(home, start).returncode == 0
     block = ". .venv/bin/activate\n" + sh_block(
         "For operators: enforcement and sync", "cd ~/agent-memory"

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from .facade import MemoryStore
     from .memory import Memory
     from .model import Entry, Kind, Layer, Provenance, Trust
+    from .recall.engine import RecallResult
+    from .recall.pipeline import Hit
     from .verdict import Verdict
 
 _EXPORTS = {
@@ -47,6 +49,8 @@ _EXPORTS = {
     ),
     **dict.fromkeys(("Entry", "Kind", "Layer", "Provenance", "Trust"), "model"),
     "Memory": "memory",
+    "Hit": "recall.pipeline",
+    "RecallResult": "recall.engine",
     "MemoryStore": "facade",
     "Verdict": "verdict",
 }
@@ -70,12 +74,14 @@ __all__ = [
     "ConflictError",
     "Entry",
     "EntryError",
+    "Hit",
     "Kind",
     "Layer",
     "Memory",
     "MemoryStore",
     "NotFound",
     "Provenance",
+    "RecallResult",
     "SignatureError",
     "StoreError",
     "TransitionError",

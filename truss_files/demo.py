@@ -14,14 +14,19 @@ import tempfile
 import textwrap
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .audit import audit
+from .errors import TrussError
 from .facade import MemoryStore
 from .initstore import init_store
 from .model import Trust
 from .recall.engine import search_snapshot
 from .recall.pipeline import Filter
 from .signing import Ed25519Signer
+
+if TYPE_CHECKING:
+    from .gitstore import Snapshot
 
 QUESTIONS = (
     "how do I undo a bad promotion?",
@@ -36,8 +41,29 @@ def _wrap(text: str) -> str:
 
 
 def main(path: str = ".") -> int:
-    store = MemoryStore(path)
-    snap = store.snapshot()
+    try:
+        store = MemoryStore(path)
+        snap = store.snapshot()
+        has_config = snap.read("truss.toml") is not None
+    except TrussError as exc:
+        return _no_store(path, exc.message)
+    if not has_config:
+        return _no_store(path, f"{path} holds no truss.toml")
+    return _run(store, snap, path)
+
+
+def _no_store(path: str, why: str) -> int:
+    """Outside a checkout: say what the demo needs, not a traceback."""
+    print(
+        f"truss_files.demo: no store to show at {Path(path).resolve()} ({why}).\n"
+        "The demo answers from the truss-files repository's own store: run `make demo` in a "
+        "checkout of it, or name a store: `python -m truss_files.demo /path/to/store`.",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def _run(store: MemoryStore, snap: Snapshot, path: str) -> int:
     entries = list(store.iter_entries(snap))
     by_trust = Counter(e.trust.value for e in entries)
     print(f"Store {Path(path).resolve()} at {snap.oid and snap.oid[:12]}: {len(entries)} entries")

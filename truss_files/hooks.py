@@ -325,11 +325,24 @@ def _staged(repo: pygit2.Repository, message: str) -> tuple[pygit2.Commit, bool]
         return None
     is_root = base.blob_id(SIGNERS_PATH) is None
     who = pygit2.Signature("truss-files hook", "hook@truss-files.invalid")
+    # A merge being concluded (`git merge`, or `git commit` after resolving) has the merged
+    # heads as parents too: the audit judges a merge against each parent, so what it takes
+    # cleanly from the other branch is not mistaken for this commit's own change.
+    parents = [head.id, *_merge_heads(repo)] if head else []
     # A dangling object nothing points at (git gc drops it): check_commit judges commits.
-    oid = repo.create_commit(None, who, who, message, tree_id, [head.id] if head else [])
+    oid = repo.create_commit(None, who, who, message, tree_id, parents)
     commit = repo[oid]
     assert isinstance(commit, pygit2.Commit)
     return commit, is_root
+
+
+def _merge_heads(repo: pygit2.Repository) -> list[pygit2.Oid]:
+    """The heads ``git merge`` is merging in (``MERGE_HEAD``), none outside a merge."""
+    try:
+        text = (Path(repo.path) / "MERGE_HEAD").read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [pygit2.Oid(hex=line.strip()) for line in text.splitlines() if line.strip()]
 
 
 def _staged_lines(hook: str, found: list[Violation]) -> list[str]:
@@ -400,7 +413,10 @@ def commit_msg(repo: pygit2.Repository, message: str) -> list[str]:
     commit, is_root = staged
     found = [v for v in check_commit(repo, commit, is_root) if v.rule not in _UNSIGNED_RULES]
     lines = _staged_lines("commit-msg", found)
-    if not any(line.startswith("Truss-Op: ") for line in message.splitlines()):
+    # A merge needs no trailer: it is judged against each parent by the audit (above), and
+    # `git merge`'s own message is what a merge of store branches can finish with.
+    merging = len(commit.parents) > 1
+    if not merging and not any(line.startswith("Truss-Op: ") for line in message.splitlines()):
         lines.append(
             "truss-files commit-msg: [trailers] this commit changes store files but its message "
             "has no `Truss-Op: <op>` trailer (write, promote, reject, demote, supersede, "

@@ -189,6 +189,11 @@ class Store:
             skipped.extend(Skipped(path, f"{path}: {_GITLINK_NOTE}") for path in links)
 
     def get(self, ref: str, snap: Snapshot | None = None) -> Entry:
+        """The entry whose id is ``ref`` or starts with it (8+ hex characters, as git takes
+        a prefix), at any trust, as the branch holds it (or ``snap``): for people and tools
+        that show one entry. Raises ``NotFound`` for no match, ``UsageError`` for a prefix
+        that is too short or matches several. Agents read through ``query``/``view``, which
+        keep to a trust floor."""
         snap = snap or self.snapshot()
         return entryfile.parse(snap.read(self.resolve(ref, snap)) or b"", self.resolve(ref, snap))
 
@@ -449,6 +454,10 @@ class Store:
         return self._decide(ref, verdict, "PASS", conflict)
 
     def reject(self, ref: str, verdict: Verdict) -> Entry:
+        """Unverified -> rejected, on a valid FAIL ``verdict`` signed for exactly this entry
+        by a panel key (``sign_verdict(ref, "FAIL", note=...)``): one signed commit. The
+        entry stays in the history and never reaches a query again; anything else raises
+        ``VerdictError`` or ``TransitionError`` and changes nothing."""
         return self._decide(ref, verdict, "FAIL")
 
     def _decide(
@@ -545,6 +554,11 @@ class Store:
         return self._transition(ref, "demote", {"panel", "operator"}, change)
 
     def supersede(self, old_ref: str, new_ref: str) -> tuple[Entry, Entry]:
+        """Record that verified entry ``new_ref`` replaces ``old_ref``: one signed commit
+        (panel or operator role) links both ways (``supersedes`` / ``superseded_by``), and a
+        verified ``old_ref`` turns stale, out of default queries. Returns ``(old, new)`` as
+        stored. An entry cannot supersede itself (``UsageError``); ``new_ref`` must be
+        verified and ``old_ref`` not rejected (``TransitionError``)."""
         snap = self.snapshot()
         new_id = self.get(new_ref, snap).id
 
@@ -626,6 +640,11 @@ class Store:
         quorum: str = "1-of-1",
         policy: str = "manual",
     ) -> Verdict:
+        """A verdict (``outcome`` "PASS" or "FAIL") for exactly the entry ``ref``, signed with
+        this store's key, which must hold the panel role (``UsageError`` names the fix
+        otherwise). ``note`` says why; ``votes`` are the reviewers' (one vote by this key
+        when omitted); ``quorum`` and ``policy`` are recorded as given. Nothing is committed:
+        hand the verdict to ``promote`` (PASS) or ``reject`` (FAIL)."""
         entry = self.get(ref)
         principal = self.principal()
         _, roles = self.policy().roles_of(_public(self.signer))

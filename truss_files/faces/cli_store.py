@@ -463,6 +463,10 @@ def revert(obj: Ctx, commit: str, fmt: str | None) -> None:
     emit(fmt, {"commit": str(made.id), "reverts": commit}, f"reverted in {str(made.id)[:12]}")
 
 
+# A repair lists this many restored paths in text; the rest are counted.
+REPAIR_LISTED = 20
+
+
 @cli.command()
 @click.option(
     "--force",
@@ -490,12 +494,31 @@ def repair(obj: Ctx, force: bool, fmt: str | None) -> None:
       git status --short memories/  # nothing left to show
     """
     done = GitStore(obj.store_path or ".").repair(force=force)
-    data = {"fixed": list(done.fixed), "kept": list(done.kept), "notes": list(done.notes)}
+    data = {
+        "fixed": list(done.fixed),
+        "kept": list(done.kept),
+        "notes": list(done.notes),
+        "counts": {"restored": len(done.fixed), "kept": len(done.kept), "notes": len(done.notes)},
+    }
 
     def text(_d: object) -> str:
-        lines = [*done.notes, *(f"restored {p}" for p in done.fixed)]
-        if not done.fixed and not done.kept:
-            lines.append("ok: the work tree and index are in step with the branch")
+        # Twenty thousand paths (an import cut short) are a count, not a screenful.
+        shown = done.fixed[:REPAIR_LISTED]
+        lines = [*done.notes, *(f"restored {p}" for p in shown)]
+        if len(done.fixed) > len(shown):
+            lines.append(f"... and {len(done.fixed) - len(shown)} more (--format json lists all)")
+        lines.extend(
+            f"kept {p} (an edit the store never wrote; --force discards it)" for p in done.kept
+        )
+        if done.fixed or done.kept or done.notes:
+            lines.append(
+                f"repaired: {len(done.fixed)} store path(s) restored to the branch's version, "
+                f"{len(done.kept)} kept, {len(done.notes)} other fix(es) and note(s) above"
+            )
+        else:
+            lines.append(
+                "ok: nothing to repair; the work tree and index are in step with the branch"
+            )
         return "\n".join(lines)
 
     emit(fmt, data, text)

@@ -113,9 +113,13 @@ class HttpError(Exception):
         self.status, self.code, self.message = status, code, message
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": {"code": code, "message": message}}, status, headers)
+def error_response(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    sent = dict(headers or {})
+    if status == 401:
+        sent["WWW-Authenticate"] = "Bearer"
+    return JSONResponse({"error": {"code": code, "message": message}}, status, sent or None)
 
 
 # Train statuses that stored a note (a sync soon pushes it).
@@ -379,7 +383,8 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
         404: "no such route; see /openapi.json",
         405: "this route does not take that method; see /openapi.json",
     }.get(exc.status_code, str(exc.detail))
-    return error_response(exc.status_code, code, message)
+    # The router's own headers stay: a 405 names the methods the route takes (Allow).
+    return error_response(exc.status_code, code, message, exc.headers)
 
 
 def _answer(exc: Exception) -> Response:

@@ -25,6 +25,7 @@ from ..identity.layers import identity_layers
 from ..model import Trust
 from ..runs.start import load_start
 from ..scope import Reader
+from ..tools.dispatch import Outcome
 from ..tools.registry import lookup
 
 if TYPE_CHECKING:
@@ -162,9 +163,6 @@ def _server_class(session: ToolSession, base: Any) -> Any:
     """``MCPServer`` that answers a call of a tool it does not serve with the registry's
     refusal (unknown, or not enabled: which flag or truss.toml line enables it) instead of
     the SDK's bare "Unknown tool"."""
-    # the [mcp] extra: only once build_server has found it
-    from mcp.server.mcpserver.exceptions import ToolError
-
     served = {tool.provider_name for tool in session.served()}
 
     class TrussServer(base):
@@ -173,14 +171,17 @@ def _server_class(session: ToolSession, base: Any) -> Any:
             if tool is not None and tool.provider_name in served:
                 return await super().call_tool(tool.provider_name, arguments, context)
             refused = session.call(name, arguments)
-            raise ToolError(refused.text if not refused.ok else f"Unknown tool: {name}")
+            if refused.ok:
+                refused = Outcome(
+                    str(name), error={"code": "unknown_tool", "message": f"Unknown tool: {name}"}
+                )
+            return _failed(refused)
 
     return TrussServer
 
 
 def _mcp_tool(session: ToolSession, tool: Tool) -> Any:
     # the [mcp] extra: only once build_server has found it
-    from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool as MCPTool
     from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -199,12 +200,12 @@ def _mcp_tool(session: ToolSession, tool: Tool) -> Any:
         if outcome.note:
             print(f"note: {outcome.note}", file=sys.stderr, flush=True)
         if not outcome.ok:
-            raise ToolError(outcome.text)
-        if tool.text_result:
-            return outcome.text
+            return _failed(outcome)
+        # Every tool declares an outputSchema; a text result's is {"content": string}.
+        structured = {"content": outcome.text} if tool.text_result else dict(outcome.payload)
         return CallToolResult(
             content=[TextContent(type="text", text=outcome.text)],
-            structured_content=dict(outcome.payload),
+            structured_content=structured,
         )
 
     run.__name__ = tool.provider_name
@@ -228,6 +229,19 @@ def _mcp_tool(session: ToolSession, tool: Tool) -> Any:
             idempotent_hint=hints.idempotent,
             open_world_hint=hints.open_world,
         ),
+    )
+
+
+def _failed(outcome: Outcome) -> Any:
+    """An error as MCP's tool error (``isError``): the message for the model to read, and
+    ``{"error": {"code", "message"}}`` as structuredContent, as every other face answers."""
+    # the [mcp] extra: only once build_server has found it
+    from mcp_types import CallToolResult, TextContent
+
+    return CallToolResult(
+        content=[TextContent(type="text", text=outcome.text)],
+        structured_content=outcome.payload,
+        is_error=True,
     )
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import IO, Any
 
 import click
 
@@ -39,11 +41,43 @@ def want_json(fmt: str | None) -> bool:
     return not sys.stdout.isatty()
 
 
+# Text for people is coloured only on a terminal, and never when NO_COLOR is set
+# (https://no-color.org) or the terminal is dumb: JSON, pipes and files stay plain bytes.
+TRUST_COLOURS: Mapping[str, str] = {
+    "verified": "green",
+    "stale": "yellow",
+    "unverified": "cyan",
+    "rejected": "red",
+}
+_MARK = re.compile(r"\[(verified|stale|unverified|rejected)\]")
+_LEAD = re.compile(r"^(ok|error|warning|note):", re.M)
+_LEAD_COLOURS = {"ok": "green", "error": "red", "warning": "yellow", "note": "blue"}
+
+
+def colour_on(stream: IO[str] | None = None, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether text for ``stream`` (stdout by default) may carry colour."""
+    env = os.environ if environ is None else environ
+    if env.get("NO_COLOR") or env.get("TERM") == "dumb":
+        return False
+    target = sys.stdout if stream is None else stream
+    return bool(getattr(target, "isatty", lambda: False)())
+
+
+def paint(text: str) -> str:
+    """Trust marks (``[verified]``, ...) in their colour, and a leading ``ok:``/``error:``/
+    ``warning:``/``note:`` in its own; the words themselves stay, so nothing depends on it."""
+    text = _MARK.sub(lambda m: click.style(m.group(0), fg=TRUST_COLOURS[m.group(1)]), text)
+    return _LEAD.sub(
+        lambda m: click.style(m.group(0), fg=_LEAD_COLOURS[m.group(1)], bold=True), text
+    )
+
+
 def emit(fmt: str | None, data: Any, text: Callable[[Any], str] | str | None = None) -> None:
     if want_json(fmt) or text is None:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
         return
-    click.echo(text(data) if callable(text) else text)
+    out = text(data) if callable(text) else text
+    click.echo(paint(out) if colour_on() else out)
 
 
 def fail(exc: TrussError, fmt: str | None) -> None:
@@ -51,4 +85,5 @@ def fail(exc: TrussError, fmt: str | None) -> None:
         payload = {"error": {"code": exc.code, "message": exc.message}}
         click.echo(json.dumps(payload, ensure_ascii=False))
     else:
-        click.echo(f"error: {exc.message}", err=True)
+        line = f"error: {exc.message}"
+        click.echo(paint(line) if colour_on(sys.stderr) else line, err=True)

@@ -55,7 +55,7 @@ from __future__ import annotations
 import contextlib
 import marshal
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -122,6 +122,10 @@ class RecallResult:
     below_floor: int = 0
     # Words the query also looked for at a lower weight (``related``), in exact and hybrid.
     related_words: tuple[str, ...] = ()
+
+    def __iter__(self) -> Iterator[Hit]:
+        """The hits, best first: ``for hit in store.query(...)`` reads ``hit.entry``."""
+        return iter(self.hits)
 
 
 def check_mode(mode: str, source: str = "--mode") -> str:

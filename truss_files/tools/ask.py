@@ -365,6 +365,43 @@ def _unavailable(reason: str, applied: Any) -> dict[str, Any]:
     }
 
 
+_NULLABLE_STRING = {"type": ["string", "null"]}
+# MCP's outputSchema: the reply's shape, loose where a later field may be added.
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string"},
+        "evidence": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "layer": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "body": {"type": "string"},
+                    "sourceEventId": _NULLABLE_STRING,
+                    "partial": {"type": "boolean"},
+                    "chars": {"type": "integer"},
+                    "trust": {"type": "string"},
+                },
+                "required": ["id", "layer", "kind", "body", "trust"],
+            },
+        },
+        "omitted": {"type": "array", "items": {"type": "object"}},
+        "appliedFilters": {},
+        "status": {
+            "type": "string",
+            "enum": ["answered", "insufficient_evidence", "conflict", "unavailable"],
+        },
+        "reason": {"type": "string"},
+        "conflicts": {"type": "array", "items": {"type": "object"}},
+        "usage": {"type": "object"},
+    },
+    "required": ["answer", "evidence", "status", "usage"],
+}
+
+
 def memory_ask(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     return ask(call.store, call.context, inp, run_id=call.run_id, mode=recall_mode(call))
 
@@ -382,6 +419,7 @@ register(
             "ones, marked. `teamId`/`projectId` narrow the search. Read-only."
         ),
         input_schema=INPUT_SCHEMA,
+        output_schema=OUTPUT_SCHEMA,
         handler=memory_ask,
         annotations=Annotations(title="Ask memory", read_only=True, idempotent=True),
         gate="memory",

@@ -557,6 +557,12 @@ SCHEMA: dict[str, Any] = {
     "required": ["command"],
 }
 
+TEXT_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {"content": {"type": "string"}},
+    "required": ["content"],
+}
+
 register(
     Tool(
         name="memory",
@@ -574,6 +580,8 @@ register(
         gate="memory_write",
         text_result=True,
         anthropic_definition={"type": "memory_20250818", "name": "memory"},
+        # Over MCP the text also comes as structuredContent {"content": text}.
+        output_schema=TEXT_OUTPUT,
     )
 )
 

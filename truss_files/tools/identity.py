@@ -64,6 +64,22 @@ register(
             "required": ["text"],
             "additionalProperties": False,
         },
+        # MCP's outputSchema: the stored proposal (Proposed.to_dict) and the call that made it.
+        output_schema={
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "status": {"type": "string"},
+                "policy": {"type": "string"},
+                "commit": {"type": ["string", "null"]},
+                "run": {"type": ["string", "null"]},
+                "call": {"type": ["string", "null"]},
+                "ledger_ref": {"type": ["string", "null"]},
+                "verification": {"type": "object"},
+                "note": {"type": "string"},
+            },
+            "required": ["id", "status"],
+        },
         handler=identity_propose,
         annotations=Annotations(title="Propose an identity amendment", read_only=False),
         gate="identity",

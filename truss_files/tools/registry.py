@@ -92,7 +92,8 @@ class Tool:
     text_result: bool = False
     # A provider-defined tool (memory_20250818) is offered to Anthropic by type, not schema.
     anthropic_definition: Mapping[str, Any] | None = None
-    # The JSON schema of a structured result (MCP's outputSchema); None for a text result.
+    # The JSON schema of a structured result (MCP's outputSchema); a text result's is
+    # {"content": string}.
     output_schema: Mapping[str, Any] | None = None
 
     @property

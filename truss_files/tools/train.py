@@ -466,6 +466,23 @@ def _view(entry: Entry) -> dict[str, Any]:
     return data
 
 
+# MCP's outputSchema: a stored note (`entry`) or a refusal (`reason`), with usage either way.
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string", "enum": ["accepted", "retained", "consolidating", "failed"]},
+        "entry": {
+            "type": "object",
+            "properties": {"id": {"type": "string"}, "sourceEventId": {"type": ["string", "null"]}},
+            "required": ["id"],
+        },
+        "reason": {"type": "string"},
+        "usage": {"type": "object"},
+    },
+    "required": ["status", "usage"],
+}
+
+
 def memory_train(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     if call.run_id is not None and inp.get("source") is None:
         call.ledger_ref()  # numbers the call in a run without a ledger
@@ -496,6 +513,7 @@ register(
             "notes that will be merged) or failed with a `reason` saying what to do instead."
         ),
         input_schema=INPUT_SCHEMA,
+        output_schema=OUTPUT_SCHEMA,
         handler=memory_train,
         annotations=Annotations(
             title="Train memory", read_only=False, destructive=False, idempotent=True
