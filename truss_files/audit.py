@@ -37,7 +37,7 @@ from .config import (
 from .errors import EntryError, KeylessError, TrussError, UsageError
 from .gitstore import GitStore, Snapshot
 from .join import is_join
-from .model import LEGAL_TRANSITIONS, Entry, Trust
+from .model import LEGAL_TRANSITIONS, Entry, Trust, entry_path
 from .proposal import (
     APPLIED,
     CORE_PATH,
@@ -717,11 +717,20 @@ def _check_entry(
     except EntryError as exc:
         report(path, "entry", str(exc))
         return {"agent"}
+    required = authority.provenance_required(policy.config.raw)
     if status == "A":
         if added is not None:
             added.append((path, new))
         if new.trust is not Trust.UNVERIFIED:
             report(path, "lands-unverified", f"a new entry must land unverified, not {new.trust}")
+        if required and new.provenance.produced_by is None:
+            report(
+                path,
+                "ledger-ref",
+                "a new entry names no LedgerRef (provenance.produced_by is null) under "
+                'truss.toml [policy] provenance = "required"; every write names where it '
+                "came from (run:R/N, or <face>:<principal> outside a run)",
+            )
         return {"agent"}
     try:
         old = entryfile.parse(base.read(path) or b"", path)
@@ -760,4 +769,49 @@ def _check_entry(
                 report(path, exc.rule, exc.detail)
             except TrussError as exc:
                 report(path, "verdict", str(exc))
+            else:
+                replayed = (
+                    None
+                    if op == "revert"  # a signed revert puts back a state, not a verdict
+                    else authority.replay_problem(
+                        verdict.id, verdict.basis, old, base.blob_id(path), required=required
+                    )
+                )
+                if replayed:
+                    report(path, "verdict-replay", replayed)
+    if (
+        op == "promote"
+        and (old.trust, new.trust) == (Trust.VERIFIED, Trust.STALE)
+        and new.superseded_by
+        and authority.conflict_policy(policy.config.raw) == authority.ARBITRATED
+    ):
+        problem = _unarbitrated(snap, new)
+        if problem:
+            report(path, "arbitration", problem)
     return {"panel"}
+
+
+def _unarbitrated(snap: Snapshot, rival: Entry) -> str | None:
+    """Why the promotion that superseded verified ``rival`` under panel-arbitrated had no
+    right to (None: its verdict carries the arbiters' decision over an entry of that key)."""
+    winner_id = rival.superseded_by or ""
+    try:
+        where = entry_path(rival.kind, winner_id)
+        winner = entryfile.parse(snap.read(where) or b"", where)
+        verdict = Verdict.from_dict(winner.provenance.verified_by or {}, winner_id)
+    except TrussError as exc:
+        return f"superseded by {winner_id[:12]}, whose verdict does not read: {exc}"
+    named = (verdict.arbitration or {}).get("rival")
+    if named is not None:
+        try:
+            where = entry_path(rival.kind, str(named))
+            other = entryfile.parse(snap.read(where) or b"", where)
+        except TrussError:
+            other = None
+        if other is not None and other.key == rival.key:
+            return None
+    return (
+        f"verified entry superseded by {winner_id[:12]} under conflict policy "
+        f"panel-arbitrated, and that entry's PASS verdict {verdict.id} carries no arbiters' "
+        "decision over this key: a plain PASS may not supersede a verified rival"
+    )

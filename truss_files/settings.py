@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .authority import CHECKS_TABLE, defined_checks
+from .authority import CHECKS_TABLE, PROVENANCE_MODES, defined_checks
 from .errors import ConfigError, UsageError
 from .model import CONFLICT_POLICIES, Kind
 from .policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_name
@@ -109,6 +109,7 @@ DEFAULTS: dict[str, Any] = {
     "memory.scope": "per-agent",
     "identity.policy": "propose",
     "policy.salience": "off",
+    "policy.provenance": "optional",
     "context.repin_every": 10,
     "context.scratch_tail": 8,
     "context.instruction": None,
@@ -224,6 +225,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "verification": _choice(VERIFICATION_MODES),
         "conflict": _choice(CONFLICT_POLICIES),
         "salience": _choice(SALIENCE_POLICIES),
+        "provenance": _choice(PROVENANCE_MODES),
     },
     "panel": {
         "quorum": _quorum,

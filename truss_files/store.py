@@ -25,6 +25,7 @@ from .audit import check_note
 from .config import CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, StoreConfig, TrustPolicy
 from .errors import (
     ConfigError,
+    ConflictError,
     EntryError,
     KeylessError,
     NotFound,
@@ -32,6 +33,7 @@ from .errors import (
     TransitionError,
     TrussError,
     UsageError,
+    VerdictError,
 )
 from .gitdir import GitDir
 from .gitstore import GitStore, Identity, Plan, Snapshot
@@ -113,6 +115,9 @@ class Store:
         self.clock = clock
         self.environ = os.environ if environ is None else environ
         self._policies: dict[tuple[str | None, ...], TrustPolicy] = {}
+        # The face a write outside a run came from: it names the entry's LedgerRef,
+        # ``<origin>:<principal>`` (model.ORIGINS). Faces set theirs when they open a store.
+        self.origin = "api"
         self._checks: dict[str | None, dict[str, str]] = {}
 
     # -- configuration and identity ------------------------------------------------------
@@ -161,6 +166,13 @@ class Store:
 
     def _now(self) -> str:
         return stamp(self.clock())
+
+    def origin_ref(self, snap: Snapshot | None = None) -> str:
+        """The LedgerRef of a write outside a run: ``<face>:<principal>`` (``cli:ops@x``).
+        No parent commit in it: the ref is part of the entry's id, so writing the same
+        text again from the same face stays the same entry (the commit that added it is in
+        the history, and the audit checks its signer)."""
+        return f"{self.origin}:{self.principal(snap)}"
 
     # -- reading -------------------------------------------------------------------------
 
@@ -322,8 +334,9 @@ class Store:
             raise UsageError("body is empty; an entry needs text")
         if body_size(body) > MAX_BODY:
             raise UsageError(f"body is {body_size(body)} bytes; the limit is {MAX_BODY}")
-        if produced_by is not None:
-            check_ledger_ref(produced_by)
+        if produced_by is None:
+            produced_by = self.origin_ref()
+        check_ledger_ref(produced_by)
         sources = tuple(check_ledger_ref(s) for s in sources)
         if not 0.0 <= salience <= 1.0:
             raise UsageError("salience must be between 0 and 1")
@@ -389,6 +402,14 @@ class Store:
                 # Against the truss.toml this commit goes onto: a check removed since the
                 # entry was made (or an Entry built by hand) is refused here too.
                 self.check_names(entry.checks, snap)
+                if entry.provenance.produced_by is None and authority.provenance_required(
+                    self.config(snap).raw
+                ):
+                    raise UsageError(
+                        f"entry {entry.id} has no provenance.produced_by; every new entry "
+                        "names where it came from (truss.toml [policy] provenance = "
+                        '"required"). Make it with Store.new_entry, which names this face'
+                    )
                 data = snap.read(entry.path)
                 if data is not None:
                     stored[entry.id] = entryfile.parse(data, entry.path)
@@ -465,31 +486,54 @@ class Store:
                     f"PASS re-check, stale) entries can be {verb}"
                 )
             check_verdict(verdict, entry.id, outcome, self.policy(snap))
+            replayed = authority.replay_problem(
+                verdict.id, verdict.basis, entry, snap.blob_id(entry.path), required=True
+            )
+            if replayed:
+                raise VerdictError(f"entry {entry.id}: {replayed}")
             new_trust = Trust.VERIFIED if outcome == "PASS" else Trust.REJECTED
             updated = _with_trust(entry, new_trust, verdict.to_dict())
             updates = {entry.id: updated}
             if outcome == "PASS":
-                updates = self._resolve_conflicts(updated, snap, conflict)
+                updates = self._resolve_conflicts(updated, snap, conflict, verdict)
             return updates, {"verdict": verdict.id}
 
         op = "promote" if outcome == "PASS" else "reject"
         return self._transition(ref, op, {"panel", "operator"}, change)
 
     def _resolve_conflicts(
-        self, entry: Entry, snap: Snapshot, policy: str | None = None
+        self,
+        entry: Entry,
+        snap: Snapshot,
+        policy: str | None = None,
+        verdict: Verdict | None = None,
     ) -> dict[str, Entry]:
-        """Apply the conflict policy to older verified entries of the same kind and key."""
-        policy = policy or self.config(snap).get("policy", "conflict", "verified-wins")
-        if policy not in CONFLICT_POLICIES:
-            raise ConfigError(
-                f"{CONFIG_PATH}: policy.conflict '{policy}' is unknown; use one of "
-                + ", ".join(CONFLICT_POLICIES)
-            )
+        """Apply the conflict policy to older verified entries of the same kind and key.
+
+        Under panel-arbitrated -- truss.toml's, which a layered ``policy`` cannot loosen, or
+        the layered one -- a verified rival is superseded only when ``verdict`` carries the
+        arbiters' decision naming it; otherwise ``ConflictError`` (the audit flags a history
+        where that happened anyway). With no rival, both may stand (keep-both-flagged)."""
+        stored = authority.conflict_policy(self.config(snap).raw)
+        policy = policy or stored
+        for name in (policy, stored):
+            if name not in CONFLICT_POLICIES:
+                raise ConfigError(
+                    f"{CONFIG_PATH}: policy.conflict '{name}' is unknown; use one of "
+                    + ", ".join(CONFLICT_POLICIES)
+                )
         updates = {entry.id: entry}
         corrected = self._corrected(entry, snap)
         if corrected is not None:
             updates[corrected.id] = corrected
         rivals = [e for e in self.same_key(entry, snap) if e.trust is Trust.VERIFIED]
+        if authority.ARBITRATED in (policy, stored):
+            live = [e for e in rivals if e.superseded_by is None]
+            arbitration = verdict.arbitration if verdict is not None else None
+            problem = authority.arbitration_problem(entry, arbitration, live)
+            if problem:
+                raise ConflictError(f"entry {entry.id}: {problem}")
+            policy = "verified-wins" if live else "keep-both-flagged"
         if not rivals or policy == "keep-both-flagged":
             return updates
         newest = max(rivals, key=lambda e: (e.created, e.id))
@@ -625,8 +669,12 @@ class Store:
         votes: Iterable[Mapping[str, Any]] | None = None,
         quorum: str = "1-of-1",
         policy: str = "manual",
+        arbitration: Mapping[str, Any] | None = None,
     ) -> Verdict:
-        entry = self.get(ref)
+        """A verdict on the entry as it is at the tip: its ``basis`` is the entry file's blob
+        id, so the verdict authorises only the transition out of that state."""
+        snap = self.snapshot()
+        entry = self.get(ref, snap)
         principal = self.principal()
         _, roles = self.policy().roles_of(_public(self.signer))
         if "panel" not in roles:
@@ -655,6 +703,8 @@ class Store:
             quorum=quorum,
             policy=policy,
             now=self._now(),
+            basis=snap.blob_id(entry.path),
+            arbitration=arbitration,
         )
 
     def sign_keyless_verdict(
@@ -671,7 +721,8 @@ class Store:
         # sigstore is an optional extra: only a keyless verdict loads it.
         from .signing import keyless
 
-        entry = self.get(ref)
+        snap = self.snapshot()
+        entry = self.get(ref, snap)
         identity, raw = keyless.token_identity(token)
         if identity.principal not in self.config().roles()["panel"]:
             raise UsageError(
@@ -689,6 +740,7 @@ class Store:
             quorum="1-of-1",
             policy="manual",
             now=self._now(),
+            basis=snap.blob_id(entry.path),
         )
 
     # -- history -------------------------------------------------------------------------

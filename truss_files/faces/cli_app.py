@@ -62,6 +62,7 @@ class Ctx:
 
             path = self.store_path or "."
             store = MemoryStore(path)
+            store.origin = "cli"  # an entry written here names cli:<principal> (its LedgerRef)
             if self.key or self.signer_kind:
                 from ..keys import load_signer  # cryptography: only for a command that signs
 

@@ -193,7 +193,7 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
                         layer=item.get("layer", "task"),
                         scope=item.get("scope"),
                         author=item.get("author"),
-                        produced_by=item.get("source"),
+                        produced_by=item.get("source") or f"import:{store.principal()}",
                         sources=item.get("sources", ()),
                         salience=item.get("salience", 0.5),
                         checks=item.get("checks", ()),

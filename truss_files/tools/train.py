@@ -213,7 +213,7 @@ def _note(
                 '"1"}'
             )
         key = f"call:{call_id}"
-        produced = f"run:{run_id}/{seq}" if run_id and seq else None
+        produced = f"run:{run_id}/{seq}" if run_id and seq else store.origin_ref()
         sources = ()
         repeat = (key, None)
     supersedes = _check_supersedes(store, ctx, inp, kind, layer)
