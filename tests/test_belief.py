@@ -12,8 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_panel_runner import judge
 from click.testing import CliRunner
+from hand_commits import commit as hand_commit
+from hand_commits import promote as hand_promote
+from test_panel_runner import judge
 
 from truss_files import entryfile
 from truss_files.audit import audit
@@ -27,9 +29,6 @@ from truss_files.settings import load_settings
 from truss_files.signing import Ed25519Signer
 from truss_files.trailers import trailers
 from truss_files.verdict import Verdict, sign_verdict
-
-from hand_commits import commit as hand_commit
-from hand_commits import promote as hand_promote
 
 MARKER = 'conflict = "verified-wins"'
 
