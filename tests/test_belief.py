@@ -292,3 +292,61 @@ def test_an_older_store_without_the_cut_over_still_audits(
         store, operator_key, {later.path: entryfile.serialize(later).encode()}, message
     )
     assert [(v.commit, v.rule) for v in audit(store.git).violations] == [(bad, "ledger-ref")]
+
+
+# --------------------------------------------------------------------------- citations
+
+
+def _durable_call(store: MemoryStore, run: str) -> str:
+    from truss_files.tools.dispatch import ToolSession
+
+    session = ToolSession(store, run_id=run, durable=True)
+    out = session.call("memory_query", {"query": "anything", "min_trust": "unverified"})
+    assert out.error is None, out.error
+    return f"run:{run}/1"
+
+
+def test_a_verdict_may_cite_a_signed_call_and_not_a_missing_or_unsigned_one(
+    store: MemoryStore, operator_key: Ed25519Signer, git: Callable[..., str]
+) -> None:
+    entry = store.write("fact", "k", "holds")
+    cite = _durable_call(store, "R-cite")
+    good = store.sign_verdict(entry.id, "PASS", cites=[cite])
+    assert good.votes[0]["evidence"]["cites"] == [cite]
+    missing = store.sign_verdict(entry.id, "PASS", cites=["run:R-cite/9"])
+    nowhere = store.sign_verdict(entry.id, "PASS", cites=["run:R-none/1"])
+    # An unsigned "ledger" made with plain git: a call #1 nobody signed.
+    repo = store.git.workdir
+    assert repo is not None
+    tree = git(repo, "write-tree").strip()
+    fake = git(repo, "commit-tree", tree, "-m", "call\n\nTruss-Run: R-fake\nTruss-Seq: 1").strip()
+    git(repo, "update-ref", "refs/truss/runs/R-fake", fake)
+    unsigned = store.sign_verdict(entry.id, "PASS", cites=["run:R-fake/1"])
+    tip = _tip(store)
+    for bad, words in (
+        (missing, "holds no call #9"),
+        (nowhere, "no ledger of run R-none"),
+        (unsigned, "is unsigned"),
+    ):
+        with pytest.raises(VerdictError, match=words):
+            store.promote(entry.id, bad)
+    assert _tip(store) == tip
+    store.promote(entry.id, good)
+    assert audit(store.git).ok
+    # Past the library: a verdict citing a call that is not there.
+    other = store.write("fact", "k2", "also holds")
+    forged = store.sign_verdict(other.id, "PASS", cites=["run:R-cite/9"])
+    bad = hand_promote(store, operator_key, other.id, forged)
+    found = [v for v in audit(store.git).violations if v.rule == "verdict-cites"]
+    assert [v.commit for v in found] == [bad] and "holds no call #9" in found[0].message
+
+
+def test_the_cli_signs_a_citing_verdict(store: MemoryStore, tmp_path: Path) -> None:
+    entry = store.write("fact", "k", "holds")
+    cite = _durable_call(store, "R-cli")
+    base = ["--store", str(store.git.workdir), "--key", str(tmp_path / "operator_key")]
+    out = CliRunner().invoke(cli, [*base, "verdict", "sign", entry.id, "--pass", "--cite", cite])
+    assert out.exit_code == 0, out.output
+    assert Verdict.from_json(out.output).votes[0]["evidence"]["cites"] == [cite]
+    out = CliRunner().invoke(cli, [*base, "verdict", "sign", entry.id, "--pass", "--cite", "x"])
+    assert out.exit_code == 1 and "ledger ref" in out.output

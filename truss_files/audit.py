@@ -19,6 +19,7 @@ entry, which changes no belief and needs only the agent role (``_joined_adds``).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -770,6 +771,8 @@ def _check_entry(
             except TrussError as exc:
                 report(path, "verdict", str(exc))
             else:
+                for problem in citation_problems(repo, policy, verdict):
+                    report(path, "verdict-cites", problem)
                 replayed = (
                     None
                     if op == "revert"  # a signed revert puts back a state, not a verdict
@@ -815,3 +818,72 @@ def _unarbitrated(snap: Snapshot, rival: Entry) -> str | None:
         f"panel-arbitrated, and that entry's PASS verdict {verdict.id} carries no arbiters' "
         "decision over this key: a plain PASS may not supersede a verified rival"
     )
+
+
+# --- verdicts cite what they read ----------------------------------------------------------
+
+RUN_REF_PREFIX = "refs/truss/runs/"  # runs.ledger.RUN_REF_PREFIX (a floor above this one)
+_CITE = re.compile(r"^run:([A-Za-z0-9][A-Za-z0-9._-]{0,127})/(\d{1,12})$")
+
+
+def cited_calls(verdict: Verdict) -> list[str]:
+    """The ledger refs a verdict's votes cite: each vote's ``evidence.cites`` (a list of
+    ``run:R/N``, the tool calls the reviewer relied on)."""
+    out: list[str] = []
+    for vote in verdict.votes:
+        evidence = vote.get("evidence")
+        cites = evidence.get("cites") if isinstance(evidence, Mapping) else None
+        if cites is None:
+            continue
+        if not isinstance(cites, list):
+            out.append(repr(cites))
+            continue
+        out.extend(c if isinstance(c, str) else repr(c) for c in cites)
+    return out
+
+
+def citation_problems(repo: pygit2.Repository, policy: TrustPolicy, verdict: Verdict) -> list[str]:
+    """Why the calls a verdict cites cannot be believed: each ``run:R/N`` must name call N
+    of run R's ledger (``refs/truss/runs/R``), a commit signed by a key allowed to sign
+    commits. Empty when every citation holds (or there is none)."""
+    problems: list[str] = []
+    for cite in cited_calls(verdict):
+        found = _CITE.fullmatch(cite)
+        if found is None:
+            problems.append(f"verdict {verdict.id} cites {cite[:80]}, not a run:<run-id>/<seq> ref")
+            continue
+        run, seq = found.group(1), int(found.group(2))
+        problem = _call_problem(repo, policy, run, seq)
+        if problem:
+            problems.append(f"verdict {verdict.id} cites {cite}: {problem}")
+    return problems
+
+
+def _call_problem(repo: pygit2.Repository, policy: TrustPolicy, run: str, seq: int) -> str | None:
+    try:
+        ref = repo.references.get(RUN_REF_PREFIX + run)
+    except (ValueError, pygit2.GitError):
+        ref = None
+    if ref is None:
+        return f"there is no ledger of run {run} ({RUN_REF_PREFIX}{run})"
+    try:
+        commit = ref.peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError) as exc:
+        return f"the ledger of run {run} cannot be read ({exc})"
+    while commit is not None:
+        fields = parse_trailers(commit.message)
+        if fields.get("Truss-Seq") == [str(seq)]:
+            break
+        commit = commit.parents[0] if commit.parents else None
+    if commit is None:
+        return f"run {run}'s ledger holds no call #{seq}"
+    signature, payload = commit.gpg_signature
+    if signature is None:
+        return f"call #{seq} of run {run} ({str(commit.id)[:12]}) is unsigned"
+    try:
+        key = verify(signature.decode("ascii", "replace"), payload, GIT_NAMESPACE)
+    except TrussError as exc:
+        return f"call #{seq} of run {run}: {exc}"
+    if not policy.signers.principals_for(key, GIT_NAMESPACE):
+        return f"call #{seq} of run {run} is signed by a key allowed_signers does not list"
+    return None

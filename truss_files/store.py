@@ -21,7 +21,7 @@ import pygit2
 
 from . import authority, entryfile
 from .attest import describe_note, read_notes, transition_attest
-from .audit import check_note
+from .audit import check_note, citation_problems
 from .config import CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, StoreConfig, TrustPolicy
 from .errors import (
     ConfigError,
@@ -491,6 +491,9 @@ class Store:
             )
             if replayed:
                 raise VerdictError(f"entry {entry.id}: {replayed}")
+            cited = citation_problems(self.git.repo, self.policy(snap), verdict)
+            if cited:
+                raise VerdictError(f"entry {entry.id}: " + "; ".join(cited))
             new_trust = Trust.VERIFIED if outcome == "PASS" else Trust.REJECTED
             updated = _with_trust(entry, new_trust, verdict.to_dict())
             updates = {entry.id: updated}
@@ -670,6 +673,7 @@ class Store:
         quorum: str = "1-of-1",
         policy: str = "manual",
         arbitration: Mapping[str, Any] | None = None,
+        cites: Iterable[str] = (),
     ) -> Verdict:
         """A verdict on the entry as it is at the tip: its ``basis`` is the entry file's blob
         id, so the verdict authorises only the transition out of that state."""
@@ -690,7 +694,7 @@ class Store:
                     "reviewer": principal,
                     "kind": "human",
                     "vote": outcome,
-                    "evidence": {"note": note},
+                    "evidence": {"note": note, **({"cites": list(cites)} if cites else {})},
                 }
             ]
         )
