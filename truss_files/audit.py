@@ -773,13 +773,11 @@ def _check_entry(
             else:
                 for problem in citation_problems(repo, policy, verdict):
                     report(path, "verdict-cites", problem)
-                replayed = (
-                    None
-                    if op == "revert"  # a signed revert puts back a state, not a verdict
-                    else authority.replay_problem(
+                replayed: str | None = None
+                if op != "revert":  # a signed revert puts back a state, not a verdict
+                    replayed = authority.replay_problem(
                         verdict.id, verdict.basis, old, base.blob_id(path), required=required
                     )
-                )
                 if replayed:
                     report(path, "verdict-replay", replayed)
     if (
@@ -788,9 +786,9 @@ def _check_entry(
         and new.superseded_by
         and authority.conflict_policy(policy.config.raw) == authority.ARBITRATED
     ):
-        problem = _unarbitrated(snap, new)
-        if problem:
-            report(path, "arbitration", problem)
+        unarbitrated = _unarbitrated(snap, new)
+        if unarbitrated:
+            report(path, "arbitration", unarbitrated)
     return {"panel"}
 
 
@@ -866,6 +864,7 @@ def _call_problem(repo: pygit2.Repository, policy: TrustPolicy, run: str, seq: i
         ref = None
     if ref is None:
         return f"there is no ledger of run {run} ({RUN_REF_PREFIX}{run})"
+    commit: pygit2.Commit | None
     try:
         commit = ref.peel(pygit2.Commit)
     except (KeyError, ValueError, pygit2.GitError) as exc:

@@ -19,7 +19,9 @@ from .model import Entry, Kind, Layer, Trust
 from .recall.engine import RecallResult, search_snapshot
 from .recall.pipeline import Filter
 from .scope import Reader
+from .settings import settings_for
 from .store import Store
+from .usage import record
 
 __all__ = ["MemoryStore"]
 
@@ -38,6 +40,7 @@ class MemoryStore(Store):
         limit: int = 10,
         mode: str | None = None,
         reader: Reader | None = None,
+        salience: str | None = None,
     ) -> RecallResult:
         """Rank entries at or above ``min_trust`` at the branch tip (filter, then BM25 over
         the candidates, through the recall index and the read gate). ``reader`` applies
@@ -57,10 +60,14 @@ class MemoryStore(Store):
             else frozenset({Layer.parse(layer) if isinstance(layer, str) else layer}),
             reader=reader,
         )
-        salience = str(config.get("policy", "salience", "off"))
-        return search_snapshot(
+        if salience is None:
+            # The layered settings, as the CLI's query and the read tools take them.
+            salience = settings_for(self, snap=snap).salience
+        result = search_snapshot(
             self, snap, text, flt, limit, gate=self.gate, mode=mode, salience=salience
         )
+        record(self.git.git_dir, [h.entry.id for h in result.hits], "api", environ=self.environ)
+        return result
 
     def view(
         self,
@@ -82,6 +89,7 @@ class MemoryStore(Store):
                 continue
             if flt.admits(entry):
                 out.setdefault(entry.id, entry)
+        record(self.git.git_dir, list(out), "api", environ=self.environ)
         return list(out.values())
 
     def delta_since(self, cursor: str, *, reader: Reader | None = None) -> Delta:

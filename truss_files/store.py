@@ -529,7 +529,13 @@ class Store:
         corrected = self._corrected(entry, snap)
         if corrected is not None:
             updates[corrected.id] = corrected
-        rivals = [e for e in self.same_key(entry, snap) if e.trust is Trust.VERIFIED]
+        for merged in self._merged(entry, snap):
+            updates[merged.id] = merged
+        rivals = [
+            e
+            for e in self.same_key(entry, snap)
+            if e.trust is Trust.VERIFIED and e.id not in updates
+        ]
         if authority.ARBITRATED in (policy, stored):
             live = [e for e in rivals if e.superseded_by is None]
             arbitration = verdict.arbitration if verdict is not None else None
@@ -553,6 +559,28 @@ class Store:
         if corrected is None:
             updates[entry.id] = dataclasses.replace(entry, supersedes=newest.id)
         return updates
+
+    def _merged(self, entry: Entry, snap: Snapshot) -> list[Entry]:
+        """A consolidated note (``truss-files consolidate``) names the notes it merged in
+        its sources (``entry:<id>``); once the panel passes it, each of them still live
+        verified turns stale, superseded by it (the panel judged the merge, sources shown)."""
+        out = []
+        for source in entry.provenance.sources:
+            if not source.startswith("entry:"):
+                continue
+            try:
+                target = self.get(source[len("entry:") :], snap)
+            except (NotFound, UsageError):
+                continue
+            if target.id == entry.id or target.kind is not entry.kind:
+                continue
+            if target.superseded_by is not None:
+                continue
+            if target.trust is Trust.VERIFIED:
+                out.append(dataclasses.replace(target, trust=Trust.STALE, superseded_by=entry.id))
+            elif target.trust is Trust.UNVERIFIED:  # marked, so nothing merges it again
+                out.append(dataclasses.replace(target, superseded_by=entry.id))
+        return out
 
     def _corrected(self, entry: Entry, snap: Snapshot) -> Entry | None:
         """A correction (memory.train) names the note it corrects in ``supersedes``, checked
