@@ -21,6 +21,7 @@ from .recall.pipeline import Filter
 from .scope import Reader
 from .settings import settings_for
 from .store import Store
+from .tools.storeprobe import has_layers_above_store
 from .usage import record
 
 __all__ = ["MemoryStore"]
@@ -60,9 +61,11 @@ class MemoryStore(Store):
             else frozenset({Layer.parse(layer) if isinstance(layer, str) else layer}),
             reader=reader,
         )
-        if salience is None:
+        if salience is None and has_layers_above_store(self.environ):
             # The layered settings, as the CLI's query and the read tools take them.
             salience = settings_for(self, snap=snap).salience
+        elif salience is None:
+            salience = str(config.get("policy", "salience", "off"))
         result = search_snapshot(
             self, snap, text, flt, limit, gate=self.gate, mode=mode, salience=salience
         )

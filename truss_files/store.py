@@ -119,6 +119,7 @@ class Store:
         # ``<origin>:<principal>`` (model.ORIGINS). Faces set theirs when they open a store.
         self.origin = "api"
         self._checks: dict[str | None, dict[str, str]] = {}
+        self._configs: dict[str | None, StoreConfig] = {}
 
     # -- configuration and identity ------------------------------------------------------
 
@@ -150,7 +151,15 @@ class Store:
 
     def config(self, snap: Snapshot | None = None) -> StoreConfig:
         snap = snap or self.snapshot()
-        return StoreConfig.parse(snap.read(CONFIG_PATH))
+        # Parsed once per truss.toml blob: a query asks for it more than once.
+        key = snap.blob_id(CONFIG_PATH)
+        found = self._configs.get(key)
+        if found is None:
+            found = StoreConfig.parse(snap.read(CONFIG_PATH))
+            if len(self._configs) > 16:
+                self._configs.clear()
+            self._configs[key] = found
+        return found
 
     def principal(self, snap: Snapshot | None = None) -> str:
         key = PublicKey.from_line(self.signer.public_line)
