@@ -194,6 +194,32 @@ def test_a_verdict_without_a_basis_cannot_be_replayed_either(
     store.demote(entry.id, "no longer true")
     with pytest.raises(VerdictError, match="replayed across a demotion"):
         store.promote(entry.id, old_style)
+    # Nor one signed before it (kept back), while a fresh one re-verifies.
+    kept = sign_verdict(
+        entry.id,
+        "PASS",
+        [{"reviewer": "operator@example.test", "kind": "human", "vote": "PASS"}],
+        signer=operator_key,
+        principal="operator@example.test",
+        quorum="1-of-1",
+        policy="manual",
+        now="2026-11-29T11:59:00Z",
+    )
+    with pytest.raises(VerdictError, match="before the verdict that last verified"):
+        store.promote(entry.id, kept)
+    fresh = dataclasses.replace(kept, time="2026-11-29T12:30:00Z", signature="")
+    fresh = sign_verdict(
+        entry.id,
+        "PASS",
+        list(fresh.votes),
+        signer=operator_key,
+        principal="operator@example.test",
+        quorum="1-of-1",
+        policy="manual",
+        now=fresh.time,
+    )
+    assert store.promote(entry.id, fresh).trust is Trust.VERIFIED
+    assert audit(store.git).ok
 
 
 def test_the_audit_flags_a_hand_made_replay(

@@ -776,7 +776,7 @@ def _check_entry(
                 replayed: str | None = None
                 if op != "revert":  # a signed revert puts back a state, not a verdict
                     replayed = authority.replay_problem(
-                        verdict.id, verdict.basis, old, base.blob_id(path), required=required
+                        verdict.id, verdict.basis, verdict.time, old, base.blob_id(path)
                     )
                 if replayed:
                     report(path, "verdict-replay", replayed)

@@ -298,8 +298,8 @@ def trainer_note(trust: Trust, writer: str | None, trained_by: frozenset[str]) -
 ARBITRATED: Final = "panel-arbitrated"
 # truss.toml [policy] provenance: "required" is the cut-over (init writes it in every new
 # store; an operator's signed commit turns it on in an older one). From the commit whose
-# parent's truss.toml says so, the audit refuses a new entry with no LedgerRef and a
-# re-promotion whose verdict names no basis; the history before it was judged without.
+# parent's truss.toml says so, the audit refuses a new entry with no LedgerRef; the history
+# before it was judged without. (A verdict replayed across a demotion is refused always.)
 PROVENANCE_MODES: Final = ("optional", "required")
 
 
@@ -340,15 +340,17 @@ def arbitration_problem(
 def replay_problem(
     verdict_id: str,
     basis: str | None,
+    signed: str,
     old: Entry,
     old_blob: str | None,
-    *,
-    required: bool,
 ) -> str | None:
-    """Why a verdict may not move ``old`` (the entry file as it is, blob ``old_blob``) out of
-    its state: a verdict authorises the one transition out of the state it judged (its
-    ``basis``, that file's blob id), so a PASS cannot be replayed to re-promote an entry a
-    demotion turned stale."""
+    """Why a verdict (signed at time ``signed``) may not move ``old`` (the entry file as it
+    is, blob ``old_blob``) out of its state: a verdict authorises the one transition out of
+    the state it judged (its ``basis``, that file's blob id), so a PASS cannot be replayed
+    to re-promote an entry a demotion turned stale. A verdict without a basis (signed by a
+    client that does not read the store's blobs, or before verdicts named one) may
+    re-promote a stale entry only if it is not the verdict that verified it before, nor
+    signed before that one."""
     if basis is not None and basis != old_blob:
         return (
             f"verdict {verdict_id} judged the entry as blob {basis[:12]}, but it is now "
@@ -364,9 +366,11 @@ def replay_problem(
                 "verdict cannot be replayed across a demotion. Sign a new verdict "
                 "(`truss-files recheck ID`)"
             )
-        if basis is None and required:
+        earlier = before.get("time")
+        if basis is None and isinstance(earlier, str) and signed < earlier:
             return (
-                f"verdict {verdict_id} names no basis; re-promoting a stale entry needs a "
-                "verdict bound to its stale state (`truss-files recheck ID` signs one)"
+                f"verdict {verdict_id} was signed at {signed}, before the verdict that last "
+                f"verified this entry ({earlier}); a verdict cannot be replayed across a "
+                "demotion. Sign a new verdict (`truss-files recheck ID`)"
             )
     return None

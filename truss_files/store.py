@@ -496,7 +496,7 @@ class Store:
                 )
             check_verdict(verdict, entry.id, outcome, self.policy(snap))
             replayed = authority.replay_problem(
-                verdict.id, verdict.basis, entry, snap.blob_id(entry.path), required=True
+                verdict.id, verdict.basis, verdict.time, entry, snap.blob_id(entry.path)
             )
             if replayed:
                 raise VerdictError(f"entry {entry.id}: {replayed}")
