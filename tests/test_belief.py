@@ -376,3 +376,30 @@ def test_the_cli_signs_a_citing_verdict(store: MemoryStore, tmp_path: Path) -> N
     assert Verdict.from_json(out.output).votes[0]["evidence"]["cites"] == [cite]
     out = CliRunner().invoke(cli, [*base, "verdict", "sign", entry.id, "--pass", "--cite", "x"])
     assert out.exit_code == 1 and "ledger ref" in out.output
+
+
+def test_mcp_writes_and_reads_name_the_mcp_face(store: MemoryStore) -> None:
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import Client
+
+    from truss_files.faces.mcp import build_server
+    from truss_files.tools.dispatch import ToolSession
+    from truss_files.usage import read_usage, usage_path
+
+    session = ToolSession(store, flags=["memory", "memory_write"])
+
+    async def main() -> None:
+        async with Client(build_server(session)) as client:
+            await client.call_tool(
+                "write_memory", {"kind": "fact", "key": "m", "body": "written over mcp"}
+            )
+            await client.call_tool(
+                "memory_query", {"query": "written over mcp", "min_trust": "unverified"}
+            )
+
+    anyio.run(main)
+    (entry,) = store.list_entries(key="m")
+    assert entry.provenance.produced_by == "mcp:operator@example.test"
+    assert read_usage(store.git.git_dir)[entry.id].uses == 1
+    assert Path(usage_path(store.git.git_dir)).read_text().split()[1] == "mcp"
