@@ -291,3 +291,17 @@ def test_consolidate_merges_flagged_notes_and_verifying_supersedes_them(
     assert store.get(second).trust is Trust.UNVERIFIED
     assert consolidate(store).changes == ()  # merged notes do not merge again
     assert audit(store.git).ok
+
+
+def test_memory_store_offers_the_same_operations(
+    store: MemoryStore, signed_commit: Callable[..., str]
+) -> None:
+    entry = store.write("fact", "k", "kept warm by use")
+    _pass(store, entry.id)
+    store.query("kept warm", min_trust="unverified")
+    assert store.salience_update().commit == _tip(store)
+    budget = load_settings({"policy": {"eviction": {"fact": {"min_salience": 0.99}}}})
+    done = store.evict(settings=budget)
+    assert [c.id for c in done.changes] == [entry.id] and store.get(entry.id).trust is Trust.STALE
+    assert store.consolidate(dry_run=True).changes == ()
+    assert audit(store.git).ok

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from . import belief
 from .context.assemble import Prefix, build_context
 from .context.delta import Delta
 from .context.delta import delta_since as _delta_since
@@ -19,7 +20,7 @@ from .model import Entry, Kind, Layer, Trust
 from .recall.engine import RecallResult, search_snapshot
 from .recall.pipeline import Filter
 from .scope import Reader
-from .settings import settings_for
+from .settings import Settings, settings_for
 from .store import Store
 from .tools.storeprobe import has_layers_above_store
 from .usage import record
@@ -94,6 +95,22 @@ class MemoryStore(Store):
                 out.setdefault(entry.id, entry)
         record(self.git.git_dir, list(out), "api", environ=self.environ)
         return list(out.values())
+
+    # -- a belief's life (belief.py): the same operations as the CLI's commands ----------
+
+    def salience_update(self, *, dry_run: bool = False) -> belief.Done:
+        """Fold use (``.git/truss/usage``), age and trust into each entry's salience, in one
+        signed commit (``truss-files salience update``)."""
+        return belief.salience_update(self, dry_run=dry_run)
+
+    def evict(self, *, dry_run: bool = False, settings: Settings | None = None) -> belief.Done:
+        """Move verified entries over ``[policy.eviction]`` to stale, in one signed commit
+        (``truss-files evict``)."""
+        return belief.evict(self, dry_run=dry_run, settings=settings)
+
+    def consolidate(self, *, dry_run: bool = False) -> belief.Done:
+        """One merged, unverified note per group train flagged (``truss-files consolidate``)."""
+        return belief.consolidate(self, dry_run=dry_run)
 
     def delta_since(self, cursor: str, *, reader: Reader | None = None) -> Delta:
         """What changed in verified L2 since ``cursor`` (from ``context`` or an earlier
