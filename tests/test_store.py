@@ -473,11 +473,11 @@ def test_short_prefixes_resolve_like_git(store: MemoryStore) -> None:
 
 def test_an_ambiguous_prefix_names_the_candidates(store: MemoryStore) -> None:
     # Found by search: these two share their first eight hex characters.
-    a = store.write("fact", "a7122", "ambiguous prefix", author="agent:x")
-    b = store.write("fact", "a39533", "ambiguous prefix", author="agent:x")
-    assert a.id[:8] == b.id[:8] == "1bb891ae" and a.id != b.id
+    a = store.write("fact", "a17075", "ambiguous prefix", author="agent:x")
+    b = store.write("fact", "a63043", "ambiguous prefix", author="agent:x")
+    assert a.id[:8] == b.id[:8] == "d239f49c" and a.id != b.id
     with pytest.raises(UsageError, match="ambiguous") as info:
-        store.get("1bb891ae")
+        store.get("d239f49c")
     assert a.id in info.value.message and b.id in info.value.message
     assert store.get(a.id[:9]) == a and store.get(b.id[:9]) == b
 
