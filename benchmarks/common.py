@@ -34,7 +34,7 @@ from truss_files import entryfile
 from truss_files.facade import MemoryStore
 from truss_files.gitstore import Plan, Snapshot
 from truss_files.initstore import init_store
-from truss_files.model import Entry, Kind, Layer, Trust
+from truss_files.model import Entry, Kind, Layer, Provenance, Trust
 from truss_files.signing import Ed25519Signer
 from truss_files.trailers import trailers
 
@@ -408,6 +408,8 @@ class Synth:
             layer=Layer.TASK,
             author=f"agent:{PRINCIPAL}",
             created=self.created,
+            # Every entry names where it came from (truss.toml [policy] provenance).
+            provenance=Provenance(produced_by=f"api:{PRINCIPAL}"),
         )
 
     def entries(self, n: int, salt: str = "") -> list[Entry]:

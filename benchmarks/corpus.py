@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from truss_files import entryfile
-from truss_files.model import Entry, Kind, Layer, Trust
+from truss_files.model import Entry, Kind, Layer, Provenance, Trust
 
 from .common import PRINCIPAL, vocabulary
 
@@ -180,6 +180,8 @@ def generate(n: int, seed: int = 0, verified_share: float = VERIFIED_SHARE) -> C
             layer=Layer.TASK,
             author=f"agent:{PRINCIPAL}",
             created=CREATED,
+            # Every entry names where it came from (truss.toml [policy] provenance).
+            provenance=Provenance(produced_by=f"api:{PRINCIPAL}"),
         )
         trust = Trust.VERIFIED if rng.random() < verified_share else Trust.UNVERIFIED
         entry = _with_trust(base, trust)

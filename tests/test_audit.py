@@ -18,7 +18,7 @@ from truss_files.errors import UsageError
 from truss_files.facade import MemoryStore
 from truss_files.gitstore import GitStore, Identity, Snapshot
 from truss_files.initstore import CORE_PATH
-from truss_files.model import Entry, Kind, Trust
+from truss_files.model import Entry, Kind, Provenance, Trust
 from truss_files.signing import Ed25519Signer
 from truss_files.verdict import sign_verdict
 
@@ -176,6 +176,7 @@ def test_a_new_entry_landing_verified(world: World, signed_commit: Commit) -> No
         body="Landed verified in one step.",
         author="agent:operator@example.test",
         created="2026-11-29T12:00:00Z",
+        provenance=Provenance(produced_by="cli:operator@example.test"),
     )
     verdict = s.sign_verdict(world.unverified.id, "PASS")  # any verdict at all
     landed = dataclasses.replace(
@@ -209,6 +210,7 @@ def test_an_unsigned_commit_touching_memories(world: World, git: Callable[..., s
         body="Committed with the git CLI, no signature.",
         author="agent:someone",
         created="2026-11-29T12:00:00Z",
+        provenance=Provenance(produced_by="cli:operator@example.test"),
     )
     (repo / entry.path).parent.mkdir(parents=True, exist_ok=True)
     (repo / entry.path).write_text(entryfile.serialize(entry))
@@ -229,6 +231,7 @@ def test_a_commit_signed_by_an_unknown_key(world: World, signed_commit: Commit) 
         body="Signed by a key nobody allowed.",
         author="agent:stranger",
         created="2026-11-29T12:00:00Z",
+        provenance=Provenance(produced_by="cli:operator@example.test"),
     )
     stranger = Ed25519Signer.generate("stranger@example.test")
     sha = signed_commit(s, {entry.path: entryfile.serialize(entry).encode()}, signer=stranger)
@@ -470,7 +473,13 @@ def test_a_merge_that_drops_the_other_sides_entry(world: World, git: Callable[..
     s.write("fact", "main-side", "Written on main.")
     ours = s.snapshot().oid
     assert ours is not None
-    lost = Entry(Kind.FACT, "lost", "Only on the side.", created="2026-11-29T12:00:00Z")
+    lost = Entry(
+        Kind.FACT,
+        "lost",
+        "Only on the side.",
+        created="2026-11-29T12:00:00Z",
+        provenance=Provenance(produced_by="cli:operator@example.test"),
+    )
     theirs = _side_branch(world, git, lambda: s.write_many([lost]))
     kept = s.git.commit(ours).tree.id  # `git merge -s ours`: our tree as it is
     merge = _merge(world, ours, theirs, kept)
@@ -492,7 +501,11 @@ def test_a_signed_merge_that_keeps_the_newer_belief_passes_and_an_older_one_does
     tree = _with_path_from(repo, s.git.commit(merged).tree, entry.path, theirs)
     rolled = _merge(world, merged, theirs, tree, signed=False)
     assert s.get(entry.id).trust is Trust.VERIFIED
-    assert _found(audit(s.git, f"{merged}..{rolled}")) == [(rolled, "", "signed")]
+    # Rolling back to the verified version replays its verdict across the demotion, too.
+    assert _found(audit(s.git, f"{merged}..{rolled}")) == [
+        (rolled, entry.path, "verdict-replay"),
+        (rolled, "", "signed"),
+    ]
 
 
 def test_a_symlink_under_memories(world: World, git: Callable[..., str]) -> None:

@@ -338,7 +338,7 @@ def test_local_edits_on_a_touched_path_stop_the_write(
 def test_untracked_file_at_a_new_entry_path_stops_the_write(store: MemoryStore) -> None:
     repo = store.git.workdir
     assert repo is not None
-    from truss_files.model import Entry, Kind
+    from truss_files.model import Entry, Kind, Provenance
 
     probe = Entry(
         kind=Kind.FACT,
@@ -346,6 +346,7 @@ def test_untracked_file_at_a_new_entry_path_stops_the_write(store: MemoryStore) 
         body="body",
         author=f"agent:{store.principal()}",
         created="2026-01-01T00:00:00Z",
+        provenance=Provenance(produced_by=f"api:{store.principal()}"),  # as store.write names it
     )
     (repo / probe.path).parent.mkdir(parents=True)
     (repo / probe.path).write_text("someone else's file")

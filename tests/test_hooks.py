@@ -17,10 +17,13 @@ from truss_files.entryfile import serialize
 from truss_files.facade import MemoryStore
 from truss_files.gitstore import Identity, Plan
 from truss_files.hooks import SHIM_MARK, install_hooks
-from truss_files.model import Entry, Kind, Trust
+from truss_files.model import Entry, Kind, Provenance, Trust
 from truss_files.signing import Ed25519Signer
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Where an entry written by hand says it came from (a LedgerRef, as every write names).
+BY_HAND = Provenance(produced_by="cli:operator@example.test")
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -82,7 +85,13 @@ def test_an_unsigned_commit_is_rejected_naming_commit_and_rule(
     work = a.git.workdir
     assert work is not None
     before = _tip(server)
-    entry = Entry(Kind.FACT, "by-hand", "Written with an editor.", created="2026-11-29T11:00:00Z")
+    entry = Entry(
+        Kind.FACT,
+        "by-hand",
+        "Written with an editor.",
+        created="2026-11-29T11:00:00Z",
+        provenance=BY_HAND,
+    )
     target = work / entry.path
     target.parent.mkdir(parents=True)
     target.write_text(serialize(entry))
@@ -135,7 +144,9 @@ def test_a_commit_signed_by_an_unknown_key_is_rejected(
 ) -> None:
     a = clone("a")
     stranger = Ed25519Signer.generate("stranger@example.test")
-    entry = Entry(Kind.FACT, "sneaky", "Trust me.", created="2026-11-29T11:00:00Z")
+    entry = Entry(
+        Kind.FACT, "sneaky", "Trust me.", created="2026-11-29T11:00:00Z", provenance=BY_HAND
+    )
     sha = _commit_raw(a, {entry.path: serialize(entry).encode()}, stranger, "write")
     work = a.git.workdir
     assert work is not None
@@ -277,6 +288,7 @@ def test_pre_commit_refuses_a_new_entry_that_does_not_land_unverified(hooked: Pa
         "Promoted by hand.",
         trust=Trust.VERIFIED,
         created="2026-11-29T11:00:00Z",
+        provenance=BY_HAND,
     )
     _stage(hooked, entry)
     head = _tip(hooked)
@@ -302,7 +314,13 @@ def test_pre_commit_refuses_an_edited_body(store: MemoryStore, hooked: Path) -> 
 
 
 def test_commit_msg_wants_trailers_on_store_commits(hooked: Path) -> None:
-    entry = Entry(Kind.FACT, "trailers", "Written by hand.", created="2026-11-29T11:00:00Z")
+    entry = Entry(
+        Kind.FACT,
+        "trailers",
+        "Written by hand.",
+        created="2026-11-29T11:00:00Z",
+        provenance=BY_HAND,
+    )
     _stage(hooked, entry)
 
     bare = _git(hooked, "commit", "-q", "-m", "add a fact", check=False)
@@ -326,7 +344,11 @@ def test_pre_push_audits_the_pushed_range(store: MemoryStore, hooked: Path, tmp_
     assert _git(hooked, "push", "-q", "origin", "main", check=False).returncode == 0
 
     entry = Entry(
-        Kind.FACT, "unsigned", "Committed with plain git.", created="2026-11-29T11:00:00Z"
+        Kind.FACT,
+        "unsigned",
+        "Committed with plain git.",
+        created="2026-11-29T11:00:00Z",
+        provenance=BY_HAND,
     )
     _stage(hooked, entry)
     _git(hooked, "commit", "-q", "-m", "x\n\nTruss-Op: write")
@@ -379,7 +401,9 @@ def test_the_checked_in_shims_run_through_path(store: MemoryStore, tmp_path: Pat
     # `make test` installs the package, console script included: its absence is a failure.
     assert (bin_dir / "truss-files").exists(), "install the package: pip install -e ."
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    entry = Entry(Kind.FACT, "shim", "Via the shim.", created="2026-11-29T11:00:00Z")
+    entry = Entry(
+        Kind.FACT, "shim", "Via the shim.", created="2026-11-29T11:00:00Z", provenance=BY_HAND
+    )
     _stage(work, entry)
 
     made = subprocess.run(

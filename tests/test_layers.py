@@ -169,10 +169,10 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
             "entryfile entryscan frontyaml config signing keys verdict quorum policy "
             "proposal views judgespec",
         ),
-        ("git", "gitstore gitdir gitlocks worktree recovery gitdamage trustroot"),
+        ("git", "gitstore gitdir gitlocks worktree recovery gitdamage trustroot usage"),
         ("rules", "audit attest readgate authority writers join settings"),
         ("store", "store"),
-        ("engines", "recall panel identity review operators initstore"),
+        ("engines", "recall panel identity review operators initstore belief"),
         ("runtime", "tools runs context"),
         ("facade", "facade memory"),
         ("faces", "faces server hooks drivers anthropic_adapter http demo fake_provider __main__"),

@@ -21,9 +21,12 @@ from truss_files.errors import StoreError
 from truss_files.facade import MemoryStore
 from truss_files.gitstore import GitStore, Identity, Plan
 from truss_files.hooks import install_hooks
-from truss_files.model import Entry, Kind, Trust
+from truss_files.model import Entry, Kind, Provenance, Trust
 from truss_files.review.sync import sync
 from truss_files.signing import Ed25519Signer
+
+# Where an entry written by hand says it came from (a LedgerRef, as every write names).
+BY_HAND = Provenance(produced_by="cli:operator@example.test")
 
 
 class _Clock:
@@ -159,7 +162,9 @@ def test_incoming_commits_that_fail_the_audit_stop_the_sync(
     # A remote with no gate: someone pushed a commit signed by a key the store never allowed.
     remote = bare_store.git.git_dir
     stranger = Ed25519Signer.generate("stranger@example.test")
-    entry = Entry(Kind.FACT, "sneaky", "Trust me.", created="2026-11-29T11:00:00Z")
+    entry = Entry(
+        Kind.FACT, "sneaky", "Trust me.", created="2026-11-29T11:00:00Z", provenance=BY_HAND
+    )
     a = clone(remote, "a")
     before = _tip(a)
     bare_store.git.apply(

@@ -154,7 +154,8 @@ def test_write_memory_lands_unverified_and_is_read_only_elsewhere(store: MemoryS
     done = call(store, "write_memory", {"kind": "decision", "key": "db", "body": "Postgres."})
     assert done.ok and done.payload == {"id": done.payload["id"], "trust": "unverified"}
     entry = store.get(done.payload["id"])
-    assert entry.trust is Trust.UNVERIFIED and entry.provenance.produced_by is None
+    assert entry.trust is Trust.UNVERIFIED
+    assert entry.provenance.produced_by == "tool:operator@example.test"  # no run: the face
     assert store.git.tip().id != before.id  # type: ignore[union-attr]
     tip = store.git.tip()
     for name, tool_input in [

@@ -19,6 +19,7 @@ entry, which changes no belief and needs only the agent role (``_joined_adds``).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -37,7 +38,7 @@ from .config import (
 from .errors import EntryError, KeylessError, TrussError, UsageError
 from .gitstore import GitStore, Snapshot
 from .join import is_join
-from .model import LEGAL_TRANSITIONS, Entry, Trust
+from .model import LEGAL_TRANSITIONS, Entry, Trust, entry_path
 from .proposal import (
     APPLIED,
     CORE_PATH,
@@ -717,11 +718,20 @@ def _check_entry(
     except EntryError as exc:
         report(path, "entry", str(exc))
         return {"agent"}
+    required = authority.provenance_required(policy.config.raw)
     if status == "A":
         if added is not None:
             added.append((path, new))
         if new.trust is not Trust.UNVERIFIED:
             report(path, "lands-unverified", f"a new entry must land unverified, not {new.trust}")
+        if required and new.provenance.produced_by is None:
+            report(
+                path,
+                "ledger-ref",
+                "a new entry names no LedgerRef (provenance.produced_by is null) under "
+                'truss.toml [policy] provenance = "required"; every write names where it '
+                "came from (run:R/N, or <face>:<principal> outside a run)",
+            )
         return {"agent"}
     try:
         old = entryfile.parse(base.read(path) or b"", path)
@@ -760,4 +770,119 @@ def _check_entry(
                 report(path, exc.rule, exc.detail)
             except TrussError as exc:
                 report(path, "verdict", str(exc))
+            else:
+                for problem in citation_problems(repo, policy, verdict):
+                    report(path, "verdict-cites", problem)
+                replayed: str | None = None
+                if op != "revert":  # a signed revert puts back a state, not a verdict
+                    replayed = authority.replay_problem(
+                        verdict.id, verdict.basis, verdict.time, old, base.blob_id(path)
+                    )
+                if replayed:
+                    report(path, "verdict-replay", replayed)
+    if (
+        op == "promote"
+        and (old.trust, new.trust) == (Trust.VERIFIED, Trust.STALE)
+        and new.superseded_by
+        and authority.conflict_policy(policy.config.raw) == authority.ARBITRATED
+    ):
+        unarbitrated = _unarbitrated(snap, new)
+        if unarbitrated:
+            report(path, "arbitration", unarbitrated)
     return {"panel"}
+
+
+def _unarbitrated(snap: Snapshot, rival: Entry) -> str | None:
+    """Why the promotion that superseded verified ``rival`` under panel-arbitrated had no
+    right to (None: its verdict carries the arbiters' decision over an entry of that key)."""
+    winner_id = rival.superseded_by or ""
+    try:
+        where = entry_path(rival.kind, winner_id)
+        winner = entryfile.parse(snap.read(where) or b"", where)
+        verdict = Verdict.from_dict(winner.provenance.verified_by or {}, winner_id)
+    except TrussError as exc:
+        return f"superseded by {winner_id[:12]}, whose verdict does not read: {exc}"
+    named = (verdict.arbitration or {}).get("rival")
+    if named is not None:
+        try:
+            where = entry_path(rival.kind, str(named))
+            other = entryfile.parse(snap.read(where) or b"", where)
+        except TrussError:
+            other = None
+        if other is not None and other.key == rival.key:
+            return None
+    return (
+        f"verified entry superseded by {winner_id[:12]} under conflict policy "
+        f"panel-arbitrated, and that entry's PASS verdict {verdict.id} carries no arbiters' "
+        "decision over this key: a plain PASS may not supersede a verified rival"
+    )
+
+
+# --- verdicts cite what they read ----------------------------------------------------------
+
+RUN_REF_PREFIX = "refs/truss/runs/"  # runs.ledger.RUN_REF_PREFIX (a floor above this one)
+_CITE = re.compile(r"^run:([A-Za-z0-9][A-Za-z0-9._-]{0,127})/(\d{1,12})$")
+
+
+def cited_calls(verdict: Verdict) -> list[str]:
+    """The ledger refs a verdict's votes cite: each vote's ``evidence.cites`` (a list of
+    ``run:R/N``, the tool calls the reviewer relied on)."""
+    out: list[str] = []
+    for vote in verdict.votes:
+        evidence = vote.get("evidence")
+        cites = evidence.get("cites") if isinstance(evidence, Mapping) else None
+        if cites is None:
+            continue
+        if not isinstance(cites, list):
+            out.append(repr(cites))
+            continue
+        out.extend(c if isinstance(c, str) else repr(c) for c in cites)
+    return out
+
+
+def citation_problems(repo: pygit2.Repository, policy: TrustPolicy, verdict: Verdict) -> list[str]:
+    """Why the calls a verdict cites cannot be believed: each ``run:R/N`` must name call N
+    of run R's ledger (``refs/truss/runs/R``), a commit signed by a key allowed to sign
+    commits. Empty when every citation holds (or there is none)."""
+    problems: list[str] = []
+    for cite in cited_calls(verdict):
+        found = _CITE.fullmatch(cite)
+        if found is None:
+            problems.append(f"verdict {verdict.id} cites {cite[:80]}, not a run:<run-id>/<seq> ref")
+            continue
+        run, seq = found.group(1), int(found.group(2))
+        problem = _call_problem(repo, policy, run, seq)
+        if problem:
+            problems.append(f"verdict {verdict.id} cites {cite}: {problem}")
+    return problems
+
+
+def _call_problem(repo: pygit2.Repository, policy: TrustPolicy, run: str, seq: int) -> str | None:
+    try:
+        ref = repo.references.get(RUN_REF_PREFIX + run)
+    except (ValueError, pygit2.GitError):
+        ref = None
+    if ref is None:
+        return f"there is no ledger of run {run} ({RUN_REF_PREFIX}{run})"
+    commit: pygit2.Commit | None
+    try:
+        commit = ref.peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError) as exc:
+        return f"the ledger of run {run} cannot be read ({exc})"
+    while commit is not None:
+        fields = parse_trailers(commit.message)
+        if fields.get("Truss-Seq") == [str(seq)]:
+            break
+        commit = commit.parents[0] if commit.parents else None
+    if commit is None:
+        return f"run {run}'s ledger holds no call #{seq}"
+    signature, payload = commit.gpg_signature
+    if signature is None:
+        return f"call #{seq} of run {run} ({str(commit.id)[:12]}) is unsigned"
+    try:
+        key = verify(signature.decode("ascii", "replace"), payload, GIT_NAMESPACE)
+    except TrussError as exc:
+        return f"call #{seq} of run {run}: {exc}"
+    if not policy.signers.principals_for(key, GIT_NAMESPACE):
+        return f"call #{seq} of run {run} is signed by a key allowed_signers does not list"
+    return None

@@ -291,3 +291,86 @@ def trainer_note(trust: Trust, writer: str | None, trained_by: frozenset[str]) -
     """Whether an unverified note in a task's own area counts as that task's own: a commit
     signed by a trainer's key added it."""
     return trust is Trust.UNVERIFIED and writer is not None and writer in trained_by
+
+
+# --- a belief's life: arbitration, verdicts bound to a state, provenance on every entry ----
+
+ARBITRATED: Final = "panel-arbitrated"
+# truss.toml [policy] provenance: "required" is the cut-over (init writes it in every new
+# store; an operator's signed commit turns it on in an older one). From the commit whose
+# parent's truss.toml says so, the audit refuses a new entry with no LedgerRef; the history
+# before it was judged without. (A verdict replayed across a demotion is refused always.)
+PROVENANCE_MODES: Final = ("optional", "required")
+
+
+def conflict_policy(store_toml: Mapping[str, Any]) -> str:
+    """truss.toml's ``[policy] conflict`` (default verified-wins)."""
+    policy = store_toml.get("policy")
+    found = policy.get("conflict") if isinstance(policy, Mapping) else None
+    return found if isinstance(found, str) else "verified-wins"
+
+
+def provenance_required(store_toml: Mapping[str, Any]) -> bool:
+    policy = store_toml.get("policy")
+    return isinstance(policy, Mapping) and policy.get("provenance") == "required"
+
+
+def arbitration_problem(
+    entry: Entry, arbitration: Mapping[str, Any] | None, rivals: Iterable[Entry]
+) -> str | None:
+    """Why a PASS for ``entry`` may not supersede its verified ``rivals`` under conflict
+    policy panel-arbitrated (None: it may, or there is no rival). Only an arbiters' decision
+    naming one of the rivals (``verify`` with ``[panel] arbiters``) lets it."""
+    rivals = list(rivals)
+    if not rivals:
+        return None
+    ids = {r.id for r in rivals}
+    named = arbitration.get("rival") if arbitration is not None else None
+    if named in ids:
+        return None
+    newest = max(rivals, key=lambda e: (e.created, e.id))
+    said = "carries no arbiters' decision" if named is None else f"arbitrated {named}, not it"
+    return (
+        f"verified {newest.id} holds {entry.kind.value} {entry.key!r} and conflict policy "
+        f"{ARBITRATED} lets a PASS supersede it only with an arbiters' decision; the verdict "
+        f"{said}. Run `truss-files verify {entry.id[:12]}` with [panel] arbiters configured"
+    )
+
+
+def replay_problem(
+    verdict_id: str,
+    basis: str | None,
+    signed: str,
+    old: Entry,
+    old_blob: str | None,
+) -> str | None:
+    """Why a verdict (signed at time ``signed``) may not move ``old`` (the entry file as it
+    is, blob ``old_blob``) out of its state: a verdict authorises the one transition out of
+    the state it judged (its ``basis``, that file's blob id), so a PASS cannot be replayed
+    to re-promote an entry a demotion turned stale. A verdict without a basis (signed by a
+    client that does not read the store's blobs, or before verdicts named one) may
+    re-promote a stale entry only if it is not the verdict that verified it before, nor
+    signed before that one."""
+    if basis is not None and basis != old_blob:
+        return (
+            f"verdict {verdict_id} judged the entry as blob {basis[:12]}, but it is now "
+            f"{(old_blob or 'absent')[:12]} ({old.trust.value}): it changed since (a demotion?)"
+            "; a verdict authorises only the transition out of the state it judged. Sign a "
+            "new verdict (`truss-files recheck ID`)"
+        )
+    if old.trust is Trust.STALE:
+        before = old.provenance.verified_by or {}
+        if before.get("verdict_id") == verdict_id:
+            return (
+                f"verdict {verdict_id} already verified this entry before it turned stale; a "
+                "verdict cannot be replayed across a demotion. Sign a new verdict "
+                "(`truss-files recheck ID`)"
+            )
+        earlier = before.get("time")
+        if basis is None and isinstance(earlier, str) and signed < earlier:
+            return (
+                f"verdict {verdict_id} was signed at {signed}, before the verdict that last "
+                f"verified this entry ({earlier}); a verdict cannot be replayed across a "
+                "demotion. Sign a new verdict (`truss-files recheck ID`)"
+            )
+    return None

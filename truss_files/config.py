@@ -45,6 +45,9 @@ memory_write = false
 [policy]
 verification = "lazy"
 conflict = "verified-wins"
+# Every new entry names a LedgerRef, and a verdict is bound to the state it judged; the
+# audit holds the history from this setting on to both.
+provenance = "required"
 
 [identity]
 # Who amends identity/self.md: "locked" (operators only), "propose" (the agent proposes, an

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
+from . import belief
 from .context.assemble import Prefix, build_context
 from .context.compact import compact as _compact
 from .context.delta import Delta
@@ -24,8 +25,11 @@ from .recall.pipeline import Filter
 from .review.why import explain
 from .runs.ledger import resolve_call
 from .scope import Reader
+from .settings import Settings, settings_for
 from .store import Store
 from .tools.runcontext import RunContext
+from .tools.storeprobe import has_layers_above_store
+from .usage import record
 
 __all__ = ["MemoryStore"]
 
@@ -44,6 +48,7 @@ class MemoryStore(Store):
         limit: int = 10,
         mode: str | None = None,
         reader: Reader | None = None,
+        salience: str | None = None,
     ) -> RecallResult:
         """Rank entries at or above ``min_trust`` at the branch tip (filter, then BM25 over
         the candidates, through the recall index and the read gate). ``reader`` applies
@@ -63,10 +68,16 @@ class MemoryStore(Store):
             else frozenset({Layer.parse(layer) if isinstance(layer, str) else layer}),
             reader=reader,
         )
-        salience = str(config.get("policy", "salience", "off"))
-        return search_snapshot(
+        if salience is None and has_layers_above_store(self.environ):
+            # The layered settings, as the CLI's query and the read tools take them.
+            salience = settings_for(self, snap=snap).salience
+        elif salience is None:
+            salience = str(config.get("policy", "salience", "off"))
+        result = search_snapshot(
             self, snap, text, flt, limit, gate=self.gate, mode=mode, salience=salience
         )
+        record(self.git.git_dir, [h.entry.id for h in result.hits], "api", environ=self.environ)
+        return result
 
     def view(
         self,
@@ -88,7 +99,24 @@ class MemoryStore(Store):
                 continue
             if flt.admits(entry):
                 out.setdefault(entry.id, entry)
+        record(self.git.git_dir, list(out), "api", environ=self.environ)
         return list(out.values())
+
+    # -- a belief's life (belief.py): the same operations as the CLI's commands ----------
+
+    def salience_update(self, *, dry_run: bool = False) -> belief.Done:
+        """Fold use (``.git/truss/usage``), age and trust into each entry's salience, in one
+        signed commit (``truss-files salience update``)."""
+        return belief.salience_update(self, dry_run=dry_run)
+
+    def evict(self, *, dry_run: bool = False, settings: Settings | None = None) -> belief.Done:
+        """Move verified entries over ``[policy.eviction]`` to stale, in one signed commit
+        (``truss-files evict``)."""
+        return belief.evict(self, dry_run=dry_run, settings=settings)
+
+    def consolidate(self, *, dry_run: bool = False) -> belief.Done:
+        """One merged, unverified note per group train flagged (``truss-files consolidate``)."""
+        return belief.consolidate(self, dry_run=dry_run)
 
     def delta_since(self, cursor: str, *, reader: Reader | None = None) -> Delta:
         """What changed in verified L2 since ``cursor`` (from ``context`` or an earlier

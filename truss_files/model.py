@@ -111,8 +111,13 @@ class Layer(enum.StrEnum):
 
 # Patterns, not compiled objects: ``re`` compiles each on its first use (and keeps it), so
 # a query -- which checks no key and no ledger ref -- does not compile them at import.
+# A write outside a run names the face and principal it came from: ``cli:<principal>``,
+# ``api:``, ``tool:``, ``import:``, ``http:``, ``mcp:`` (ORIGINS). ``entry:<id>`` names a note
+# a consolidated note merged (belief.consolidate), in its ``sources``.
+ORIGINS = ("cli", "api", "tool", "import", "http", "mcp")
 _LEDGER_REF = (
-    r"^(git:[0-9a-f]{4,64}|run:[A-Za-z0-9._-]{1,128}/\d{1,12}|event:[^\s#]{1,256}(#[^\s#]{1,64})?)$"
+    r"^(git:[0-9a-f]{4,64}|run:[A-Za-z0-9._-]{1,128}/\d{1,12}|event:[^\s#]{1,256}(#[^\s#]{1,64})?"
+    r"|(cli|api|tool|import|http|mcp):[^\s]{1,256}|entry:[0-9a-f]{32})$"
 )
 
 
@@ -120,8 +125,8 @@ def check_ledger_ref(value: str) -> str:
     """A LedgerRef names the event behind a fact: git:<commit>, run:<id>/<seq>, event:<id>[#rev]."""
     if not re.fullmatch(_LEDGER_REF, value):
         raise UsageError(
-            f"'{value}' is not a ledger ref; use git:<commit>, run:<run-id>/<seq> "
-            "or event:<id>[#<revision>]"
+            f"'{value}' is not a ledger ref; use git:<commit>, run:<run-id>/<seq>, "
+            "event:<id>[#<revision>] or <face>:<principal> (face: " + ", ".join(ORIGINS) + ")"
         )
     return value
 

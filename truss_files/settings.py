@@ -76,7 +76,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .authority import CHECKS_TABLE, defined_checks
+from .authority import CHECKS_TABLE, PROVENANCE_MODES, defined_checks
 from .errors import ConfigError, UsageError
 from .judgespec import JUDGES_TABLE, ModelJudgeSpec, parse_judges
 from .model import CONFLICT_POLICIES, Kind
@@ -119,6 +119,7 @@ DEFAULTS: dict[str, Any] = {
     "memory.scope": "per-agent",
     "identity.policy": "propose",
     "policy.salience": "off",
+    "policy.provenance": "optional",
     "context.repin_every": 10,
     "context.scratch_tail": 8,
     "context.instruction": None,
@@ -187,6 +188,37 @@ def _positive(value: Any, where: str) -> Any:
     return value
 
 
+EVICTION_LIMITS = ("max_entries", "max_age_days", "min_salience")
+
+
+def _budget(value: Any, where: str) -> Any:
+    """One kind's eviction budget: ``{max_entries?, max_age_days?, min_salience?}``."""
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"{where} must be a table, e.g. {{max_entries = 1000, max_age_days = 90, "
+            "min_salience = 0.1}"
+        )
+    unknown = sorted(set(value) - set(EVICTION_LIMITS))
+    if unknown:
+        raise ConfigError(
+            f"{where}.{unknown[0]} is not an eviction limit; use " + ", ".join(EVICTION_LIMITS)
+        )
+    out: dict[str, Any] = {}
+    for name, item in value.items():
+        at = f"{where}.{name}"
+        if name == "max_entries":
+            out[name] = _positive(item, at)
+        elif isinstance(item, bool) or not isinstance(item, int | float):
+            raise ConfigError(f"{at} must be a number, got {item!r}")
+        elif name == "max_age_days" and item <= 0:
+            raise ConfigError(f"{at} must be a positive number of days, got {item!r}")
+        elif name == "min_salience" and not 0 <= item <= 1:
+            raise ConfigError(f"{at} must be between 0 and 1, got {item!r}")
+        else:
+            out[name] = float(item)
+    return out
+
+
 def _boolean(value: Any, where: str) -> Any:
     if not isinstance(value, bool):
         raise ConfigError(f"{where} must be true or false, got {value!r}")
@@ -246,6 +278,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "verification": _choice(VERIFICATION_MODES),
         "conflict": _choice(CONFLICT_POLICIES),
         "salience": _choice(SALIENCE_POLICIES),
+        "provenance": _choice(PROVENANCE_MODES),
     },
     "panel": {
         "quorum": _quorum,
@@ -259,7 +292,11 @@ SCHEMA: dict[str, dict[str, Check]] = {
     "identity": {"policy": _choice(IDENTITY_POLICIES)},
     "context": {"repin_every": _positive, "scratch_tail": _positive, "instruction": _string},
 }
-PER_KIND = {("policy", "tiered"): _choice(TIER_MODES), ("panel", "reviewers"): _reviewers}
+PER_KIND = {
+    ("policy", "tiered"): _choice(TIER_MODES),
+    ("policy", "eviction"): _budget,
+    ("panel", "reviewers"): _reviewers,
+}
 # Sections of truss.toml that other readers share: their unknown keys are not ours to refuse.
 SHARED_SECTIONS = ("policy", "recall", "memory", "identity", "context")
 
@@ -298,7 +335,9 @@ def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> 
                     raise ConfigError(f"{where} must be a table of kind = value ([{dotted}])")
                 check = PER_KIND[(section, key)]
                 for name, item in value.items():
-                    kind = _kind_name(name, f"{where}.{name}", section == "panel")
+                    kind = _kind_name(
+                        name, f"{where}.{name}", section == "panel" or key == "eviction"
+                    )
                     found[f"{dotted}.{kind}"] = Value(check(item, f"{where}.{name}"), source)
                 continue
             check_key = SCHEMA[section].get(key)
@@ -469,6 +508,13 @@ class Settings:
     @property
     def salience(self) -> str:
         return str(self.get("policy.salience"))
+
+    def eviction(self, kind: str) -> dict[str, Any]:
+        """``[policy.eviction] KIND`` (else ``default``): the kind's budget; {} for none."""
+        found = self.get(f"policy.eviction.{kind}")
+        if found is None:
+            found = self.get("policy.eviction.default")
+        return dict(found or {})
 
     def workdir(self, base: Path | None) -> Path | None:
         """``panel.workdir``, relative to the directory of the file that set it (the store's

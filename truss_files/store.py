@@ -21,10 +21,11 @@ import pygit2
 
 from . import authority, entryfile
 from .attest import describe_note, read_notes, transition_attest
-from .audit import check_note
+from .audit import check_note, citation_problems
 from .config import CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, StoreConfig, TrustPolicy
 from .errors import (
     ConfigError,
+    ConflictError,
     EntryError,
     KeylessError,
     NotFound,
@@ -32,6 +33,7 @@ from .errors import (
     TransitionError,
     TrussError,
     UsageError,
+    VerdictError,
 )
 from .gitdir import GitDir
 from .gitstore import GitStore, Identity, Plan, Snapshot
@@ -113,7 +115,11 @@ class Store:
         self.clock = clock
         self.environ = os.environ if environ is None else environ
         self._policies: dict[tuple[str | None, ...], TrustPolicy] = {}
+        # The face a write outside a run came from: it names the entry's LedgerRef,
+        # ``<origin>:<principal>`` (model.ORIGINS). Faces set theirs when they open a store.
+        self.origin = "api"
         self._checks: dict[str | None, dict[str, str]] = {}
+        self._configs: dict[str | None, StoreConfig] = {}
 
     # -- configuration and identity ------------------------------------------------------
 
@@ -145,7 +151,15 @@ class Store:
 
     def config(self, snap: Snapshot | None = None) -> StoreConfig:
         snap = snap or self.snapshot()
-        return StoreConfig.parse(snap.read(CONFIG_PATH))
+        # Parsed once per truss.toml blob: a query asks for it more than once.
+        key = snap.blob_id(CONFIG_PATH)
+        found = self._configs.get(key)
+        if found is None:
+            found = StoreConfig.parse(snap.read(CONFIG_PATH))
+            if len(self._configs) > 16:
+                self._configs.clear()
+            self._configs[key] = found
+        return found
 
     def principal(self, snap: Snapshot | None = None) -> str:
         key = PublicKey.from_line(self.signer.public_line)
@@ -161,6 +175,13 @@ class Store:
 
     def _now(self) -> str:
         return stamp(self.clock())
+
+    def origin_ref(self, snap: Snapshot | None = None) -> str:
+        """The LedgerRef of a write outside a run: ``<face>:<principal>`` (``cli:ops@x``).
+        No parent commit in it: the ref is part of the entry's id, so writing the same
+        text again from the same face stays the same entry (the commit that added it is in
+        the history, and the audit checks its signer)."""
+        return f"{self.origin}:{self.principal(snap)}"
 
     # -- reading -------------------------------------------------------------------------
 
@@ -327,8 +348,9 @@ class Store:
             raise UsageError("body is empty; an entry needs text")
         if body_size(body) > MAX_BODY:
             raise UsageError(f"body is {body_size(body)} bytes; the limit is {MAX_BODY}")
-        if produced_by is not None:
-            check_ledger_ref(produced_by)
+        if produced_by is None:
+            produced_by = self.origin_ref()
+        check_ledger_ref(produced_by)
         sources = tuple(check_ledger_ref(s) for s in sources)
         if not 0.0 <= salience <= 1.0:
             raise UsageError("salience must be between 0 and 1")
@@ -394,6 +416,14 @@ class Store:
                 # Against the truss.toml this commit goes onto: a check removed since the
                 # entry was made (or an Entry built by hand) is refused here too.
                 self.check_names(entry.checks, snap)
+                if entry.provenance.produced_by is None and authority.provenance_required(
+                    self.config(snap).raw
+                ):
+                    raise UsageError(
+                        f"entry {entry.id} has no provenance.produced_by; every new entry "
+                        "names where it came from (truss.toml [policy] provenance = "
+                        '"required"). Make it with Store.new_entry, which names this face'
+                    )
                 data = snap.read(entry.path)
                 if data is not None:
                     stored[entry.id] = entryfile.parse(data, entry.path)
@@ -474,31 +504,63 @@ class Store:
                     f"PASS re-check, stale) entries can be {verb}"
                 )
             check_verdict(verdict, entry.id, outcome, self.policy(snap))
+            replayed = authority.replay_problem(
+                verdict.id, verdict.basis, verdict.time, entry, snap.blob_id(entry.path)
+            )
+            if replayed:
+                raise VerdictError(f"entry {entry.id}: {replayed}")
+            cited = citation_problems(self.git.repo, self.policy(snap), verdict)
+            if cited:
+                raise VerdictError(f"entry {entry.id}: " + "; ".join(cited))
             new_trust = Trust.VERIFIED if outcome == "PASS" else Trust.REJECTED
             updated = _with_trust(entry, new_trust, verdict.to_dict())
             updates = {entry.id: updated}
             if outcome == "PASS":
-                updates = self._resolve_conflicts(updated, snap, conflict)
+                updates = self._resolve_conflicts(updated, snap, conflict, verdict)
             return updates, {"verdict": verdict.id}
 
         op = "promote" if outcome == "PASS" else "reject"
         return self._transition(ref, op, {"panel", "operator"}, change)
 
     def _resolve_conflicts(
-        self, entry: Entry, snap: Snapshot, policy: str | None = None
+        self,
+        entry: Entry,
+        snap: Snapshot,
+        policy: str | None = None,
+        verdict: Verdict | None = None,
     ) -> dict[str, Entry]:
-        """Apply the conflict policy to older verified entries of the same kind and key."""
-        policy = policy or self.config(snap).get("policy", "conflict", "verified-wins")
-        if policy not in CONFLICT_POLICIES:
-            raise ConfigError(
-                f"{CONFIG_PATH}: policy.conflict '{policy}' is unknown; use one of "
-                + ", ".join(CONFLICT_POLICIES)
-            )
+        """Apply the conflict policy to older verified entries of the same kind and key.
+
+        Under panel-arbitrated -- truss.toml's, which a layered ``policy`` cannot loosen, or
+        the layered one -- a verified rival is superseded only when ``verdict`` carries the
+        arbiters' decision naming it; otherwise ``ConflictError`` (the audit flags a history
+        where that happened anyway). With no rival, both may stand (keep-both-flagged)."""
+        stored = authority.conflict_policy(self.config(snap).raw)
+        policy = policy or stored
+        for name in (policy, stored):
+            if name not in CONFLICT_POLICIES:
+                raise ConfigError(
+                    f"{CONFIG_PATH}: policy.conflict '{name}' is unknown; use one of "
+                    + ", ".join(CONFLICT_POLICIES)
+                )
         updates = {entry.id: entry}
         corrected = self._corrected(entry, snap)
         if corrected is not None:
             updates[corrected.id] = corrected
-        rivals = [e for e in self.same_key(entry, snap) if e.trust is Trust.VERIFIED]
+        for merged in self._merged(entry, snap):
+            updates[merged.id] = merged
+        rivals = [
+            e
+            for e in self.same_key(entry, snap)
+            if e.trust is Trust.VERIFIED and e.id not in updates
+        ]
+        if authority.ARBITRATED in (policy, stored):
+            live = [e for e in rivals if e.superseded_by is None]
+            arbitration = verdict.arbitration if verdict is not None else None
+            problem = authority.arbitration_problem(entry, arbitration, live)
+            if problem:
+                raise ConflictError(f"entry {entry.id}: {problem}")
+            policy = "verified-wins" if live else "keep-both-flagged"
         if not rivals or policy == "keep-both-flagged":
             return updates
         newest = max(rivals, key=lambda e: (e.created, e.id))
@@ -515,6 +577,28 @@ class Store:
         if corrected is None:
             updates[entry.id] = dataclasses.replace(entry, supersedes=newest.id)
         return updates
+
+    def _merged(self, entry: Entry, snap: Snapshot) -> list[Entry]:
+        """A consolidated note (``truss-files consolidate``) names the notes it merged in
+        its sources (``entry:<id>``); once the panel passes it, each of them still live
+        verified turns stale, superseded by it (the panel judged the merge, sources shown)."""
+        out = []
+        for source in entry.provenance.sources:
+            if not source.startswith("entry:"):
+                continue
+            try:
+                target = self.get(source[len("entry:") :], snap)
+            except (NotFound, UsageError):
+                continue
+            if target.id == entry.id or target.kind is not entry.kind:
+                continue
+            if target.superseded_by is not None:
+                continue
+            if target.trust is Trust.VERIFIED:
+                out.append(dataclasses.replace(target, trust=Trust.STALE, superseded_by=entry.id))
+            elif target.trust is Trust.UNVERIFIED:  # marked, so nothing merges it again
+                out.append(dataclasses.replace(target, superseded_by=entry.id))
+        return out
 
     def _corrected(self, entry: Entry, snap: Snapshot) -> Entry | None:
         """A correction (memory.train) names the note it corrects in ``supersedes``, checked
@@ -639,13 +723,18 @@ class Store:
         votes: Iterable[Mapping[str, Any]] | None = None,
         quorum: str = "1-of-1",
         policy: str = "manual",
+        arbitration: Mapping[str, Any] | None = None,
+        cites: Iterable[str] = (),
     ) -> Verdict:
-        """A verdict (``outcome`` "PASS" or "FAIL") for exactly the entry ``ref``, signed with
-        this store's key, which must hold the panel role (``UsageError`` names the fix
-        otherwise). ``note`` says why; ``votes`` are the reviewers' (one vote by this key
-        when omitted); ``quorum`` and ``policy`` are recorded as given. Nothing is committed:
+        """A verdict (``outcome`` "PASS" or "FAIL") for exactly the entry ``ref`` as it is at
+        the tip, signed with this store's key, which must hold the panel role (``UsageError``
+        names the fix otherwise). Its ``basis`` is the entry file's blob id, so it authorises
+        only the transition out of that state. ``note`` says why; ``votes`` are the reviewers'
+        (one vote by this key when omitted); ``quorum`` and ``policy`` are recorded as given;
+        ``cites`` are ledger refs (``run:R/N``) the verdict relied on. Nothing is committed:
         hand the verdict to ``promote`` (PASS) or ``reject`` (FAIL)."""
-        entry = self.get(ref)
+        snap = self.snapshot()
+        entry = self.get(ref, snap)
         principal = self.principal()
         _, roles = self.policy().roles_of(_public(self.signer))
         if "panel" not in roles:
@@ -661,7 +750,7 @@ class Store:
                     "reviewer": principal,
                     "kind": "human",
                     "vote": outcome,
-                    "evidence": {"note": note},
+                    "evidence": {"note": note, **({"cites": list(cites)} if cites else {})},
                 }
             ]
         )
@@ -674,6 +763,8 @@ class Store:
             quorum=quorum,
             policy=policy,
             now=self._now(),
+            basis=snap.blob_id(entry.path),
+            arbitration=arbitration,
         )
 
     def sign_keyless_verdict(
@@ -690,7 +781,8 @@ class Store:
         # sigstore is an optional extra: only a keyless verdict loads it.
         from .signing import keyless
 
-        entry = self.get(ref)
+        snap = self.snapshot()
+        entry = self.get(ref, snap)
         identity, raw = keyless.token_identity(token)
         if identity.principal not in self.config().roles()["panel"]:
             raise UsageError(
@@ -708,6 +800,7 @@ class Store:
             quorum="1-of-1",
             policy="manual",
             now=self._now(),
+            basis=snap.blob_id(entry.path),
         )
 
     # -- history -------------------------------------------------------------------------

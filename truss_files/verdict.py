@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .config import VERDICT_NAMESPACE, TrustPolicy
@@ -28,6 +29,8 @@ OUTCOMES = ("PASS", "FAIL")
 # answer). Abstentions count neither way; see panel.panel.tally.
 VOTE_VALUES = ("PASS", "FAIL", "ABSTAIN")
 KEYLESS_PREFIX = "sigstore:"
+_BLOB = re.compile(r"[0-9a-f]{40}")
+_ID = re.compile(r"[0-9a-f]{32}")
 _FIELDS = ("entry", "outcome", "votes", "quorum", "policy", "time", "signer", "key")
 
 
@@ -43,9 +46,16 @@ class Verdict:
     key: str
     signature: str = ""
     bundle: Mapping[str, Any] | None = None
+    # The entry file's blob id the verdict judged (``basis``): a verdict authorises the one
+    # transition out of that state, so it cannot be replayed after a demotion changed the
+    # file. Optional in the payload (older verdicts have none), as is ``arbitration``: the
+    # arbiters' decision, ``{"rival": id, "quorum": ..., "votes": [...]}``, that lets a PASS
+    # supersede a verified rival under conflict policy panel-arbitrated.
+    basis: str | None = None
+    arbitration: Mapping[str, Any] | None = None
 
     def payload(self) -> bytes:
-        body = {
+        body: dict[str, Any] = {
             "entry": self.entry,
             "outcome": self.outcome,
             "votes": [dict(v) for v in self.votes],
@@ -55,6 +65,10 @@ class Verdict:
             "signer": self.signer,
             "key": self.key,
         }
+        if self.basis is not None:
+            body["basis"] = self.basis
+        if self.arbitration is not None:
+            body["arbitration"] = dict(self.arbitration)
         return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
     @property
@@ -91,6 +105,12 @@ class Verdict:
         bundle = data.get("bundle")
         if bundle is not None and not isinstance(bundle, Mapping):
             raise VerdictError(f"{source}: 'bundle' must be a sigstore bundle (a JSON object)")
+        basis = data.get("basis")
+        if basis is not None and not (isinstance(basis, str) and _BLOB.fullmatch(basis)):
+            raise VerdictError(f"{source}: 'basis' must be the entry file's 40-hex blob id")
+        arbitration = data.get("arbitration")
+        if arbitration is not None:
+            check_arbitration(arbitration, source)
         verdict = cls(
             entry=data["entry"],
             outcome=data["outcome"],
@@ -102,6 +122,8 @@ class Verdict:
             key=data["key"],
             signature=data["signature"],
             bundle=dict(bundle) if bundle is not None else None,
+            basis=basis,
+            arbitration=dict(arbitration) if arbitration is not None else None,
         )
         claimed = data.get("verdict_id")
         if claimed is not None and claimed != verdict.id:
@@ -130,12 +152,21 @@ def sign_verdict(
     quorum: str,
     policy: str,
     now: str,
+    basis: str | None = None,
+    arbitration: Mapping[str, Any] | None = None,
 ) -> Verdict:
     unsigned = _unsigned(
         entry_id, outcome, votes, quorum, policy, now, principal, signer.public_line
     )
+    if arbitration is not None:
+        check_arbitration(arbitration, "arbitration")
+    unsigned = replace(
+        unsigned,
+        basis=basis,
+        arbitration=dict(arbitration) if arbitration is not None else None,
+    )
     signature = signer.sign(unsigned.payload(), VERDICT_NAMESPACE)
-    return Verdict(**{**unsigned.__dict__, "signature": signature})
+    return replace(unsigned, signature=signature)
 
 
 def sign_keyless_verdict(
@@ -149,6 +180,7 @@ def sign_keyless_verdict(
     quorum: str,
     policy: str,
     now: str,
+    basis: str | None = None,
 ) -> Verdict:
     """A verdict signed with sigstore by the identity of ``token`` (or the ambient one)."""
     if outcome not in OUTCOMES:  # before the token is read
@@ -160,8 +192,9 @@ def sign_keyless_verdict(
     unsigned = _unsigned(
         entry_id, outcome, votes, quorum, policy, now, principal, keyless.KEYLESS_KEY
     )
+    unsigned = replace(unsigned, basis=basis)
     _, bundle = keyless.sign(unsigned.payload(), token=raw, trust_config=trust_config)
-    return Verdict(**{**unsigned.__dict__, "bundle": bundle})
+    return replace(unsigned, bundle=bundle)
 
 
 def _unsigned(
@@ -203,6 +236,13 @@ def check_verdict(verdict: Verdict, entry_id: str, outcome: str, policy: TrustPo
         )
     if not verdict.votes:
         raise VerdictError(f"verdict {verdict.id} has no votes; an empty panel is not a pass")
+    if verdict.arbitration is not None:
+        check_arbitration(verdict.arbitration, f"verdict {verdict.id}")
+        if verdict.outcome != "PASS":
+            raise VerdictError(
+                f"verdict {verdict.id} carries an arbitration but says {verdict.outcome}; "
+                "an arbiters' decision rides on the PASS that supersedes the rival"
+            )
     if verdict.bundle is not None or verdict.signer.startswith(KEYLESS_PREFIX):
         check_keyless(verdict, policy)
         check_votes(verdict)
@@ -255,6 +295,24 @@ def check_keyless(verdict: Verdict, policy: TrustPolicy) -> Any:
             f"'{verdict.signer}'`",
         )
     return keyless.verify(verdict.payload(), verdict.bundle, claimed, policy.trusted_root, what)
+
+
+def check_arbitration(data: object, source: str) -> None:
+    """Raise unless ``data`` is an arbiters' decision: the rival's id and the arbiters'
+    votes, every one PASS (arbitration is unanimous)."""
+    if not isinstance(data, Mapping):
+        raise VerdictError(f"{source}: 'arbitration' must be an object")
+    rival, votes = data.get("rival"), data.get("votes")
+    if not (isinstance(rival, str) and _ID.fullmatch(rival)):
+        raise VerdictError(f"{source}: arbitration.rival must be the rival entry's 32-hex id")
+    if not isinstance(votes, list) or not votes or not all(isinstance(v, Mapping) for v in votes):
+        raise VerdictError(f"{source}: arbitration.votes must be a non-empty list of votes")
+    against = [str(v.get("vote")) for v in votes if v.get("vote") != "PASS"]
+    if against:
+        raise VerdictError(
+            f"{source}: arbitration holds vote(s) {', '.join(against)}; the arbiters choose "
+            "the new entry only unanimously (every vote PASS)"
+        )
 
 
 def check_votes(verdict: Verdict) -> None:

@@ -62,6 +62,7 @@ class Ctx:
 
             path = self.store_path or "."
             store = MemoryStore(path)
+            store.origin = "cli"  # an entry written here names cli:<principal> (its LedgerRef)
             if self.key or self.signer_kind:
                 from ..keys import load_signer  # cryptography: only for a command that signs
 
@@ -102,6 +103,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "What changed in verified memory since CURSOR: newly verified, stale, superseded or"
         " rejected entries, with a new cursor.",
     ),
+    "consolidate": (
+        "cli_belief",
+        "Merge the notes memory.train flagged consolidating: one unverified note per group.",
+    ),
     "demote": ("cli_store", "Turn a verified entry stale (demoted, never deleted)."),
     "diff": ("cli_review", "The semantic change set of RANGE: what a reviewer of memory needs."),
     "hook": ("cli_review", "Run one hook's check (the installed hook scripts call this)."),
@@ -112,6 +117,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "identity": (
         "cli_identity",
         "The agent's identity: core.md (operator-signed) and self.md (amendable under policy).",
+    ),
+    "evict": (
+        "cli_belief",
+        "Move verified entries over their kind's [policy.eviction] budget to stale.",
     ),
     "import": (
         "cli_store",
@@ -168,6 +177,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     ),
     "runs": ("cli_tools", "Durable runs: the signed tool-call ledgers under refs/truss/runs/."),
     "serve": ("cli_serve", "Serve memory.ask and memory.train over HTTP (needs the [http] extra)."),
+    "salience": ("cli_belief", "Fold use, age and verification into each entry's salience."),
     "show": ("cli_read", "Show one entry (any trust, for people; agents use the tools)."),
     "signers": (
         "cli_operator",

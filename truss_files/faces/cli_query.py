@@ -21,6 +21,7 @@ from ..recall.engine import RECALL_MODES, search
 from ..recall.pipeline import Filter
 from ..scope import MEMORY_SCOPES, Reader
 from ..tools.storeprobe import has_layers_above_store, require_store, user_config_file
+from ..usage import record
 from ..views import entry_text, entry_view
 from .cli_app import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
@@ -136,8 +137,11 @@ def run_query(
         layers=frozenset({Layer(layer)}) if layer else None,
         reader=reader,
     )
-    result = search(store, text, flt, limit, gate=refusal, mode=mode)
+    # The layered policy.salience, as the read tools take it (None: truss.toml at the tip).
+    salience = settings.salience if settings is not None else None
+    result = search(store, text, flt, limit, gate=refusal, mode=mode, salience=salience)
     hits = result.hits
+    record(store, [h.entry.id for h in hits], "cli")
     data: dict[str, Any] = {
         "recall_mode": result.mode,
         "min_trust": floor.value,

@@ -13,6 +13,7 @@ import click
 
 from ..errors import TrussError, UsageError
 from ..gitstore import GitStore
+from ..model import check_ledger_ref
 from ..panel.eager import write_entry
 from ..scope import parse_scope_pairs, stamp
 from ..verdict import Verdict, check_keyless, check_verdict, check_votes
@@ -193,7 +194,7 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
                         layer=item.get("layer", "task"),
                         scope=item.get("scope"),
                         author=item.get("author"),
-                        produced_by=item.get("source"),
+                        produced_by=item.get("source") or f"import:{store.principal()}",
                         sources=item.get("sources", ()),
                         salience=item.get("salience", 0.5),
                         checks=item.get("checks", ()),
@@ -226,6 +227,14 @@ def verdict() -> None:
 @click.option("--pass", "outcome", flag_value="PASS", help="The entry holds.")
 @click.option("--fail", "outcome", flag_value="FAIL", help="The entry does not hold.")
 @click.option("--note", default="", help="Your evidence, recorded in the vote.")
+@click.option(
+    "--cite",
+    "cites",
+    multiple=True,
+    metavar="run:R/N",
+    help="A run's tool call you relied on (repeatable); promote and the audit check that "
+    "each cited call is in that run's signed ledger.",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to a file.")
 @click.option(
     "--format",
@@ -262,6 +271,7 @@ def verdict_sign(
     entry_id: str,
     outcome: str | None,
     note: str,
+    cites: tuple[str, ...],
     output: str | None,
     fmt: str | None,
     keyless: bool,
@@ -279,6 +289,7 @@ def verdict_sign(
     Examples:
       truss-files verdict sign 5b0c8f3e --pass | truss-files promote 5b0c8f3e --verdict -
       truss-files verdict sign 5b0c8f3e --fail --note "not reproduced" -o ~/v.json
+      truss-files verdict sign 5b0c8f3e --pass --cite run:R-7f3a/12 -o v.json
       truss-files verdict sign 5b0c8f3e --pass --sigstore -o verdict.json
     """
     if outcome is None:
@@ -288,7 +299,11 @@ def verdict_sign(
             entry_id, outcome, note=note, token=identity_token, trust_config=trust_config
         )
     else:
-        signed = obj.store().sign_verdict(entry_id, outcome, note=note)
+        for cite in cites:
+            check_ledger_ref(cite)
+            if not cite.startswith("run:"):
+                raise UsageError(f"--cite {cite}: a verdict cites a run's call, run:<run-id>/<seq>")
+        signed = obj.store().sign_verdict(entry_id, outcome, note=note, cites=cites)
     said = f"verdict {signed.id} ({outcome} on {signed.entry[:12]}, signed by {signed.signer})"
     if output:
         Path(os.path.expanduser(output)).write_text(signed.to_json())

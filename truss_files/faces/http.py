@@ -158,6 +158,7 @@ class Backend:
         found: MemoryStore | None = getattr(self._local, "store", None)
         if found is None:
             found = MemoryStore(self.options.store, signer=self.signer)
+            found.origin = "http"  # a write outside a run names http:<principal>
             self._local.store = found
         return found
 

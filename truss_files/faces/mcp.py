@@ -65,6 +65,7 @@ def build_server(session: ToolSession, name: str = "truss-files") -> MCPServer:
     """An ``MCPServer`` serving the session's tools (in process: ``mcp.Client(server)``),
     identity and the goal ledger as resources, and the run's context as a prompt."""
     server_mod = _import_mcp()
+    session.origin = "mcp"  # a write outside a run names mcp:<principal>
     tools = [_mcp_tool(session, tool) for tool in session.served()]
     # The run the context belongs to: the session's, else one for this server's lifetime.
     run = session.run_id or new_run_id()

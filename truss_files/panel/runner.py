@@ -18,10 +18,10 @@ flagged to readers, never silently superseded.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..authority import resolve_check
-from ..errors import ConfigError, TransitionError, UntrustedHistory, UsageError
+from ..authority import ARBITRATED, conflict_policy, resolve_check
+from ..errors import ConfigError, ConflictError, TransitionError, UntrustedHistory, UsageError
 from ..model import Entry, Trust
 from ..settings import settings_for
 from ..signing import PublicKey
@@ -173,9 +173,21 @@ class _Run:
             return self.outcome(entry, "error", exc.message)
         return panel.run(Subject(entry, self.workspace))
 
-    def sign(self, entry: Entry, outcome: str, decision: Decision, label: str) -> Verdict:
+    def sign(
+        self,
+        entry: Entry,
+        outcome: str,
+        decision: Decision,
+        label: str,
+        arbitration: Mapping[str, Any] | None = None,
+    ) -> Verdict:
         return self.store.sign_verdict(
-            entry.id, outcome, votes=decision.votes, quorum=decision.quorum, policy=label
+            entry.id,
+            outcome,
+            votes=decision.votes,
+            quorum=decision.quorum,
+            policy=label,
+            arbitration=arbitration,
         )
 
     # -- verify ---------------------------------------------------------------------------
@@ -237,22 +249,30 @@ class _Run:
     ) -> Outcome:
         conflict = self.settings.conflict
         note = ""
-        if conflict == "panel-arbitrated":
+        arbitration: dict[str, Any] | None = None
+        if ARBITRATED in (conflict, conflict_policy(self.store.config().raw)):
+            # The store enforces it too (a PASS supersedes a verified rival only with the
+            # arbiters' decision in the verdict); here the arbiters are asked.
+            conflict = ARBITRATED
             rivals = [
                 e
                 for e in self.store.same_key(entry, self.store.snapshot())
                 if e.trust is Trust.VERIFIED and e.superseded_by is None
             ]
-            conflict = "keep-both-flagged"
             if rivals:
                 rival = max(rivals, key=lambda e: (e.created, e.id))
                 settled = self.arbitrate(entry, rival, decided, reviewers)
-                if settled is not None:
+                if isinstance(settled, Outcome):
                     return settled
-                conflict = "verified-wins"
+                arbitration = settled
                 note = f"; arbiters chose it over {rival.id[:12]}"
-        verdict = self.sign(entry, PASS, decided, label)
-        new = self.store.promote(entry.id, verdict, conflict=conflict)
+        verdict = self.sign(entry, PASS, decided, label, arbitration)
+        try:
+            new = self.store.promote(entry.id, verdict, conflict=conflict)
+        except ConflictError as exc:  # a rival turned verified while the panel ran
+            return self.outcome(
+                entry, "undecided", f"{exc.message}; stays unverified", decision=decided
+            )
         message = decided.summary() + note
         if new.trust is Trust.STALE and new.superseded_by:
             message += f"; a newer verified entry {new.superseded_by[:12]} holds the key (stale)"
@@ -264,8 +284,9 @@ class _Run:
 
     def arbitrate(
         self, entry: Entry, rival: Entry, review: Decision, reviewers: Sequence[Reviewer]
-    ) -> Outcome | None:
-        """None when the arbiters choose the new entry; otherwise the outcome that holds."""
+    ) -> Outcome | dict[str, Any]:
+        """The arbiters' decision (for the PASS verdict) when they choose the new entry;
+        otherwise the outcome that holds."""
         arbiters: list[Reviewer] = [
             build_reviewer(s, self.settings.timeout) for s in self.settings.arbiters
         ]
@@ -283,7 +304,7 @@ class _Run:
         panel = Panel(tuple(arbiters), Quorum("unanimous"))
         decided = panel.run(Subject(entry, self.workspace, "arbitrate", rival))
         if decided.outcome == PASS:
-            return None
+            return {"rival": rival.id, "quorum": decided.quorum, "votes": list(decided.votes)}
         if decided.outcome is None:
             return self.outcome(
                 entry,

@@ -52,6 +52,7 @@ from ..recall.engine import search_snapshot
 from ..recall.pipeline import Filter
 from ..runs.asked import record_asked
 from ..runs.links import key_principal, run_view
+from ..usage import record
 from .query import recall_mode
 from .registry import Annotations, Tool, register
 from .schema import check_input, check_json
@@ -178,6 +179,7 @@ def _read(
         chars = _budget(store, snap) if budget == "config" else budget
         _check_time(deadline)
         result = search_snapshot(store, snap, purpose, flt, limit, gate=store.gate, mode=mode)
+        record(store.git.git_dir, [h.entry.id for h in result.hits], store.origin)
         _check_time(deadline)
     except (UsageError, ConfigError):
         raise

@@ -209,6 +209,11 @@ class Call:
             return False
         return is_own(view, entry, self.writer_of(entry))
 
+    def origin_ref(self) -> str:
+        """What a write of this call names as its LedgerRef: ``run:<id>/<seq>`` in a run,
+        else ``<face>:<principal>`` (never none: every entry says where it came from)."""
+        return self.ledger_ref() or f"{self.session.origin}:{self.store.principal()}"
+
     def ledger_ref(self) -> str | None:
         """``run:<id>/<seq>`` for what this call writes; None outside a run.
 
@@ -304,6 +309,9 @@ class ToolSession:
         self._lock = threading.Lock()
         self._principal: tuple[str | None] | None = None
         self._linked = False
+        # The face a write outside a run names in its LedgerRef (``tool:<principal>``;
+        # the MCP server sets ``mcp``, the HTTP server ``http``).
+        self.origin = "tool"
 
     @property
     def store(self) -> Store:

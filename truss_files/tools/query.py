@@ -37,6 +37,7 @@ from ..recall.engine import (
     search_snapshot,
 )
 from ..recall.pipeline import Filter
+from ..usage import record
 from ..views import entry_view
 from .registry import Annotations, Tool, register
 
@@ -211,6 +212,7 @@ def memory_query(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     kind = Kind.parse(inp["kind"]) if inp.get("kind") else None
     flt = Filter(min_trust=floor, kind=kind, key=inp.get("key"))
     result = _recall(call, text, flt, int(inp.get("limit", DEFAULT_LIMIT)))
+    record(call.path, [h.entry.id for h in result.hits], call.session.origin)
     out: dict[str, Any] = {
         "recall_mode": result.mode,
         "min_trust": floor.value,
@@ -276,6 +278,7 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
             shown.append(entry)
         else:
             filtered.append(entry.id)
+    record(call.path, [e.id for e in shown], call.session.origin)
     out: dict[str, Any] = {
         "min_trust": floor.value,
         "entries": entries,

@@ -159,9 +159,12 @@ def train(
         _trusted(store)
         entry, key_match = _note(store, ctx, inp, body, call_id, run_id, seq)
         _not_an_echo(store, run_id, body, entry.id)
-        similarity = _overlap(store, ctx, entry)
+        similarity, near = _overlap(store, ctx, entry)
         usage["similarity"] = round(similarity, 3)
-        stored, made = _commit(store, entry, key_match)
+        # The write commit names the near note, for `truss-files consolidate` to merge.
+        stored, made = _commit(
+            store, entry, key_match, near if similarity >= CONSOLIDATE_AT else None
+        )
     except _Refused as exc:
         return {"status": "failed", "reason": str(exc), "usage": usage}
     usage["commits"] = int(made)
@@ -231,7 +234,7 @@ def _note(
                 '"1"}'
             )
         key = f"call:{call_id}"
-        produced = f"run:{run_id}/{seq}" if run_id and seq else None
+        produced = f"run:{run_id}/{seq}" if run_id and seq else store.origin_ref()
         sources = ()
         repeat = (key, None)
     supersedes = _check_supersedes(store, ctx, inp, kind, layer)
@@ -369,13 +372,13 @@ def _check_supersedes(
     return target.id
 
 
-def _overlap(store: Store, ctx: RunContext, entry: Entry) -> float:
+def _overlap(store: Store, ctx: RunContext, entry: Entry) -> tuple[float, str | None]:
     """The highest Jaccard similarity of the note's word set with a live note of its layer
     and part, among the few the recall index ranks closest (so the cost stays bounded)."""
     words = set(tokenize(entry.body))
     area = home(ctx, entry.layer)
     if not words or area is None:
-        return 0.0
+        return 0.0, None
     query = " ".join(list(dict.fromkeys(tokenize(entry.body)))[:MAX_QUERY_TERMS])
     if len(query) > MAX_QUERY_CHARS:
         query = query[:MAX_QUERY_CHARS].rsplit(" ", 1)[0]
@@ -385,19 +388,24 @@ def _overlap(store: Store, ctx: RunContext, entry: Entry) -> float:
             store, store.snapshot(), query, flt, 10, gate=store.gate, mode="exact"
         )
     except TrussError:
-        return 0.0  # an unreadable index only loses the hint, never the write
-    best = 0.0
+        return 0.0, None  # an unreadable index only loses the hint, never the write
+    best, near = 0.0, None
     for hit in found.hits:
         other = hit.entry
         if other.id == entry.id or other.superseded_by is not None:
             continue
         theirs = set(tokenize(other.body))
-        best = max(best, len(words & theirs) / len(words | theirs) if theirs else 0.0)
-    return best
+        score = len(words & theirs) / len(words | theirs) if theirs else 0.0
+        if score > best:
+            best, near = score, other.id
+    return best, near
 
 
-def _commit(store: Store, entry: Entry, repeat: tuple[str, str | None]) -> tuple[Entry, bool]:
-    """One signed commit adding ``entry``, unless a note for the same source is there."""
+def _commit(
+    store: Store, entry: Entry, repeat: tuple[str, str | None], near: str | None = None
+) -> tuple[Entry, bool]:
+    """One signed commit adding ``entry``, unless a note for the same source is there;
+    ``near``: the live note it is a near-duplicate of (``Truss-Consolidating``)."""
     # gitstore (pygit2) stays off the cold read path this module is on.
     from ..gitstore import Plan
 
@@ -409,6 +417,8 @@ def _commit(store: Store, entry: Entry, repeat: tuple[str, str | None]) -> tuple
             return Plan({}, "")
         source = repeat[1]
         marks = {"event": source} if source else {"call": entry.key[len("call:") :]}
+        if near is not None:
+            marks["consolidating"] = near
         message = f"truss: train {entry.kind.value} {entry.key[:80]}\n\n" + trailers(
             op="write", entry=entry.id, trust="none -> unverified", **marks
         )

@@ -93,7 +93,7 @@ def new_entry(
         scope=stamp(None, agent=call.agent(), project=call.project()),
         author=f"agent:{store.principal()}",
         created=store._now(),
-        provenance=Provenance(produced_by=call.ledger_ref()),
+        provenance=Provenance(produced_by=call.origin_ref()),
         memory_path=memory_path,
     )
 
