@@ -27,7 +27,7 @@ from ..gitdir import GitDir
 from ..model import Trust
 from ..runs.ledger import check_run_id
 from .cursor import encode
-from .delta import delta_since
+from .delta import Change, delta_since
 
 if TYPE_CHECKING:
     from ..scope import Reader
@@ -43,25 +43,13 @@ BODY_CHARS: Final = 2000  # one changed entry's body in the block; the entry hol
 
 
 @dataclass(frozen=True)
-class Changed:
+class Changed(Change):
     """One change of a resume's delta: as ``delta`` names it, plus the body when verified."""
 
-    id: str
-    kind: str
-    key: str
-    from_: str | None
-    to: str | None
-    body: str | None
+    body: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "key": self.key,
-            "from": self.from_,
-            "to": self.to,
-            "body": self.body,
-        }
+        return {**super().to_dict(), "body": self.body}
 
 
 def _path(store: Store, run: str) -> str:
