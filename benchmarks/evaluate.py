@@ -25,7 +25,7 @@ import tantivy
 
 from truss_files.recall.acronyms import Glossary, definitions
 from truss_files.recall.floors import SCHEMA, UPDATE_HEAP, body_query, ranked
-from truss_files.recall.fusion import fuse_scored_ids
+from truss_files.recall.fusion import HYBRID_WEIGHTS, fuse_scored_ids
 from truss_files.recall.related import RELATED_WEIGHT, load_related
 from truss_files.recall.tokenize import STOPWORDS, tokenize
 
@@ -216,7 +216,9 @@ def hybrid_rank_fn(corpus: Sequence[Note], embedder: Embedder, depth: int = 100)
 
     def rank_fn(query: str, limit: int) -> list[str]:
         deep = max(limit, depth)
-        return fuse_scored_ids([lexical(query, deep), semantic(query, deep)], limit)
+        return fuse_scored_ids(
+            [lexical(query, deep), semantic(query, deep)], limit, HYBRID_WEIGHTS
+        )
 
     return rank_fn
 

@@ -117,16 +117,24 @@ def _need(module: str, what: str) -> None:
         )
 
 
+DEFAULT_EMBEDDER: Final = "minilm"
+
+
 def load_embedder(spec: str | None = None) -> Embedder:
-    """The embedder named by ``[recall] embedder`` (default ``wordllama``)."""
-    spec = (spec or "wordllama").strip()
+    """The embedder named by ``[recall] embedder`` (default ``minilm``)."""
+    spec = (spec or DEFAULT_EMBEDDER).strip()
+    if spec == "minilm":
+        # The semantic extra's model, run in numpy (recall/minilm.py).
+        from .minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder()
     if spec == "wordllama":
         return WordLlamaEmbedder()
     prefix = "sentence-transformers:"
     if spec.startswith(prefix):
         return SentenceTransformerEmbedder(spec[len(prefix) :])
     raise ConfigError(
-        f"truss.toml: [recall] embedder '{spec}' is unknown; use \"wordllama\" or "
+        f"truss.toml: [recall] embedder '{spec}' is unknown; use \"minilm\", \"wordllama\" or "
         '"sentence-transformers:/path/to/model"'
     )
 
