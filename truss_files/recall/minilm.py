@@ -94,7 +94,9 @@ class WordPiece:
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: unreadable vocabulary ({exc}); reinstall truss-files")
+            raise ConfigError(
+                f"{path}: unreadable vocabulary ({exc}); reinstall truss-files"
+            ) from exc
         vocab = {token: number for number, token in enumerate(lines)}
         if not {"[UNK]", "[CLS]", "[SEP]"} <= vocab.keys():
             raise ConfigError(f"{path}: not a BERT vocabulary (no [UNK]/[CLS]/[SEP])")

@@ -102,22 +102,31 @@ class RelatedWords:
     def shown(self, terms: Sequence[str], texts: Sequence[str] = ()) -> list[str]:
         """The words to show for related ``terms``: for each, the surface form seen most
         often in ``texts`` (the notes a query returned: a word a reader knows) whose index
-        term it is, ties to the shorter then the first in order; else ``word``."""
+        term it is -- or, for a term no word stems to (``testim``, a piece of the model's
+        vocabulary), that starts with it -- ties to the shorter; else ``word``."""
         wanted = set(terms)
         seen: dict[str, dict[str, int]] = {}
+        starts: dict[str, dict[str, int]] = {}
         for text in texts:
             for surface in _WORD.findall(text.lower()):
-                found = word_tokens(surface) if len(surface) >= MIN_TERM else []
+                if len(surface) < MIN_TERM:
+                    continue
+                found = word_tokens(surface)
                 if len(found) == 1 and found[0] in wanted:
-                    counts = seen.setdefault(found[0], {})
-                    counts[surface] = counts.get(surface, 0) + 1
+                    same = seen.setdefault(found[0], {})
+                    same[surface] = same.get(surface, 0) + 1
+                for term in wanted:
+                    if surface.startswith(term):
+                        longer = starts.setdefault(term, {})
+                        longer[surface] = longer.get(surface, 0) + 1
         out = []
         for term in terms:
-            counts = seen.get(term)
+            word = self.word(term)
+            counts = seen.get(term) or (starts.get(term) if word == term else None) or {}
             if counts:
                 out.append(min(counts, key=lambda w: (-counts[w], len(w))))
             else:
-                out.append(self.word(term))
+                out.append(word)
         return out
 
     def widen(self, terms: Sequence[str]) -> list[str]:
@@ -283,7 +292,8 @@ def build_table(weights: Path, tokenizer: Path) -> dict[str, str]:
     rows = np.memmap(
         weights, dtype=dtype, mode="r", offset=layout.offset, shape=(layout.rows, layout.dim)
     )
-    groups = {t: [token for token, _ in found] for t, found in _groups(tokenizer, layout.rows).items()}
+    found_groups = _groups(tokenizer, layout.rows)
+    groups = {term: [token for token, _ in found] for term, found in found_groups.items()}
     names = sorted(groups)
     if len(names) < 2:
         return {}
