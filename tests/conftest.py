@@ -6,8 +6,13 @@ home), pinned git identities, and — via ``store`` — a freshly initialised, s
 
 from __future__ import annotations
 
-import datetime
 import os
+
+# The minilm embedder's small matrices run faster on one BLAS thread (recall/minilm.py); set
+# before anything imports numpy, as that module does for a query process.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import datetime
 import re
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
