@@ -504,12 +504,25 @@ class VectorCache:
         return sorted(self.dir.glob("v-*.vec")) if self.dir.is_dir() else []
 
     def load(self) -> tuple[dict[bytes, tuple[int, int]], list[Any]]:
-        """``({hash: (pack number, row)}, [matrix per pack])``."""
+        """``({hash: (pack number, row)}, [matrix per pack])``; a long-lived process reads
+        the packs again only when their list changes (packs are immutable: a new vector is a
+        new pack)."""
+        packs = self._packs()
+        key = (str(self.dir), tuple(p.name for p in packs))
+        found = _LOADED.get(key)
+        if found is not None:
+            return found
+        made = self._read(packs)
+        _LOADED.clear()  # one store's packs at a time: bounded memory
+        _LOADED[key] = made
+        return made
+
+    def _read(self, packs: list[Path]) -> tuple[dict[bytes, tuple[int, int]], list[Any]]:
         import numpy as np
 
         where: dict[bytes, tuple[int, int]] = {}
         matrices: list[Any] = []
-        for path in self._packs():
+        for path in packs:
             try:
                 data = path.read_bytes()
                 if data[:8] != PACK_MAGIC:
@@ -553,6 +566,9 @@ class VectorCache:
         for path in packs:
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+_LOADED: dict[tuple[str, tuple[str, ...]], tuple[dict[bytes, tuple[int, int]], list[Any]]] = {}
 
 
 def _tag(fingerprint: str) -> str:
