@@ -25,7 +25,7 @@ import tantivy
 
 from truss_files.recall.acronyms import Glossary, definitions
 from truss_files.recall.floors import SCHEMA, UPDATE_HEAP, body_query, ranked
-from truss_files.recall.fusion import fuse_scored_ids
+from truss_files.recall.fusion import HYBRID_WEIGHTS, fuse_scored_ids
 from truss_files.recall.related import RELATED_WEIGHT, load_related
 from truss_files.recall.tokenize import STOPWORDS, tokenize
 
@@ -107,6 +107,7 @@ class Note:
 class Query:
     query: str
     relevant: tuple[str, ...]
+    type: str = ""  # the conversational set's: single-hop, multi-hop, temporal
 
 
 def load_corpus(path: str | Path) -> list[Note]:
@@ -117,9 +118,13 @@ def load_corpus(path: str | Path) -> list[Note]:
 
 
 def load_queries(path: str | Path) -> list[Query]:
-    """Read a queries YAML file: a list of ``{query, relevant: [ids]}`` mappings."""
+    """Read a queries YAML file: a list of ``{query, relevant: [ids], type?}`` mappings."""
     return [
-        Query(query=str(r["query"]), relevant=tuple(str(i) for i in r["relevant"]))
+        Query(
+            query=str(r["query"]),
+            relevant=tuple(str(i) for i in r["relevant"]),
+            type=str(r.get("type", "")),
+        )
         for r in _load_yaml(path)
     ]
 
@@ -216,7 +221,7 @@ def hybrid_rank_fn(corpus: Sequence[Note], embedder: Embedder, depth: int = 100)
 
     def rank_fn(query: str, limit: int) -> list[str]:
         deep = max(limit, depth)
-        return fuse_scored_ids([lexical(query, deep), semantic(query, deep)], limit)
+        return fuse_scored_ids([lexical(query, deep), semantic(query, deep)], limit, HYBRID_WEIGHTS)
 
     return rank_fn
 

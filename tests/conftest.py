@@ -6,8 +6,13 @@ home), pinned git identities, and — via ``store`` — a freshly initialised, s
 
 from __future__ import annotations
 
-import datetime
 import os
+
+# The minilm embedder's small matrices run faster on one BLAS thread (recall/minilm.py); set
+# before anything imports numpy, as that module does for a query process.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import datetime
 import re
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
@@ -31,12 +36,20 @@ GIT_ENV = {
 }
 
 
+@pytest.fixture(scope="session")
+def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One user cache for the session: the minilm embedder's float32 weights (~90 MB, made
+    from the model file once, recall/minilm.py) are not rebuilt for every test's new HOME."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, _model_cache: Path
 ) -> None:
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_model_cache))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("TRUSS_CONFIG_DIR", str(home / ".config" / "truss-files"))
     for name in ("TRUSS_KEY", "TRUSS_SIGNER", "TRUSS_ROOT", "TRUSS_STORE", "TRUSS_PRINCIPAL"):

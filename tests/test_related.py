@@ -87,10 +87,11 @@ def test_a_damaged_table_file_is_read_line_by_line_never_trusted(tmp_path: Path)
     path = tmp_path / "related.tsv"
     path.write_bytes(
         b"# comment\tnot a pair\nforgot\tforgotten\nno tab here\n\tempty\nempty\t\n"
-        b"three\tcolumns\there\n\n"
+        b"four\tcolumns\tare\ttoo many\nthree\tcolumn\tcolumns\nshort\tword\t\n\n"
     )
     found = load_related(path)
-    assert found is not None and dict(found.table) == {"forgot": "forgotten"}
+    assert found is not None and dict(found.table) == {"forgot": "forgotten", "three": "column"}
+    assert found.word("column") == "columns" and found.word("forgotten") == "forgotten"
     path.write_bytes(b"forgot\tforgotten\n\xff\xfe not text\n")
     assert load_related(path) is None  # not UTF-8: nothing added, the query runs plain
     assert load_related(tmp_path / "missing.tsv") is None
@@ -102,17 +103,17 @@ def test_the_table_answers_the_same_before_and_after_it_is_parsed() -> None:
     odd lines included -- the first line of a term wins both ways."""
     text = (
         "# comment\tnot a pair\nforgot\tforgotten\nforgot\tlater\nno tab here\n\tempty\n"
-        "empty\t\nthree\tcolumns\there\n"
+        "empty\t\nfour\tcolumns\tare\tmany\nthree\tcolumn\tcolumns\n"
         + "".join(f"word{n}\tother{n}\n" for n in range(FIND_LIMIT * 2))
     )
-    asked = ["forgot", "no tab here", "", "empty", "three", "# comment", "absent"]
+    asked = ["forgot", "no tab here", "", "empty", "four", "# comment", "absent", "three"]
     asked += [f"word{n}" for n in range(FIND_LIMIT * 2)]
     fresh = [TableText(text).get(term) for term in asked]
     table = TableText(text)
     first = [table.get(term) for term in asked]
     then = [table.get(term) for term in asked]
     assert first == fresh == then
-    assert fresh[:7] == ["forgotten", None, None, None, None, None, None]
+    assert fresh[:8] == ["forgotten", None, None, None, None, None, None, "column"]
     assert table._parsed is not None  # parsed once it had been asked often enough
 
 
@@ -182,6 +183,20 @@ def test_a_query_at_the_term_limit_adds_at_most_one_word_per_term(store: MemoryS
     result = Searcher(store.git.workdir).query(" ".join(words), Filter(), 5)
     assert 0 < len(result.related_words) <= MAX_QUERY_TERMS
     assert not set(result.related_words) & set(words)
+
+
+def test_related_words_are_shown_as_words_not_stems() -> None:
+    """``related_words`` in JSON: the surface form the returned notes use most, else the
+    model's most frequent word for the stem (the table's third column), else the stem."""
+    related = load_related()
+    assert related is not None
+    assert related.table["fail"] == "failur" and related.word("failur") == "failure"
+    assert related.word("elimin") == "eliminate"  # a vocabulary piece is not the word shown
+    notes = ["Her testimony was clear.", "Two testimonies differ; the testimony stands."]
+    assert related.shown(["testim", "failur"], notes) == ["testimony", "failure"]
+    assert related.shown(["testim"]) == ["testim"]  # no word known for it: the stem
+    for stem, word in [(t, related.word(t)) for t in list(related.table.values())[:500]]:
+        assert tokenize(word) == [stem], (stem, word)  # each word shown stems to its term
 
 
 def test_query_json_names_the_related_words(store: MemoryStore) -> None:

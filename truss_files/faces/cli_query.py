@@ -19,6 +19,7 @@ from ..panel.conflicts import find_conflicts
 from ..readgate import refusal
 from ..recall.engine import RECALL_MODES, search
 from ..recall.pipeline import Filter
+from ..recall.related import shown_words
 from ..scope import MEMORY_SCOPES, Reader
 from ..tools.storeprobe import has_layers_above_store, require_store, user_config_file
 from ..usage import record
@@ -152,7 +153,7 @@ def run_query(
     if result.below_floor:
         data["below_floor"] = result.below_floor
     if result.related_words:  # also looked for, at half weight (recall/related.py)
-        data["related_words"] = list(result.related_words)
+        data["related_words"] = shown_words(result.related_words, [h.entry.body for h in hits])
     # keep-both-flagged leaves two verified entries on one key: reads must say so.
     conflicts = find_conflicts([h.entry for h in hits], result.related) if result.related else []
     if conflicts:

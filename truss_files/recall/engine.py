@@ -67,7 +67,7 @@ from .acronyms import Glossary, store_glossary
 from .bounds import query_terms
 from .docs import MARKER_PREFIX
 from .floors import FloorError, FloorMoved, group_tag, run_tag
-from .fusion import score_fusion
+from .fusion import HYBRID_WEIGHTS, score_fusion
 from .index import Gate, Index, IndexView
 from .lexical import Match, admitted, below_floor, group, lexical
 from .lexical import _tag as tag_query
@@ -326,7 +326,7 @@ class Searcher:
         depth = max(limit, FUSION_DEPTH)
         exact = lexical(view, flt, terms, depth, added, writer_of)
         close = semantic_rank(view, self.git, embedder, cands, text, depth)
-        return score_fusion([exact, close], limit)
+        return score_fusion([exact, close], limit, HYBRID_WEIGHTS)
 
     @staticmethod
     def _related(view: IndexView, hits: Sequence[Hit]) -> list[Entry]:

