@@ -114,6 +114,7 @@ class Store:
         self.environ = os.environ if environ is None else environ
         self._policies: dict[tuple[str | None, ...], TrustPolicy] = {}
         self._checks: dict[str | None, dict[str, str]] = {}
+        self._config: tuple[bytes | None, StoreConfig] | None = None
 
     # -- configuration and identity ------------------------------------------------------
 
@@ -145,7 +146,14 @@ class Store:
 
     def config(self, snap: Snapshot | None = None) -> StoreConfig:
         snap = snap or self.snapshot()
-        return StoreConfig.parse(snap.read(CONFIG_PATH))
+        data = snap.read(CONFIG_PATH)
+        # Parsed again only when the file's bytes change: every query reads it.
+        known = self._config
+        if known is not None and known[0] == data:
+            return known[1]
+        found = StoreConfig.parse(data)
+        self._config = (data, found)
+        return found
 
     def principal(self, snap: Snapshot | None = None) -> str:
         key = PublicKey.from_line(self.signer.public_line)

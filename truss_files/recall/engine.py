@@ -149,7 +149,7 @@ class Searcher:
         self.index = Index(self.git, repo)
         self.gate = gate
         self._embedder = embedder
-        self._glossary: dict[tuple[str, str, str | None], Glossary] = {}
+        self._glossary: dict[tuple[str, str | None], tuple[Filter, Glossary]] = {}
 
     def view(
         self, tree: str | None = None, *, at_tip: bool = True, commit: str | None = None
@@ -172,8 +172,10 @@ class Searcher:
     ) -> list[str]:
         """``terms`` and the other spelling of each acronym the admitted entries define
         (``acronyms``); the glossary is kept while the index and the filter are the same."""
-        key = (view.state, repr(flt), found.tip if found is not None else None)
-        glossary = self._glossary.get(key)
+        key = (view.state, found.tip if found is not None else None)
+        known = self._glossary.get(key)
+        # Filters compared by value (cheaper than a repr of every field as a key).
+        glossary = known[1] if known is not None and known[0] == flt else None
         if glossary is None:
             writer_of = found.of if found is not None else None
             rows = [
@@ -183,7 +185,7 @@ class Searcher:
             glossary = store_glossary(rows)
             if len(self._glossary) > 16:
                 self._glossary.clear()
-            self._glossary[key] = glossary
+            self._glossary[key] = (flt, glossary)
         return glossary.expand(terms)
 
     def related_words(self, view: IndexView, terms: list[str]) -> list[str]:
@@ -335,8 +337,7 @@ class Searcher:
             if entry.trust is not Trust.VERIFIED or entry.superseded_by or slot in seen:
                 continue
             seen.add(slot)
-            found = group(view, Trust.VERIFIED, [group_tag(*slot)])
-            live = [e for e in (view.entry(m.floor, m.hit) for m in found) if not e.superseded_by]
+            live = _live_verified(view, slot)
             if len(live) > 1:
                 out.update((e.id, e) for e in live)
         return list(out.values())
@@ -352,6 +353,19 @@ class Searcher:
             for kind in Kind
             for m in every(view, [group_tag(kind.value, key)])
         ]
+
+
+def _live_verified(view: IndexView, slot: tuple[str, str]) -> list[Entry]:
+    """The live verified entries of a (kind, key), kept with the opened verified floor (its
+    commit never changes)."""
+    floor = view.floor(Trust.VERIFIED)
+    key = ("live", slot)
+    live: list[Entry] | None = floor.memo.get(key)
+    if live is None:
+        found = group(view, Trust.VERIFIED, [group_tag(*slot)])
+        live = [e for e in (view.entry(m.floor, m.hit) for m in found) if not e.superseded_by]
+        floor.memo[key] = live
+    return live
 
 
 def every(view: IndexView, tags: Sequence[str]) -> list[Match]:
@@ -461,9 +475,24 @@ def search(
     return searcher.query(text, flt, limit, mode=mode, salience=salience)
 
 
+# One Searcher per store object and gate (and embedder), kept on the store while it lives:
+# its index keeps the head it read and the floors it checked, its glossary the acronyms, so
+# a process that queries through ``MemoryStore`` pays what a kept ``Searcher`` pays. Each
+# query still reads the branch tip and asks the gate (``Index.view``).
+_KEPT: Final = "_recall_searchers"
+
+
 def _snapshot_searcher(store: Store, gate: Gate, embedder: Any = None) -> Searcher:
+    kept: list[tuple[Gate, Any, Searcher]] = vars(store).setdefault(_KEPT, [])
+    for known_gate, known_embedder, searcher in kept:
+        if known_gate == gate and known_embedder is embedder:
+            return searcher
     git = GitDir.discover(store.git.git_dir)
-    return Searcher(gate=gate, embedder=embedder, git=git, repo=store.git.repo)
+    searcher = Searcher(gate=gate, embedder=embedder, git=git, repo=store.git.repo)
+    if len(kept) >= 4:
+        kept.clear()
+    kept.append((gate, embedder, searcher))
+    return searcher
 
 
 def search_snapshot(

@@ -303,18 +303,28 @@ class Floor:
 
         def run() -> tuple[list[Any], int]:
             result = self.searcher.search(query, limit, count=count)
-            addresses = [address for _score, address in result.hits]
-            values = self.searcher.fast_field_values
-            his, los = values("hi", addresses), values("lo", addresses)
-            codes = values("tr", addresses)
-            found = [
-                (score, id_of(hi, lo), code, address)
-                for (score, address), hi, lo, code in zip(result.hits, his, los, codes, strict=True)
-            ]
-            return found, result.count if count and result.count is not None else 0
+            return self.hits(result.hits), result.count if count and result.count else 0
 
         found: tuple[list[Any], int] = _guarded(self.path, run)
         return found
+
+    def best(self, query: Any, want: int) -> list[tuple[float, Any]]:
+        """``[(score, address), ...]`` of the best ``want``, best first: no field read yet."""
+        found: list[tuple[float, Any]] = _guarded(
+            self.path, lambda: self.searcher.search(query, want, count=False).hits
+        )
+        return found
+
+    def hits(self, scored: Sequence[tuple[float, Any]]) -> list[Any]:
+        """``[(score, id, trust code, address), ...]`` of ``(score, address)`` pairs: the id
+        and the trust code read from the fast fields, no stored document."""
+        addresses = [address for _score, address in scored]
+        values = self.searcher.fast_field_values
+        his, los, codes = values("hi", addresses), values("lo", addresses), values("tr", addresses)
+        return [
+            (pair[0], f"{hi:016x}{lo:016x}", code, pair[1])
+            for pair, hi, lo, code in zip(scored, his, los, codes, strict=True)
+        ]
 
     def stored(self, address: Any, field: str) -> bytes | None:
         doc = _guarded(self.path, lambda: self.searcher.doc(address))
@@ -370,6 +380,18 @@ def ranked(
     hit scores below the ``limit``-th, or none are left."""
     want = limit + TIE_SLACK
     while True:
+        if admit is None:
+            # Only the hits that can be returned are read: the best ``limit`` and any that tie
+            # with the ``limit``-th (tantivy gives them best first).
+            scored = floor.best(query, want)
+            if len(scored) < want or scored[-1][0] < scored[min(limit, len(scored)) - 1][0]:
+                cut = scored[limit - 1][0] if len(scored) >= limit else None
+                chosen = scored if cut is None else [p for p in scored if p[0] >= cut]
+                out = _guarded(floor.path, lambda chosen=chosen: floor.hits(chosen))
+                out.sort(key=_order)
+                return out[:limit]
+            want *= 4
+            continue
         hits, _count = floor.search(query, want)
         kept = hits if admit is None else [hit for hit in hits if admit(hit)]
         done = len(hits) < want  # every match seen
@@ -377,9 +399,13 @@ def ranked(
             cut = sorted((hit[0] for hit in kept), reverse=True)[limit - 1]
             done = hits[-1][0] < cut
         if done:
-            kept.sort(key=lambda hit: (-hit[0], hit[1]))
+            kept.sort(key=_order)
             return kept[:limit]
         want *= 4
+
+
+def _order(hit: Sequence[Any]) -> tuple[float, str]:
+    return -hit[0], hit[1]
 
 
 class FloorWriter:

@@ -340,8 +340,7 @@ class Index:
         except OSError:
             return None  # missing, or a link planted in its place (never followed): rebuild
         try:
-            with open(fd, "rb") as handle:
-                data = handle.read()
+            data = _read_all(fd)
         except OSError:
             return None
         cached = self._head_cache
@@ -462,6 +461,18 @@ class Index:
 
 
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _read_all(fd: int) -> bytes:
+    """The bytes of the open file ``fd``, which is closed (``os.read``: no buffered wrapper
+    on a warm query's path)."""
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class _Writers:
