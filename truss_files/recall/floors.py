@@ -67,6 +67,8 @@ __all__ = [
     "floors_of",
     "holders_of",
     "id_of",
+    "doc_of",
+    "doc_parts",
     "make_doc",
     "ranked",
     "schema",
@@ -165,19 +167,35 @@ def make_doc(
 ) -> Any:
     """A floor index document for ``entry``: ``body`` is its tokens joined by spaces,
     ``record`` its stored record (its home floor only)."""
-    number = int(entry.id, 16)
+    return doc_of(doc_parts(entry, body, acronyms), record)
+
+
+# What a document is made of, computed from an entry once (in a rebuild's worker processes,
+# ``bulk``) and turned into a document for each floor that holds it: (id, body, tags, trust
+# code, content hash, acronyms as marshal bytes or None).
+DocParts = tuple[str, str, list[str], int, bytes, "bytes | None"]
+
+
+def doc_parts(entry: Entry, body: str, acronyms: Sequence[Any] = ()) -> DocParts:
     digest = content_hash(embed_text(entry.key, entry.body))
-    doc = tantivy.Document(id=entry.id, body=body, tag=tags(entry, bool(acronyms)))
+    acr = marshal.dumps(list(acronyms)) if acronyms else None
+    return (entry.id, body, tags(entry, bool(acronyms)), TRUST_CODE[entry.trust], digest, acr)
+
+
+def doc_of(parts: DocParts, record: bytes | None) -> Any:
+    entry_id, body, tag_list, code, digest, acr = parts
+    number = int(entry_id, 16)
+    doc = tantivy.Document(id=entry_id, body=body, tag=tag_list)
     # Added one by one: the keyword form reads an int above 2**63 as a float.
     doc.add_unsigned("hi", number >> 64)
     doc.add_unsigned("lo", number & 0xFFFFFFFFFFFFFFFF)
-    doc.add_unsigned("tr", TRUST_CODE[entry.trust])
+    doc.add_unsigned("tr", code)
     doc.add_unsigned("c0", int.from_bytes(digest[:8], "big"))
     doc.add_unsigned("c1", int.from_bytes(digest[8:], "big"))
     if record is not None:
         doc.add_bytes("rec", record)
-    if acronyms:
-        doc.add_bytes("acr", marshal.dumps(list(acronyms)))
+    if acr is not None:
+        doc.add_bytes("acr", acr)
     return doc
 
 
