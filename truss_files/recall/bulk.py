@@ -93,6 +93,8 @@ def prepared(git: GitDir, objects: Objects, files: Sequence[tuple[str, str]]) ->
                 yield _item(objects, path, blob)
     finally:
         for proc in procs:
+            if proc is None:
+                continue
             if proc.poll() is None:  # interrupted: no worker outlives the build
                 proc.kill()
             with contextlib.suppress(OSError, subprocess.TimeoutExpired):

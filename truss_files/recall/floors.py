@@ -47,6 +47,7 @@ import stat
 import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any, Final
 
 import tantivy
@@ -405,7 +406,7 @@ def ranked(
             if len(scored) < want or scored[-1][0] < scored[min(limit, len(scored)) - 1][0]:
                 cut = scored[limit - 1][0] if len(scored) >= limit else None
                 chosen = scored if cut is None else [p for p in scored if p[0] >= cut]
-                out = _guarded(floor.path, lambda chosen=chosen: floor.hits(chosen))
+                out: list[Any] = _guarded(floor.path, partial(floor.hits, chosen))
                 out.sort(key=_order)
                 return out[:limit]
             want *= 4
