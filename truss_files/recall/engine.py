@@ -69,7 +69,7 @@ from .docs import MARKER_PREFIX
 from .floors import FloorError, FloorMoved, group_tag, run_tag
 from .fusion import score_fusion
 from .index import Gate, Index, IndexView
-from .lexical import Match, admitted, below_floor, group, lexical
+from .lexical import _MUST, _NOT, Match, _all, _any, admitted, below_floor, group, lexical
 from .lexical import _tag as tag_query
 from .pipeline import Filter, Hit
 from .related import load_related
@@ -329,15 +329,45 @@ class Searcher:
     @staticmethod
     def _related(view: IndexView, hits: Sequence[Hit]) -> list[Entry]:
         """Live verified entries of the hits' kind and key, where more than one exists."""
-        out: dict[str, Entry] = {}
-        seen: set[tuple[str, str]] = set()
+        slots: dict[tuple[str, str], None] = {}
         for hit in hits:
             entry = hit.entry
-            slot = (entry.kind.value, entry.key)
-            if entry.trust is not Trust.VERIFIED or entry.superseded_by or slot in seen:
-                continue
-            seen.add(slot)
-            live = _live_verified(view, slot)
+            if entry.trust is Trust.VERIFIED and not entry.superseded_by:
+                slots.setdefault((entry.kind.value, entry.key))
+        if not slots:
+            return []
+        # The live members of each slot (verified, not superseded: no ``s`` tag) are kept
+        # with the opened verified floor (its commit never changes); the slots not kept yet
+        # take one search together, and entries are decoded only for members not in hand.
+        floor = view.floor(Trust.VERIFIED)
+        members: dict[tuple[str, str], list[Entry]] = {}
+        missing = []
+        for slot in slots:
+            kept = floor.memo.get(("live", slot))
+            if kept is None:
+                missing.append(slot)
+            else:
+                members[slot] = kept
+        if missing:
+            tags = _any([group_tag(*slot) for slot in missing])
+            query = _all([(_MUST, tags), (_NOT, tag_query("s"))])
+            # A small first ask (tantivy's collector is sized by it); all when it fills.
+            want = 4 * len(missing) + 16
+            found, _ = floor.search(query, want)
+            if len(found) >= want:
+                found, _ = floor.search(query, max(1, floor.num_docs))
+            known = {hit.entry.id: hit.entry for hit in hits}
+            fresh: dict[tuple[str, str], list[Entry]] = {slot: [] for slot in missing}
+            for found_hit in found:
+                entry = known.get(found_hit[1]) or view.entry(floor, found_hit)
+                fresh.setdefault((entry.kind.value, entry.key), []).append(entry)
+            for slot, live in fresh.items():
+                live.sort(key=lambda e: e.id)
+                floor.memo[("live", slot)] = live
+            members.update(fresh)
+        out: dict[str, Entry] = {}
+        for slot in slots:
+            live = members.get(slot, [])
             if len(live) > 1:
                 out.update((e.id, e) for e in live)
         return list(out.values())
@@ -353,19 +383,6 @@ class Searcher:
             for kind in Kind
             for m in every(view, [group_tag(kind.value, key)])
         ]
-
-
-def _live_verified(view: IndexView, slot: tuple[str, str]) -> list[Entry]:
-    """The live verified entries of a (kind, key), kept with the opened verified floor (its
-    commit never changes)."""
-    floor = view.floor(Trust.VERIFIED)
-    key = ("live", slot)
-    live: list[Entry] | None = floor.memo.get(key)
-    if live is None:
-        found = group(view, Trust.VERIFIED, [group_tag(*slot)])
-        live = [e for e in (view.entry(m.floor, m.hit) for m in found) if not e.superseded_by]
-        floor.memo[key] = live
-    return live
 
 
 def every(view: IndexView, tags: Sequence[str]) -> list[Match]:

@@ -55,9 +55,14 @@ def _tag(tag: str) -> Any:
 
 
 def _any(tags: Sequence[str]) -> Any:
+    """Any of ``tags``, scoring nothing. A boolean of term queries: tantivy's term set query
+    walks the term dictionary (~200 µs on a 6k-document floor, against ~20 µs for this)."""
     if not tags:
         return tantivy.Query.empty_query()
-    return _tag(tags[0]) if len(tags) == 1 else tantivy.Query.term_set_query(SCHEMA, "tag", tags)
+    if len(tags) == 1:
+        return _tag(tags[0])
+    either = tantivy.Query.boolean_query([(_SHOULD, _tag(t)) for t in tags])
+    return tantivy.Query.const_score_query(either, 0.0)
 
 
 def _all(queries: Sequence[tuple[Any, Any]]) -> Any:
