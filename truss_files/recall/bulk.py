@@ -87,6 +87,10 @@ def prepared(git: GitDir, objects: Objects, files: Sequence[tuple[str, str]]) ->
             for item in batch:
                 done.add(item[1])
                 yield item
+        for proc in procs:  # each has sent its last batch: let it exit on its own
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                if proc is not None:
+                    proc.wait(timeout=5)
         # What a failed worker did not send is prepared here.
         for path, blob in files:
             if path not in done:
@@ -103,6 +107,11 @@ def prepared(git: GitDir, objects: Objects, files: Sequence[tuple[str, str]]) ->
             while reader.is_alive():
                 with contextlib.suppress(queue.Empty):
                     inbox.get(timeout=0.05)
+        for proc in procs:
+            for stream in (proc.stdin, proc.stdout) if proc is not None else ():
+                with contextlib.suppress(OSError):
+                    if stream is not None:
+                        stream.close()
 
 
 def _start(git: GitDir) -> subprocess.Popen[bytes] | None:
