@@ -345,6 +345,11 @@ class Floor:
             for pair, hi, lo, code in zip(scored, his, los, codes, strict=True)
         ]
 
+    def tie_keys(self, addresses: list[Any]) -> list[tuple[int, int]]:
+        """The id of each document as its two numbers: ordered as the hex ids are."""
+        values = self.searcher.fast_field_values
+        return list(zip(values("hi", addresses), values("lo", addresses), strict=True))
+
     def stored(self, address: Any, field: str) -> bytes | None:
         doc = _guarded(self.path, lambda: self.searcher.doc(address))
         value = doc.get_first(field)
@@ -404,8 +409,7 @@ def ranked(
             # with the ``limit``-th (tantivy gives them best first).
             scored = floor.best(query, want)
             if len(scored) < want or scored[-1][0] < scored[min(limit, len(scored)) - 1][0]:
-                cut = scored[limit - 1][0] if len(scored) >= limit else None
-                chosen = scored if cut is None else [p for p in scored if p[0] >= cut]
+                chosen = scored if len(scored) < limit else _cut(floor, scored, limit)
                 out: list[Any] = _guarded(floor.path, partial(floor.hits, chosen))
                 out.sort(key=_order)
                 return out[:limit]
@@ -421,6 +425,22 @@ def ranked(
             kept.sort(key=_order)
             return kept[:limit]
         want *= 4
+
+
+def _cut(floor: Floor, scored: list[tuple[float, Any]], limit: int) -> list[tuple[float, Any]]:
+    """The pairs that can be among the best ``limit`` by (score desc, id asc): those above
+    the ``limit``-th score, and of those that tie with it the ones of the smallest ids --
+    read as the id's two numbers alone (their order is the hex id's), however many tie."""
+    cut = scored[limit - 1][0]
+    above = [p for p in scored if p[0] > cut]
+    tied = [p for p in scored if p[0] == cut]
+    need = limit - len(above)
+    keys_of = getattr(floor, "tie_keys", None)  # a stand-in floor may order ties its own way
+    if len(tied) > need and keys_of is not None:
+        keys = _guarded(floor.path, partial(keys_of, [address for _score, address in tied]))
+        order = sorted(range(len(tied)), key=keys.__getitem__)
+        tied = [tied[i] for i in order[:need]]
+    return above + tied
 
 
 def _order(hit: Sequence[Any]) -> tuple[float, str]:
