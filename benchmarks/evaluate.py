@@ -76,14 +76,19 @@ class MemoryIndex:
         self.searcher = self.index.searcher()
 
     def search(self, query: Any, limit: int, *, count: bool = False) -> tuple[list[Any], int]:
-        result = self.searcher.search(query, limit)
-        addresses = [address for _score, address in result.hits]
+        return self.hits(self.best(query, limit)), 0
+
+    def best(self, query: Any, want: int) -> list[tuple[float, Any]]:
+        hits: list[tuple[float, Any]] = self.searcher.search(query, want, count=False).hits
+        return hits
+
+    def hits(self, scored: Sequence[tuple[float, Any]]) -> list[Any]:
+        addresses = [address for _score, address in scored]
         numbers = self.searcher.fast_field_values("lo", addresses)
-        hits = [
+        return [
             (score, self.names[int(n or 0)], 0, a)
-            for (score, a), n in zip(result.hits, numbers, strict=True)
+            for (score, a), n in zip(scored, numbers, strict=True)
         ]
-        return hits, 0
 
     def top(
         self, terms: Sequence[str], limit: int, added: Sequence[str] = (), weight: float = 1.0

@@ -436,3 +436,64 @@ def test_an_update_that_meets_a_damaged_floor_rebuilds(store: MemoryStore) -> No
     index.view(gate=refusal)
     assert index.stats["op"] == "rebuild"
     everything(store)
+
+
+def _rebuilt_hits(store: MemoryStore) -> list[tuple[str, float]]:
+    shutil.rmtree(recall_dir(store), ignore_errors=True)
+    searcher = Searcher(store.git.workdir)
+    found = searcher.query(QUERY, Filter(min_trust=Trust.UNVERIFIED), 50)
+    assert searcher.index.stats["op"] == "rebuild"
+    return [(h.entry.id, h.score) for h in found.hits]
+
+
+def test_a_rebuild_in_worker_processes_equals_one_in_process(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from truss_files.recall import bulk
+
+    mixed_store(store)
+    for i in range(12):
+        store.write("lesson", f"bulk-{i}", f"bulk flaky note {i} about postgres retries")
+    monkeypatch.setattr(bulk, "PARALLEL_AT", 10**9)
+    alone = _rebuilt_hits(store)
+    started: list[object] = []
+    real_start = bulk._start
+
+    def counted(git: GitDir) -> object:
+        proc = real_start(git)
+        started.append(proc)
+        return proc
+
+    monkeypatch.setattr(bulk, "PARALLEL_AT", 2)
+    monkeypatch.setattr(bulk.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bulk, "_start", counted)
+    assert _rebuilt_hits(store) == alone and alone
+    assert len(started) == 2 and all(p.returncode == 0 for p in started)  # type: ignore[attr-defined]
+    everything(store)
+
+
+@pytest.mark.parametrize("how", ["no worker starts", "a worker dies at once", "garbage out"])
+def test_a_failed_rebuild_worker_costs_time_not_entries(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    from truss_files.recall import bulk
+
+    mixed_store(store)
+    monkeypatch.setattr(bulk, "PARALLEL_AT", 10**9)
+    alone = _rebuilt_hits(store)
+    code = {"a worker dies at once": "import sys; sys.exit(3)"}.get(
+        how, "import sys; sys.stdin.buffer.read(); sys.stdout.buffer.write(b'\\xffjunk')"
+    )
+
+    def broken(git: GitDir) -> subprocess.Popen[bytes] | None:
+        if how == "no worker starts":
+            return None
+        return subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+
+    monkeypatch.setattr(bulk, "PARALLEL_AT", 2)
+    monkeypatch.setattr(bulk.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bulk, "_start", broken)
+    assert _rebuilt_hits(store) == alone and alone
+    everything(store)

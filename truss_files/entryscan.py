@@ -32,7 +32,7 @@ really backs it is the audit's question.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from json.encoder import encode_basestring as _json_string
 from json.encoder import encode_basestring_ascii as _json_ascii
 from typing import Any, Final
@@ -54,7 +54,7 @@ from .model import (
     normalize_body,
 )
 
-__all__ = ["VerdictBlock", "canonical", "verdict_block"]
+__all__ = ["VerdictBlock", "canonical", "entry_of_fields", "verdict_block"]
 
 
 _KINDS: Final = {k.value: k for k in Kind}
@@ -183,6 +183,14 @@ def canonical(data: bytes, path: str) -> Entry | None:
 
 
 def _fast(data: bytes, path: str) -> Entry:
+    return entry_of_fields(_fields(data, path))
+
+
+def entry_of_fields(fields: Sequence[Any]) -> Entry:
+    """The ``Entry`` of its fields in ``_fields`` order (kind, key, body, trust, layer, scope,
+    author, created, salience, produced_by, sources, verified_by, supersedes, superseded_by,
+    checks): the one unpacking this parser and the recall index's records (``recall.docs``)
+    share."""
     (
         kind,
         key,
@@ -199,7 +207,7 @@ def _fast(data: bytes, path: str) -> Entry:
         supersedes,
         superseded_by,
         checks,
-    ) = _fields(data, path)
+    ) = fields
     return Entry(
         kind=kind,
         key=key,

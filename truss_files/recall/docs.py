@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..entryscan import VerdictBlock
-from ..model import Entry, Kind, Layer, Provenance, Trust
+from ..entryscan import VerdictBlock, entry_of_fields
+from ..model import Entry, Kind, Layer, Trust
 from .tokenize import tokenize
 
 __all__ = [
@@ -81,23 +81,7 @@ def entry_of(record: tuple[Any, ...], entry_id: str | None = None) -> Entry:
     """The ``Entry`` of an index record. ``entry_id``: its document id, which the index
     checked is the content address of the file (``entryfile.parse``) -- given, the
     entry need not hash its fields again (nor a query import hashlib) to know it."""
-    (
-        kind,
-        key,
-        body,
-        trust,
-        layer,
-        scope,
-        author,
-        created,
-        salience,
-        produced_by,
-        sources,
-        verdict,
-        supersedes,
-        superseded_by,
-        checks,
-    ) = record
+    verdict = record[11]
     verified_by: Any = None
     if verdict is not None:
         if verdict[0] == 0:
@@ -107,22 +91,19 @@ def entry_of(record: tuple[Any, ...], entry_id: str | None = None) -> Entry:
             )
         else:
             verified_by = verdict[1]
-    entry = Entry(
-        kind=Kind(kind),
-        key=key,
-        body=body,
-        trust=_TRUSTS[trust],
-        layer=_LAYERS[layer],
-        scope=dict(scope),
-        author=author,
-        created=created,
-        salience=salience,
-        provenance=Provenance(
-            produced_by=produced_by, sources=tuple(sources), verified_by=verified_by
-        ),
-        supersedes=supersedes,
-        superseded_by=superseded_by,
-        checks=tuple(checks),
+    entry = entry_of_fields(
+        (
+            Kind(record[0]),
+            *record[1:3],
+            _TRUSTS[record[3]],
+            _LAYERS[record[4]],
+            dict(record[5]),
+            *record[6:10],
+            tuple(record[10]),
+            verified_by,
+            *record[12:14],
+            tuple(record[14]),
+        )
     )
     if entry_id is not None:
         object.__setattr__(entry, "_id", entry_id)

@@ -69,7 +69,7 @@ from .docs import MARKER_PREFIX
 from .floors import FloorError, FloorMoved, group_tag, run_tag
 from .fusion import HYBRID_WEIGHTS, score_fusion
 from .index import Gate, Index, IndexView
-from .lexical import Match, admitted, below_floor, group, lexical
+from .lexical import _MUST, _NOT, Match, _all, _any, admitted, below_floor, group, lexical
 from .lexical import _tag as tag_query
 from .pipeline import Filter, Hit
 from .related import load_related
@@ -153,7 +153,7 @@ class Searcher:
         self.index = Index(self.git, repo)
         self.gate = gate
         self._embedder = embedder
-        self._glossary: dict[tuple[str, str, str | None], Glossary] = {}
+        self._glossary: dict[tuple[str, str | None], tuple[Filter, Glossary]] = {}
 
     def view(
         self, tree: str | None = None, *, at_tip: bool = True, commit: str | None = None
@@ -176,8 +176,10 @@ class Searcher:
     ) -> list[str]:
         """``terms`` and the other spelling of each acronym the admitted entries define
         (``acronyms``); the glossary is kept while the index and the filter are the same."""
-        key = (view.state, repr(flt), found.tip if found is not None else None)
-        glossary = self._glossary.get(key)
+        key = (view.state, found.tip if found is not None else None)
+        known = self._glossary.get(key)
+        # Filters compared by value (cheaper than a repr of every field as a key).
+        glossary = known[1] if known is not None and known[0] == flt else None
         if glossary is None:
             writer_of = found.of if found is not None else None
             rows = [
@@ -187,7 +189,7 @@ class Searcher:
             glossary = store_glossary(rows)
             if len(self._glossary) > 16:
                 self._glossary.clear()
-            self._glossary[key] = glossary
+            self._glossary[key] = (flt, glossary)
         return glossary.expand(terms)
 
     def related_words(self, view: IndexView, terms: list[str]) -> list[str]:
@@ -331,16 +333,45 @@ class Searcher:
     @staticmethod
     def _related(view: IndexView, hits: Sequence[Hit]) -> list[Entry]:
         """Live verified entries of the hits' kind and key, where more than one exists."""
-        out: dict[str, Entry] = {}
-        seen: set[tuple[str, str]] = set()
+        slots: dict[tuple[str, str], None] = {}
         for hit in hits:
             entry = hit.entry
-            slot = (entry.kind.value, entry.key)
-            if entry.trust is not Trust.VERIFIED or entry.superseded_by or slot in seen:
-                continue
-            seen.add(slot)
-            found = group(view, Trust.VERIFIED, [group_tag(*slot)])
-            live = [e for e in (view.entry(m.floor, m.hit) for m in found) if not e.superseded_by]
+            if entry.trust is Trust.VERIFIED and not entry.superseded_by:
+                slots.setdefault((entry.kind.value, entry.key))
+        if not slots:
+            return []
+        # The live members of each slot (verified, not superseded: no ``s`` tag) are kept
+        # with the opened verified floor (its commit never changes); the slots not kept yet
+        # take one search together, and entries are decoded only for members not in hand.
+        floor = view.floor(Trust.VERIFIED)
+        members: dict[tuple[str, str], list[Entry]] = {}
+        missing = []
+        for slot in slots:
+            kept = floor.memo.get(("live", slot))
+            if kept is None:
+                missing.append(slot)
+            else:
+                members[slot] = kept
+        if missing:
+            tags = _any([group_tag(*slot) for slot in missing])
+            query = _all([(_MUST, tags), (_NOT, tag_query("s"))])
+            # A small first ask (tantivy's collector is sized by it); all when it fills.
+            want = 4 * len(missing) + 16
+            found, _ = floor.search(query, want)
+            if len(found) >= want:
+                found, _ = floor.search(query, max(1, floor.num_docs))
+            known = {hit.entry.id: hit.entry for hit in hits}
+            fresh: dict[tuple[str, str], list[Entry]] = {slot: [] for slot in missing}
+            for found_hit in found:
+                entry = known.get(found_hit[1]) or view.entry(floor, found_hit)
+                fresh.setdefault((entry.kind.value, entry.key), []).append(entry)
+            for slot, live in fresh.items():
+                live.sort(key=lambda e: e.id)
+                floor.memo[("live", slot)] = live
+            members.update(fresh)
+        out: dict[str, Entry] = {}
+        for slot in slots:
+            live = members.get(slot, [])
             if len(live) > 1:
                 out.update((e.id, e) for e in live)
         return list(out.values())
@@ -465,9 +496,24 @@ def search(
     return searcher.query(text, flt, limit, mode=mode, salience=salience)
 
 
+# One Searcher per store object and gate (and embedder), kept on the store while it lives:
+# its index keeps the head it read and the floors it checked, its glossary the acronyms, so
+# a process that queries through ``MemoryStore`` pays what a kept ``Searcher`` pays. Each
+# query still reads the branch tip and asks the gate (``Index.view``).
+_KEPT: Final = "_recall_searchers"
+
+
 def _snapshot_searcher(store: Store, gate: Gate, embedder: Any = None) -> Searcher:
+    kept: list[tuple[Gate, Any, Searcher]] = vars(store).setdefault(_KEPT, [])
+    for known_gate, known_embedder, searcher in kept:
+        if known_gate == gate and known_embedder is embedder:
+            return searcher
     git = GitDir.discover(store.git.git_dir)
-    return Searcher(gate=gate, embedder=embedder, git=git, repo=store.git.repo)
+    searcher = Searcher(gate=gate, embedder=embedder, git=git, repo=store.git.repo)
+    if len(kept) >= 4:
+        kept.clear()
+    kept.append((gate, embedder, searcher))
+    return searcher
 
 
 def search_snapshot(

@@ -47,6 +47,7 @@ import stat
 import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any, Final
 
 import tantivy
@@ -67,6 +68,8 @@ __all__ = [
     "floors_of",
     "holders_of",
     "id_of",
+    "doc_of",
+    "doc_parts",
     "make_doc",
     "ranked",
     "schema",
@@ -165,19 +168,35 @@ def make_doc(
 ) -> Any:
     """A floor index document for ``entry``: ``body`` is its tokens joined by spaces,
     ``record`` its stored record (its home floor only)."""
-    number = int(entry.id, 16)
+    return doc_of(doc_parts(entry, body, acronyms), record)
+
+
+# What a document is made of, computed from an entry once (in a rebuild's worker processes,
+# ``bulk``) and turned into a document for each floor that holds it: (id, body, tags, trust
+# code, content hash, acronyms as marshal bytes or None).
+DocParts = tuple[str, str, list[str], int, bytes, "bytes | None"]
+
+
+def doc_parts(entry: Entry, body: str, acronyms: Sequence[Any] = ()) -> DocParts:
     digest = content_hash(embed_text(entry.key, entry.body))
-    doc = tantivy.Document(id=entry.id, body=body, tag=tags(entry, bool(acronyms)))
+    acr = marshal.dumps(list(acronyms)) if acronyms else None
+    return (entry.id, body, tags(entry, bool(acronyms)), TRUST_CODE[entry.trust], digest, acr)
+
+
+def doc_of(parts: DocParts, record: bytes | None) -> Any:
+    entry_id, body, tag_list, code, digest, acr = parts
+    number = int(entry_id, 16)
+    doc = tantivy.Document(id=entry_id, body=body, tag=tag_list)
     # Added one by one: the keyword form reads an int above 2**63 as a float.
     doc.add_unsigned("hi", number >> 64)
     doc.add_unsigned("lo", number & 0xFFFFFFFFFFFFFFFF)
-    doc.add_unsigned("tr", TRUST_CODE[entry.trust])
+    doc.add_unsigned("tr", code)
     doc.add_unsigned("c0", int.from_bytes(digest[:8], "big"))
     doc.add_unsigned("c1", int.from_bytes(digest[8:], "big"))
     if record is not None:
         doc.add_bytes("rec", record)
-    if acronyms:
-        doc.add_bytes("acr", marshal.dumps(list(acronyms)))
+    if acr is not None:
+        doc.add_bytes("acr", acr)
     return doc
 
 
@@ -303,18 +322,33 @@ class Floor:
 
         def run() -> tuple[list[Any], int]:
             result = self.searcher.search(query, limit, count=count)
-            addresses = [address for _score, address in result.hits]
-            values = self.searcher.fast_field_values
-            his, los = values("hi", addresses), values("lo", addresses)
-            codes = values("tr", addresses)
-            found = [
-                (score, id_of(hi, lo), code, address)
-                for (score, address), hi, lo, code in zip(result.hits, his, los, codes, strict=True)
-            ]
-            return found, result.count if count and result.count is not None else 0
+            return self.hits(result.hits), result.count if count and result.count else 0
 
         found: tuple[list[Any], int] = _guarded(self.path, run)
         return found
+
+    def best(self, query: Any, want: int) -> list[tuple[float, Any]]:
+        """``[(score, address), ...]`` of the best ``want``, best first: no field read yet."""
+        found: list[tuple[float, Any]] = _guarded(
+            self.path, lambda: self.searcher.search(query, want, count=False).hits
+        )
+        return found
+
+    def hits(self, scored: Sequence[tuple[float, Any]]) -> list[Any]:
+        """``[(score, id, trust code, address), ...]`` of ``(score, address)`` pairs: the id
+        and the trust code read from the fast fields, no stored document."""
+        addresses = [address for _score, address in scored]
+        values = self.searcher.fast_field_values
+        his, los, codes = values("hi", addresses), values("lo", addresses), values("tr", addresses)
+        return [
+            (pair[0], f"{hi:016x}{lo:016x}", code, pair[1])
+            for pair, hi, lo, code in zip(scored, his, los, codes, strict=True)
+        ]
+
+    def tie_keys(self, addresses: list[Any]) -> list[tuple[int, int]]:
+        """The id of each document as its two numbers: ordered as the hex ids are."""
+        values = self.searcher.fast_field_values
+        return list(zip(values("hi", addresses), values("lo", addresses), strict=True))
 
     def stored(self, address: Any, field: str) -> bytes | None:
         doc = _guarded(self.path, lambda: self.searcher.doc(address))
@@ -370,6 +404,17 @@ def ranked(
     hit scores below the ``limit``-th, or none are left."""
     want = limit + TIE_SLACK
     while True:
+        if admit is None:
+            # Only the hits that can be returned are read: the best ``limit`` and any that tie
+            # with the ``limit``-th (tantivy gives them best first).
+            scored = floor.best(query, want)
+            if len(scored) < want or scored[-1][0] < scored[min(limit, len(scored)) - 1][0]:
+                chosen = scored if len(scored) < limit else _cut(floor, scored, limit)
+                out: list[Any] = _guarded(floor.path, partial(floor.hits, chosen))
+                out.sort(key=_order)
+                return out[:limit]
+            want *= 4
+            continue
         hits, _count = floor.search(query, want)
         kept = hits if admit is None else [hit for hit in hits if admit(hit)]
         done = len(hits) < want  # every match seen
@@ -377,9 +422,29 @@ def ranked(
             cut = sorted((hit[0] for hit in kept), reverse=True)[limit - 1]
             done = hits[-1][0] < cut
         if done:
-            kept.sort(key=lambda hit: (-hit[0], hit[1]))
+            kept.sort(key=_order)
             return kept[:limit]
         want *= 4
+
+
+def _cut(floor: Floor, scored: list[tuple[float, Any]], limit: int) -> list[tuple[float, Any]]:
+    """The pairs that can be among the best ``limit`` by (score desc, id asc): those above
+    the ``limit``-th score, and of those that tie with it the ones of the smallest ids --
+    read as the id's two numbers alone (their order is the hex id's), however many tie."""
+    cut = scored[limit - 1][0]
+    above = [p for p in scored if p[0] > cut]
+    tied = [p for p in scored if p[0] == cut]
+    need = limit - len(above)
+    keys_of = getattr(floor, "tie_keys", None)  # a stand-in floor may order ties its own way
+    if len(tied) > need and keys_of is not None:
+        keys = _guarded(floor.path, partial(keys_of, [address for _score, address in tied]))
+        order = sorted(range(len(tied)), key=keys.__getitem__)
+        tied = [tied[i] for i in order[:need]]
+    return above + tied
+
+
+def _order(hit: Sequence[Any]) -> tuple[float, str]:
+    return -hit[0], hit[1]
 
 
 class FloorWriter:

@@ -49,8 +49,8 @@ from ..errors import ConfigError, EntryError, StoreError
 from ..gitdamage import damage
 from ..gitdir import Change, GitDir, Objects, diff_trees, walk_tree
 from ..model import Entry, Trust
-from .acronyms import definitions
-from .docs import document_tokens, entry_of, record_of
+from .bulk import Prepared, prepare, prepared
+from .docs import entry_of
 from .floors import (
     BUILD_HEAP,
     HOLDERS,
@@ -58,8 +58,8 @@ from .floors import (
     FloorError,
     FloorMoved,
     FloorWriter,
+    doc_of,
     holders_of,
-    make_doc,
     read_opstamp,
     signature,
     trust_of_code,
@@ -340,8 +340,7 @@ class Index:
         except OSError:
             return None  # missing, or a link planted in its place (never followed): rebuild
         try:
-            with open(fd, "rb") as handle:
-                data = handle.read()
+            data = _read_all(fd)
         except OSError:
             return None
         cached = self._head_cache
@@ -433,11 +432,12 @@ class Index:
         floors = _Writers(self.dir_str, None)
         invalid: dict[str, str] = {}
         if target is not None:
-            for path, blob in walk_tree(self.objects, target, "memories"):
-                if path.endswith(".md"):
-                    entry = self._read(path, blob, invalid)
-                    if entry is not None:
-                        floors.add(entry)
+            files = [f for f in walk_tree(self.objects, target, "memories") if f[0].endswith(".md")]
+            for status, path, found in prepared(self.git, self.objects, files):
+                if status == "ok":
+                    floors.add_prepared(found)
+                else:
+                    invalid[path] = found
         head = _Head(target, tip, floors.commit(), invalid)
         self._save_head(head)
         self._collect(head)
@@ -462,6 +462,19 @@ class Index:
 
 
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
+_TRUSTS: Final = {t.value: t for t in Trust}
+
+
+def _read_all(fd: int) -> bytes:
+    """The bytes of the open file ``fd``, which is closed (``os.read``: no buffered wrapper
+    on a warm query's path)."""
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class _Writers:
@@ -500,13 +513,14 @@ class _Writers:
             self._writer(trust.value).delete(entry.id)
 
     def add(self, entry: Entry) -> None:
-        held = holders_of(entry.trust)  # rejected: the rejected entries' index alone
-        body = " ".join(document_tokens(entry))
-        found = definitions(entry.body) if "(" in entry.body else []
-        record = marshal.dumps(record_of(entry))
-        for trust in held:
-            home = record if trust is entry.trust else None
-            self._writer(trust.value).add(make_doc(entry, body, home, found))
+        self.add_prepared(prepare(entry))
+
+    def add_prepared(self, found: Prepared) -> None:
+        trust_value, parts, record = found
+        own = _TRUSTS[trust_value]
+        for trust in holders_of(own):  # rejected: the rejected entries' index alone
+            home = record if trust is own else None
+            self._writer(trust.value).add(doc_of(parts, home))
 
     def commit(self) -> dict[str, FloorMeta]:
         if self.fresh:

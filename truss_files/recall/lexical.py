@@ -55,9 +55,14 @@ def _tag(tag: str) -> Any:
 
 
 def _any(tags: Sequence[str]) -> Any:
+    """Any of ``tags``, scoring nothing. A boolean of term queries: tantivy's term set query
+    walks the term dictionary (~200 µs on a 6k-document floor, against ~20 µs for this)."""
     if not tags:
         return tantivy.Query.empty_query()
-    return _tag(tags[0]) if len(tags) == 1 else tantivy.Query.term_set_query(SCHEMA, "tag", tags)
+    if len(tags) == 1:
+        return _tag(tags[0])
+    either = tantivy.Query.boolean_query([(_SHOULD, _tag(t)) for t in tags])
+    return tantivy.Query.const_score_query(either, 0.0)
 
 
 def _all(queries: Sequence[tuple[Any, Any]]) -> Any:
@@ -81,11 +86,17 @@ def _unset_or(name: str, value: str | None) -> Any:
     return tantivy.Query.boolean_query([(_SHOULD, unset), (_SHOULD, _tag(scope_tag(name, value)))])
 
 
-def clauses(flt: Filter, trusts: Sequence[Trust]) -> list[tuple[Any, Any]]:
+def clauses(
+    flt: Filter, trusts: Sequence[Trust], floor: Trust | None = None
+) -> list[tuple[Any, Any]]:
     """The clauses of everything ``flt`` says but its floor and its own notes, for documents
-    of one of ``trusts`` (``Filter.admits`` says the same of one entry in hand)."""
+    of one of ``trusts`` (``Filter.admits`` says the same of one entry in hand). ``floor``:
+    the floor whose index is searched; a trust clause that admits every trust it holds is
+    left out (it would only cost tantivy an intersection per matching document)."""
     allowed = [t for t in trusts if flt.ceiling is None or t.rank <= flt.ceiling.rank]
-    out = [(_MUST, _any([f"t:{t.value}" for t in allowed]))]
+    out = []
+    if floor is None or not set(_trusts_at(floor)) <= set(allowed):
+        out.append((_MUST, _any([f"t:{t.value}" for t in allowed])))
     if flt.kind is not None:
         out.append((_MUST, _tag(f"k:{flt.kind.value}")))
     if flt.key is not None:
@@ -176,7 +187,7 @@ def lexical(
         return []
     floor = view.floor(flt.min_trust)
     query = tantivy.Query.boolean_query(
-        [(_MUST, body), *_const(clauses(flt, _trusts_at(flt.min_trust)))]
+        [(_MUST, body), *_const(clauses(flt, _trusts_at(flt.min_trust), flt.min_trust))]
     )
     found = [Match(h[1], h[0], floor, h) for h in ranked(floor, query, limit)]
     own = _own(flt)
@@ -201,7 +212,7 @@ def admitted(
     what semantic mode ranks and the acronyms a query may learn from."""
     extra = [(_MUST, must)] if must is not None else []
     floor = view.floor(flt.min_trust)
-    query = _all(extra + clauses(flt, _trusts_at(flt.min_trust)))
+    query = _all(extra + clauses(flt, _trusts_at(flt.min_trust), flt.min_trust))
     hits, _ = floor.search(query, max(1, floor.num_docs))
     found = [Match(h[1], 0.0, floor, h) for h in hits]
     own = _own(flt)
@@ -222,7 +233,7 @@ def below_floor(view: IndexView, flt: Filter, terms: Sequence[str]) -> int:
         return 0
     counts = []
     for trust in (Trust.UNVERIFIED, flt.min_trust):
-        wide = clauses(flt, _trusts_at(Trust.UNVERIFIED))
+        wide = clauses(flt, _trusts_at(Trust.UNVERIFIED), trust)
         query = tantivy.Query.boolean_query([(_MUST, body), *_const(wide)])
         counts.append(view.floor(trust).search(query, 1, count=True)[1])
     return max(0, counts[0] - counts[1])
