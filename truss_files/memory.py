@@ -76,9 +76,11 @@ class Memory(Protocol):
         limit: int = 10,
         mode: str | None = None,
         reader: Reader | None = None,
+        salience: str | None = None,
     ) -> RecallResult:
         """Entries at or above ``min_trust`` ranked for ``text``; scores of entries at the
-        floor are computed from entries at the floor only."""
+        floor are computed from entries at the floor only. ``salience`` ("prior" or "off"; None
+        for the layered ``policy.salience``) says whether the entries' salience reorders."""
         ...
 
     def view(
