@@ -42,8 +42,12 @@ browser:
 			"be SKIPPED; install it with: sudo apt-get install -y chromium"; \
 	fi
 
+# One worker per core: the tests share nothing but the machine, so the suite's wall time
+# halves on two cores. `make pytest PYTEST_WORKERS=0` runs it in one process.
+PYTEST_WORKERS ?= auto
+
 pytest: $(STAMP) browser
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS)
 
 test: lint typecheck pytest
 
