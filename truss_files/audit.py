@@ -895,9 +895,12 @@ class _Spent:
         for found in seen:
             # Seen earlier in the walk: spent before this commit only if in its history
             # (two clones may each have been handed the verdict, on two branches).
-            if found != cid and base.oid is not None:
-                if found == base.oid or self.repo.descendant_of(base.oid, found):
-                    return found
+            if (
+                found != cid
+                and base.oid is not None
+                and (found == base.oid or self.repo.descendant_of(base.oid, found))
+            ):
+                return found
         if cid not in seen:
             seen.append(cid)
         return self.below.spent(verdict) if self.below is not None else None
