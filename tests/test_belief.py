@@ -12,11 +12,14 @@ from pathlib import Path
 import pytest
 from belief_support import MARKER, durable_call, edit_config, run_cli
 from test_panel_runner import judge
+from test_tools_enterprise import ctx, src, trained
 
 from truss_files.audit import audit
+from truss_files.belief import consolidate
 from truss_files.facade import MemoryStore
 from truss_files.panel.runner import verify
 from truss_files.settings import load_settings
+from truss_files.tools.train import train
 from truss_files.verdict import Verdict
 
 # --------------------------------------------------------------------------- arbitration
@@ -43,6 +46,27 @@ def test_verify_with_arbiters_carries_their_decision_and_the_audit_accepts_it(
     assert [v["vote"] for v in verdict.arbitration["votes"]] == ["PASS"]
     assert store.get(first.id).superseded_by == second.id
     assert audit(store.git).ok
+
+
+def test_a_correction_and_a_consolidated_note_pass_panel_arbitrated_and_the_audit_agrees(
+    store: MemoryStore, signed_commit: Callable[..., str]
+) -> None:
+    # What the store lets retire a verified note without arbiters, the audit accepts too.
+    edit_config(store, signed_commit, MARKER, 'conflict = "panel-arbitrated"')
+    base = "the nightly job fails when the artifact cache is full and must be pruned"
+    first = trained(store, ctx(), base, source=src("e1"))["entry"]["id"]
+    store.promote(first, store.sign_verdict(first, "PASS"))
+    train(store, ctx(), {"body": base + " weekly", "source": src("e2")})
+    (merged,) = consolidate(store).changes
+    store.promote(merged.id, store.sign_verdict(merged.id, "PASS"))
+    assert store.get(first).superseded_by == merged.id
+    fix = {"body": "the cache prunes itself now", "kind": "correction", "source": src("e3")}
+    done = train(store, ctx(), {**fix, "supersedes": {"entryId": merged.id}})
+    correction = done["entry"]["id"]
+    store.promote(correction, store.sign_verdict(correction, "PASS"))
+    assert store.get(merged.id).superseded_by == correction
+    report = audit(store.git)
+    assert report.ok, [str(v) for v in report.violations]
 
 
 # --------------------------------------------------------------------------- ledger refs

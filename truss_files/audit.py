@@ -815,7 +815,9 @@ def _unarbitrated(snap: Snapshot, rival: Entry) -> str | None:
     except TrussError as exc:
         return f"superseded by {winner_id[:12]}, whose verdict does not read: {exc}"
     if (winner.kind, winner.key) != (rival.kind, rival.key) and winner.supersedes == rival.id:
-        return None  # a link between two keys (`supersede`): no conflict for the policy
+        return None  # a link between two keys (`supersede`, a correction): no conflict
+    if f"entry:{rival.id}" in winner.provenance.sources:
+        return None  # a consolidated note the panel passed with this one shown as merged
     named = (verdict.arbitration or {}).get("rival")
     if named is not None:
         try:
