@@ -317,6 +317,19 @@ def test_an_arbitrated_verdict_lets_supersede_link_the_rival(
     _verify_commit(store, tip(store))
 
 
+def _arbitration_flagged(
+    store: MemoryStore, signer: Ed25519Signer, won: Entry, lost: Entry, message: str
+) -> None:
+    """Commit ``won`` and ``lost`` past the library, with a good signature: the audit names
+    that commit and the rival's file, rule ``arbitration``."""
+    files = {e.path: entryfile.serialize(e).encode() for e in (won, lost)}
+    bad = hand_commit(store, signer, files, message)
+    _verify_commit(store, bad)  # a good signature: only the bypass is wrong
+    found = [v for v in audit(store.git).violations if v.rule == "arbitration"]
+    assert [(v.commit, v.path) for v in found] == [(bad, lost.path)]
+    assert "carries no arbiters' decision" in found[0].message
+
+
 def test_the_audit_flags_a_hand_promote_that_superseded_the_rival_with_a_plain_pass(
     store: MemoryStore, signed_commit: Callable[..., str], operator_key: Ed25519Signer
 ) -> None:
@@ -338,18 +351,7 @@ def test_the_audit_flags_a_hand_promote_that_superseded_the_rival_with_a_plain_p
         trust=[f"{new.id} unverified -> verified", f"{rival.id} verified -> stale"],
         verdict=verdict.id,
     )
-    bad = hand_commit(
-        store,
-        operator_key,
-        {
-            won.path: entryfile.serialize(won).encode(),
-            lost.path: entryfile.serialize(lost).encode(),
-        },
-        message,
-    )
-    found = [v for v in audit(store.git).violations if v.rule == "arbitration"]
-    assert [(v.commit, v.path) for v in found] == [(bad, rival.path)]
-    assert "carries no arbiters' decision" in found[0].message
+    _arbitration_flagged(store, operator_key, won, lost, message)
 
 
 def test_the_audit_flags_a_hand_supersede_of_the_rival_with_a_plain_pass(
@@ -366,19 +368,7 @@ def test_the_audit_flags_a_hand_supersede_of_the_rival_with_a_plain_pass(
         trust=[f"{first.id} verified -> stale", f"{second.id} verified -> verified"],
         superseded_by=second.id,
     )
-    bad = hand_commit(
-        store,
-        operator_key,
-        {
-            won.path: entryfile.serialize(won).encode(),
-            lost.path: entryfile.serialize(lost).encode(),
-        },
-        message,
-    )
-    _verify_commit(store, bad)
-    found = [v for v in audit(store.git).violations if v.rule == "arbitration"]
-    assert [(v.commit, v.path) for v in found] == [(bad, first.path)]
-    assert "carries no arbiters' decision" in found[0].message
+    _arbitration_flagged(store, operator_key, won, lost, message)
 
 
 # --------------------------------------------------------------------------- ledger refs
