@@ -24,9 +24,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The review page's tests drive the system's Chromium (tests/test_review_page.py). CI runs as
-# root on a fresh machine, so there it is installed; elsewhere this says how, and those tests
-# skip with the same loud reason.
+# The review page's tests drive the system's Chromium (tests/test_review_page.py and
+# tests/adversarial/test_review_page_attacks.py). CI runs as root on a fresh machine, so there
+# it is installed; elsewhere this says how, and those tests skip with the same loud reason.
 CHROMIUM := /usr/bin/chromium
 APT := DEBIAN_FRONTEND=noninteractive apt-get -y -q
 

@@ -1,6 +1,7 @@
 """A belief's life after the write: usage recorded by every read face, salience folded from
 it in one signed commit, eviction under budgets (revertible, nothing deleted), consolidation
-of the notes train flagged. Real stores, real keys, real processes for concurrency."""
+of the notes train flagged. Real stores, real keys, real processes (concurrent writers, a
+``truss-files serve`` on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from http_support import Served, served_fixture  # noqa: F401 - the fixture
 from test_tools_enterprise import ctx, src, trained
 
 from truss_files.audit import audit
@@ -118,6 +120,61 @@ def test_concurrent_writers_never_tear_a_line(store: MemoryStore, tmp_path: Path
     for line in Path(usage_path(store.git.git_dir)).read_text().splitlines():
         parts = line.split()
         assert parts[1] == "p" and all(len(p) == 32 for p in parts[2:])
+
+
+def _git_files(store: MemoryStore) -> set[str]:
+    """The git dir's own files (objects, refs, index, logs) and any lock anywhere: what a
+    commit or a locked write would touch. ``truss/`` holds the caches reads keep."""
+    root = Path(store.git.git_dir)
+    found = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+    return {p for p in found if not p.startswith("truss/") or p.endswith(".lock")}
+
+
+def _http_note(server: Served, task: str, body: str, event: str) -> str:
+    trained = server.train(task, {"body": body, "source": {"eventId": event, "revision": "1"}})
+    assert trained.status == 200 and trained.body["status"] == "accepted", trained.raw
+    return str(trained.body["entry"]["id"])
+
+
+def test_a_query_over_http_records_usage_outside_git_and_salience_update_folds_it(
+    served: Callable[..., Served], store: MemoryStore, tmp_path: Path, git: Callable[..., str]
+) -> None:
+    server = served()
+    asked_for = _http_note(server, "T-1", "The release check needs the preview URL.", "e-1")
+    idle = _http_note(server, "T-2", "The release check needs the preview URL too.", "e-2")
+    usage = Path(usage_path(store.git.git_dir))
+    assert not usage.exists()  # writes record no use
+    tip, files = _tip(store), _git_files(store)
+    for _ in range(3):
+        asked = server.ask("T-1", purpose="what does the release check need")
+        assert asked.status == 200 and [e["id"] for e in asked.body["evidence"]] == [asked_for]
+    lines = usage.read_text().splitlines()
+    assert [line.split()[1:] for line in lines] == [["http", asked_for]] * 3
+    # Outside git: no commit, no object, no ref moved, no lock left.
+    assert _tip(store) == tip and _git_files(store) == files
+    # One signed commit folds it: the note asked for three times rises above its twin.
+    code, out = _cli(store, tmp_path, "salience", "update", "--format", "json")
+    assert code == 0, out
+    done = json.loads(out)
+    assert done["commit"] == _tip(store) != tip and _trailers(store)["Truss-Op"] == ["salience"]
+    assert {asked_for, idle} <= {c["id"] for c in done["changes"]}
+    assert store.get(asked_for).salience > store.get(idle).salience
+    work = store.git.workdir
+    assert work is not None
+    signers = "gpg.ssh.allowedSignersFile=.truss/allowed_signers"
+    git(work, "-c", signers, "verify-commit", done["commit"])  # fails the test unless good
+    assert audit(store.git).ok
+
+
+def test_usage_off_for_the_server_records_nothing_over_http(
+    served: Callable[..., Served], store: MemoryStore
+) -> None:
+    server = served(env={**os.environ, "TRUSS_USAGE": "off"})
+    note = _http_note(server, "T-1", "The release check needs the preview URL.", "e-1")
+    asked = server.ask("T-1", purpose="what does the release check need")
+    assert asked.status == 200 and [e["id"] for e in asked.body["evidence"]] == [note]
+    assert not Path(usage_path(store.git.git_dir)).exists()
+    assert read_usage(store.git.git_dir) == {}
 
 
 # --------------------------------------------------------------------------- salience

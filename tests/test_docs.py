@@ -161,6 +161,7 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
     assert "[signed] commit touches the store but is unsigned" in said["Security model"]
     assert said["Security model"].rstrip().endswith("failures.")  # served again
     assert "verified" in said["Python API"]
+    assert "refused: bad_verdict" in said["A belief's life"]  # no replay after a revert
 
     lines = said["Identity and context"].splitlines()
     from truss_files.proposal import SELF_TEMPLATE

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from test_modeljudge import add_to_config
+from model_judges import add_to_config
 
 from truss_files.facade import MemoryStore
 from truss_files.fake_provider import FakeProvider

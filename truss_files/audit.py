@@ -18,6 +18,7 @@ entry, which changes no belief and needs only the agent role (``_joined_adds``).
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -38,7 +39,7 @@ from .config import (
 from .errors import EntryError, KeylessError, TrussError, UsageError
 from .gitstore import GitStore, Snapshot
 from .join import is_join
-from .model import LEGAL_TRANSITIONS, Entry, Trust, entry_path
+from .model import LEGAL_TRANSITIONS, Entry, Kind, Trust, entry_path
 from .proposal import (
     APPLIED,
     CORE_PATH,
@@ -94,6 +95,7 @@ class _Policies:
         # not make what it later signs look trusted.
         self.held: dict[str, tuple[bytes | None, ...]] = {}
         self.held_cache: dict[tuple[bytes | None, ...], TrustPolicy] = {}
+        self.spent = _Spent(repo)  # the verdicts spent so far, walked with the policies
 
     def of(self, snap: Snapshot) -> TrustPolicy:
         held = self.held.get(snap.oid or "")
@@ -323,6 +325,7 @@ def check_commit(
     (transitions, verdicts, no deletion): a second parent cannot roll a belief back.
     """
     policies = policies or _Policies(repo)
+    policies.spent.start(commit)
     cid = str(commit.id)
     parents = list(commit.parents)
     base = Snapshot(repo, parents[0] if parents else None)
@@ -375,7 +378,9 @@ def check_commit(
                 need.add("agent")
             identity.append((status, path, before))
             continue
-        need |= _check_entry(repo, before, snap, path, status, op, policy, bad, added)
+        need |= _check_entry(
+            repo, before, snap, path, status, op, policy, bad, added, (policies.spent, cid)
+        )
 
     signature, payload = commit.gpg_signature
     if signature is None:
@@ -706,9 +711,11 @@ def _check_entry(
     policy: TrustPolicy,
     bad: object,
     added: list[tuple[str, Entry]] | None = None,
+    spending: tuple[_Spent, str] | None = None,
 ) -> set[str]:
     """The roles a change of one entry file needs; ``added`` collects the entries it adds
-    (judged by the layer and author rule once the signer is known)."""
+    (judged by the layer and author rule once the signer is known); ``spending``: the
+    verdicts spent before, and this commit's id."""
     report = bad  # a callable(path, rule, message)
     assert callable(report)
     if not path.startswith("memories/"):
@@ -775,13 +782,16 @@ def _check_entry(
                     report(path, "verdict-cites", problem)
                 replayed: str | None = None
                 if op != "revert":  # a signed revert puts back a state, not a verdict
+                    spent_in = None
+                    if spending is not None:
+                        spent_in = spending[0].spent(verdict, base, spending[1])
                     replayed = authority.replay_problem(
-                        verdict.id, verdict.basis, verdict.time, old, base.blob_id(path)
+                        verdict.id, verdict.basis, verdict.time, old, base.blob_id(path), spent_in
                     )
                 if replayed:
                     report(path, "verdict-replay", replayed)
     if (
-        op == "promote"
+        op in ("promote", "supersede")
         and (old.trust, new.trust) == (Trust.VERIFIED, Trust.STALE)
         and new.superseded_by
         and authority.conflict_policy(policy.config.raw) == authority.ARBITRATED
@@ -796,12 +806,18 @@ def _unarbitrated(snap: Snapshot, rival: Entry) -> str | None:
     """Why the promotion that superseded verified ``rival`` under panel-arbitrated had no
     right to (None: its verdict carries the arbiters' decision over an entry of that key)."""
     winner_id = rival.superseded_by or ""
+    # The winner is of the rival's kind but for a `supersede` across kinds.
+    found = (entry_path(k, winner_id) for k in (rival.kind, *Kind) if winner_id)
+    where = next((p for p in found if snap.blob_id(p) is not None), entry_path(rival.kind, ""))
     try:
-        where = entry_path(rival.kind, winner_id)
         winner = entryfile.parse(snap.read(where) or b"", where)
         verdict = Verdict.from_dict(winner.provenance.verified_by or {}, winner_id)
     except TrussError as exc:
         return f"superseded by {winner_id[:12]}, whose verdict does not read: {exc}"
+    if (winner.kind, winner.key) != (rival.kind, rival.key) and winner.supersedes == rival.id:
+        return None  # a link between two keys (`supersede`, a correction): no conflict
+    if f"entry:{rival.id}" in winner.provenance.sources:
+        return None  # a consolidated note the panel passed with this one shown as merged
     named = (verdict.arbitration or {}).get("rival")
     if named is not None:
         try:
@@ -816,6 +832,80 @@ def _unarbitrated(snap: Snapshot, rival: Entry) -> str | None:
         f"panel-arbitrated, and that entry's PASS verdict {verdict.id} carries no arbiters' "
         "decision over this key: a plain PASS may not supersede a verified rival"
     )
+
+
+# --- a verdict is spent once ----------------------------------------------------------------
+
+# How far a commit's time may fall behind the time a verdict it spends was signed at (two
+# machines' clocks): the walk for where a verdict was spent stops at commits older than that.
+CLOCK_SKEW = 300
+SPENDING_OPS = frozenset({"promote", "reject"})
+
+
+class SpentVerdicts:
+    """Which commit of the history below ``heads`` already moved an entry with a verdict,
+    read from the commits' ``Truss-Verdict`` trailers, newest first and only as deep as a
+    question needs: a verdict is spent after it is signed, so the walk for it stops at the
+    commits older than its time (less ``CLOCK_SKEW``). One walk serves every question."""
+
+    def __init__(self, repo: pygit2.Repository, heads: Iterable[pygit2.Oid]) -> None:
+        walker = repo.walk(None, pygit2.enums.SortMode.TIME)
+        for head in heads:
+            walker.push(head)
+        self._walk: Iterator[pygit2.Commit] = iter(walker)
+        self._reached = float("inf")  # the commit time the walk has read down to
+        self.found: dict[str, str] = {}
+
+    def spent(self, verdict: Verdict) -> str | None:
+        try:
+            stamp = datetime.datetime.fromisoformat(verdict.time).timestamp()
+        except ValueError:
+            stamp = float("-inf")  # a time we cannot read: look through the whole history
+        while verdict.id not in self.found and self._reached >= stamp - CLOCK_SKEW:
+            commit = next(self._walk, None)
+            if commit is None:
+                self._reached = float("-inf")
+                break
+            self._reached = commit.commit_time
+            message = commit.message
+            if "Truss-Verdict: " not in message:
+                continue
+            fields = parse_trailers(message)
+            if (fields.get("Truss-Op") or [""])[0] in SPENDING_OPS:
+                for spent in fields.get("Truss-Verdict", []):
+                    self.found.setdefault(spent, str(commit.id))
+        return self.found.get(verdict.id)
+
+
+class _Spent:
+    """The verdicts an audit walk saw move an entry (exact, whatever the trailers say), and
+    below the first commit it judged, those the history's trailers name (``SpentVerdicts``)."""
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self.repo = repo
+        self.judged: dict[str, list[str]] = {}
+        self.below: SpentVerdicts | None = None
+
+    def start(self, commit: pygit2.Commit) -> None:
+        if self.below is None:
+            self.below = SpentVerdicts(self.repo, commit.parent_ids)
+
+    def spent(self, verdict: Verdict, base: Snapshot, cid: str) -> str | None:
+        """The commit before ``cid`` (in the history of ``base``) that spent ``verdict``;
+        records that ``cid`` spends it."""
+        seen = self.judged.setdefault(verdict.id, [])
+        for found in seen:
+            # Seen earlier in the walk: spent before this commit only if in its history
+            # (two clones may each have been handed the verdict, on two branches).
+            if (
+                found != cid
+                and base.oid is not None
+                and (found == base.oid or self.repo.descendant_of(base.oid, found))
+            ):
+                return found
+        if cid not in seen:
+            seen.append(cid)
+        return self.below.spent(verdict) if self.below is not None else None
 
 
 # --- verdicts cite what they read ----------------------------------------------------------

@@ -316,12 +316,24 @@ def provenance_required(store_toml: Mapping[str, Any]) -> bool:
 
 
 def arbitration_problem(
-    entry: Entry, arbitration: Mapping[str, Any] | None, rivals: Iterable[Entry]
+    entry: Entry,
+    arbitration: Mapping[str, Any] | None,
+    rivals: Iterable[Entry],
+    fix: str | None = None,
 ) -> str | None:
     """Why a PASS for ``entry`` may not supersede its verified ``rivals`` under conflict
     policy panel-arbitrated (None: it may, or there is no rival). Only an arbiters' decision
-    naming one of the rivals (``verify`` with ``[panel] arbiters``) lets it."""
-    rivals = list(rivals)
+    naming one of the rivals (``verify`` with ``[panel] arbiters``) lets it. ``promote`` and
+    ``supersede`` both ask: a rival is a live verified entry of the same kind and key. ``fix``:
+    what to do instead (default: verify ``entry`` with arbiters)."""
+    rivals = [
+        r
+        for r in rivals
+        if (r.kind, r.key) == (entry.kind, entry.key)
+        and r.trust is Trust.VERIFIED
+        and r.superseded_by is None
+        and r.id != entry.id
+    ]
     if not rivals:
         return None
     ids = {r.id for r in rivals}
@@ -330,10 +342,11 @@ def arbitration_problem(
         return None
     newest = max(rivals, key=lambda e: (e.created, e.id))
     said = "carries no arbiters' decision" if named is None else f"arbitrated {named}, not it"
+    fix = fix or f"Run `truss-files verify {entry.id[:12]}` with [panel] arbiters configured"
     return (
         f"verified {newest.id} holds {entry.kind.value} {entry.key!r} and conflict policy "
         f"{ARBITRATED} lets a PASS supersede it only with an arbiters' decision; the verdict "
-        f"{said}. Run `truss-files verify {entry.id[:12]}` with [panel] arbiters configured"
+        f"{said}. {fix}"
     )
 
 
@@ -343,6 +356,7 @@ def replay_problem(
     signed: str,
     old: Entry,
     old_blob: str | None,
+    spent_in: str | None = None,
 ) -> str | None:
     """Why a verdict (signed at time ``signed``) may not move ``old`` (the entry file as it
     is, blob ``old_blob``) out of its state: a verdict authorises the one transition out of
@@ -350,7 +364,9 @@ def replay_problem(
     to re-promote an entry a demotion turned stale. A verdict without a basis (signed by a
     client that does not read the store's blobs, or before verdicts named one) may
     re-promote a stale entry only if it is not the verdict that verified it before, nor
-    signed before that one."""
+    signed before that one. And a verdict is spent once: ``spent_in``, the commit of the
+    history that already moved an entry with it, refuses it even where a signed revert of
+    that commit put the very state it judged back."""
     if basis is not None and basis != old_blob:
         return (
             f"verdict {verdict_id} judged the entry as blob {basis[:12]}, but it is now "
@@ -373,4 +389,12 @@ def replay_problem(
                 f"verified this entry ({earlier}); a verdict cannot be replayed across a "
                 "demotion. Sign a new verdict (`truss-files recheck ID`)"
             )
+    if spent_in is not None:
+        again = "recheck" if old.trust is Trust.STALE else "verify"
+        return (
+            f"verdict {verdict_id} was spent already, by commit {spent_in[:12]} (whose effect "
+            "a revert may have undone since); a verdict moves an entry once and cannot be "
+            f"replayed. Run the panel again for a new verdict (`truss-files {again} "
+            f"{old.id[:12]}`)"
+        )
     return None

@@ -21,7 +21,7 @@ import pygit2
 
 from . import authority, entryfile
 from .attest import describe_note, read_notes, transition_attest
-from .audit import check_note, citation_problems
+from .audit import SpentVerdicts, check_note, citation_problems
 from .config import CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, StoreConfig, TrustPolicy
 from .errors import (
     ConfigError,
@@ -504,8 +504,14 @@ class Store:
                     f"PASS re-check, stale) entries can be {verb}"
                 )
             check_verdict(verdict, entry.id, outcome, self.policy(snap))
+            heads = [snap.commit.id] if snap.commit is not None else []
             replayed = authority.replay_problem(
-                verdict.id, verdict.basis, verdict.time, entry, snap.blob_id(entry.path)
+                verdict.id,
+                verdict.basis,
+                verdict.time,
+                entry,
+                snap.blob_id(entry.path),
+                SpentVerdicts(self.git.repo, heads).spent(verdict),
             )
             if replayed:
                 raise VerdictError(f"entry {entry.id}: {replayed}")
@@ -642,7 +648,10 @@ class Store:
         (panel or operator role) links both ways (``supersedes`` / ``superseded_by``), and a
         verified ``old_ref`` turns stale, out of default queries. Returns ``(old, new)`` as
         stored. An entry cannot supersede itself (``UsageError``); ``new_ref`` must be
-        verified and ``old_ref`` not rejected (``TransitionError``)."""
+        verified and ``old_ref`` not rejected (``TransitionError``). Under truss.toml's
+        ``[policy] conflict = "panel-arbitrated"``, ``new_ref`` supersedes a verified entry
+        of its kind and key only when its verdict carries the arbiters' decision naming it,
+        as ``promote`` requires (``ConflictError``)."""
         snap = self.snapshot()
         new_id = self.get(new_ref, snap).id
 
@@ -657,6 +666,19 @@ class Store:
                 )
             if old.trust is Trust.REJECTED:
                 raise TransitionError(f"entry {old.id} is rejected; nothing to supersede")
+            if authority.conflict_policy(self.config(snap).raw) == authority.ARBITRATED:
+                verdict = new.provenance.verified_by or {}
+                arbitration = verdict.get("arbitration")
+                problem = authority.arbitration_problem(
+                    new,
+                    arbitration if isinstance(arbitration, Mapping) else None,
+                    [old],
+                    f"A supersede by hand cannot stand in for the arbiters: demote "
+                    f"{new.id[:12]} and re-check it with [panel] arbiters configured "
+                    f"(`truss-files recheck {new.id[:12]}`), and they decide",
+                )
+                if problem:
+                    raise ConflictError(f"entry {new.id}: {problem}")
             trust = Trust.STALE if old.trust is Trust.VERIFIED else old.trust
             return {
                 old.id: dataclasses.replace(old, trust=trust, superseded_by=new.id),
