@@ -109,23 +109,8 @@ class TrussMemoryTool(BetaAbstractMemoryTool):
     def run(self, command: Command) -> str:
         return _text(self.session.call("memory", _as_input(command)))
 
-    def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
-        return self.run(command)
-
-    def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
-        return self.run(command)
-
-    def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
-        return self.run(command)
-
-    def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
-        return self.run(command)
-
-    def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
-        return self.run(command)
-
-    def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
-        return self.run(command)
+    # Every command goes through the one registry tool: the SDK's abstract methods are it.
+    view = create = str_replace = insert = delete = rename = run
 
 
 class TrussAsyncMemoryTool(BetaAsyncAbstractMemoryTool):
@@ -167,23 +152,7 @@ class TrussAsyncMemoryTool(BetaAsyncAbstractMemoryTool):
         outcome = await asyncio.to_thread(self.session.call, "memory", _as_input(command))
         return _text(outcome)
 
-    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
-        return await self.run(command)
-
-    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
-        return await self.run(command)
-
-    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
-        return await self.run(command)
-
-    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
-        return await self.run(command)
-
-    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
-        return await self.run(command)
-
-    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
-        return await self.run(command)
+    view = create = str_replace = insert = delete = rename = run
 
 
 READ_TOOLS = ("memory_query", "memory_view")

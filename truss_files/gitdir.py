@@ -218,7 +218,6 @@ class Objects:
     def __init__(self, git: GitDir, repo: Any = None) -> None:
         self.git = git
         self._repo = repo
-        self.used_pygit2 = repo is not None
 
     @property
     def repo(self) -> Any:
@@ -226,7 +225,6 @@ class Objects:
             import pygit2
 
             self._repo = pygit2.Repository(self.git.path_str)
-            self.used_pygit2 = True
         return self._repo
 
     @property

@@ -472,19 +472,17 @@ class Settings:
     def checks(self) -> dict[str, str]:
         """The checks truss.toml defines (``[panel.checks]``), name -> command: for display.
         The panel resolves names against the truss.toml of the commit it runs on."""
-        prefix = "panel.checks."
-        return {
-            k[len(prefix) :]: str(v.value)
-            for k, v in self.values.items()
-            if k.startswith(prefix) and v.source == STORE_SOURCE
-        }
+        return {name: str(value) for name, value in self._from_store("panel.checks.").items()}
 
     @property
     def judges(self) -> dict[str, ModelJudgeSpec]:
         """The model judges truss.toml defines (``[panel.judges]``), by name."""
-        prefix = "panel.judges."
+        return self._from_store("panel.judges.")
+
+    def _from_store(self, prefix: str) -> dict[str, Any]:
+        """The values truss.toml sets under ``prefix``, by the rest of their key."""
         return {
-            k[len(prefix) :]: v.value
+            k.removeprefix(prefix): v.value
             for k, v in self.values.items()
             if k.startswith(prefix) and v.source == STORE_SOURCE
         }

@@ -19,11 +19,11 @@ import re
 
 from ..errors import UsageError
 from .diff import ChangeSet, FileChange, Transition
+from .whytext import BODY_LIMIT, MD_SPECIAL, md
 
 # Bytes >= characters, and the last 1,000 are kept for the note that says what was cut.
 MARKDOWN_LIMIT = 64_000
 _NOTE_RESERVE = 1_000
-BODY_LIMIT = 2_000
 DIFF_LIMIT = 4_000
 
 
@@ -194,14 +194,6 @@ def to_text(cs: ChangeSet) -> str:
     return "\n".join(lines)
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
-
-
-def _md(text: str) -> str:
-    """Plain text safe inside a markdown table cell or bullet."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
-
-
 def _fence(text: str, lang: str = "") -> str:
     runs = [len(m) for m in re.findall(r"`+", text)]
     ticks = "`" * max(3, max(runs, default=0) + 1)
@@ -222,8 +214,8 @@ def _md_sections(cs: ChangeSet) -> list[tuple[str, str, list[str], str]]:
             "❌ Audit violations",
             "| commit | file | rule | message |\n|---|---|---|---|\n",
             [
-                f"| `{_short(v['commit'])}` | {_md(v['path'] or '-')} | `{v['rule']}` "
-                f"| {_md(v['message'])} |"
+                f"| `{_short(v['commit'])}` | {md(v['path'] or '-')} | `{v['rule']}` "
+                f"| {md(v['message'])} |"
                 for v in cs.violations
             ],
             "violations",
@@ -233,7 +225,7 @@ def _md_sections(cs: ChangeSet) -> list[tuple[str, str, list[str], str]]:
         (
             "⚠️ Broken store files",
             "",
-            [f"- {_md(p.path)}: {_md(p.message)}" for p in cs.problems],
+            [f"- {md(p.path)}: {md(p.message)}" for p in cs.problems],
             "broken files",
         )
     )
@@ -242,11 +234,11 @@ def _md_sections(cs: ChangeSet) -> list[tuple[str, str, list[str], str]]:
         move = f"{t.before} → **{t.after}**"
         if not t.legal:
             move = f"⚠️ {t.before} → {t.after} (illegal)"
-        why = "<br>".join(_md(line) for line in _why(t)) or "-"
-        who = "<br>".join(f"{_md(name)} ({', '.join(did)})" for name, did in _who(t))
+        why = "<br>".join(md(line) for line in _why(t)) or "-"
+        who = "<br>".join(f"{md(name)} ({', '.join(did)})" for name, did in _who(t))
         rows.append(
-            f"| `{_short(t.id)}` {t.kind} · {_md(t.key)} | {move} | {why} "
-            f"| {_md(_first_lines(t.body)) or '-'} | {who} |"
+            f"| `{_short(t.id)}` {t.kind} · {md(t.key)} | {move} | {why} "
+            f"| {md(_first_lines(t.body)) or '-'} | {who} |"
         )
     out.append(
         (
@@ -261,7 +253,7 @@ def _md_sections(cs: ChangeSet) -> list[tuple[str, str, list[str], str]]:
             "Supersedes",
             "",
             [
-                f"- `{_short(s.new)}` supersedes `{_short(s.old)}` ({s.kind} · {_md(s.key)})"
+                f"- `{_short(s.new)}` supersedes `{_short(s.old)}` ({s.kind} · {md(s.key)})"
                 for s in cs.supersedes
             ],
             "supersede links",
@@ -288,7 +280,7 @@ def _md_sections(cs: ChangeSet) -> list[tuple[str, str, list[str], str]]:
             "Entries added, still unverified",
             "",
             [
-                f"- `{_short(a.id)}` {a.kind} · **{_md(a.key)}** · by {_md(a.author)}\n\n"
+                f"- `{_short(a.id)}` {a.kind} · **{md(a.key)}** · by {md(a.author)}\n\n"
                 + _quote(a.body, f"`truss-files show {a.id}`")
                 for a in cs.added
                 if a.id not in moved  # a moved entry's body is in its transition's row
@@ -301,7 +293,7 @@ def _md_sections(cs: ChangeSet) -> list[tuple[str, str, list[str], str]]:
             "Commits",
             "| commit | op | signed by | subject |\n|---|---|---|---|\n",
             [
-                f"| `{_short(c.id)}` | {c.op or '-'} | {_md(c.signer)} | {_md(c.subject)} |"
+                f"| `{_short(c.id)}` | {c.op or '-'} | {md(c.signer)} | {md(c.subject)} |"
                 for c in cs.commits
             ],
             "commits",
@@ -312,7 +304,7 @@ def _md_sections(cs: ChangeSet) -> list[tuple[str, str, list[str], str]]:
 
 def _quote(body: str, hint: str) -> str:
     """A body as an indented block quote under its bullet, its markdown left inert."""
-    lines = [_MD_SPECIAL.sub(r"\\\1", line) for line in body[:BODY_LIMIT].splitlines()]
+    lines = [MD_SPECIAL.sub(r"\\\1", line) for line in body[:BODY_LIMIT].splitlines()]
     if len(body) > BODY_LIMIT:
         lines.append(f"… ({len(body) - BODY_LIMIT} more characters; {hint})")
     return "\n".join("  > " + line for line in lines) + "\n"
@@ -325,7 +317,7 @@ def to_markdown(cs: ChangeSet, limit: int = MARKDOWN_LIMIT) -> str:
         "",
         f"{_counts(cs)} · **{_audit_line(cs, True)}**",
     ]
-    head.extend(f"\n> note: {_md(n)}" for n in cs.notes)
+    head.extend(f"\n> note: {md(n)}" for n in cs.notes)
     diagram = mermaid(cs)
     if diagram:
         head.extend(["", _fence(diagram, "mermaid")])

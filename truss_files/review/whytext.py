@@ -129,23 +129,23 @@ def to_text(why: Mapping[str, Any]) -> str:
 
 # A pull-request comment holds 65,536 characters at most: a long body is cut (``show`` has it).
 BODY_LIMIT = 2_000
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
+MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
 
 
-def _md(text: object) -> str:
+def md(text: object) -> str:
     """Plain text safe inside a markdown table cell or bullet."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+    return MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
 
 
 def _md_verdict(verdict: Mapping[str, Any] | None, own: str) -> str:
     if not verdict:
         return ""
-    parts = [_md(_verdict_line(verdict, own))]
+    parts = [md(_verdict_line(verdict, own))]
     for vote in verdict.get("votes") or []:
         note = _note(vote)
         parts.append(
-            _md(f"{vote.get('reviewer')} ({vote.get('kind')}) {vote.get('vote')}")
-            + (f": {_md(note)}" if note else "")
+            md(f"{vote.get('reviewer')} ({vote.get('kind')}) {vote.get('vote')}")
+            + (f": {md(note)}" if note else "")
         )
     return "<br>".join(parts)
 
@@ -154,7 +154,7 @@ def to_markdown(why: Mapping[str, Any]) -> str:
     """For a pull-request comment: the belief, a table of its history, producer and sources."""
     entry = why["entry"]
     lines = [
-        f"### Why `{entry['id'][:12]}` {_md(entry['kind'])} · {_md(entry['key'])} "
+        f"### Why `{entry['id'][:12]}` {md(entry['kind'])} · {md(entry['key'])} "
         f"is **{entry['trust']}**",
         "",
     ]
@@ -164,26 +164,26 @@ def to_markdown(why: Mapping[str, Any]) -> str:
             body[:BODY_LIMIT]
             + f"\n… ({len(body) - BODY_LIMIT} more characters; `truss-files show`)"
         )
-    lines.extend("> " + _MD_SPECIAL.sub(r"\\\1", line) for line in body.splitlines())
+    lines.extend("> " + MD_SPECIAL.sub(r"\\\1", line) for line in body.splitlines())
     lines.append("")
-    lines.append(_md(_standing(why)))
+    lines.append(md(_standing(why)))
     lines.append("")
     lines.append("| commit | when | op | trust | signer | verdict |")
     lines.append("|---|---|---|---|---|---|")
     for item in why["history"]:
         verdict = _md_verdict(item.get("verdict"), entry["id"])
         if item.get("reason"):
-            verdict = (verdict + "<br>" if verdict else "") + "reason: " + _md(item["reason"])
+            verdict = (verdict + "<br>" if verdict else "") + "reason: " + md(item["reason"])
         lines.append(
-            f"| `{item['commit'][:12]}` | {_md(item.get('time', ''))} | {_md(item['op'])} "
-            f"| {_md(_move(item))} | {_md(item['signer'])} | {verdict} |"
+            f"| `{item['commit'][:12]}` | {md(item.get('time', ''))} | {md(item['op'])} "
+            f"| {md(_move(item))} | {md(item['signer'])} | {verdict} |"
         )
     produced = why["produced_by"]
     lines.append("")
     resolved = produced["resolved"]
     ref = f"`{produced['ref']}`" if produced["ref"] else "nothing"
-    lines.append(f"**Produced by** {ref}: **{resolved.get('status')}**, {_md(resolved['detail'])}")
-    lines.extend(f"- {_md(d)}" for d in _digests(resolved))
+    lines.append(f"**Produced by** {ref}: **{resolved.get('status')}**, {md(resolved['detail'])}")
+    lines.extend(f"- {md(d)}" for d in _digests(resolved))
     lines.append("")
     if not why["sources"]:
         lines.append("**Sources:** none")
@@ -192,5 +192,5 @@ def to_markdown(why: Mapping[str, Any]) -> str:
         lines.append("")
         for source in why["sources"]:
             got = source["resolved"]
-            lines.append(f"- `{source['ref']}`: **{got.get('status')}**, {_md(got.get('detail'))}")
+            lines.append(f"- `{source['ref']}`: **{got.get('status')}**, {md(got.get('detail'))}")
     return "\n".join(lines) + "\n"

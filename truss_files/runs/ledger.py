@@ -393,12 +393,7 @@ class RunLedger:
                 raise ProvenanceError(f"run {self.run_id} has no recorded call with memo {key}")
             return None
         target = chain.commit(found.id)
-        try:
-            entry = LedgerEntry.from_bytes(_blob(self.repo, target, calls_path(seq)))
-        except (KeyError, ValueError, TypeError) as exc:
-            raise ProvenanceError(
-                f"ledger commit {str(target.id)[:12]} holds no readable ledger entry"
-            ) from exc
+        entry = _entry_at(self.repo, target, seq)
         wrong = (entry.memo_key, entry.tool, entry.run, entry.seq) != (key, tool, self.run_id, seq)
         if wrong:
             raise ProvenanceError(f"ledger entry {entry.ledger_ref} is for another call")
@@ -450,10 +445,8 @@ class RunLedger:
         out = []
         for commit in self.chain():
             try:
-                entry = LedgerEntry.from_bytes(
-                    _blob(self.repo, commit, calls_path(_seq_of(commit)))
-                )
-            except (KeyError, ValueError, TypeError, TrussError):
+                entry = _entry_at(self.repo, commit, _seq_of(commit))
+            except TrussError:
                 continue
             try:
                 signer = self._check_signed(commit)
@@ -502,6 +495,16 @@ def _seq_of(commit: pygit2.Commit) -> int:
     if not values or not values[0].isdigit():
         return 0
     return int(values[0])
+
+
+def _entry_at(repo: pygit2.Repository, commit: pygit2.Commit, seq: int) -> LedgerEntry:
+    """The entry of call ``seq`` in ledger commit ``commit``; ProvenanceError if unreadable."""
+    try:
+        return LedgerEntry.from_bytes(_blob(repo, commit, calls_path(seq)))
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ProvenanceError(
+            f"ledger commit {str(commit.id)[:12]} holds no readable ledger entry"
+        ) from exc
 
 
 def _blob(repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> bytes:
@@ -557,12 +560,7 @@ def resolve_call(store: Store, run_id: str, seq: int) -> dict[str, Any]:
                 f"run {run_id}'s signed ledger has {chain.seq} call(s); #{seq} is not one of them"
             )
         commit = chain.at(seq)
-        try:
-            entry = LedgerEntry.from_bytes(_blob(ledger.repo, commit, calls_path(seq)))
-        except (KeyError, ValueError, TypeError) as exc:
-            raise ProvenanceError(
-                f"ledger commit {str(commit.id)[:12]} holds no readable ledger entry"
-            ) from exc
+        entry = _entry_at(ledger.repo, commit, seq)
         if (entry.run, entry.seq) != (run_id, seq):
             raise ProvenanceError(f"ledger entry {entry.ledger_ref} is for another call")
     except ProvenanceError as exc:

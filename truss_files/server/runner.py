@@ -72,7 +72,6 @@ class SyncLoop:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="truss-sync", daemon=True)
         self._on_error = on_error or (lambda text: log.warning("sync: %s", text))
-        self.rounds = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -89,7 +88,6 @@ class SyncLoop:
     def once(self, store: MemoryStore) -> None:
         with flock(store.git.git_dir, "write.lock"):
             result = sync(store, self.remote)
-        self.rounds += 1
         if result.integrated != "none" or result.pushed:
             log.info("sync: %s", result.summary())
 

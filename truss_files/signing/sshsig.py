@@ -190,9 +190,6 @@ class PublicKey:
     def fingerprint(self) -> str:
         return _b64_fingerprint(self.blob)
 
-    def with_comment(self, comment: str) -> PublicKey:
-        return PublicKey(self.raw, comment)
-
 
 # --------------------------------------------------------------------------- signing
 

@@ -177,10 +177,6 @@ class Call:
         self._writers = None
         return self.snapshot()
 
-    @property
-    def run_prefix(self) -> str | None:
-        return f"run:{self.run_id}/" if self.run_id else None
-
     def run_view(self) -> RunView | None:
         """Whose notes this run takes as its own (``authority.RunView``); None outside a run."""
         if self.run_id is None:

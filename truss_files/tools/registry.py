@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, NotFound, UsageError
 
 if TYPE_CHECKING:
-    from .dispatch import Call
     from .tipconfig import ConfigLike
 
-Handler = Callable[["Call", Mapping[str, Any]], dict[str, Any]]
+# A handler takes a ``dispatch.Call`` and the tool's input; the registry does not name the
+# call's type, so that it imports nothing of the dispatcher that imports it.
+Handler = Callable[..., dict[str, Any]]
 
 # Modules whose import registers tools.
 BUILTIN_MODULES = ("query", "binding", "write", "identity", "ask", "train")

@@ -96,20 +96,27 @@ def check_input(schema: Mapping[str, Any], value: Any) -> None:
     """Raise UsageError naming the field, what it must be and what was given."""
     if not isinstance(value, Mapping):
         raise UsageError(f"the tool input must be a JSON object, got {_kind(value)}")
+    _check_fields(schema, value, "")
+
+
+def _check_fields(schema: Mapping[str, Any], value: Mapping[str, Any], where: str) -> None:
+    """The fields of an object: the tool input itself (``where`` empty) or one inside it."""
     props: Mapping[str, Any] = schema.get("properties", {})
-    if schema.get("additionalProperties") is False:
-        unknown = sorted(set(value) - set(props))
-        if unknown:
+    unknown = sorted(set(value) - set(props))
+    if unknown and schema.get("additionalProperties") is False:
+        names = ", ".join(repr(u) for u in unknown)
+        if where:
             raise UsageError(
-                f"unknown field(s) {', '.join(repr(u) for u in unknown)}; this tool takes: "
-                + ", ".join(props)
+                f"`{where}` has unknown field(s) {names}; it takes: {', '.join(props)}"
             )
+        raise UsageError(f"unknown field(s) {names}; this tool takes: " + ", ".join(props))
+    prefix = f"{where}." if where else ""
     for name in schema.get("required", ()):
         if name not in value:
-            raise UsageError(f"`{name}` is required")
+            raise UsageError(f"`{prefix}{name}` is required")
     for name, sub in props.items():
         if name in value:
-            _check(sub, value[name], name)
+            _check(sub, value[name], prefix + name)
 
 
 def _check(schema: Mapping[str, Any], value: Any, where: str) -> None:
@@ -145,20 +152,7 @@ def _check(schema: Mapping[str, Any], value: Any, where: str) -> None:
     elif kind == "object":
         if not isinstance(value, Mapping):
             raise UsageError(f"`{where}` must be an object, got {_kind(value)}")
-        props: Mapping[str, Any] = schema.get("properties", {})
-        if schema.get("additionalProperties") is False:
-            unknown = sorted(set(value) - set(props))
-            if unknown:
-                raise UsageError(
-                    f"`{where}` has unknown field(s) {', '.join(repr(u) for u in unknown)}; "
-                    f"it takes: {', '.join(props)}"
-                )
-        for name in schema.get("required", ()):
-            if name not in value:
-                raise UsageError(f"`{where}.{name}` is required")
-        for name, sub in props.items():
-            if name in value:
-                _check(sub, value[name], f"{where}.{name}")
+        _check_fields(schema, value, where)
     enum = schema.get("enum")
     if enum is not None and value not in enum:
         raise UsageError(f"`{where}` must be one of: {', '.join(map(str, enum))}; got {value!r}")
