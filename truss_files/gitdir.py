@@ -314,20 +314,21 @@ def diff_trees(objs: Objects, old: str | None, new: str | None, prefix: str) -> 
         return [Change(p, None, b) for p, b in walk_tree(objs, new, prefix)] if new else []
     if new is None:
         return [Change(p, b, None) for p, b in walk_tree(objs, old, prefix)]
-    before = {e.name: e for e in objs.tree(old)}
-    after = {e.name: e for e in objs.tree(new)}
+    # Raw entries compared as bytes: only those that differ are decoded (a tree of thousands
+    # of notes changes by one entry after a write).
+    mine, theirs = (set(re.findall(_TREE_ENTRY, objs._read(t, b"tree"), re.S)) for t in (old, new))
+    before = {name: (mode, sha) for mode, name, sha in mine - theirs}
+    after = {name: (mode, sha) for mode, name, sha in theirs - mine}
     out: list[Change] = []
     for name in sorted(before.keys() | after.keys()):
         a, b = before.get(name), after.get(name)
-        if a is not None and b is not None and a.sha == b.sha and a.mode == b.mode:
-            continue
-        path = f"{prefix}/{name}"
-        a_tree = a.sha if a is not None and a.is_tree else None
-        b_tree = b.sha if b is not None and b.is_tree else None
+        path = f"{prefix}/{name.decode('utf-8', 'replace')}"
+        a_tree = a[1].hex() if a is not None and a[0] == _TREE_MODE else None
+        b_tree = b[1].hex() if b is not None and b[0] == _TREE_MODE else None
         if a_tree or b_tree:
             out.extend(diff_trees(objs, a_tree, b_tree, path))
-        a_blob = a.sha if a is not None and a.is_file else None
-        b_blob = b.sha if b is not None and b.is_file else None
+        a_blob = a[1].hex() if a is not None and a[0] not in (_TREE_MODE, _GITLINK_MODE) else None
+        b_blob = b[1].hex() if b is not None and b[0] not in (_TREE_MODE, _GITLINK_MODE) else None
         if a_blob != b_blob:
             out.append(Change(path, a_blob, b_blob))
     return out

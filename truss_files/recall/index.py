@@ -221,7 +221,10 @@ class Index:
         tree = self.objects.subtree(root, "memories")
         config = self.objects.entry(root, "truss.toml")
         blob = config.sha if config is not None and not config.is_tree else None
-        recall = _recall_section(self.objects.blob(blob)) if blob else {}
+        if known is not None and blob == known.config_blob:
+            recall = known.recall  # a write rarely touches truss.toml: not parsed again
+        else:
+            recall = _recall_section(self.objects.blob(blob)) if blob else {}
         return TipInfo(ref, tip, tree, blob, recall)
 
     # -- opening -------------------------------------------------------------------------
@@ -352,11 +355,16 @@ class Index:
         return head
 
     def _save_head(self, head: _Head) -> None:
+        """Write ``head``, whose floors were just committed or checked (under the lock): it is
+        kept as read and as checked, so the next update does not look at its floors again."""
         os.makedirs(self.dir_str, exist_ok=True)
         tmp = os.path.join(self.dir_str, f".head.{os.getpid()}.tmp")
+        data = head.dump()
         with open(tmp, "wb") as handle:
-            handle.write(head.dump())
+            handle.write(data)
         os.replace(tmp, os.path.join(self.dir_str, "head"))
+        self._head_cache = (data, head)
+        self._checked = head
 
     def _remember_tip(self, tip: TipInfo) -> None:
         """Record a new tip whose ``memories/`` did not change, so the next query reads no
@@ -518,9 +526,13 @@ class _Writers:
     def add_prepared(self, found: Prepared) -> None:
         trust_value, parts, record = found
         own = _TRUSTS[trust_value]
+        bare = None  # the document without its record, made once for the floors below home
         for trust in holders_of(own):  # rejected: the rejected entries' index alone
-            home = record if trust is own else None
-            self._writer(trust.value).add(doc_of(parts, home))
+            if trust is own:
+                doc = doc_of(parts, record)
+            else:
+                doc = bare = bare or doc_of(parts, None)
+            self._writer(trust.value).add(doc)
 
     def commit(self) -> dict[str, FloorMeta]:
         if self.fresh:
