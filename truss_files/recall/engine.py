@@ -340,12 +340,18 @@ class Searcher:
                 slots.setdefault((entry.kind.value, entry.key))
         if not slots:
             return []
+        # The answer for the same entries is kept with the opened verified floor (its commit
+        # never changes): a query asked again pays one lookup.
+        floor = view.floor(Trust.VERIFIED)
+        memo = floor.memo
+        asked = ("related", *[hit.entry.id for hit in hits])
+        done: list[Entry] | None = memo.get(asked)
+        if done is not None:
+            return list(done)
         # The live members of each slot (verified, not superseded: no ``s`` tag), by id, are
         # kept with the opened verified floor (its commit never changes) -- none for a slot
         # of one, which relates nothing; the slots not kept yet take one search together, and
         # entries are decoded only for members not in hand.
-        floor = view.floor(Trust.VERIFIED)
-        memo = floor.memo
         members: dict[tuple[str, str], dict[str, Entry]] = {}
         missing = []
         for slot in slots:
@@ -373,7 +379,10 @@ class Searcher:
         out: dict[str, Entry] = {}
         for slot in slots:
             out.update(members.get(slot, ()))
-        return list(out.values())
+        if len(memo) > 8192:
+            memo.clear()
+        memo[asked] = found_all = list(out.values())
+        return list(found_all)
 
     def run_entries(self, view: IndexView, run: str) -> list[Entry]:
         """Every entry ``run`` produced, whatever its trust (rejected ones included)."""
