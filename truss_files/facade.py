@@ -10,6 +10,7 @@ implements the ``Memory`` protocol that faces and tools depend on.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,6 +20,7 @@ from .context.compact import compact as _compact
 from .context.delta import Delta
 from .context.delta import delta_since as _delta_since
 from .errors import NotFound
+from .gitdir import GitDir
 from .model import Entry, Kind, Layer, Trust
 from .recall.engine import RecallResult, search_snapshot
 from .recall.pipeline import Filter
@@ -76,8 +78,13 @@ class MemoryStore(Store):
         result = search_snapshot(
             self, snap, text, flt, limit, gate=self.gate, mode=mode, salience=salience
         )
-        record(self.git.git_dir, [h.entry.id for h in result.hits], "api", environ=self.environ)
+        record(self._gitdir, [h.entry.id for h in result.hits], "api", environ=self.environ)
         return result
+
+    @functools.cached_property
+    def _gitdir(self) -> GitDir:
+        # Found once: every query records its use there (``usage``).
+        return GitDir.discover(self.git.git_dir)
 
     def view(
         self,

@@ -357,6 +357,6 @@ def _read_text(path: str) -> str | None:
 
 def _sha(text: str) -> str:
     sha = text.strip()[:40]
-    if len(sha) != 40 or any(c not in "0123456789abcdef" for c in sha):
+    if len(sha) != 40 or sha.strip("0123456789abcdef"):
         raise LookupError(f"not an object id: {text[:60]!r}")
     return sha

@@ -151,14 +151,21 @@ class Store:
 
     def config(self, snap: Snapshot | None = None) -> StoreConfig:
         snap = snap or self.snapshot()
-        # Parsed once per truss.toml blob: a query asks for it more than once.
+        # Parsed once per truss.toml blob: a query asks for it more than once; and known by
+        # commit (a commit's files never change), so a query at a tip seen before reads no tree.
+        commit = snap.oid
+        found = self._configs.get(commit) if commit is not None else None
+        if found is not None:
+            return found
         key = snap.blob_id(CONFIG_PATH)
         found = self._configs.get(key)
         if found is None:
             found = StoreConfig.parse(snap.read(CONFIG_PATH))
-            if len(self._configs) > 16:
-                self._configs.clear()
-            self._configs[key] = found
+        if len(self._configs) > 16:
+            self._configs.clear()
+        self._configs[key] = found
+        if commit is not None:
+            self._configs[commit] = found
         return found
 
     def principal(self, snap: Snapshot | None = None) -> str:

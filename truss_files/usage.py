@@ -37,9 +37,11 @@ class Use(NamedTuple):
     last: float
 
 
-def usage_path(where: str | os.PathLike[str]) -> str:
-    """``.git/truss/usage`` of the repository at ``where`` (a work tree or a git dir)."""
-    return os.path.join(GitDir.discover(where).cache_str, USAGE_FILE)
+def usage_path(where: str | os.PathLike[str] | GitDir) -> str:
+    """``.git/truss/usage`` of the repository at ``where`` (a work tree, a git dir, or one
+    already discovered)."""
+    git = where if isinstance(where, GitDir) else GitDir.discover(where)
+    return os.path.join(git.cache_str, USAGE_FILE)
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -48,7 +50,7 @@ def enabled(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def record(
-    where: str | os.PathLike[str],
+    where: str | os.PathLike[str] | GitDir,
     ids: Iterable[str],
     face: str,
     *,

@@ -153,7 +153,7 @@ class Searcher:
         self.index = Index(self.git, repo)
         self.gate = gate
         self._embedder = embedder
-        self._glossary: dict[tuple[str, str | None], tuple[Filter, Glossary]] = {}
+        self._glossary: dict[tuple[Any, str | None], tuple[Filter, Glossary]] = {}
 
     def view(
         self, tree: str | None = None, *, at_tip: bool = True, commit: str | None = None
@@ -340,14 +340,22 @@ class Searcher:
                 slots.setdefault((entry.kind.value, entry.key))
         if not slots:
             return []
-        # The live members of each slot (verified, not superseded: no ``s`` tag) are kept
-        # with the opened verified floor (its commit never changes); the slots not kept yet
-        # take one search together, and entries are decoded only for members not in hand.
+        # The answer for the same entries is kept with the opened verified floor (its commit
+        # never changes): a query asked again pays one lookup.
         floor = view.floor(Trust.VERIFIED)
-        members: dict[tuple[str, str], list[Entry]] = {}
+        memo = floor.memo
+        asked = ("related", *[hit.entry.id for hit in hits])
+        done: list[Entry] | None = memo.get(asked)
+        if done is not None:
+            return list(done)
+        # The live members of each slot (verified, not superseded: no ``s`` tag), by id, are
+        # kept with the opened verified floor (its commit never changes) -- none for a slot
+        # of one, which relates nothing; the slots not kept yet take one search together, and
+        # entries are decoded only for members not in hand.
+        members: dict[tuple[str, str], dict[str, Entry]] = {}
         missing = []
         for slot in slots:
-            kept = floor.memo.get(("live", slot))
+            kept = memo.get(("live", slot))
             if kept is None:
                 missing.append(slot)
             else:
@@ -361,20 +369,20 @@ class Searcher:
             if len(found) >= want:
                 found, _ = floor.search(query, max(1, floor.num_docs))
             known = {hit.entry.id: hit.entry for hit in hits}
-            fresh: dict[tuple[str, str], list[Entry]] = {slot: [] for slot in missing}
+            fresh: dict[tuple[str, str], list[tuple[str, Entry]]] = {slot: [] for slot in missing}
             for found_hit in found:
                 entry = known.get(found_hit[1]) or view.entry(floor, found_hit)
-                fresh.setdefault((entry.kind.value, entry.key), []).append(entry)
-            for slot, live in fresh.items():
-                live.sort(key=lambda e: e.id)
-                floor.memo[("live", slot)] = live
-            members.update(fresh)
+                live = fresh.setdefault((entry.kind.value, entry.key), [])
+                live.append((found_hit[1], entry))
+            for slot, pairs in fresh.items():
+                members[slot] = memo[("live", slot)] = dict(sorted(pairs)) if len(pairs) > 1 else {}
         out: dict[str, Entry] = {}
         for slot in slots:
-            live = members.get(slot, [])
-            if len(live) > 1:
-                out.update((e.id, e) for e in live)
-        return list(out.values())
+            out.update(members.get(slot, ()))
+        if len(memo) > 8192:
+            memo.clear()
+        memo[asked] = found_all = list(out.values())
+        return list(found_all)
 
     def run_entries(self, view: IndexView, run: str) -> list[Entry]:
         """Every entry ``run`` produced, whatever its trust (rejected ones included)."""

@@ -204,9 +204,16 @@ def id_of(hi: int, lo: int) -> str:
     return f"{hi:016x}{lo:016x}"
 
 
-def body_query(terms: Iterable[str], added: Iterable[str] = (), weight: float = 1.0) -> Any:
+def body_query(
+    terms: Iterable[str],
+    added: Iterable[str] = (),
+    weight: float = 1.0,
+    beside: Sequence[tuple[Any, Any]] = (),
+) -> Any:
     """Any of ``terms`` in the body, each scored once (BM25's OR), and any of ``added`` (a
-    query's related words) scored at ``weight`` times its BM25; None for no term."""
+    query's related words) scored at ``weight`` times its BM25; None for no term. ``beside``:
+    clauses that only exclude (``MustNot``), in the same boolean -- tantivy searches one flat
+    boolean of terms faster than the terms nested under a ``Must``, for the same hits."""
     own = dict.fromkeys(terms)
     term = tantivy.Query.term_query
     clauses = [(tantivy.Occur.Should, term(SCHEMA, "body", t)) for t in own]
@@ -215,7 +222,7 @@ def body_query(terms: Iterable[str], added: Iterable[str] = (), weight: float = 
         for t in dict.fromkeys(added)
         if t not in own
     ]
-    return tantivy.Query.boolean_query(clauses) if clauses else None
+    return tantivy.Query.boolean_query([*clauses, *beside]) if clauses else None
 
 
 def read_meta(path: str) -> dict[str, Any] | None:

@@ -136,7 +136,8 @@ class IndexView:
         self.tree = head.tree
         self.tip = tip or head.tip
         self.invalid = head.invalid
-        self.state = repr(sorted(head.floors.items()))  # equal states hold the same entries
+        # Equal states hold the same entries: a floor folder name is never reused.
+        self.state = tuple(head.floors.values())
         self._floors = head.floors
         self._opener = opener
         # Why the history of the commit read fails the read gate, else None: then nothing
@@ -152,10 +153,12 @@ class IndexView:
         """The ``Entry`` of a hit ``(score, id, trust code, address)`` of ``floor``: its record
         is stored in the floor of its own trust."""
         entry_id, code, address = hit[1], hit[2], hit[3]
-        found: Entry | None = floor.memo.get(entry_id)
+        memo = floor.memo
+        found: Entry | None = memo.get(entry_id)
         if found is not None:
             return found
-        home = floor if trust_of_code(code) is floor.trust else self.floor(trust_of_code(code))
+        trust = trust_of_code(code)
+        home = floor if trust is floor.trust else self.floor(trust)
         if home is not floor:
             address = home.address_of(entry_id)
             if address is None:
@@ -166,11 +169,11 @@ class IndexView:
         found = entry_of(marshal.loads(raw), entry_id)
         # The filter read the trust tags, the caller gets the record: they must agree, or
         # damaged files could pass an unverified entry off at the verified floor.
-        if found.trust is not trust_of_code(code) or floor.trust not in holders_of(found.trust):
+        if found.trust is not trust or floor.trust not in _HOLDERS_OF[trust]:
             raise FloorError(f"{home.path}: {entry_id} contradicts its record")
-        if len(floor.memo) > 8192:
-            floor.memo.clear()
-        floor.memo[entry_id] = found
+        if len(memo) > 8192:
+            memo.clear()
+        memo[entry_id] = found
         return found
 
 
@@ -471,6 +474,7 @@ class Index:
 
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 _TRUSTS: Final = {t.value: t for t in Trust}
+_HOLDERS_OF: Final = {t: holders_of(t) for t in Trust}  # read per entry a query decodes
 
 
 def _read_all(fd: int) -> bytes:

@@ -182,18 +182,23 @@ def lexical(
 ) -> list[Match]:
     """The best ``limit`` admitted documents holding a query term, or one of ``added`` (the
     query's related words, scored at ``related.RELATED_WEIGHT``): score desc, then id asc."""
-    body = body_query(terms, added, RELATED_WEIGHT)
-    if limit <= 0 or body is None:
+    if limit <= 0:
+        return []
+    filters = _const(clauses(flt, _trusts_at(flt.min_trust), flt.min_trust))
+    if all(occur == _NOT for occur, _ in filters):
+        query = body_query(terms, added, RELATED_WEIGHT, filters)  # one flat boolean
+    else:
+        body = body_query(terms, added, RELATED_WEIGHT)
+        query = None if body is None else tantivy.Query.boolean_query([(_MUST, body), *filters])
+    if query is None:
         return []
     floor = view.floor(flt.min_trust)
-    query = tantivy.Query.boolean_query(
-        [(_MUST, body), *_const(clauses(flt, _trusts_at(flt.min_trust), flt.min_trust))]
-    )
     found = [Match(h[1], h[0], floor, h) for h in ranked(floor, query, limit)]
     own = _own(flt)
     if own is not None:
         way, proven = own
         wide = view.floor(Trust.UNVERIFIED)
+        body = body_query(terms, added, RELATED_WEIGHT)
         more = [(_MUST, body), (_MUST, tantivy.Query.const_score_query(way, 0.0))]
         query = tantivy.Query.boolean_query(more + _const(clauses(flt, _below(flt))))
         hits = ranked(wide, query, limit, lambda h: proven(view, wide, h, writer_of))

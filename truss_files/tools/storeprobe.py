@@ -52,9 +52,15 @@ def user_config_file(environ: Mapping[str, str]) -> Path:
     milliseconds. On Linux the answer is platformdirs' own rule (an absolute ``$XDG_CONFIG_HOME``,
     else ``~/.config``, read from ``os.environ`` as platformdirs reads it); anywhere else, and
     whenever the environment is unusual, it asks platformdirs. A test holds the two equal."""
+    return Path(_user_config_path(environ))
+
+
+def _user_config_path(environ: Mapping[str, str]) -> str:
+    # ``user_config_file`` as text: a warm query asks for it each time (``pathlib`` costs
+    # more than the rest of the answer).
     override = environ.get("TRUSS_CONFIG_DIR")
     if override:
-        return Path(override) / GLOBAL_FILE
+        return os.path.join(override, GLOBAL_FILE)
     home = os.environ.get("HOME", "")
     android = hasattr(sys, "getandroidapilevel") or (
         os.environ.get("ANDROID_DATA") == "/data" and os.environ.get("ANDROID_ROOT") == "/system"
@@ -63,10 +69,10 @@ def user_config_file(environ: Mapping[str, str]) -> Path:
         # settings (and the signing stack through keys) stay off the cold read path.
         from ..settings import global_config_path
 
-        return global_config_path(environ)
+        return str(global_config_path(environ))
     xdg = os.environ.get("XDG_CONFIG_HOME", "")
     base = xdg if os.path.isabs(xdg) else os.path.expanduser("~/.config")
-    return Path(base) / APP_NAME / GLOBAL_FILE
+    return os.path.join(base, APP_NAME, GLOBAL_FILE)
 
 
 def has_layers_above_store(
@@ -80,4 +86,4 @@ def has_layers_above_store(
     settings module."""
     if agent or contract or environ.get("TRUSS_AGENT") or environ.get("TRUSS_CONTRACT"):
         return True
-    return user_config_file(environ).is_file()
+    return os.path.isfile(_user_config_path(environ))
