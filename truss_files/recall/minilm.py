@@ -62,6 +62,7 @@ LN_EPS: Final = 1e-12
 BATCH: Final = 16
 CACHE_FORMAT: Final = 1
 MAX_HEADER: Final = 1 << 20
+QUERY_CACHE: Final = 256  # distinct query vectors a long-lived process keeps (LRU)
 
 
 # -- the tokenizer -------------------------------------------------------------------------
@@ -541,6 +542,7 @@ class MiniLMEmbedder:
         self._key = f"{self.model_file}:{stat.st_size}:{stat.st_mtime_ns}:{sys.byteorder}"
         self._encoder: Encoder | None = None
         self._tokenizer: WordPiece | None = None
+        self._queries: dict[str, list[float]] = {}
 
     @property
     def fingerprint(self) -> str:
@@ -614,3 +616,16 @@ class MiniLMEmbedder:
         if not self.tokenizer().words(text):
             return np.zeros(self.dim, dtype=np.float32)
         return self._embed([text])[0]
+
+    def query_vector(self, text: str) -> list[float]:
+        """The unit query vector as floats (``embed.query_vector``), the last ``QUERY_CACHE``
+        distinct queries kept: an agent asks again (a retry, the same question in another
+        mode), and a forward pass is most of a warm semantic query."""
+        found = self._queries.pop(text, None)
+        if found is None:
+            vector = self.embed_query(text)
+            found = [float(x) for x in vector] if vector.any() else []
+            if len(self._queries) >= QUERY_CACHE:
+                del self._queries[next(iter(self._queries))]
+        self._queries[text] = found
+        return found
