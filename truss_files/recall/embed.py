@@ -643,7 +643,7 @@ def semantic_rank(
         # ties at the cut are kept whole, so the first ``limit`` by the order below are exact
         cut = np.partition(scores[keep], len(keep) - limit)[len(keep) - limit]
         keep = keep[scores[keep] >= cut]
-    order = sorted((-float(scores[i]), cands[i].id, int(i)) for i in keep)
+    order = sorted((-float(scores[i]), cands[i].id, i) for i in keep.tolist())
     return [cands[i]._replace(score=-neg) for neg, _, i in order[:limit]]
 
 
