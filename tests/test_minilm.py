@@ -84,6 +84,23 @@ def test_forward_pass_matches_onnxruntime() -> None:
 
 
 @needs_minilm
+def test_query_vectors_are_kept_for_recent_queries_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import numpy as np
+
+    monkeypatch.setattr(minilm, "QUERY_CACHE", 2)
+    embedder = MiniLMEmbedder()
+    first = embedder.query_vector("the dead letter queue")
+    assert np.allclose(first, embedder.embed_query("the dead letter queue"), atol=1e-6)
+    assert embedder.query_vector("the dead letter queue") is first  # kept
+    assert embedder.query_vector("   ") == []  # no words: no direction
+    embedder.query_vector("flaky tests")  # a third query: the least recent one goes
+    assert list(embedder._queries) == ["   ", "flaky tests"]
+    assert embedder.query_vector("the dead letter queue") is not first
+
+
+@needs_minilm
 def test_the_default_embedder_is_minilm() -> None:
     assert isinstance(load_embedder(), MiniLMEmbedder)
     assert isinstance(load_embedder("minilm"), MiniLMEmbedder)

@@ -615,13 +615,14 @@ def semantic_rank(
     query = query_vector(embedder, text)
     if not query or not cands:
         return []
-    hashes: list[bytes] = []
     for floor in {id(m.floor): m.floor for m in cands}.values():
-        mine = [m for m in cands if m.floor is floor]
-        addresses = [m.hit[3] for m in mine]
-        pairs = zip(floor.fast("c0", addresses), floor.fast("c1", addresses), strict=True)
-        digests = [hi.to_bytes(8, "big") + lo.to_bytes(8, "big") for hi, lo in pairs]
-        floor.memo.update({("chash", m.id): d for m, d in zip(mine, digests, strict=True)})
+        # A floor never changes: each document's content hash is read once.
+        mine = [m for m in cands if m.floor is floor and ("chash", m.id) not in floor.memo]
+        if mine:
+            addresses = [m.hit[3] for m in mine]
+            pairs = zip(floor.fast("c0", addresses), floor.fast("c1", addresses), strict=True)
+            digests = [hi.to_bytes(8, "big") + lo.to_bytes(8, "big") for hi, lo in pairs]
+            floor.memo.update({("chash", m.id): d for m, d in zip(mine, digests, strict=True)})
     hashes = [m.floor.memo[("chash", m.id)] for m in cands]
     cache = VectorCache(git, embedder)
     where, matrices = cache.load()
@@ -632,13 +633,43 @@ def semantic_rank(
         cache.add(list(missing), vectors)
         cache.compact()
         where, matrices = cache.load()
-    rows = np.stack([matrices[p][r] for p, r in (where[h] for h in hashes)]).astype(np.float32)
-    scores = rows @ np.asarray(query, dtype=np.float32)
-    order = sorted(
-        ((-float(score), m.id, m) for score, m in zip(scores, cands, strict=True) if score > 0),
-        key=lambda x: (x[0], x[1]),
+    row_of, matrix = _stacked(where, matrices)
+    # One matrix-vector product over every cached vector (contiguous float32, kept while the
+    # packs are), then the admitted documents' rows of it.
+    every = matrix @ np.asarray(query, dtype=np.float32)
+    scores = every[[row_of[h] for h in hashes]]
+    keep = np.flatnonzero(scores > 0)
+    if len(keep) > limit:
+        # ties at the cut are kept whole, so the first ``limit`` by the order below are exact
+        cut = np.partition(scores[keep], len(keep) - limit)[len(keep) - limit]
+        keep = keep[scores[keep] >= cut]
+    order = sorted((-float(scores[i]), cands[i].id, i) for i in keep.tolist())
+    return [cands[i]._replace(score=-neg) for neg, _, i in order[:limit]]
+
+
+_STACKED: dict[int, tuple[Any, dict[bytes, int], Any]] = {}
+
+
+def _stacked(where: dict[bytes, tuple[int, int]], matrices: list[Any]) -> tuple[Any, Any]:
+    """``({hash: row}, one float32 matrix)`` of the loaded packs, made once per load."""
+    import numpy as np
+
+    found = _STACKED.get(id(where))
+    if found is not None and found[0] is where:
+        return found[1], found[2]
+    starts = [0]
+    for m in matrices:
+        starts.append(starts[-1] + len(m))
+    row_of = {h: starts[p] + r for h, (p, r) in where.items()}
+    dim = matrices[0].shape[1] if matrices else 0
+    matrix = (
+        np.concatenate(matrices).astype(np.float32)
+        if matrices
+        else np.zeros((0, dim), dtype=np.float32)
     )
-    return [m._replace(score=-neg) for neg, _, m in order[:limit]]
+    _STACKED.clear()  # one store's packs at a time, as ``_LOADED``
+    _STACKED[id(where)] = (where, row_of, matrix)
+    return row_of, matrix
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -62,6 +62,7 @@ LN_EPS: Final = 1e-12
 BATCH: Final = 16
 CACHE_FORMAT: Final = 1
 MAX_HEADER: Final = 1 << 20
+QUERY_CACHE: Final = 256  # distinct query vectors a long-lived process keeps (LRU)
 
 
 # -- the tokenizer -------------------------------------------------------------------------
@@ -386,34 +387,80 @@ def _map_weights(path: Path, key: str) -> dict[str, Any]:
 
 
 def _erf(x: Any) -> Any:
-    """erf in numpy (Abramowitz & Stegun 7.1.26 refined: W. J. Cody's rational form would be
-    exact to 1e-16; this one is within 1.5e-7, far below float32 rounding of the activations)."""
+    """erf in numpy, in place over ``x`` (Abramowitz & Stegun 7.1.26 refined: within 1.5e-7,
+    far below float32 rounding of the activations)."""
     import numpy as np
 
     sign = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (
-        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
-    )
-    return sign * (1.0 - poly * np.exp(-a * a))
+    np.abs(x, out=x)
+    t = 0.3275911 * x
+    t += 1.0
+    np.reciprocal(t, out=t)
+    poly = t * np.float32(1.061405429)
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly += np.float32(c)
+        poly *= t
+    np.square(x, out=x)
+    np.negative(x, out=x)
+    np.exp(x, out=x)
+    x *= poly
+    np.subtract(1.0, x, out=x)
+    x *= sign
+    return x
 
 
 def _layer_norm(x: Any, weight: Any, bias: Any) -> Any:
+    """LayerNorm over the last axis, in place over ``x``."""
     import numpy as np
 
-    mean = x.mean(axis=-1, keepdims=True)
-    centered = x - mean
-    var = (centered * centered).mean(axis=-1, keepdims=True)
-    return centered / np.sqrt(var + LN_EPS) * weight + bias
+    x -= x.mean(axis=-1, keepdims=True)
+    var = np.einsum("...i,...i->...", x, x)[..., None]
+    var *= np.float32(1.0 / x.shape[-1])
+    var += np.float32(LN_EPS)
+    np.sqrt(var, out=var)
+    x /= var
+    x *= weight
+    x += bias
+    return x
 
 
 class Encoder:
-    """The BERT forward pass over mapped float32 weights (module docstring)."""
+    """The BERT forward pass over mapped float32 weights (module docstring).
+
+    A query is one short row, where numpy's cost per operation outweighs the arithmetic: each
+    layer's query, key and value projections are one matmul over their weights side by side
+    (made once), every elementwise step runs in place, and a batch of one has no padding to
+    mask."""
 
     def __init__(self, weights: dict[str, Any]) -> None:
+        import numpy as np
+
         self.w = weights
         self.dim = int(weights["embeddings.word_embeddings.weight"].shape[1])
+        self.layers: list[tuple[Any, ...]] = []
+        for layer in range(LAYERS):
+            p = f"encoder.layer.{layer}."
+            parts = [f"{p}attention.self.{n}" for n in ("query", "key", "value")]
+            qkv = np.concatenate([weights[f"{n}.weight"] for n in parts], axis=1)
+            qkv_bias = np.concatenate([weights[f"{n}.bias"] for n in parts])
+            self.layers.append(
+                (qkv, qkv_bias)
+                + tuple(
+                    weights[f"{p}{name}"]
+                    for name in (
+                        "attention.output.dense.weight",
+                        "attention.output.dense.bias",
+                        "attention.output.LayerNorm.weight",
+                        "attention.output.LayerNorm.bias",
+                        "intermediate.dense.weight",
+                        "intermediate.dense.bias",
+                        "output.dense.weight",
+                        "output.dense.bias",
+                        "output.LayerNorm.weight",
+                        "output.LayerNorm.bias",
+                    )
+                )
+            )
 
     def encode(self, batch: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
         """One unit vector per token list (mean over its tokens, then L2)."""
@@ -422,50 +469,53 @@ class Encoder:
         w = self.w
         n = len(batch)
         width = max(len(ids) for ids in batch)
+        dim = self.dim
         ids = np.zeros((n, width), dtype=np.int64)
         mask = np.zeros((n, width), dtype=np.float32)
         for row, tokens in enumerate(batch):
             ids[row, : len(tokens)] = tokens
             mask[row, : len(tokens)] = 1.0
-        x = (
-            w["embeddings.word_embeddings.weight"][ids]
-            + w["embeddings.position_embeddings.weight"][:width][None, :, :]
-            + w["embeddings.token_type_embeddings.weight"][0]
-        )
+        x = w["embeddings.word_embeddings.weight"][ids]
+        x += w["embeddings.position_embeddings.weight"][:width]
+        x += w["embeddings.token_type_embeddings.weight"][0]
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
-        head = self.dim // HEADS
+        head = dim // HEADS
         scale = np.float32(1.0 / np.sqrt(head))
-        pad = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
-        for layer in range(LAYERS):
-            p = f"encoder.layer.{layer}."
-
-            def dense(h: Any, name: str, p: str = p) -> Any:
-                return h @ w[f"{p}{name}.weight"] + w[f"{p}{name}.bias"]
-
-            def heads(h: Any) -> Any:
-                return h.reshape(n, width, HEADS, head).transpose(0, 2, 1, 3)
-
-            q = heads(dense(x, "attention.self.query"))
-            k = heads(dense(x, "attention.self.key"))
-            v = heads(dense(x, "attention.self.value"))
-            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + pad
+        full = bool(mask.all())
+        pad = None if full else ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
+        root_half = np.float32(1 / np.sqrt(2))
+        for qkv, qkv_b, o_w, o_b, ln1_w, ln1_b, i_w, i_b, f_w, f_b, ln2_w, ln2_b in self.layers:
+            h = x @ qkv
+            h += qkv_b
+            # (n, width, 3, heads, head) -> (3, n, heads, width, head)
+            h = h.reshape(n, width, 3, HEADS, head).transpose(2, 0, 3, 1, 4)
+            q, k, v = h[0], h[1], h[2]
+            scores = q @ k.transpose(0, 1, 3, 2)
+            scores *= scale
+            if pad is not None:
+                scores += pad
             scores -= scores.max(axis=-1, keepdims=True)
             np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, width, self.dim)
-            x = _layer_norm(
-                x + dense(context, "attention.output.dense"),
-                w[f"{p}attention.output.LayerNorm.weight"],
-                w[f"{p}attention.output.LayerNorm.bias"],
-            )
-            inner = dense(x, "intermediate.dense")
-            inner = 0.5 * inner * (1.0 + _erf(inner * np.float32(1 / np.sqrt(2))))
-            x = _layer_norm(
-                x + dense(inner, "output.dense"),
-                w[f"{p}output.LayerNorm.weight"],
-                w[f"{p}output.LayerNorm.bias"],
-            )
-        pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1), 1.0)[:, None]
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, width, dim)
+            out = context @ o_w
+            out += o_b
+            out += x
+            x = _layer_norm(out, ln1_w, ln1_b)
+            inner = x @ i_w
+            inner += i_b
+            gate = _erf(inner * root_half)
+            gate += 1.0
+            gate *= 0.5
+            inner *= gate
+            out = inner @ f_w
+            out += f_b
+            out += x
+            x = _layer_norm(out, ln2_w, ln2_b)
+        if full:
+            pooled = x.mean(axis=1)
+        else:
+            pooled = np.einsum("nwd,nw->nd", x, mask) / np.maximum(mask.sum(axis=1), 1.0)[:, None]
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return np.asarray(pooled / np.where(norms > 0, norms, 1.0), dtype=np.float32)
 
@@ -492,6 +542,7 @@ class MiniLMEmbedder:
         self._key = f"{self.model_file}:{stat.st_size}:{stat.st_mtime_ns}:{sys.byteorder}"
         self._encoder: Encoder | None = None
         self._tokenizer: WordPiece | None = None
+        self._queries: dict[str, list[float]] = {}
 
     @property
     def fingerprint(self) -> str:
@@ -565,3 +616,16 @@ class MiniLMEmbedder:
         if not self.tokenizer().words(text):
             return np.zeros(self.dim, dtype=np.float32)
         return self._embed([text])[0]
+
+    def query_vector(self, text: str) -> list[float]:
+        """The unit query vector as floats (``embed.query_vector``), the last ``QUERY_CACHE``
+        distinct queries kept: an agent asks again (a retry, the same question in another
+        mode), and a forward pass is most of a warm semantic query."""
+        found = self._queries.pop(text, None)
+        if found is None:
+            vector = self.embed_query(text)
+            found = [float(x) for x in vector] if vector.any() else []
+            if len(self._queries) >= QUERY_CACHE:
+                del self._queries[next(iter(self._queries))]
+        self._queries[text] = found
+        return found
