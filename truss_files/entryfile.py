@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -65,6 +66,26 @@ _HEX = re.compile(r"^[0-9a-f]{32}$")
 
 def _scalar(value: Any) -> str:
     """One YAML scalar on one line, quoted only where YAML needs it."""
+    # A rewrite of every entry (salience update) dumps the same keys, authors and values
+    # again and again: each dump costs more than its lookup.
+    if type(value) is str:
+        return _str_scalar(value)
+    if type(value) is float:
+        return _float_scalar(repr(value))  # by repr: 0.0 == -0.0, but not as YAML
+    return _dump_scalar(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _str_scalar(value: str) -> str:
+    return _dump_scalar(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _float_scalar(text: str) -> str:
+    return _dump_scalar(float(text))
+
+
+def _dump_scalar(value: Any) -> str:
     if isinstance(value, str) and any(b in value for b in _BREAKS):
         # A literal block would span lines (and "|+" lose its kept newlines to the strip
         # below): a line break inside one field's value is written as an escape instead.
