@@ -186,3 +186,26 @@ def test_importing_entryfile_and_reading_a_canonical_file_import_no_yaml() -> No
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["k", "False"]
+
+
+def test_entry_of_fields_fills_every_field_as_the_dataclasses_would() -> None:
+    """``entry_of_fields`` fills ``Entry`` and ``Provenance`` without their ``__init__``: it
+    must set exactly their fields, so a field added to either cannot be silently missing from
+    entries that the parser and the recall index return."""
+    prov = Provenance(produced_by="run:r/1", sources=("entry:a",), verified_by=None)
+    made = Entry(
+        kind=Kind.FACT, key="k", body="b", trust=Trust.STALE, layer=Layer.TEAM,
+        scope={"agent": "a"}, author="agent:x", created="2026-01-01T00:00:00Z", salience=0.7,
+        provenance=prov, supersedes="s" * 32, superseded_by=None, checks=("c",),
+    )  # fmt: skip
+    fields = (
+        made.kind, made.key, made.body, made.trust, made.layer, made.scope, made.author,
+        made.created, made.salience, prov.produced_by, prov.sources, prov.verified_by,
+        made.supersedes, made.superseded_by, made.checks,
+    )  # fmt: skip
+    filled = scan_module.entry_of_fields(fields)
+    assert filled == made and filled.id == made.id
+    assert set(vars(filled)) - {"_id"} == {f.name for f in dataclasses.fields(Entry)}
+    assert set(vars(filled.provenance)) == {f.name for f in dataclasses.fields(Provenance)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        filled.key = "other"  # type: ignore[misc]

@@ -29,6 +29,7 @@ MARKER_PREFIX: Final = "<!-- truss:"
 
 _TRUSTS: Final = {t.value: t for t in Trust}
 _LAYERS: Final = {x.value: x for x in Layer}
+_KINDS: Final = {k.value: k for k in Kind}
 
 
 def embed_text(key: str, body: str) -> str:
@@ -81,7 +82,8 @@ def entry_of(record: tuple[Any, ...], entry_id: str | None = None) -> Entry:
     """The ``Entry`` of an index record. ``entry_id``: its document id, which the index
     checked is the content address of the file (``entryfile.parse``) -- given, the
     entry need not hash its fields again (nor a query import hashlib) to know it."""
-    verdict = record[11]
+    (kind, key, body, trust, layer, scope, author, created, salience, produced_by, sources,
+     verdict, supersedes, superseded_by, checks) = record  # fmt: skip
     verified_by: Any = None
     if verdict is not None:
         if verdict[0] == 0:
@@ -92,19 +94,10 @@ def entry_of(record: tuple[Any, ...], entry_id: str | None = None) -> Entry:
         else:
             verified_by = verdict[1]
     entry = entry_of_fields(
-        (
-            Kind(record[0]),
-            *record[1:3],
-            _TRUSTS[record[3]],
-            _LAYERS[record[4]],
-            dict(record[5]),
-            *record[6:10],
-            tuple(record[10]),
-            verified_by,
-            *record[12:14],
-            tuple(record[14]),
-        )
-    )
+        (_KINDS[kind], key, body, _TRUSTS[trust], _LAYERS[layer], dict(scope), author, created,
+         salience, produced_by, tuple(sources), verified_by, supersedes, superseded_by,
+         tuple(checks))
+    )  # fmt: skip
     if entry_id is not None:
-        object.__setattr__(entry, "_id", entry_id)
+        entry.__dict__["_id"] = entry_id  # the frozen id cache ``Entry.id`` reads
     return entry
