@@ -9,6 +9,8 @@ compared (and reused) outside ``bench_recall``:
   ``"ours"`` indexes the text as ``truss_files.recall.tokenize`` cuts it (tokens joined with
   spaces, tantivy's ``whitespace`` tokenizer) and queries term by term: the like-for-like peer.
   Both keep term frequencies but no positions (BM25 needs no more) and the id as a stored field.
+  ``notes=True`` (``"ours"`` only) also stores each note's whole text, and a query returns the
+  top notes' texts: tantivy doing what a query of ours does, handing the notes out.
 * ``build_fts5(docs, path)`` / ``open_fts5`` / ``query_fts5``: an FTS5 table with the
   ``porter unicode61`` tokenizer, ranked by ``bm25()``; query words are ORed, as BM25 does.
 * ``add_tantivy`` / ``add_fts5``: one more note, committed and visible to the next query.
@@ -48,7 +50,7 @@ _ONE_DOC_HEAP = 15_000_000  # tantivy's floor per writer thread
 _WORDS = re.compile(r"[^\W_]+")
 
 
-def _schema(variant: str) -> Any:
+def _schema(variant: str, notes: bool = False) -> Any:
     import tantivy
 
     if variant not in TANTIVY_VARIANTS:
@@ -57,6 +59,8 @@ def _schema(variant: str) -> Any:
     builder.add_text_field("id", stored=True, tokenizer_name="raw")
     tokenizer = "whitespace" if variant == "ours" else "en_stem"
     builder.add_text_field("body", tokenizer_name=tokenizer, index_option="freq")
+    if notes:
+        builder.add_bytes_field("note", stored=True, indexed=False)  # as our records are
     return builder.build()
 
 
@@ -66,18 +70,27 @@ def _our_text(text: str) -> str:
     return " ".join(tokenize(text))
 
 
-def build_tantivy(docs: Iterable[tuple[str, str]], directory: Path, variant: str) -> None:
+def build_tantivy(
+    docs: Iterable[tuple[str, str]],
+    directory: Path,
+    variant: str,
+    notes: Sequence[str] | None = None,
+) -> None:
     """Index ``(id, text)`` pairs into a new tantivy index in ``directory`` (made if absent),
-    committed and merged: what a full rebuild costs, tokenizing included."""
+    committed and merged: what a full rebuild costs, tokenizing included. ``notes``: a stored
+    text for each pair, in order (``open_tantivy(..., notes=True)`` returns them)."""
     import tantivy
 
-    schema = _schema(variant)
+    schema = _schema(variant, notes is not None)
     directory.mkdir(parents=True, exist_ok=True)
     index = tantivy.Index(schema, path=str(directory))
     writer = index.writer(heap_size=WRITER_HEAP)
     feed = _our_text if variant == "ours" else str
-    for doc_id, text in docs:
-        writer.add_document(tantivy.Document(id=doc_id, body=feed(text)))
+    for number, (doc_id, text) in enumerate(docs):
+        doc = tantivy.Document(id=doc_id, body=feed(text))
+        if notes is not None:
+            doc.add_bytes("note", notes[number].encode())
+        writer.add_document(doc)
     writer.commit()
     writer.wait_merging_threads()
 
@@ -90,17 +103,19 @@ class TantivyIndex:
     searcher: Any
     schema: Any
     variant: str
+    notes: bool = False
 
 
-def open_tantivy(directory: Path, variant: str) -> TantivyIndex:
+def open_tantivy(directory: Path, variant: str, *, notes: bool = False) -> TantivyIndex:
     import tantivy
 
     index = tantivy.Index.open(str(directory))
-    return TantivyIndex(index, index.searcher(), index.schema, variant)
+    return TantivyIndex(index, index.searcher(), index.schema, variant, notes)
 
 
 def query_tantivy(engine: TantivyIndex, query: str, k: int = 10) -> list[str]:
-    """Top ``k`` ids, best first; any query word may match (BM25's OR)."""
+    """Top ``k`` ids, best first (the notes' stored texts when opened with ``notes``); any
+    query word may match (BM25's OR)."""
     import tantivy
 
     if engine.variant == "ours":
@@ -120,6 +135,8 @@ def query_tantivy(engine: TantivyIndex, query: str, k: int = 10) -> list[str]:
             return []
         parsed = engine.index.parse_query(" ".join(words), ["body"])
     hits = engine.searcher.search(parsed, k).hits
+    if engine.notes:
+        return [bytes(engine.searcher.doc(a).get_first("note")).decode() for _, a in hits]
     return [engine.searcher.doc(address)["id"][0] for _, address in hits]
 
 

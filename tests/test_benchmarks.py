@@ -130,6 +130,21 @@ def test_peers_take_query_syntax_as_words_and_refuse_nothing(
 
 
 @pytest.mark.usefixtures("bench_package")
+def test_the_peer_handing_out_notes_ranks_as_the_plain_one(tmp_path: Path) -> None:
+    """The peer that stores each note's text returns, best first, the texts of the ids the
+    plain peer returns: the same ranking, only handing the notes out."""
+    from benchmarks.peers import build_tantivy, open_tantivy, query_tantivy
+
+    notes = [("a", "the retry_policy of http.client"), ("b", "deploy fails on Friday retry")]
+    texts = {"a": "note a, as a file", "b": "note b, as a file"}
+    build_tantivy(notes, tmp_path / "ids", "ours")
+    build_tantivy(notes, tmp_path / "notes", "ours", [texts[i] for i, _ in notes])
+    ids = query_tantivy(open_tantivy(tmp_path / "ids", "ours"), "retry policy")
+    handed = query_tantivy(open_tantivy(tmp_path / "notes", "ours", notes=True), "retry policy")
+    assert ids == ["a", "b"] and handed == [texts[i] for i in ids]
+
+
+@pytest.mark.usefixtures("bench_package")
 def test_query_classes_are_measured_not_declared() -> None:
     from collections import Counter
 
