@@ -30,7 +30,7 @@ from benchmarks.evaluate import (
 )
 from truss_files.errors import ConfigError, UsageError
 from truss_files.facade import MemoryStore
-from truss_files.model import Trust
+from truss_files.model import Kind, Trust
 from truss_files.recall.embed import (
     INSTALL_HINT,
     LlamaBPE,
@@ -306,6 +306,37 @@ def test_semantic_finds_paraphrases_after_the_trust_filter(store: MemoryStore) -
     promote(store, store.write("fact", "pool-size", "pgbouncer pool size is 20 per node"))
     searcher.query("pool size per node", Filter(), 3, mode="semantic")
     assert embedder.embedded == embedded + 1
+
+
+@needs_minilm
+def test_a_kept_searcher_ranks_as_a_fresh_one_across_filters_and_writes(
+    store: MemoryStore,
+) -> None:
+    """A ``Searcher`` keeps the entries a filter admitted (and their vectors' rows) between
+    semantic queries: it must answer as a fresh one would -- for another filter, another
+    floor, and after a write -- and list them again only when one of those changed."""
+    made = mixed_store(store)
+    embedder = shared_minilm()
+    kept = Searcher(store.git.workdir, embedder=embedder)
+
+    def both(text: str, flt: Filter, mode: str = "semantic") -> list[tuple[str, float]]:
+        ours = kept.query(text, flt, 5, mode=mode).hits
+        fresh = Searcher(store.git.workdir, embedder=embedder).query(text, flt, 5, mode=mode)
+        assert [(h.entry.id, h.score) for h in ours] == [(h.entry.id, h.score) for h in fresh]
+        return [(h.entry.id, h.score) for h in ours]
+
+    both("database connection pooling", Filter())
+    listed = kept._admitted
+    both("flaky network tests", Filter())
+    assert kept._admitted is listed  # the same filter on the same index: listed once
+    lessons = both("database connection pooling", Filter(kind=Kind.LESSON))
+    assert made["v5"].id not in [i for i, _ in lessons]
+    wide = both("retry flaky tests with backoff", Filter(min_trust=Trust.UNVERIFIED))
+    assert made["u1"].id in [i for i, _ in wide]
+    both("pgbouncer pooling", Filter(), mode="hybrid")
+    note = promote(store, store.write("fact", "pool-size", "pgbouncer pool size is 20 per node"))
+    after = both("pool size per node", Filter())
+    assert after[0][0] == note.id and kept._admitted is not listed
 
 
 @needs_minilm

@@ -615,6 +615,43 @@ def semantic_rank(
     query = query_vector(embedder, text)
     if not query or not cands:
         return []
+    cache = VectorCache(git, embedder)
+    packs = cache.load()
+    kept = _ROWS.get("last")
+    if kept is not None and kept[0] is cands and kept[1] is packs[0]:
+        rows = kept[2]  # the same admitted list over the same vector packs: rows known
+    else:
+        packs, rows = _rows(view, embedder, cache, packs, cands)
+    # One matrix-vector product over every cached vector (contiguous float32, kept while the
+    # packs are), then the admitted documents' rows of it.
+    every = _stacked(*packs)[1] @ np.asarray(query, dtype=np.float32)
+    scores = every[rows]
+    keep = np.flatnonzero(scores > 0)
+    if len(keep) > limit:
+        # ties at the cut are kept whole, so the first ``limit`` by the order below are exact
+        cut = np.partition(scores[keep], len(keep) - limit)[len(keep) - limit]
+        keep = keep[scores[keep] >= cut]
+    order = sorted((-float(scores[i]), cands[i].id, i) for i in keep.tolist())
+    return [cands[i]._replace(score=-neg) for neg, _, i in order[:limit]]
+
+
+# The rows of the last admitted list ranked, by the identity of that list and of the loaded
+# packs (both held here, so neither identity is reused while kept): a ``Searcher`` hands the
+# same list again while its index and filter are the same (``Searcher.admitted``).
+_ROWS: dict[str, tuple[Any, Any, Any]] = {}
+
+
+def _rows(
+    view: IndexView,
+    embedder: Embedder,
+    cache: VectorCache,
+    packs: tuple[dict[bytes, tuple[int, int]], list[Any]],
+    cands: Sequence[Match],
+) -> tuple[tuple[dict[bytes, tuple[int, int]], list[Any]], Any]:
+    """The packs loaded, and the row of each of ``cands`` in their stacked matrix as an index
+    array; the vectors missing from the cache are embedded and added first."""
+    import numpy as np
+
     for floor in {id(m.floor): m.floor for m in cands}.values():
         # A floor never changes: each document's content hash is read once.
         mine = [m for m in cands if m.floor is floor and ("chash", m.id) not in floor.memo]
@@ -624,8 +661,7 @@ def semantic_rank(
             digests = [hi.to_bytes(8, "big") + lo.to_bytes(8, "big") for hi, lo in pairs]
             floor.memo.update({("chash", m.id): d for m, d in zip(mine, digests, strict=True)})
     hashes = [m.floor.memo[("chash", m.id)] for m in cands]
-    cache = VectorCache(git, embedder)
-    where, matrices = cache.load()
+    where, matrices = packs
     missing = {h: m for h, m in zip(hashes, cands, strict=True) if h not in where}
     if missing:
         entries = [view.entry(m.floor, m.hit) for m in missing.values()]
@@ -633,18 +669,10 @@ def semantic_rank(
         cache.add(list(missing), vectors)
         cache.compact()
         where, matrices = cache.load()
-    row_of, matrix = _stacked(where, matrices)
-    # One matrix-vector product over every cached vector (contiguous float32, kept while the
-    # packs are), then the admitted documents' rows of it.
-    every = matrix @ np.asarray(query, dtype=np.float32)
-    scores = every[[row_of[h] for h in hashes]]
-    keep = np.flatnonzero(scores > 0)
-    if len(keep) > limit:
-        # ties at the cut are kept whole, so the first ``limit`` by the order below are exact
-        cut = np.partition(scores[keep], len(keep) - limit)[len(keep) - limit]
-        keep = keep[scores[keep] >= cut]
-    order = sorted((-float(scores[i]), cands[i].id, i) for i in keep.tolist())
-    return [cands[i]._replace(score=-neg) for neg, _, i in order[:limit]]
+    row_of = _stacked(where, matrices)[0]
+    rows = np.fromiter((row_of[h] for h in hashes), dtype=np.intp, count=len(hashes))
+    _ROWS["last"] = (cands, where, rows)
+    return (where, matrices), rows
 
 
 _STACKED: dict[int, tuple[Any, dict[bytes, int], Any]] = {}

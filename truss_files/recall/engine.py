@@ -154,6 +154,8 @@ class Searcher:
         self.gate = gate
         self._embedder = embedder
         self._glossary: dict[tuple[Any, str | None], tuple[Filter, Glossary]] = {}
+        # The entries the last semantic or hybrid query's filter admitted, with its key.
+        self._admitted: tuple[tuple[Any, str | None], Filter, list[Match]] | None = None
 
     def view(
         self, tree: str | None = None, *, at_tip: bool = True, commit: str | None = None
@@ -322,13 +324,25 @@ class Searcher:
 
         embedder = self.embedder(view)
         writer_of = found.of if found is not None else None
-        cands = admitted(view, flt, writer_of)
+        cands = self.admitted(view, flt, found)
         if mode == "semantic":
             return semantic_rank(view, self.git, embedder, cands, text, limit)
         depth = max(limit, FUSION_DEPTH)
         exact = lexical(view, flt, terms, depth, added, writer_of)
         close = semantic_rank(view, self.git, embedder, cands, text, depth)
         return score_fusion([exact, close], limit, HYBRID_WEIGHTS)
+
+    def admitted(self, view: IndexView, flt: Filter, found: Writers | None) -> list[Match]:
+        """Every entry ``flt`` admits (what semantic mode ranks), kept while the index, the
+        writers read and the filter are the same: a long-lived process asking many
+        questions lists them once, not per query (10k entries: ~5 ms)."""
+        key = (view.state, found.tip if found is not None else None)
+        known = self._admitted
+        if known is not None and known[0] == key and known[1] == flt:
+            return known[2]
+        cands = admitted(view, flt, found.of if found is not None else None)
+        self._admitted = (key, flt, cands)
+        return cands
 
     @staticmethod
     def _related(view: IndexView, hits: Sequence[Hit]) -> list[Entry]:
@@ -420,6 +434,7 @@ def _once_more(searcher: Searcher, work: Callable[[], _T]) -> _T:
             with contextlib.suppress(OSError):
                 searcher.index.discard()
             searcher._glossary.clear()
+            searcher._admitted = None
             break
     try:
         return work()
