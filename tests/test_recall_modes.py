@@ -366,6 +366,12 @@ def test_mode_from_truss_toml(store: MemoryStore) -> None:
     commit_toml(store, text.replace('mode = "exact"', 'mode = "hybrid"'))
     assert search(store.git.workdir, "postgres", Filter()).mode == "hybrid"
     assert search(store.git.workdir, "postgres", Filter(), mode="exact").mode == "exact"
+    # A query at a snapshot (MemoryStore.query, the tools, HTTP, MCP) follows the truss.toml
+    # of the commit it reads, not what the index head last recorded from an at-tip query.
+    commit_toml(store, text.replace('mode = "exact"', 'mode = "semantic"'))
+    assert MemoryStore(store.git.workdir, signer=store.signer).query("postgres").mode == (
+        "semantic"
+    )
     commit_toml(store, text.replace('mode = "exact"', 'mode = "fuzzy"'))
     with pytest.raises(ConfigError, match="truss.toml: \\[recall\\] mode"):
         search(store.git.workdir, "postgres", Filter())

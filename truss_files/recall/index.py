@@ -194,6 +194,7 @@ class Index:
         self.stats: dict[str, Any] = {}
         self._head_cache: tuple[bytes, _Head] | None = None
         self._checked: _Head | None = None
+        self._commits: dict[str, TipInfo] = {}  # commit_info's, by commit id
 
     # -- the branch tip ------------------------------------------------------------------
 
@@ -218,6 +219,21 @@ class Index:
         known = head.tip if head is not None else None
         if known is not None and known.tip == tip and known.ref == ref:
             return known
+        return self._info(ref, tip, known)
+
+    def commit_info(self, commit: str, known: TipInfo | None) -> TipInfo:
+        """What ``commit`` says (its truss.toml's ``[recall]``...), for a view of a snapshot:
+        a query at a commit follows that commit's settings, whatever the index head last
+        recorded. Kept by commit id (a commit never changes)."""
+        found = self._commits.get(commit)
+        if found is None:
+            found = self._info(None, commit, known)
+            if len(self._commits) >= 64:
+                self._commits.clear()
+            self._commits[commit] = found
+        return found
+
+    def _info(self, ref: str | None, tip: str | None, known: TipInfo | None) -> TipInfo:
         if tip is None:
             return TipInfo(ref, None, None, None, {})
         root = self.objects.commit_tree(tip)
@@ -247,6 +263,8 @@ class Index:
         opened = self._view(tree, at_tip)
         if at_tip:
             commit = opened.tip.tip if opened.tip is not None else None
+        elif commit is not None and (opened.tip is None or opened.tip.tip != commit):
+            opened.tip = self.commit_info(commit, opened.tip)
         opened.refused = gate(self.git, commit)
         return opened
 
