@@ -188,6 +188,9 @@ def _fast(data: bytes, path: str) -> Entry:
     return entry_of_fields(_fields(data, path))
 
 
+_new: Final = object.__new__
+
+
 def entry_of_fields(fields: Sequence[Any]) -> Entry:
     """The ``Entry`` of its fields in ``_fields`` order (kind, key, body, trust, layer, scope,
     author, created, salience, produced_by, sources, verified_by, supersedes, superseded_by,
@@ -236,9 +239,6 @@ def entry_of_fields(fields: Sequence[Any]) -> Entry:
         memory_path=None,
     )
     return entry
-
-
-_new: Final = object.__new__
 
 
 def _fields(data: bytes, path: str) -> tuple[Any, ...]:

@@ -604,12 +604,15 @@ def semantic_rank(
     cands: Sequence[Match],
     text: str,
     limit: int,
+    memo: dict[str, Any] | None = None,
 ) -> list[Match]:
     """The ``limit`` admitted entries closest to ``text`` (cosine > 0), ties by entry id.
 
     Only admitted documents (``cands``, the filter already run) are scored: an entry's score
     and rank never depend on entries the filter left out. Each one's vector comes from the
-    content-hash cache (``VectorCache``), embedded once when missing."""
+    content-hash cache (``VectorCache``), embedded once when missing. ``memo`` belongs to
+    ``cands`` (``Searcher.admitted``): their rows in the vector matrix are kept there while
+    the vector packs are the same."""
     import numpy as np  # the semantic extra: exact mode never imports it
 
     query = query_vector(embedder, text)
@@ -617,11 +620,13 @@ def semantic_rank(
         return []
     cache = VectorCache(git, embedder)
     packs = cache.load()
-    kept = _ROWS.get("last")
-    if kept is not None and kept[0] is cands and kept[1] is packs[0]:
-        rows = kept[2]  # the same admitted list over the same vector packs: rows known
+    kept = memo.get("rows") if memo is not None else None
+    if kept is not None and kept[0] is packs[0]:
+        rows = kept[1]  # the same admitted list over the same vector packs: rows known
     else:
         packs, rows = _rows(view, embedder, cache, packs, cands)
+        if memo is not None:
+            memo["rows"] = (packs[0], rows)
     # One matrix-vector product over every cached vector (contiguous float32, kept while the
     # packs are), then the admitted documents' rows of it.
     every = _stacked(*packs)[1] @ np.asarray(query, dtype=np.float32)
@@ -633,12 +638,6 @@ def semantic_rank(
         keep = keep[scores[keep] >= cut]
     order = sorted((-float(scores[i]), cands[i].id, i) for i in keep.tolist())
     return [cands[i]._replace(score=-neg) for neg, _, i in order[:limit]]
-
-
-# The rows of the last admitted list ranked, by the identity of that list and of the loaded
-# packs (both held here, so neither identity is reused while kept): a ``Searcher`` hands the
-# same list again while its index and filter are the same (``Searcher.admitted``).
-_ROWS: dict[str, tuple[Any, Any, Any]] = {}
 
 
 def _rows(
@@ -671,7 +670,6 @@ def _rows(
         where, matrices = cache.load()
     row_of = _stacked(where, matrices)[0]
     rows = np.fromiter((row_of[h] for h in hashes), dtype=np.intp, count=len(hashes))
-    _ROWS["last"] = (cands, where, rows)
     return (where, matrices), rows
 
 

@@ -154,8 +154,10 @@ class Searcher:
         self.gate = gate
         self._embedder = embedder
         self._glossary: dict[tuple[Any, str | None], tuple[Filter, Glossary]] = {}
-        # The entries the last semantic or hybrid query's filter admitted, with its key.
-        self._admitted: tuple[tuple[Any, str | None], Filter, list[Match]] | None = None
+        # The entries the last semantic or hybrid query's filter admitted, with its key, and
+        # what semantic ranking keeps of them (their vectors' rows).
+        self._admitted: tuple[tuple[Any, str | None], Filter, list[Match], dict[str, Any]] | None
+        self._admitted = None
 
     def view(
         self, tree: str | None = None, *, at_tip: bool = True, commit: str | None = None
@@ -324,25 +326,28 @@ class Searcher:
 
         embedder = self.embedder(view)
         writer_of = found.of if found is not None else None
-        cands = self.admitted(view, flt, found)
+        cands, memo = self.admitted(view, flt, found)
         if mode == "semantic":
-            return semantic_rank(view, self.git, embedder, cands, text, limit)
+            return semantic_rank(view, self.git, embedder, cands, text, limit, memo)
         depth = max(limit, FUSION_DEPTH)
         exact = lexical(view, flt, terms, depth, added, writer_of)
-        close = semantic_rank(view, self.git, embedder, cands, text, depth)
+        close = semantic_rank(view, self.git, embedder, cands, text, depth, memo)
         return score_fusion([exact, close], limit, HYBRID_WEIGHTS)
 
-    def admitted(self, view: IndexView, flt: Filter, found: Writers | None) -> list[Match]:
-        """Every entry ``flt`` admits (what semantic mode ranks), kept while the index, the
-        writers read and the filter are the same: a long-lived process asking many
-        questions lists them once, not per query (10k entries: ~5 ms)."""
+    def admitted(
+        self, view: IndexView, flt: Filter, found: Writers | None
+    ) -> tuple[list[Match], dict[str, Any]]:
+        """Every entry ``flt`` admits (what semantic mode ranks), and a memo for what is
+        derived from them, kept while the index, the writers read and the filter are the
+        same: a long-lived process asking many questions lists them once, not per query
+        (10k entries: ~5 ms)."""
         key = (view.state, found.tip if found is not None else None)
         known = self._admitted
         if known is not None and known[0] == key and known[1] == flt:
-            return known[2]
+            return known[2], known[3]
         cands = admitted(view, flt, found.of if found is not None else None)
-        self._admitted = (key, flt, cands)
-        return cands
+        self._admitted = (key, flt, cands, {})
+        return cands, self._admitted[3]
 
     @staticmethod
     def _related(view: IndexView, hits: Sequence[Hit]) -> list[Entry]:
