@@ -14,7 +14,7 @@ from truss_files.recall import engine
 __all__ = [
     "Searcher",
     "refusal",
-    "related_snapshot",
+    "conflicts_snapshot",
     "run_deleted_snapshot",
     "search",
     "search_snapshot",
@@ -23,5 +23,5 @@ __all__ = [
 Searcher = partial(engine.Searcher, gate=refusal)
 search = partial(engine.search, gate=refusal)
 search_snapshot = partial(engine.search_snapshot, gate=refusal)
-related_snapshot = partial(engine.related_snapshot, gate=refusal)
+conflicts_snapshot = partial(engine.conflicts_snapshot, gate=refusal)
 run_deleted_snapshot = partial(engine.run_deleted_snapshot, gate=refusal)

@@ -303,3 +303,15 @@ def normalize_body(body: str) -> str:
 
 # How a promotion settles a key that already holds a verified entry (``[policy] conflict``).
 CONFLICT_POLICIES = ("verified-wins", "latest-wins", "panel-arbitrated", "keep-both-flagged")
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Two or more live verified entries of one kind and key, as a read reports them."""
+
+    kind: str
+    key: str
+    ids: tuple[str, ...]  # oldest first (``created``, then id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "key": self.key, "ids": list(self.ids)}

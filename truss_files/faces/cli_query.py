@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..model import Kind, Layer, Trust
-from ..panel.conflicts import find_conflicts
 from ..readgate import refusal
 from ..recall.engine import RECALL_MODES, search
 from ..recall.pipeline import Filter
@@ -155,7 +154,7 @@ def run_query(
     if result.related_words:  # also looked for, at half weight (recall/related.py)
         data["related_words"] = shown_words(result.related_words, [h.entry.body for h in hits])
     # keep-both-flagged leaves two verified entries on one key: reads must say so.
-    conflicts = find_conflicts([h.entry for h in hits], result.related) if result.related else []
+    conflicts = result.conflicts
     if conflicts:
         data["conflicts"] = [c.to_dict() for c in conflicts]
     flags = "".join(

@@ -10,20 +10,10 @@ query itself did not return, because a reader shown one side must learn the othe
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
 
-from ..model import Entry, Trust
+from ..model import Conflict, Entry, Trust
 
-
-@dataclass(frozen=True)
-class Conflict:
-    kind: str
-    key: str
-    ids: tuple[str, ...]  # oldest first
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "key": self.key, "ids": list(self.ids)}
+__all__ = ["Conflict", "find_conflicts"]
 
 
 def _live(entry: Entry) -> bool:

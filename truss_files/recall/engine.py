@@ -55,18 +55,19 @@ from __future__ import annotations
 import contextlib
 import marshal
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..authority import RunView, own_delete, run_of
 from ..errors import ConfigError, IndexUnavailable, UntrustedHistory, UsageError
 from ..gitdir import GitDir
-from ..model import TOMBSTONE_MARK, Entry, Kind, Trust
+from ..model import TOMBSTONE_MARK, Conflict, Entry, Kind, Trust
 from .acronyms import Glossary, store_glossary
 from .bounds import query_terms
-from .docs import MARKER_PREFIX
-from .floors import FloorError, FloorMoved, group_tag, run_tag
+from .docs import MARKER_PREFIX, TRUST_CODE
+from .floors import Floor, FloorError, FloorMoved, group_code, group_tag, run_tag
 from .fusion import HYBRID_WEIGHTS, score_fusion
 from .index import Gate, Index, IndexView
 from .lexical import _MUST, _NOT, Match, _all, _any, admitted, below_floor, group, lexical
@@ -85,7 +86,7 @@ __all__ = [
     "RecallResult",
     "Searcher",
     "capped",
-    "related_snapshot",
+    "conflicts_snapshot",
     "run_deleted",
     "run_deleted_snapshot",
     "search",
@@ -104,16 +105,18 @@ _DAMAGE: Final = (FloorError, IndexError, ValueError, EOFError, TypeError, KeyEr
 class RecallResult:
     """What a query found.
 
-    ``related`` holds every live verified entry that shares its kind and key with a returned
-    live verified entry, when there are two or more of them: what a conflict report needs
-    (``panel.conflicts.find_conflicts(hits, related)``). ``skipped`` names entry files the
-    index could not read (path -> reason); they are never candidates.
+    ``conflicts`` names each (kind, key) of a returned live verified entry that holds two or
+    more live verified entries, returned or not: what a read must report (``panel.conflicts``).
+    ``related`` holds those entries, decoded when first asked for (a reader that only reports
+    the conflicts never pays for them). ``skipped`` names entry files the index could not read
+    (path -> reason); they are never candidates.
     """
 
     mode: str
     min_trust: Trust
     hits: list[Hit]
-    related: list[Entry] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
+    _related: Callable[[], list[Entry]] = field(default=list, repr=False, compare=False)
     skipped: dict[str, str] = field(default_factory=dict)
     tree: str | None = None
     withheld: str | None = None  # why entries above unverified were kept out (read gate)
@@ -126,6 +129,11 @@ class RecallResult:
     def __iter__(self) -> Iterator[Hit]:
         """The hits, best first: ``for hit in store.query(...)`` reads ``hit.entry``."""
         return iter(self.hits)
+
+    @cached_property
+    def related(self) -> list[Entry]:
+        """Every live verified entry of the groups ``conflicts`` names."""
+        return self._related()
 
 
 def check_mode(mode: str, source: str = "--mode") -> str:
@@ -299,11 +307,13 @@ class Searcher:
         below = 0
         if not hits and flt.min_trust is not Trust.UNVERIFIED and terms:
             below = below_floor(view, flt, terms)
+        entries = [hit.entry for hit in hits]
         return RecallResult(
             mode=mode,
             min_trust=flt.min_trust,
             hits=hits,
-            related=self._related(view, hits),
+            conflicts=self.conflicts(view, entries),
+            _related=partial(self.related, view, entries),
             skipped=dict(view.invalid),
             tree=view.tree,
             withheld=view.refused,
@@ -350,28 +360,20 @@ class Searcher:
         return cands, self._admitted[3]
 
     @staticmethod
-    def _related(view: IndexView, hits: Sequence[Hit]) -> list[Entry]:
-        """Live verified entries of the hits' kind and key, where more than one exists."""
+    def members(view: IndexView, entries: Iterable[Entry]) -> dict[tuple[str, str], Members]:
+        """The live members (verified, not superseded) of the (kind, key) group of each live
+        verified entry of ``entries``, oldest first, read from the verified floor's fast
+        fields: no entry is decoded. Kept with the opened verified floor (its commit never
+        changes), so a group is searched once."""
         slots: dict[tuple[str, str], None] = {}
-        for hit in hits:
-            entry = hit.entry
-            if entry.trust is Trust.VERIFIED and not entry.superseded_by:
+        for entry in entries:
+            if entry.trust is Trust.VERIFIED and entry.superseded_by is None:
                 slots.setdefault((entry.kind.value, entry.key))
         if not slots:
-            return []
-        # The answer for the same entries is kept with the opened verified floor (its commit
-        # never changes): a query asked again pays one lookup.
+            return {}
         floor = view.floor(Trust.VERIFIED)
         memo = floor.memo
-        asked = ("related", *[hit.entry.id for hit in hits])
-        done: list[Entry] | None = memo.get(asked)
-        if done is not None:
-            return list(done)
-        # The live members of each slot (verified, not superseded: no ``s`` tag), by id, are
-        # kept with the opened verified floor (its commit never changes) -- none for a slot
-        # of one, which relates nothing; the slots not kept yet take one search together, and
-        # entries are decoded only for members not in hand.
-        members: dict[tuple[str, str], dict[str, Entry]] = {}
+        members: dict[tuple[str, str], Members] = {}
         missing = []
         for slot in slots:
             kept = memo.get(("live", slot))
@@ -380,28 +382,37 @@ class Searcher:
             else:
                 members[slot] = kept
         if missing:
-            tags = _any([group_tag(*slot) for slot in missing])
-            query = _all([(_MUST, tags), (_NOT, tag_query("s"))])
-            # A small first ask (tantivy's collector is sized by it); all when it fills.
-            want = 4 * len(missing) + 16
-            found, _ = floor.search(query, want)
-            if len(found) >= want:
-                found, _ = floor.search(query, max(1, floor.num_docs))
-            known = {hit.entry.id: hit.entry for hit in hits}
-            fresh: dict[tuple[str, str], list[tuple[str, Entry]]] = {slot: [] for slot in missing}
-            for found_hit in found:
-                entry = known.get(found_hit[1]) or view.entry(floor, found_hit)
-                live = fresh.setdefault((entry.kind.value, entry.key), [])
-                live.append((found_hit[1], entry))
-            for slot, pairs in fresh.items():
-                members[slot] = memo[("live", slot)] = dict(sorted(pairs)) if len(pairs) > 1 else {}
-        out: dict[str, Entry] = {}
-        for slot in slots:
-            out.update(members.get(slot, ()))
-        if len(memo) > 8192:
-            memo.clear()
-        memo[asked] = found_all = list(out.values())
-        return list(found_all)
+            codes = {group_code(*slot) for slot in missing}
+            # Two asked groups with one code cannot be told apart by it: search them apart.
+            batches = [missing] if len(codes) == len(missing) else [[slot] for slot in missing]
+            if len(memo) > 8192:
+                memo.clear()
+            for batch in batches:
+                for slot, rows in _live_members(floor, batch).items():
+                    members[slot] = memo[("live", slot)] = rows
+        return members
+
+    def conflicts(self, view: IndexView, entries: Iterable[Entry]) -> list[Conflict]:
+        """What a read must report of ``entries`` (``panel.conflicts``): each group of a live
+        verified one that holds two or more live verified entries, by kind and key, each
+        group's ids oldest first -- also those ``entries`` does not hold."""
+        return [
+            Conflict(kind, key, tuple(row[1] for row in rows))
+            for (kind, key), rows in sorted(self.members(view, entries).items())
+            if len(rows) > 1
+        ]
+
+    def related(self, view: IndexView, entries: Sequence[Entry]) -> list[Entry]:
+        """The entries of the groups ``conflicts`` reports (``RecallResult.related``)."""
+        floor = view.floor(Trust.VERIFIED)
+        known = {entry.id: entry for entry in entries}
+        code = TRUST_CODE[Trust.VERIFIED]
+        return [
+            known.get(row[1]) or view.entry(floor, (0.0, row[1], code, row[2]))
+            for rows in self.members(view, entries).values()
+            if len(rows) > 1
+            for row in rows
+        ]
 
     def run_entries(self, view: IndexView, run: str) -> list[Entry]:
         """Every entry ``run`` produced, whatever its trust (rejected ones included)."""
@@ -414,6 +425,32 @@ class Searcher:
             for kind in Kind
             for m in every(view, [group_tag(kind.value, key)])
         ]
+
+
+# A group's live members: (created code, id, document address), oldest first.
+Members = tuple[tuple[int, str, Any], ...]
+
+
+def _live_members(floor: Floor, slots: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Members]:
+    """The live members of each of ``slots`` in the verified ``floor``, in one search, told
+    apart by their group codes (which ``slots`` must not share)."""
+    by_code = {group_code(*slot): slot for slot in slots}
+    query = _all([(_MUST, _any([group_tag(*slot) for slot in slots])), (_NOT, tag_query("s"))])
+    # A small first ask (tantivy's collector is sized by it); all when it fills.
+    want = 4 * len(slots) + 16
+    found, _ = floor.search(query, want)
+    if len(found) >= want:
+        found, _ = floor.search(query, max(1, floor.num_docs))
+    addresses = [hit[3] for hit in found]
+    rows: dict[tuple[str, str], list[tuple[int, str, Any]]] = {slot: [] for slot in slots}
+    for hit, code, created in zip(
+        found, floor.fast("gk", addresses), floor.fast("ts", addresses), strict=True
+    ):
+        slot = by_code.get(code)
+        if slot is None:  # a document whose tags and fast fields disagree: damaged files
+            raise FloorError(f"{floor.path}: {hit[1]} is in a group its code does not name")
+        rows[slot].append((created, hit[1], hit[3]))
+    return {slot: tuple(sorted(group, key=lambda r: r[:2])) for slot, group in rows.items()}
 
 
 def every(view: IndexView, tags: Sequence[str]) -> list[Match]:
@@ -578,19 +615,18 @@ def run_deleted_snapshot(
     return _once_more(searcher, deleted)
 
 
-def related_snapshot(
+def conflicts_snapshot(
     store: Store, snap: Snapshot, entries: Sequence[Entry], *, gate: Gate
-) -> list[Entry]:
-    """``RecallResult.related`` for entries fetched some other way (by id): every live verified
-    entry at the commit of ``snap`` sharing its kind and key with a live verified one of
-    ``entries``, where two or more exist -- from the index's group terms, not a scan."""
+) -> list[Conflict]:
+    """``RecallResult.conflicts`` for entries fetched some other way (by id), at the commit
+    of ``snap``: from the index's group terms and fast fields, not a scan."""
     searcher = _snapshot_searcher(store, gate)
     tree = snap.tree_id("memories")
 
-    def related() -> list[Entry]:
+    def conflicts() -> list[Conflict]:
         view = searcher.view(tree, at_tip=False, commit=snap.oid)
         if view.refused is not None:
             return []  # verified entries only: the gate has refused or capped them
-        return searcher._related(view, [Hit(e, 0.0) for e in entries])
+        return searcher.conflicts(view, entries)
 
-    return _once_more(searcher, related)
+    return _once_more(searcher, conflicts)

@@ -20,10 +20,12 @@ A document (``make_doc``) is:
 
 ``id``
     the entry id, a raw term: what deletions and id sets name.
-``hi``/``lo``, ``tr``, ``c0``/``c1``
+``hi``/``lo``, ``tr``, ``c0``/``c1``, ``gk``, ``ts``
     fast fields: the id's 128 bits (read back per hit without a stored document), the trust
     code (``docs.TRUST_CODE``: which floor keeps the record), the content hash an embedder's
-    vectors are cached under (``docs.content_hash``).
+    vectors are cached under (``docs.content_hash``), and what a conflict report needs of a
+    rival without decoding it: a code of its (kind, key) group (``group_code``) and its
+    ``created`` as a number ordered as the text is (``created_code``).
 ``body``
     OUR tokens (``tokenize``: stemmed, identifiers split) joined by spaces under tantivy's
     ``whitespace`` tokenizer, with term frequencies and no positions.
@@ -65,7 +67,9 @@ __all__ = [
     "FloorMoved",
     "FloorWriter",
     "body_query",
+    "created_code",
     "floors_of",
+    "group_code",
     "holders_of",
     "id_of",
     "doc_of",
@@ -109,7 +113,7 @@ def holders_of(trust: Trust) -> tuple[Trust, ...]:
 def _schema() -> Any:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("id", tokenizer_name="raw", index_option="basic")
-    for name in ("hi", "lo", "tr", "c0", "c1"):
+    for name in ("hi", "lo", "tr", "c0", "c1", "gk", "ts"):
         builder.add_unsigned_field(name, fast=True)
     builder.add_text_field("body", tokenizer_name="whitespace", index_option="freq")
     builder.add_text_field("tag", tokenizer_name="raw", index_option="basic")
@@ -152,6 +156,20 @@ def group_tag(kind: str, key: str) -> str:
     return f"g:{kind}\0{key}"
 
 
+def group_code(kind: str, key: str) -> int:
+    """64 bits of the (kind, key) group: tells apart the groups one search asked for by
+    their tags (two asked groups with one code are searched apart: ``Searcher.conflicts``)."""
+    data = f"{kind}\0{key}".encode()
+    return zlib.crc32(data) << 32 | zlib.adler32(data)
+
+
+def created_code(created: str) -> int:
+    """``created`` (``YYYY-MM-DDTHH:MM:SSZ``, as ``entryfile.parse`` admits it) as the number
+    of its digits: ordered as the text is."""
+    return int(created[:4] + created[5:7] + created[8:10] + created[11:13] + created[14:16]
+               + created[17:19])  # fmt: skip
+
+
 def run_tag(run: str) -> str:
     return f"r:{run}"
 
@@ -173,18 +191,21 @@ def make_doc(
 
 # What a document is made of, computed from an entry once (in a rebuild's worker processes,
 # ``bulk``) and turned into a document for each floor that holds it: (id, body, tags, trust
-# code, content hash, acronyms as marshal bytes or None).
-DocParts = tuple[str, str, list[str], int, bytes, "bytes | None"]
+# code, content hash, group code, created code, acronyms as marshal bytes or None).
+DocParts = tuple[str, str, list[str], int, bytes, int, int, "bytes | None"]
 
 
 def doc_parts(entry: Entry, body: str, acronyms: Sequence[Any] = ()) -> DocParts:
     digest = content_hash(embed_text(entry.key, entry.body))
     acr = marshal.dumps(list(acronyms)) if acronyms else None
-    return (entry.id, body, tags(entry, bool(acronyms)), TRUST_CODE[entry.trust], digest, acr)
+    group = group_code(entry.kind.value, entry.key)
+    created = created_code(entry.created)
+    return (entry.id, body, tags(entry, bool(acronyms)), TRUST_CODE[entry.trust], digest,
+            group, created, acr)  # fmt: skip
 
 
 def doc_of(parts: DocParts, record: bytes | None) -> Any:
-    entry_id, body, tag_list, code, digest, acr = parts
+    entry_id, body, tag_list, code, digest, group, created, acr = parts
     number = int(entry_id, 16)
     doc = tantivy.Document(id=entry_id, body=body, tag=tag_list)
     # Added one by one: the keyword form reads an int above 2**63 as a float.
@@ -193,6 +214,8 @@ def doc_of(parts: DocParts, record: bytes | None) -> Any:
     doc.add_unsigned("tr", code)
     doc.add_unsigned("c0", int.from_bytes(digest[:8], "big"))
     doc.add_unsigned("c1", int.from_bytes(digest[8:], "big"))
+    doc.add_unsigned("gk", group)
+    doc.add_unsigned("ts", created)
     if record is not None:
         doc.add_bytes("rec", record)
     if acr is not None:

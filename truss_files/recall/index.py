@@ -68,7 +68,7 @@ from .tokenize import TOKENIZER_VERSION
 
 __all__ = ["HEAD_FORMAT", "Gate", "Index", "IndexView", "TipInfo"]
 
-HEAD_FORMAT: Final = 4
+HEAD_FORMAT: Final = 5
 REBUILD_AT: Final = 20_000  # changed files; above this a diff costs more than a rebuild
 GC_AGE: Final = 60.0  # seconds an unreferenced floor folder is kept for readers in flight
 # The read gate a caller gives every view: (git directory, commit read) -> why the history

@@ -179,6 +179,7 @@ def _read(
         chars = _budget(store, snap) if budget == "config" else budget
         _check_time(deadline)
         result = search_snapshot(store, snap, purpose, flt, limit, gate=store.gate, mode=mode)
+        related = list(result.related)  # decoded here: a damaged record is unreadable
         record(store.git.git_dir, [h.entry.id for h in result.hits], store.origin)
         _check_time(deadline)
     except (UsageError, ConfigError):
@@ -193,7 +194,7 @@ def _read(
         raise _Unreadable(_why(exc)) from exc
     if chars is not None and chars < 1:
         raise ConfigError("truss.toml: enterprise.ask_budget_chars must be a positive integer")
-    return snap, chars, [h.entry for h in result.hits], list(result.related)
+    return snap, chars, [h.entry for h in result.hits], related
 
 
 def _why(exc: BaseException) -> str:

@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING, Any
 from .. import entryfile
 from ..errors import ConfigError, NotFound, UsageError
 from ..model import Entry, Kind, Trust
-from ..panel.conflicts import find_conflicts
 from ..readgate import refusal
 from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from ..recall.engine import (
     RecallResult,
-    related_snapshot,
+    conflicts_snapshot,
     run_deleted_snapshot,
     search,
     search_snapshot,
@@ -186,13 +185,6 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     return search(call.path, text, flt, limit, gate=refusal, mode=mode, salience=salience)
 
 
-def _conflicts(returned: list[Entry], related: list[Entry]) -> list[dict[str, Any]]:
-    """The optional ``conflicts`` field, as the CLI's ``query`` builds it."""
-    if not related:
-        return []
-    return [c.to_dict() for c in find_conflicts(returned, related)]
-
-
 def _query_text(inp: Mapping[str, Any]) -> str:
     query, contains = inp.get("query"), inp.get("contains")
     if query is not None and contains is not None and query != contains:
@@ -222,9 +214,8 @@ def memory_query(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
         out["withheld"] = result.withheld
     if result.below_floor:
         out["below_floor"] = result.below_floor
-    conflicts = _conflicts([h.entry for h in result.hits], result.related)
-    if conflicts:
-        out["conflicts"] = conflicts
+    if result.conflicts:
+        out["conflicts"] = [c.to_dict() for c in result.conflicts]
     return out
 
 
@@ -288,11 +279,9 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     if withheld:
         out["withheld"] = withheld
     if any(e.trust is Trust.VERIFIED and e.superseded_by is None for e in shown):
-        conflicts = _conflicts(
-            shown, related_snapshot(call.store, snap, shown, gate=call.store.gate)
-        )
+        conflicts = conflicts_snapshot(call.store, snap, shown, gate=call.store.gate)
         if conflicts:
-            out["conflicts"] = conflicts
+            out["conflicts"] = [c.to_dict() for c in conflicts]
     return out
 
 
