@@ -47,7 +47,7 @@ def _rivals(store: MemoryStore) -> None:
 
 def _check(store: MemoryStore) -> int:
     everything = list(store.iter_entries())
-    searcher = Searcher(store.git.workdir)
+    searcher = Searcher(store.git.git_dir)
     reported = 0
     for floor in ("verified", "unverified"):
         for query in QUERIES:
