@@ -627,7 +627,7 @@ def _semantic(
 ) -> list[Figure]:
     import importlib.util
 
-    from truss_files.recall.modelfiles import MINILM_PACKAGE
+    from truss_files.encoders.modelfiles import MINILM_PACKAGE
 
     if importlib.util.find_spec(MINILM_PACKAGE) is None:
         progress("semantic: the semantic extra's model is not installed, skipped")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-# The minilm embedder's small matrices run faster on one BLAS thread (recall/minilm.py); set
+# The minilm embedder's small matrices run faster on one BLAS thread (encoders/minilm.py); set
 # before anything imports numpy, as that module does for a query process.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -39,7 +39,7 @@ GIT_ENV = {
 @pytest.fixture(scope="session")
 def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One user cache for the session: the minilm embedder's float32 weights (~90 MB, made
-    from the model file once, recall/minilm.py) are not rebuilt for every test's new HOME."""
+    from the model file once, encoders/minilm.py) are not rebuilt for every test's new HOME."""
     return tmp_path_factory.mktemp("model-cache")
 
 

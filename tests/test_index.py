@@ -327,6 +327,28 @@ def test_garbage_inside_a_floor_index_is_rebuilt_not_a_crash(store: MemoryStore,
     everything(store)
 
 
+@pytest.mark.parametrize("error", [TypeError, KeyError, ValueError, IndexError])
+def test_a_bug_in_the_query_code_is_raised_not_taken_for_damage(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, error: type[Exception]
+) -> None:
+    """What the index's files cannot cause is not damage: the error reaches the caller as
+    it is, and the index is neither dropped nor rebuilt."""
+    from truss_files.recall import engine
+
+    mixed_store(store)
+    searcher = Searcher(store.git.workdir)
+    searcher.query(QUERY, Filter())
+    head = (recall_dir(store) / "head").read_bytes()
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise error("a bug of ours")
+
+    monkeypatch.setattr(engine, "lexical", broken)
+    with pytest.raises(error, match="a bug of ours"):
+        searcher.query(QUERY, Filter())
+    assert (recall_dir(store) / "head").read_bytes() == head
+
+
 def test_an_index_of_an_older_commit_is_brought_forward(store: MemoryStore, tmp_path: Path) -> None:
     """The cache folder of an earlier commit put back after more writes (a restored backup):
     the answer is the current tree's."""

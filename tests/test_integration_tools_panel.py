@@ -440,7 +440,7 @@ def test_cold_path_with_a_user_config_stays_light(store: MemoryStore) -> None:
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "heavy = ('pygit2', 'yaml', 'cryptography', 'truss_files.store', 'truss_files.facade',\n"
         "         'truss_files.keys',\n"
-        "         'platformdirs', 'numpy', 'wordllama', 'truss_files.recall.minilm')\n"
+        "         'platformdirs', 'numpy', 'wordllama', 'truss_files.encoders.minilm')\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )
     for _ in range(2):  # the first call may build the index; the second is the warm path

@@ -179,6 +179,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         ("git", "gitstore gitdir gitlocks worktree recovery gitdamage trustroot usage"),
         ("rules", "audit attest readgate authority writers join settings"),
         ("store", "store"),
+        ("encoders", "encoders"),
         ("engines", "recall panel identity review operators initstore belief"),
         ("runtime", "tools runs context"),
         ("facade", "facade memory"),

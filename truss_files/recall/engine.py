@@ -76,10 +76,10 @@ from .pipeline import Filter, Hit
 from .related import load_related
 
 if TYPE_CHECKING:
+    from ..encoders.base import Embedder
     from ..gitstore import Snapshot
     from ..store import Store
     from ..writers import Writers
-    from .embed import Embedder
 
 __all__ = [
     "RECALL_MODES",
@@ -96,9 +96,9 @@ __all__ = [
 RECALL_MODES: Final = ("exact", "semantic", "hybrid")
 FUSION_DEPTH: Final = 100  # each ranking contributes its top 100 to a hybrid fusion
 _T = TypeVar("_T")
-# What reading a floor whose bytes changed in place raises (marshal, a record that
-# contradicts its tags, a code no table holds).
-_DAMAGE: Final = (FloorError, IndexError, ValueError, EOFError, TypeError, KeyError)
+# What reading a floor whose bytes changed in place raises: ``FloorError`` alone (the floor
+# and the record decoder say so), so a bug of ours is a traceback, not a rebuilt index.
+_DAMAGE: Final = (FloorError,)
 
 
 @dataclass(frozen=True)
@@ -194,10 +194,8 @@ class Searcher:
         glossary = known[1] if known is not None and known[0] == flt else None
         if glossary is None:
             writer_of = found.of if found is not None else None
-            rows = [
-                marshal.loads(m.floor.stored(m.hit[3], "acr") or marshal.dumps([]))
-                for m in admitted(view, flt, writer_of, tag_query("a"))
-            ]
+            defining = admitted(view, flt, writer_of, tag_query("a"))
+            rows = [_acronyms(m.floor, m.hit) for m in defining]
             glossary = store_glossary(rows)
             if len(self._glossary) > 16:
                 self._glossary.clear()
@@ -221,7 +219,7 @@ class Searcher:
     def embedder(self, view: IndexView) -> Embedder:
         if self._embedder is None:
             # The semantic extra (numpy, wordllama): exact mode never imports it.
-            from .embed import load_embedder
+            from ..encoders import load_embedder
 
             spec = view.tip.recall.get("embedder") if view.tip is not None else None
             self._embedder = load_embedder(str(spec) if spec else None)
@@ -425,6 +423,15 @@ class Searcher:
             for kind in Kind
             for m in every(view, [group_tag(kind.value, key)])
         ]
+
+
+def _acronyms(floor: Floor, hit: Sequence[Any]) -> Any:
+    """The acronyms a document defines, as stored (``store_glossary`` ignores bad rows)."""
+    raw = floor.stored(hit[3], "acr")
+    try:
+        return marshal.loads(raw) if raw is not None else []
+    except (EOFError, ValueError, TypeError) as exc:
+        raise FloorError(f"{floor.path}: {hit[1]}'s acronyms are damaged ({exc!r})") from exc
 
 
 # A group's live members: (created code, id, document address), oldest first.

@@ -69,6 +69,9 @@ from .tokenize import TOKENIZER_VERSION
 __all__ = ["HEAD_FORMAT", "Gate", "Index", "IndexView", "TipInfo"]
 
 HEAD_FORMAT: Final = 5
+# What decoding a record whose bytes changed in place raises: marshal's errors, a tuple of
+# another shape, a code no table holds.
+_UNDECODABLE: Final = (EOFError, ValueError, TypeError, KeyError, IndexError)
 REBUILD_AT: Final = 20_000  # changed files; above this a diff costs more than a rebuild
 GC_AGE: Final = 60.0  # seconds an unreferenced floor folder is kept for readers in flight
 # The read gate a caller gives every view: (git directory, commit read) -> why the history
@@ -157,7 +160,10 @@ class IndexView:
         found: Entry | None = memo.get(entry_id)
         if found is not None:
             return found
-        trust = trust_of_code(code)
+        try:
+            trust = trust_of_code(code)
+        except KeyError:
+            raise FloorError(f"{floor.path}: {entry_id} has trust code {code}") from None
         home = floor if trust is floor.trust else self.floor(trust)
         if home is not floor:
             address = home.address_of(entry_id)
@@ -166,7 +172,10 @@ class IndexView:
         raw = home.stored(address, "rec")
         if raw is None:
             raise FloorError(f"{home.path}: {entry_id} has no record")
-        found = entry_of(marshal.loads(raw), entry_id)
+        try:
+            found = entry_of(marshal.loads(raw), entry_id)
+        except _UNDECODABLE as exc:  # bytes changed in place: not a record any more
+            raise FloorError(f"{home.path}: {entry_id}'s record is damaged ({exc!r})") from exc
         # The filter read the trust tags, the caller gets the record: they must agree, or
         # damaged files could pass an unverified entry off at the verified floor.
         if found.trust is not trust or floor.trust not in _HOLDERS_OF[trust]:

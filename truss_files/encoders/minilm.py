@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import ConfigError
+from .base import INSTALL_HINT
 from .modelfiles import cache_root, minilm_files
 
 if TYPE_CHECKING:
@@ -53,7 +54,6 @@ if "numpy" not in sys.modules:
 
 __all__ = ["Encoder", "MiniLMEmbedder", "WordPiece", "onnx_tensors"]
 
-INSTALL_HINT: Final = "pip install 'truss-files[semantic]'"
 MAX_TOKENS: Final = 256
 MAX_WORD: Final = 100
 LAYERS: Final = 6
@@ -618,9 +618,9 @@ class MiniLMEmbedder:
         return self._embed([text])[0]
 
     def query_vector(self, text: str) -> list[float]:
-        """The unit query vector as floats (``embed.query_vector``), the last ``QUERY_CACHE``
-        distinct queries kept: an agent asks again (a retry, the same question in another
-        mode), and a forward pass is most of a warm semantic query."""
+        """The unit query vector as floats (``recall.embed.query_vector``), the last
+        ``QUERY_CACHE`` distinct queries kept: an agent asks again (a retry, the same question
+        in another mode), and a forward pass is most of a warm semantic query."""
         found = self._queries.pop(text, None)
         if found is None:
             vector = self.embed_query(text)
