@@ -445,18 +445,20 @@ def _live_members(floor: Floor, slots: Sequence[tuple[str, str]]) -> dict[tuple[
     query = _all([(_MUST, _any([group_tag(*slot) for slot in slots])), (_NOT, tag_query("s"))])
     # A small first ask (tantivy's collector is sized by it); all when it fills.
     want = 4 * len(slots) + 16
-    found, _ = floor.search(query, want)
-    if len(found) >= want:
-        found, _ = floor.search(query, max(1, floor.num_docs))
-    addresses = [hit[3] for hit in found]
+    scored = floor.best(query, want)
+    if len(scored) >= want:
+        scored = floor.best(query, max(1, floor.num_docs))
+    # Only the fast fields a report needs: no stored document, no trust code.
+    addresses = [address for _score, address in scored]
+    his, los = floor.fast("hi", addresses), floor.fast("lo", addresses)
+    codes, created = floor.fast("gk", addresses), floor.fast("ts", addresses)
     rows: dict[tuple[str, str], list[tuple[int, str, Any]]] = {slot: [] for slot in slots}
-    for hit, code, created in zip(
-        found, floor.fast("gk", addresses), floor.fast("ts", addresses), strict=True
-    ):
+    for hi, lo, code, when, address in zip(his, los, codes, created, addresses, strict=True):
         slot = by_code.get(code)
+        entry_id = f"{hi:016x}{lo:016x}"
         if slot is None:  # a document whose tags and fast fields disagree: damaged files
-            raise FloorError(f"{floor.path}: {hit[1]} is in a group its code does not name")
-        rows[slot].append((created, hit[1], hit[3]))
+            raise FloorError(f"{floor.path}: {entry_id} is in a group its code does not name")
+        rows[slot].append((when, entry_id, address))
     return {slot: tuple(sorted(group, key=lambda r: r[:2])) for slot, group in rows.items()}
 
 
