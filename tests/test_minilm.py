@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.evaluate import load_corpus, load_queries
-from truss_files.encoders import load_embedder, minilm
+from truss_files.encoders import minilm
+from truss_files.encoders.base import load_embedder
 from truss_files.encoders.minilm import MiniLMEmbedder, WordPiece, onnx_tensors
 from truss_files.encoders.modelfiles import MINILM_VOCAB
 from truss_files.errors import ConfigError

@@ -28,9 +28,9 @@ from benchmarks.evaluate import (
     semantic_rank_fn,
     widened_rank_fn,
 )
-from truss_files.encoders import load_embedder
-from truss_files.encoders.base import INSTALL_HINT, SentenceTransformerEmbedder
+from truss_files.encoders.base import SentenceTransformerEmbedder, load_embedder
 from truss_files.encoders.minilm import MiniLMEmbedder
+from truss_files.encoders.modelfiles import INSTALL_HINT
 from truss_files.encoders.wordllama import LlamaBPE, WordLlamaEmbedder
 from truss_files.errors import ConfigError, UsageError
 from truss_files.facade import MemoryStore
@@ -239,7 +239,7 @@ def test_model_loads_offline_with_no_network(tmp_path: Path) -> None:
         "    raise OSError('network is off in this test')\n"
         "socket.socket.connect = refuse\n"
         "socket.create_connection = refuse\n"
-        "from truss_files.encoders import load_embedder\n"
+        "from truss_files.encoders.base import load_embedder\n"
         "e = load_embedder()\n"
         "docs = e.embed_documents(['dead letter queue replay', 'garbage collection pauses'])\n"
         "q = e.embed_query('replaying the DLQ')\n"

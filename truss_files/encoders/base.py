@@ -1,9 +1,9 @@
-"""The ``Embedder`` seam every backend meets, what the backends share, and the
+"""The ``Embedder`` seam every backend meets, ``load_embedder`` that picks one, and the
 sentence-transformers backend.
 
-``Embedder`` is the ``typing.Protocol`` recall embeds and queries through; ``_need`` turns a
-missing optional package into a ``ConfigError`` that says how to install it (``INSTALL_HINT``);
-``_unit`` L2-normalises a vector of floats without numpy.
+``Embedder`` is the ``typing.Protocol`` recall embeds and queries through. This module is
+loaded only by semantic and hybrid mode (``recall/engine.py`` imports it when it first needs
+an embedder), so it imports the default backend, minilm, at its top.
 
 ``sentence-transformers:<model dir>`` (``SentenceTransformerEmbedder``): any
 sentence-transformers model already on disk (never downloaded), if the package is installed.
@@ -11,22 +11,20 @@ sentence-transformers model already on disk (never downloaded), if the package i
 
 from __future__ import annotations
 
-import importlib.util
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..errors import ConfigError
+from .minilm import MiniLMEmbedder
+from .modelfiles import _need
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["INSTALL_HINT", "Embedder", "SentenceTransformerEmbedder"]
-
-INSTALL_HINT: Final = "pip install 'truss-files[semantic]'"
+__all__ = ["DEFAULT_EMBEDDER", "Embedder", "SentenceTransformerEmbedder", "load_embedder"]
 
 
 class Embedder(Protocol):
@@ -45,26 +43,6 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         """One L2-normalised vector (all zeros when the text has no tokens)."""
         ...
-
-
-def _find(module: str) -> Any:
-    try:
-        return importlib.util.find_spec(module)
-    except (ImportError, ValueError):  # ValueError: sys.modules[module] is None
-        return None
-
-
-def _need(module: str, what: str) -> None:
-    if _find(module) is None:
-        raise ConfigError(
-            f"recall mode needs {what}, which is not installed; run `{INSTALL_HINT}` "
-            "or query with --mode exact"
-        )
-
-
-def _unit(vector: list[float]) -> list[float]:
-    norm = math.sqrt(sum(v * v for v in vector))
-    return [v / norm for v in vector] if norm else []
 
 
 class SentenceTransformerEmbedder:
@@ -114,3 +92,25 @@ class SentenceTransformerEmbedder:
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         return self.embed_documents([text])[0]
+
+
+DEFAULT_EMBEDDER: Final = "minilm"
+
+
+def load_embedder(spec: str | None = None) -> Embedder:
+    """The embedder named by ``[recall] embedder`` (default ``minilm``)."""
+    spec = (spec or DEFAULT_EMBEDDER).strip()
+    if spec == "minilm":
+        return MiniLMEmbedder()
+    if spec == "wordllama":
+        # The wordllama extra (encoders/wordllama.py): loaded only when it is chosen.
+        from .wordllama import WordLlamaEmbedder
+
+        return WordLlamaEmbedder()
+    prefix = "sentence-transformers:"
+    if spec.startswith(prefix):
+        return SentenceTransformerEmbedder(spec[len(prefix) :])
+    raise ConfigError(
+        f'truss.toml: [recall] embedder \'{spec}\' is unknown; use "minilm", "wordllama" or '
+        '"sentence-transformers:/path/to/model"'
+    )

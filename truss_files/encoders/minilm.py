@@ -37,8 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import ConfigError
-from .base import INSTALL_HINT
-from .modelfiles import cache_root, minilm_files
+from .modelfiles import INSTALL_HINT, cache_root, minilm_files
 
 if TYPE_CHECKING:
     import numpy as np

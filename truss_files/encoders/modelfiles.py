@@ -1,4 +1,6 @@
-"""The bundled WordLlama model's files, found without importing wordllama or numpy.
+"""The models' files, found without importing wordllama or numpy, and what every backend
+shares: ``_need`` turns a missing optional package into a ``ConfigError`` that says how to
+install it (``INSTALL_HINT``), ``_unit`` L2-normalises a vector of floats without numpy.
 
 Two readers need them: the embedder (``wordllama``) and recall's table of related words
 (``recall/related.py``), which an exact query reads too -- so this module imports nothing
@@ -11,10 +13,13 @@ model, not to a store.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import struct
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
+
+from ..errors import ConfigError
 
 __all__ = [
     "MINILM_PACKAGE",
@@ -95,3 +100,28 @@ def embedding_layout(weights: Path) -> Embedding:
         raise ValueError(f"{weights}: no 2-d embedding.weight tensor")
     rows, dim = info["shape"]
     return Embedding(8 + size + int(info["data_offsets"][0]), int(rows), int(dim), info["dtype"])
+
+
+# -- what every backend shares ---------------------------------------------------------------
+
+INSTALL_HINT: Final = "pip install 'truss-files[semantic]'"
+
+
+def _find(module: str) -> Any:
+    try:
+        return importlib.util.find_spec(module)
+    except (ImportError, ValueError):  # ValueError: sys.modules[module] is None
+        return None
+
+
+def _need(module: str, what: str) -> None:
+    if _find(module) is None:
+        raise ConfigError(
+            f"recall mode needs {what}, which is not installed; run `{INSTALL_HINT}` "
+            "or query with --mode exact"
+        )
+
+
+def _unit(vector: list[float]) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in vector))
+    return [v / norm for v in vector] if norm else []

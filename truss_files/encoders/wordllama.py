@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import ConfigError
-from .base import INSTALL_HINT, _need, _unit
 from .modelfiles import (
+    INSTALL_HINT,
     MODEL_CONFIG,
     Embedding,
+    _need,
+    _unit,
     cache_root,
     embedding_layout,
     wordllama_files,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ..encoders.base import _unit
+from ..encoders.modelfiles import _unit
 from .docs import embed_text
 
 if TYPE_CHECKING:

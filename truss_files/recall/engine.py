@@ -219,7 +219,7 @@ class Searcher:
     def embedder(self, view: IndexView) -> Embedder:
         if self._embedder is None:
             # The semantic extra (numpy, wordllama): exact mode never imports it.
-            from ..encoders import load_embedder
+            from ..encoders.base import load_embedder
 
             spec = view.tip.recall.get("embedder") if view.tip is not None else None
             self._embedder = load_embedder(str(spec) if spec else None)
