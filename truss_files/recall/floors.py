@@ -102,12 +102,19 @@ class FloorMoved(Exception):
 
 def floors_of(trust: Trust) -> tuple[Trust, ...]:
     """The floors whose index holds an entry of ``trust`` (none for rejected)."""
-    return tuple(f for f in FLOORS if trust.passes(f)) if trust is not Trust.REJECTED else ()
+    return _FLOORS_OF[trust]
 
 
 def holders_of(trust: Trust) -> tuple[Trust, ...]:
     """The indexes that hold an entry of ``trust``: its floors, or the rejected entries'."""
-    return floors_of(trust) or (Trust.REJECTED,)
+    return _HOLDERS_OF[trust]
+
+
+# Asked for every entry a rebuild adds: worked out once per trust, not once per entry.
+_FLOORS_OF: Final = {
+    t: tuple(f for f in FLOORS if t.passes(f)) if t is not Trust.REJECTED else () for t in Trust
+}
+_HOLDERS_OF: Final = {t: _FLOORS_OF[t] or (Trust.REJECTED,) for t in Trust}
 
 
 def _schema() -> Any:

@@ -178,7 +178,7 @@ class IndexView:
             raise FloorError(f"{home.path}: {entry_id}'s record is damaged ({exc!r})") from exc
         # The filter read the trust tags, the caller gets the record: they must agree, or
         # damaged files could pass an unverified entry off at the verified floor.
-        if found.trust is not trust or floor.trust not in _HOLDERS_OF[trust]:
+        if found.trust is not trust or floor.trust not in holders_of(trust):
             raise FloorError(f"{home.path}: {entry_id} contradicts its record")
         if len(memo) > 8192:
             memo.clear()
@@ -501,7 +501,6 @@ class Index:
 
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 _TRUSTS: Final = {t.value: t for t in Trust}
-_HOLDERS_OF: Final = {t: holders_of(t) for t in Trust}  # read per entry a query decodes
 
 
 def _read_all(fd: int) -> bytes:
