@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_recall_support import find_conflicts
 
 from truss_files.audit import audit
 from truss_files.errors import ConfigError, UsageError, VerdictError
 from truss_files.facade import MemoryStore
 from truss_files.model import Trust
-from truss_files.panel.conflicts import find_conflicts
 from truss_files.panel.panel import ABSTAIN, FAIL, PASS, Panel, Quorum, tally
 from truss_files.panel.reviewers import CheckReviewer, Subject
 from truss_files.panel.runner import verify

@@ -1,5 +1,5 @@
 """Conflicts from the index: a query names every group of a returned live verified entry
-that holds two or more live verified entries, as ``panel.conflicts.find_conflicts`` does over
+that holds two or more live verified entries, as ``find_conflicts`` (test_recall_support) does over
 every entry of the store -- from the verified floor's fast fields, with no rival decoded.
 
 Each answer is checked against that reference over the entry files themselves, on groups of
@@ -15,11 +15,10 @@ import random
 
 import pytest
 from gated import Searcher
-from test_recall_support import commit_entries
+from test_recall_support import commit_entries, find_conflicts
 
 from truss_files.facade import MemoryStore
 from truss_files.model import Trust
-from truss_files.panel.conflicts import find_conflicts
 from truss_files.recall import engine, floors
 from truss_files.recall.pipeline import Filter
 

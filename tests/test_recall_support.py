@@ -20,7 +20,7 @@ from gated import Searcher
 from truss_files import entryfile
 from truss_files.facade import MemoryStore
 from truss_files.gitstore import Identity, Plan, Snapshot
-from truss_files.model import Entry, Kind, Trust
+from truss_files.model import Conflict, Entry, Kind, Trust
 from truss_files.recall.bounds import query_terms
 from truss_files.recall.docs import document_tokens
 from truss_files.recall.engine import RecallResult
@@ -271,3 +271,30 @@ def commit_toml(store: MemoryStore, text: str) -> None:
         Identity("Test Operator", "operator@example.test"),
     )
     assert done is not None
+
+
+def _live(entry: Entry) -> bool:
+    return entry.trust is Trust.VERIFIED and entry.superseded_by is None
+
+
+def find_conflicts(
+    returned: Iterable[Entry], universe: Iterable[Entry] | None = None
+) -> list[Conflict]:
+    """What a read must report of ``returned``, worked out from the entries themselves
+    (looked up in ``universe``, default ``returned``): the reference the index's answer
+    (``Searcher.conflicts``, from fast fields) is checked against."""
+    returned = list(returned)
+    wanted = {(e.kind.value, e.key) for e in returned if _live(e)}
+    if not wanted:
+        return []
+    groups: dict[tuple[str, str], dict[str, Entry]] = {}
+    for entry in [*returned, *(universe or ())]:
+        slot = (entry.kind.value, entry.key)
+        if slot in wanted and _live(entry):
+            groups.setdefault(slot, {})[entry.id] = entry
+    out = []
+    for (kind, key), members in sorted(groups.items()):
+        if len(members) > 1:
+            ordered = sorted(members.values(), key=lambda e: (e.created, e.id))
+            out.append(Conflict(kind, key, tuple(e.id for e in ordered)))
+    return out

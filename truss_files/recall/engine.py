@@ -106,7 +106,7 @@ class RecallResult:
     """What a query found.
 
     ``conflicts`` names each (kind, key) of a returned live verified entry that holds two or
-    more live verified entries, returned or not: what a read must report (``panel.conflicts``).
+    more live verified entries, returned or not: what a read must report (``Searcher.conflicts``).
     ``related`` holds those entries, decoded when first asked for (a reader that only reports
     the conflicts never pays for them). ``skipped`` names entry files the index could not read
     (path -> reason); they are never candidates.
@@ -380,9 +380,12 @@ class Searcher:
             else:
                 members[slot] = kept
         if missing:
-            codes = {group_code(*slot) for slot in missing}
+            by_code = {group_code(*slot): slot for slot in missing}
             # Two asked groups with one code cannot be told apart by it: search them apart.
-            batches = [missing] if len(codes) == len(missing) else [[slot] for slot in missing]
+            if len(by_code) == len(missing):
+                batches = [by_code]
+            else:
+                batches = [{group_code(*slot): slot} for slot in missing]
             if len(memo) > 8192:
                 memo.clear()
             for batch in batches:
@@ -391,9 +394,13 @@ class Searcher:
         return members
 
     def conflicts(self, view: IndexView, entries: Iterable[Entry]) -> list[Conflict]:
-        """What a read must report of ``entries`` (``panel.conflicts``): each group of a live
-        verified one that holds two or more live verified entries, by kind and key, each
-        group's ids oldest first -- also those ``entries`` does not hold."""
+        """What a read must report of ``entries``: each group of a live verified one that holds
+        two or more live verified entries, by kind and key, each group's ids oldest first --
+        also those ``entries`` does not hold. ``keep-both-flagged`` leaves an older verified
+        entry beside a newer one (``panel-arbitrated`` can too, while an arbitration runs);
+        reads never pick a winner silently, and a reader shown one side learns the other
+        exists. Every face reports this answer (``RecallResult.conflicts``, or
+        ``conflicts_snapshot`` for entries fetched by id)."""
         return [
             Conflict(kind, key, tuple(row[1] for row in rows))
             for (kind, key), rows in sorted(self.members(view, entries).items())
@@ -438,10 +445,12 @@ def _acronyms(floor: Floor, hit: Sequence[Any]) -> Any:
 Members = tuple[tuple[int, str, Any], ...]
 
 
-def _live_members(floor: Floor, slots: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Members]:
-    """The live members of each of ``slots`` in the verified ``floor``, in one search, told
-    apart by their group codes (which ``slots`` must not share)."""
-    by_code = {group_code(*slot): slot for slot in slots}
+def _live_members(
+    floor: Floor, by_code: dict[int, tuple[str, str]]
+) -> dict[tuple[str, str], Members]:
+    """The live members of each group of ``by_code`` (its groups by their codes, which no two
+    share) in the verified ``floor``, in one search, told apart by their codes."""
+    slots = list(by_code.values())
     query = _all([(_MUST, _any([group_tag(*slot) for slot in slots])), (_NOT, tag_query("s"))])
     # A small first ask (tantivy's collector is sized by it); all when it fills.
     want = 4 * len(slots) + 16
