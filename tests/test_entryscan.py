@@ -13,7 +13,7 @@ from truss_files import entryfile
 from truss_files import entryscan as scan_module
 from truss_files.entryscan import VerdictBlock
 from truss_files.errors import EntryError
-from truss_files.model import Entry, Kind, Layer, Provenance, Trust
+from truss_files.model import Entry, Kind, Layer, Provenance, Trust, content_id
 
 TEXT = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
@@ -87,6 +87,8 @@ def agree(data: bytes, path: str) -> None:
     except EntryError:
         got = None
     assert got == want
+    if got is not None:  # the id the fast path seeds is the content's address
+        assert got.id == content_id(got) == path[-35:-3]
 
 
 @settings(max_examples=300, deadline=None)

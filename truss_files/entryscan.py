@@ -185,7 +185,11 @@ def canonical(data: bytes, path: str) -> Entry | None:
 
 
 def _fast(data: bytes, path: str) -> Entry:
-    return entry_of_fields(_fields(data, path))
+    entry = entry_of_fields(_fields(data, path))
+    # ``_fields`` checked the claimed id against the content and the path against the id:
+    # the id cache ``Entry.id`` reads is seeded, so nothing hashes the fields again.
+    entry.__dict__["_id"] = path[-35:-3]
+    return entry
 
 
 _new: Final = object.__new__
