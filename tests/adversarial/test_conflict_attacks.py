@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,28 @@ def test_a_damaged_index_never_hides_a_conflict(store: MemoryStore, part: str) -
         hit += 1
     assert hit, sorted(p.name for p in recall.rglob("*"))
     assert _reads(store, newer) == {"query": want, "tool": want, "view": want}
+
+
+def test_group_codes_that_contradict_their_tags_are_rebuilt_not_served(
+    store: MemoryStore,
+) -> None:
+    """An index whose verified floor answers a query but holds group codes that are not its
+    groups' (files from another build): the query's hits come from it, and the conflicts --
+    worked out after the hits -- find the contradiction, rebuild and still name both rivals."""
+    older, newer = _rivals(store)
+    want = [{"kind": "decision", "key": "db", "ids": [older.id, newer.id]}]
+    recall = Path(store.git.git_dir) / "truss" / "recall"
+    shutil.rmtree(recall, ignore_errors=True)
+    # A rebuild in a process whose group codes are all 7: the floors it leaves disagree.
+    build = (
+        "import sys; from truss_files.recall import floors; floors.group_code = lambda k, g: 7; "
+        "from truss_files.facade import MemoryStore; MemoryStore(sys.argv[1]).query('zqxlite')"
+    )
+    subprocess.run([sys.executable, "-c", build, str(store.git.workdir)], check=True, timeout=120)
+    built = sorted(recall.glob("floor-verified*"))
+    assert built
+    assert _reads(store, newer) == {"query": want, "tool": want, "view": want}
+    assert sorted(recall.glob("floor-verified*")) != built  # rebuilt
 
 
 def test_a_superseded_rival_is_no_longer_reported(store: MemoryStore) -> None:

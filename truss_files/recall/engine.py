@@ -107,15 +107,16 @@ class RecallResult:
 
     ``conflicts`` names each (kind, key) of a returned live verified entry that holds two or
     more live verified entries, returned or not: what a read must report (``Searcher.conflicts``).
-    ``related`` holds those entries, decoded when first asked for (a reader that only reports
-    the conflicts never pays for them). ``skipped`` names entry files the index could not read
-    (path -> reason); they are never candidates.
+    ``related`` holds those entries. Both are worked out when first asked for, at the commit
+    the query read (every face asks; a library caller that never looks never pays for them).
+    ``skipped`` names entry files the index could not read (path -> reason); they are never
+    candidates.
     """
 
     mode: str
     min_trust: Trust
     hits: list[Hit]
-    conflicts: list[Conflict] = field(default_factory=list)
+    _conflicts: Callable[[], list[Conflict]] = field(default=list, repr=False, compare=False)
     _related: Callable[[], list[Entry]] = field(default=list, repr=False, compare=False)
     skipped: dict[str, str] = field(default_factory=dict)
     tree: str | None = None
@@ -129,6 +130,10 @@ class RecallResult:
     def __iter__(self) -> Iterator[Hit]:
         """The hits, best first: ``for hit in store.query(...)`` reads ``hit.entry``."""
         return iter(self.hits)
+
+    @cached_property
+    def conflicts(self) -> list[Conflict]:
+        return self._conflicts()
 
     @cached_property
     def related(self) -> list[Entry]:
@@ -310,7 +315,7 @@ class Searcher:
             mode=mode,
             min_trust=flt.min_trust,
             hits=hits,
-            conflicts=self.conflicts(view, entries),
+            _conflicts=partial(self._conflicts_at, view, read, entries),
             _related=partial(self.related, view, entries),
             skipped=dict(view.invalid),
             tree=view.tree,
@@ -406,6 +411,19 @@ class Searcher:
             for (kind, key), rows in sorted(self.members(view, entries).items())
             if len(rows) > 1
         ]
+
+    def _conflicts_at(
+        self, view: IndexView, commit: str | None, entries: Sequence[Entry]
+    ) -> list[Conflict]:
+        """``conflicts`` for a result, asked after its query returned: from ``view``, or -- when
+        its floors turn out damaged -- from a rebuilt index at the same commit."""
+        views = [view]
+
+        def work() -> list[Conflict]:
+            opened = views.pop() if views else self.view(view.tree, at_tip=False, commit=commit)
+            return self.conflicts(opened, entries)
+
+        return _once_more(self, work)
 
     def related(self, view: IndexView, entries: Sequence[Entry]) -> list[Entry]:
         """The entries of the groups ``conflicts`` reports (``RecallResult.related``)."""
