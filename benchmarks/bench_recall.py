@@ -56,6 +56,7 @@ from truss_files import entryfile
 from truss_files.gitdir import GitDir
 from truss_files.model import Entry, Trust
 from truss_files.readgate import refusal
+from truss_files.recall import index as index_module
 from truss_files.recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from truss_files.recall.docs import document_tokens
 from truss_files.recall.engine import Searcher
@@ -235,6 +236,9 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
 
     # The same queries through the library's facade in one process (the gate, the snapshot,
     # the filter and the entries out): what an agent embedding truss-files pays.
+    # As a new process starts: no floor opened, nothing decoded (the searcher above left the
+    # entries and groups of these very questions decoded in the floors it opened).
+    index_module._OPEN_FLOORS.clear()
     store.query(asked[0])
     via_store = Timings(tuple(timed(partial(store.query, q, limit=10)) for q in asked * 2))
     table.put(
@@ -249,6 +253,8 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
     def with_conflicts(text: str) -> object:
         return store.query(text, limit=10).conflicts
 
+    index_module._OPEN_FLOORS.clear()
+    with_conflicts(asked[0])
     reading = Timings(tuple(timed(partial(with_conflicts, q)) for q in asked * 2))
     table.put(
         f"warm MemoryStore.query p50 / p95 with its conflicts read, {tag}",
@@ -342,6 +348,20 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
     )
     table.put(
         f"update after one write p50, {tag}", "truss-files", f"{upd.ms():.1f} ms", update=upd.ms()
+    )
+    # What an agent that writes and then reads its notes waits for: the update, the changed
+    # (unverified) floor opened again -- its files copied, only the new ones where kept copies
+    # can be reopened (``floors._private_copy``) -- and the query.
+    wide = Filter(min_trust=Trust.UNVERIFIED)
+    searcher.query(asked[0], wide)
+    after = []
+    for i in range(7 if not quick else 3):
+        store.write("lesson", f"bench-read-{i}", f"a note {i} read back about {asked[i]}")
+        after.append(timed(partial(_as_the_cli_asks, searcher, asked[i], wide)))
+    table.put(
+        f"first query at the unverified floor after one write p50, {tag}",
+        "truss-files",
+        f"{Timings(tuple(after)).ms():.1f} ms",
     )
 
     figures += _peers(tmp, n, corpus.entries, asked, classes, common, our_cli, env, runs, table)

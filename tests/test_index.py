@@ -10,8 +10,10 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gated import Searcher, refusal, search
@@ -26,6 +28,7 @@ from truss_files.errors import StoreError, UntrustedHistory
 from truss_files.facade import MemoryStore
 from truss_files.gitdir import GitDir
 from truss_files.model import Trust, content_id
+from truss_files.recall import floors
 from truss_files.recall.floors import signature
 from truss_files.recall.index import Index
 from truss_files.recall.pipeline import Filter
@@ -296,6 +299,68 @@ def test_each_floor_index_holds_its_floors_entries(store: MemoryStore) -> None:
         assert view.floor(floor).num_docs == want
     rejected = sum(1 for e in entries if e.trust is Trust.REJECTED)
     assert rejected and view.floor(Trust.REJECTED).num_docs == rejected
+
+
+def _copied(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files ``floors._private_copy`` copies from now on."""
+    names: list[str] = []
+    real = shutil.copyfileobj
+
+    def spy(source: Any, target: Any, length: int = 0) -> None:
+        names.append(Path(target.name).name)
+        real(source, target, length)
+
+    monkeypatch.setattr(floors.shutil, "copyfileobj", spy)
+    return names
+
+
+def test_a_floor_reopened_after_a_write_copies_only_the_new_files(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A searcher maps private copies of a floor's files; tantivy never rewrites a file it
+    wrote, so the next open of the floor after a write copies only what the write added --
+    and answers from the new commit. No copy keeps a name in the temporary directory."""
+    mixed_store(store)
+    private = tmp_path / "tmp"  # the copies' temporary directory, this test's alone
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    copied = _copied(monkeypatch)
+    flt = Filter(min_trust=Trust.UNVERIFIED)
+    searcher = Searcher(store.git.workdir)
+    searcher.query(QUERY, flt)
+    first = set(copied) - {"meta.json"}
+    assert first
+    copied.clear()
+    new = store.write("lesson", "fresh-note", "zqxfresh words only this note holds")
+    assert [h.entry.id for h in searcher.query("zqxfresh", flt).hits] == [new.id]
+    again = set(copied) - {"meta.json"}
+    if floors._REOPEN:
+        assert again and not again & first  # only the files the write made
+    else:
+        assert again >= first  # no descriptor to reopen: every file is copied again
+    assert list(private.iterdir()) == []
+
+
+def test_a_file_changed_in_place_is_copied_again(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept copy is reused only for the very file it was made from: one rewritten in place,
+    its size and modification time put back, is copied anew (its change time moved)."""
+    mixed_store(store)
+    Searcher(store.git.workdir).query(QUERY, Filter())
+    folder = _biggest_floor_file(store).parent
+    copied = _copied(monkeypatch)
+    shutil.rmtree(floors._private_copy(str(folder)))
+    shutil.rmtree(floors._private_copy(str(folder)))
+    victim = _biggest_floor_file(store)
+    if floors._REOPEN:  # the searcher's open kept every file: only meta.json is copied
+        assert copied == ["meta.json", "meta.json"]
+    info = victim.stat()
+    victim.write_bytes(victim.read_bytes())
+    os.utime(victim, ns=(info.st_atime_ns, info.st_mtime_ns))
+    copied.clear()
+    shutil.rmtree(floors._private_copy(str(folder)))
+    assert victim.name in copied
 
 
 # -- a damaged, stale, foreign or planted index ---------------------------------------------

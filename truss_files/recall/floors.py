@@ -47,6 +47,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
@@ -414,22 +415,62 @@ def trust_of_code(code: int) -> Trust:
 
 
 def _private_copy(path: str) -> str:
-    """A copy of the files of the floor index at ``path`` (its ``meta.json`` and what that
-    names), in a new folder of the system's temporary directory only this user can read.
-    ``FloorError`` when a file is missing, a link or unreadable."""
+    """A folder of the system's temporary directory only this user can read, holding a
+    private copy of the files of the floor index at ``path`` (its ``meta.json`` and what that
+    names). ``FloorError`` when a file is missing, a link or unreadable.
+
+    Where the system can reopen a descriptor by ``/proc/self/fd``, the copies are kept open,
+    nameless, and the next open of the same floor links to those of the files that are still
+    the same (name, size, inode, modification and change times): tantivy never rewrites a
+    file it wrote, so after a write only the new files are copied (a 100k-note floor is ~70 MB).
+    """
     meta = read_meta(path)
     if meta is None:
         raise FloorError(f"{path}: no readable meta.json")
     copy = tempfile.mkdtemp(prefix="truss-floor-")
-    try:
-        for name in ("meta.json", *_files(meta)):
-            fd = os.open(os.path.join(path, name), os.O_RDONLY | _NOFOLLOW)
-            with open(fd, "rb") as source, open(os.path.join(copy, name), "xb") as target:
-                shutil.copyfileobj(source, target, 1 << 20)
-    except (OSError, KeyError, TypeError, AttributeError) as exc:
-        shutil.rmtree(copy, ignore_errors=True)
-        raise FloorError(f"{path}: cannot be copied ({exc})") from exc
+    with _KEPT_LOCK:
+        kept = _KEPT.pop(path, {})
+        now: dict[tuple[Any, ...], int] = {}
+        try:
+            for name in ("meta.json", *_files(meta)):
+                fd = os.open(os.path.join(path, name), os.O_RDONLY | _NOFOLLOW)
+                with open(fd, "rb") as source:
+                    info = os.fstat(fd)
+                    key = (name, info.st_size, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+                    target = os.path.join(copy, name)
+                    found = kept.pop(key, None) if name != "meta.json" else None
+                    if found is not None:
+                        os.symlink(f"/proc/self/fd/{found}", target)
+                        now[key] = found
+                        continue
+                    with open(target, "xb") as out:
+                        shutil.copyfileobj(source, out, 1 << 20)
+                    if _REOPEN and name != "meta.json":
+                        now[key] = os.open(target, os.O_RDONLY)
+        except (OSError, KeyError, TypeError, AttributeError) as exc:
+            kept.update(now)
+            _close_all(kept)
+            shutil.rmtree(copy, ignore_errors=True)
+            raise FloorError(f"{path}: cannot be copied ({exc})") from exc
+        _close_all(kept)  # the copies of files this floor no longer names
+        _KEPT[path] = now
+        while len(_KEPT) > _KEPT_FLOORS:  # the oldest first: a floor a rebuild replaced
+            _close_all(_KEPT.pop(next(iter(_KEPT))))
     return copy
+
+
+def _close_all(fds: dict[tuple[Any, ...], int]) -> None:
+    for fd in fds.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+# The kept copies (``_private_copy``): floor path -> {file identity: descriptor}, for the
+# floors opened last; each holds its copies' space in the temporary directory until closed.
+_KEPT: dict[str, dict[tuple[Any, ...], int]] = {}
+_KEPT_LOCK: Final = threading.Lock()
+_KEPT_FLOORS: Final = 2 * len(HOLDERS)
+_REOPEN: Final = os.path.isdir("/proc/self/fd")
 
 
 def ranked(
