@@ -328,11 +328,17 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
 
     # -- incremental update after one write ------------------------------------------------
     progress(f"{tag}: incremental updates")
-    updates = []
-    for i in range(7 if not quick else 3):
+    written = iter(range(10**9))
+
+    def one_update() -> float:
+        """One write (not timed), then the index brought up to it (timed)."""
+        i = next(written)
         store.write("lesson", f"bench-new-{i}", f"a new note {i} about {asked[i % len(asked)]}")
-        updates.append(timed(lambda: searcher.index.view(gate=refusal)))
+        took = timed(lambda: searcher.index.view(gate=refusal))
         assert searcher.index.stats.get("op") == "update", searcher.index.stats
+        return took
+
+    updates = [one_update() for _ in range(7 if not quick else 3)]
     rebuild = measure(lambda: BM25Okapi(candidates), 1 if n >= 100_000 else 3, warmup=0)
     upd = Timings(tuple(updates))
     figures.append(
@@ -364,7 +370,9 @@ def _size(tmp: Path, n: int, nominal: int, quick: bool, table: SideBySide) -> li
         f"{Timings(tuple(after)).ms():.1f} ms",
     )
 
-    figures += _peers(tmp, n, corpus.entries, asked, classes, common, our_cli, env, runs, table)
+    figures += _peers(
+        tmp, n, corpus.entries, asked, classes, common, our_cli, one_update, env, runs, table
+    )
     figures += table.targets()
     table.notes.append(
         "what each index holds: ours one tantivy index per trust floor (verified; stale and "
@@ -455,6 +463,30 @@ def _cold_head_to_head(
         table.paired[measure_name] = (a.ms(), b.ms())
 
 
+def _update_head_to_head(
+    table: SideBySide,
+    ours: Callable[[], float],
+    add: Callable[[str, str], None],
+    asked: Sequence[str],
+    pairs: int = 15,
+) -> None:
+    """Our update after one write (``ours``: write, then time the index catching up) and the
+    peer's one-document commit, taken in turn: the ratio the update target uses, free of the
+    drift between rows measured minutes apart (14.8 and 10.8 ms for the same peer commit in
+    one run)."""
+    a: list[float] = []
+    b: list[float] = []
+    for i in range(pairs):
+        peer = partial(add, f"bench-pair-{i}", f"a paired note {i} about {asked[i % len(asked)]}")
+        if i % 2:
+            b.append(timed(peer))
+            a.append(ours())
+        else:
+            a.append(ours())
+            b.append(timed(peer))
+    table.paired["update"] = (Timings(tuple(a)).ms(), Timings(tuple(b)).ms())
+
+
 def _cycling(
     argv_of: Callable[[str], list[str]], pool: Sequence[str], env: dict[str, str]
 ) -> Callable[[], None]:
@@ -471,6 +503,7 @@ def _peers(
     classes: Sequence[str],
     common: Sequence[str],
     our_cli: Callable[[str], list[str]],
+    our_update: Callable[[], float],
     env: dict[str, str],
     runs: int,
     table: SideBySide,
@@ -529,6 +562,7 @@ def _peers(
         table.put(f"update after one write p50, {tag}", engine, f"{done:.1f} ms", update=done)
 
         if engine == "tantivy-ours":
+            _update_head_to_head(table, our_update, add, asked)
             _cold_head_to_head(table, our_cli, argv_of, asked, common, env, runs)
             _handing_out_notes(tmp / f"tantivy-notes-{n}", entries, docs, asked, table, tag)
 

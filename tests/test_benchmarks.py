@@ -198,7 +198,7 @@ def test_bench_recall_prints_the_side_by_side_table(tmp_path: Path) -> None:
         "cold CLI query (common-word queries) (alternated run by run)",
         "full rebuild (vs tantivy over every note)",
         "index on disk (vs tantivy over every note)",
-        "update after one write (vs tantivy's commit)",
+        "update after one write (vs tantivy's commit) (alternated run by run)",
     ):
         line = rows[target]
         assert re.search(r"\| \d+\.\d\dx \| [\d.]+x tantivy \| (met|NOT met) \|$", line), line
