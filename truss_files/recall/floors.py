@@ -438,7 +438,7 @@ def _private_copy(path: str) -> str:
                     info = os.fstat(fd)
                     key = (name, info.st_size, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
                     target = os.path.join(copy, name)
-                    found = kept.pop(key, None) if name != "meta.json" else None
+                    found = kept.pop(key, None)  # never meta.json's: it is not kept
                     if found is not None:
                         os.symlink(f"/proc/self/fd/{found}", target)
                         now[key] = found
