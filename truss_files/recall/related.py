@@ -41,7 +41,11 @@ Tried and dropped: pseudo-relevance feedback (the top terms of the first 2 hits 
 dev 0.906 / 0.795, held out 0.779 / 0.679, no gain); the nearest words among a store's own
 words, each embedded at query time (dev 0.906 / 0.827, held out 0.817 / 0.695: noisier --
 ``retention`` -> ``retried`` -- and it needs the model and a scan of the vocabulary per query);
-2-3 words per term or weight 0.7 (dev MRR 0.80-0.83).
+2-3 words per term or weight 0.7 (dev MRR 0.80-0.83); the table built from minilm's sentence
+vectors of its vocabulary's words, each embedded alone (12,700 terms; nearest term at cosine
+0.5-0.8: tests/relevance 0.843-0.857, dev 0.906 / 0.814-0.828), and that table beside this one
+or only where this one has no word (dev 0.906 / 0.829: recall unchanged, MRR lower) -- so
+neither was looked at on the held-out questions.
 """
 
 from __future__ import annotations
