@@ -270,3 +270,56 @@ def test_ctrl_c_during_an_import_says_nothing_was_imported(
     after = store.git.tip()
     assert before is not None and after is not None and after.id == before.id
     assert list(store.iter_entries()) == []
+
+
+# Ctrl-C while the progress line is being written: stderr is a pipe kept full, so the
+# redraw's flush blocks inside the stream's buffer when the signal reaches the main thread.
+_MID_WRITE = r"""
+import io, os, signal, sys, threading, time
+from truss_files.faces.progress import Progress, interruptible
+
+r, w = os.pipe()
+os.set_blocking(w, False)
+try:
+    while True:
+        os.write(w, b"." * 65536)
+except BlockingIOError:
+    pass
+os.set_blocking(w, True)
+stream = io.TextIOWrapper(io.BufferedWriter(io.FileIO(w, "w")), encoding="utf-8")
+chunks = []
+
+def drain():
+    time.sleep(1.0)
+    while chunk := os.read(r, 1 << 16):
+        chunks.append(chunk)
+
+drainer = threading.Thread(target=drain)
+drainer.start()
+main = threading.main_thread().ident
+threading.Timer(0.4, signal.pthread_kill, (main, signal.SIGINT)).start()
+code = 0
+try:
+    with interruptible(Progress("import", True, stream=stream), lambda: "STOPPED: nothing done"):
+        stream.write("x" * (1 << 17))  # the pipe is full: this write blocks
+        stream.flush()
+        time.sleep(10)
+except SystemExit as exc:
+    code = exc.code
+stream.close()
+drainer.join()
+sys.stdout.write(b"".join(chunks).decode("utf-8", "replace").replace(".", "").replace("x", ""))
+sys.exit(code)
+"""
+
+
+def test_ctrl_c_in_the_middle_of_writing_stderr_still_says_what_was_done() -> None:
+    """The handler prints while the main thread is inside a write to the same stream: the line
+    goes past the stream's buffer (which would refuse a second writer) and the command still
+    ends with exit 130, the line said once -- not a crash with exit 3."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MID_WRITE], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert done.stdout.count("STOPPED: nothing done") == 1, done.stdout[-2000:]
+    assert "reentrant" not in done.stderr

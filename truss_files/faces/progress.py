@@ -77,7 +77,7 @@ class Progress:
         self._first_count = 0
         self._drawn = 0.0
         self._width = 0
-        # Re-entrant: the ^C handler prints from the main thread, perhaps mid-redraw.
+        # Re-entrant: a ^C handler runs in the main thread, perhaps mid-redraw.
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -173,6 +173,24 @@ class Progress:
         self.stream.write(message + "\n")
         self.stream.flush()
 
+    def say_at_once(self, message: str) -> bool:
+        """``say`` from a signal handler, which can run inside a write to this very stream
+        (its buffer then refuses a second writer: "reentrant call"): the line goes to the
+        stream's file descriptor, past the buffer. False, having written nothing, for a
+        stream with no descriptor: the caller says it once the stack has unwound."""
+        try:
+            fd = self.stream.fileno()
+        except (OSError, ValueError, AttributeError):
+            return False
+        encoding = getattr(self.stream, "encoding", None) or "utf-8"
+        wipe = "\r" + " " * self._width + "\r" if self.on and self._width else ""  # as ``clear``
+        data = (wipe + message + "\n").encode(encoding, "replace")
+        with contextlib.suppress(OSError):
+            while data:
+                data = data[os.write(fd, data) :]
+        self._width = 0
+        return True
+
     # -- context ----------------------------------------------------------------------------
 
     def __enter__(self) -> Progress:
@@ -207,14 +225,15 @@ def interruptible(progress: Progress, summary: Callable[[], str]) -> Iterator[Pr
     The line is printed from the signal handler, before the unwinding (killing a running
     check, removing a checkout of every entry: seconds at 20k entries) that follows; the
     handler runs between two steps of the main thread, so what ``summary`` reads from the
-    store is what the interrupted command leaves. It goes to stderr whatever the format.
+    store is what the interrupted command leaves. It goes to stderr whatever the format,
+    straight to the descriptor (``Progress.say_at_once``): the handler may have interrupted
+    a write to stderr itself.
     """
     said: list[bool] = []
 
     def on_sigint(_signum: int, _frame: object) -> None:
-        if not said:
+        if not said and progress.say_at_once(summary()):
             said.append(True)
-            progress.say(summary())
         raise KeyboardInterrupt
 
     main = threading.current_thread() is threading.main_thread()
