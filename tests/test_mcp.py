@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -161,14 +162,15 @@ def test_stdio_subprocess(store: MemoryStore, tmp_path: Path) -> None:
 
 
 def test_eager_write_over_mcp_keeps_the_result_and_tells_stderr(
-    store: MemoryStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    store: MemoryStore,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    define_checks: Callable[..., str],
 ) -> None:
     configure(store, memory_write=True)
+    define_checks(store, {"holds": "true"})  # the contract names a check truss.toml defines
     contract = tmp_path / "contract.toml"
-    contract.write_text(
-        '[policy]\nverification = "eager"\n'
-        '[panel.reviewers]\nfact = [{type = "check", command = "true"}]\n'
-    )
+    contract.write_text('[policy]\nverification = "eager"\n[panel.reviewers]\nfact = ["holds"]\n')
     session = ToolSession(store, flags=["memory_write"], run_id="M-eager", contract=contract)
 
     async def main() -> None:

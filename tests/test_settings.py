@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,27 +84,69 @@ def test_later_layers_override_earlier_ones_and_remember_where(
     assert 'policy.conflict = "keep-both-flagged"' in text and f"# {contract}" in text
 
 
+STORE_REVIEWERS = {
+    "panel": {
+        "reviewers": {
+            "decision": [{"type": "judge", "command": "llm-judge"}],
+            "fact": [{"type": "check", "command": "make test", "timeout": 5}],
+        },
+        "checks": {"decide": "./verify-decision", "smoke": "true"},
+    }
+}
+
+
 def test_reviewers_and_tiers_override_per_kind(global_file: Path, tmp_path: Path) -> None:
+    # Reviewers with their commands come from truss.toml; the layers above name them.
     global_file.write_text(
-        "[panel.reviewers]\n"
-        'decision = [{type = "judge", command = "llm-judge"}]\n'
-        'fact = [{type = "check", command = "make test", timeout = 5}]\n'
-        'default = [{type = "check", command = "true", name = "smoke"}]\n'
+        '[panel.reviewers]\ndefault = ["smoke"]\n'
         '[policy]\nverification = "tiered"\n[policy.tiered]\ndecisions = "eager"\nfact = "off"\n'
     )
     contract = tmp_path / "c.toml"
     contract.write_text(
-        '[panel.reviewers]\ndecision = [{type = "check", command = "./verify-decision"}]\n'
-        '[policy.tiered]\nfact = "lazy"\n'
+        '[panel.reviewers]\ndecision = ["decide"]\n[policy.tiered]\nfact = "lazy"\n'
     )
-    s = load_settings({}, contract=contract)
-    assert s.reviewers_for("decision") == (ReviewerSpec("check", "./verify-decision"),)
+    s = load_settings(STORE_REVIEWERS, contract=contract)
+    assert s.reviewers_for("decision") == (ReviewerSpec("check", "./verify-decision", "decide"),)
     assert s.reviewers_source("decision") == str(contract)
     assert s.reviewers_for("fact") == (ReviewerSpec("check", "make test", timeout=5),)
     assert s.reviewers_for("lesson") == (ReviewerSpec("check", "true", name="smoke"),)
     assert s.mode_for("decision") == "eager"  # "decisions" names the kind decision
     assert s.mode_for("fact") == "lazy" and s.source("policy.tiered.fact") == str(contract)
     assert s.policy.label("decision") == "tiered:eager"
+    agent = load_settings(
+        {**STORE_REVIEWERS, "agents": {"ci": {"panel": {"reviewers": {"lesson": [
+            {"type": "check", "command": "make lint"}]}}}}},
+        agent="ci",
+        environ={},
+        global_path=tmp_path / "none",
+    )  # fmt: skip
+    assert agent.reviewers_for("lesson") == (ReviewerSpec("check", "make lint"),)
+
+
+@pytest.mark.parametrize("layer", ["global", "contract"])
+@pytest.mark.parametrize("kind", ["check", "judge"])
+@pytest.mark.parametrize("where", ["reviewers", "arbiters"])
+def test_a_reviewer_that_runs_a_command_is_refused_outside_truss_toml(
+    tmp_path: Path, layer: str, kind: str, where: str
+) -> None:
+    """Whoever can write the user config or a contract (an agent on the same machine) must
+    not choose what runs as the panel when the operator verifies."""
+    spec = f'[{{type = "{kind}", command = "touch {tmp_path}/ran"}}]'
+    text = f"[panel]\narbiters = {spec}\n" if where == "arbiters" else (
+        f"[panel.reviewers]\nfact = {spec}\n"
+    )  # fmt: skip
+    planted = tmp_path / "planted.toml"
+    planted.write_text(text)
+    kwargs: dict[str, Any] = (
+        {"global_path": planted} if layer == "global" else {"contract": planted}
+    )
+    kwargs.setdefault("global_path", tmp_path / "none")
+    with pytest.raises(ConfigError) as err:
+        load_settings(STORE_REVIEWERS, environ={}, **kwargs)
+    message = err.value.message
+    assert message.startswith(f"{planted}: ") and "runs a command" in message
+    assert "decide, smoke" in message and "truss.toml" in message
+    assert not (tmp_path / "ran").exists()
 
 
 @pytest.mark.parametrize(

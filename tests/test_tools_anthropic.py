@@ -150,16 +150,14 @@ def test_adapter_respects_allow_tools(store: MemoryStore) -> None:
 
 
 def test_adapter_applies_an_eager_policy_from_its_contract(
-    store: MemoryStore, tmp_path: Any
+    store: MemoryStore, tmp_path: Any, define_checks: Any
 ) -> None:
     from test_tools_support import configure
 
     configure(store, memory_write=True)  # lazy in the store itself
+    define_checks(store, {"holds": "true"})  # the contract names a check truss.toml defines
     contract = tmp_path / "contract.toml"
-    contract.write_text(
-        '[policy]\nverification = "eager"\n'
-        '[panel.reviewers]\nlesson = [{type = "check", command = "true"}]\n'
-    )
+    contract.write_text('[policy]\nverification = "eager"\n[panel.reviewers]\nlesson = ["holds"]\n')
     tool = TrussMemoryTool(store, run_id="sdk-eager", contract=contract)
     text = tool.call({"command": "create", "path": "/memories/lessons/ci.md", "file_text": "x"})
     assert text == "File created successfully at: /memories/lessons/ci.md"  # the SDK's words

@@ -281,22 +281,24 @@ def test_a_progress_bar_appears_only_on_a_terminal(store: MemoryStore, tmp_path:
     assert b"verifying" in seen
 
 
-def test_verify_votes_carry_the_judges_rationale(store: MemoryStore, tmp_path: Path) -> None:
+def test_verify_votes_carry_the_judges_rationale(
+    store: MemoryStore, tmp_path: Path, signed_commit: Commit
+) -> None:
     """votes[].reason is the judge's own rationale, not a restatement of its vote."""
     script = tmp_path / "judge.py"
     script.write_text(
         "import json, sys\njson.load(sys.stdin)\n"
         "print(json.dumps({'vote': 'FAIL', 'rationale': 'the deploy log says Thursdays'}))\n"
     )
-    contract = tmp_path / "contract.toml"
-    contract.write_text(
-        '[policy]\nverification = "lazy"\n[panel.reviewers]\n'
-        f'fact = [{{type = "judge", command = {json.dumps(f"{sys.executable} {script}")}}}]\n'
-    )
+    judge = f'fact = [{{type = "judge", command = {json.dumps(f"{sys.executable} {script}")}}}]'
+
+    def reviewers(snap: Snapshot) -> dict[str, bytes | None]:  # the operator's signed config
+        toml = (snap.read("truss.toml") or b"").decode()
+        return {"truss.toml": f"{toml.rstrip()}\n\n[panel.reviewers]\n{judge}\n".encode()}
+
+    signed_commit(store, reviewers)
     entry = store.write("fact", "deploy-day", "Deploys happen on Tuesdays.")
-    code, out, err = invoke(
-        store, tmp_path, "verify", entry.id, "--contract", str(contract), "--format", "json"
-    )
+    code, out, err = invoke(store, tmp_path, "verify", entry.id, "--format", "json")
     assert code == 0, out + err
     [row] = json.loads(out)["entries"]
     assert row["status"] == "rejected"

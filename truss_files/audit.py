@@ -167,6 +167,8 @@ def audit(
         )
     root_commit = git.commit(root_id)
     start, end = _split_range(rev_range)
+    if start:  # a name that is not there (a shallow clone, a mistyped base): said, not a bug
+        start = str(git.commit(start).id)
     tip = git.commit(end) if end else git.tip()
     if tip is None:
         raise UsageError("the branch has no commits yet")

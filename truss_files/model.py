@@ -290,6 +290,19 @@ MAX_ENTRY_BYTES = MAX_BODY + 192 * 1024
 TOMBSTONE_MARK = "<!-- truss:tombstone -->"
 
 
+def check_unicode(text: str, what: str) -> str:
+    """``text`` when it is Unicode text; ``UsageError`` when it holds an unpaired surrogate:
+    bytes that were not UTF-8, which Python reads from argv and stdin as such (no file or
+    commit can hold them)."""
+    found = re.search(_SURROGATE, text)
+    if found is not None:
+        raise UsageError(
+            f"{what} holds an unpaired surrogate at character {found.start() + 1} (bytes that "
+            "were not UTF-8); give UTF-8 text, e.g. converted with iconv -t UTF-8"
+        )
+    return text
+
+
 def body_size(body: str) -> int:
     """The size the body limit counts: UTF-8 bytes."""
     return len(body.encode("utf-8", "surrogatepass"))

@@ -56,7 +56,10 @@ show`` names the layer whose value holds.
 ``[panel.checks]`` is read from the top level of truss.toml alone (in any other layer it is a
 ``ConfigError``): a check runs as whoever verifies, so only what an operator signed may run.
 ``[panel.judges]`` likewise: a judge's instructions reach the model as instructions. A name
-in a reviewers list (any layer) must be a judge truss.toml defines, or loading fails.
+in a reviewers list (any layer) must be a judge or a check truss.toml defines, or loading
+fails; a reviewer written with its command (``{type, command}``) is read from truss.toml
+alone (its top level or an ``[agents.NAME]`` table): in the global file or a contract it is
+a ``ConfigError``, since it would run as the panel of whoever verifies.
 
 The global file, agent tables and contract files are strict: an unknown key or a wrong type
 is a ``ConfigError`` naming the file and the key. truss.toml itself is shared with other
@@ -382,31 +385,60 @@ def _judges_layer(table: Any, source: str) -> dict[str, Value]:
     }
 
 
+def signed_source(source: str) -> bool:
+    """Whether a layer is the store's own signed truss.toml (its top level or an
+    ``[agents.NAME]`` table): what only an operator's commit can change."""
+    return source == STORE_SOURCE or source.startswith(f"{STORE_SOURCE} [agents.")
+
+
 def _resolve_judges(values: dict[str, Value]) -> None:
-    """Put each judge's settings into the reviewers that name it, once every layer is in;
-    a name ``[panel.judges]`` does not define is an error naming where it was written."""
-    prefix = "panel.judges."
+    """Put each named reviewer's settings into the reviewers lists, once every layer is in.
+
+    A name is a judge of ``[panel.judges]`` or a check of ``[panel.checks]``, both read from
+    truss.toml alone; a name neither defines is an error naming where it was written. A
+    reviewer that runs a command written in the list itself (``{type, command}``) is taken
+    only from truss.toml: in the user config or a contract it is an error, since whoever can
+    write those files (an agent sharing the machine, say) would choose what runs as the
+    panel when someone verifies."""
     judges = {
-        k[len(prefix) :]: v.value
+        k[len("panel.judges.") :]: v.value
         for k, v in values.items()
-        if k.startswith(prefix) and v.source == STORE_SOURCE
+        if k.startswith("panel.judges.") and signed_source(v.source)
+    }
+    checks = {
+        k[len("panel.checks.") :]: str(v.value)
+        for k, v in values.items()
+        if k.startswith("panel.checks.") and v.source == STORE_SOURCE
     }
     for key, held in list(values.items()):
         if not (key.startswith("panel.reviewers.") or key == "panel.arbiters"):
             continue
         resolved = []
         for i, spec in enumerate(held.value):
-            if spec.type == MODEL:
-                judge = judges.get(spec.command)
-                if judge is None:
-                    known = ", ".join(sorted(judges)) or "none"
+            if spec.type != MODEL:
+                if not signed_source(held.source):
+                    named = ", ".join(sorted({*judges, *checks})) or "none yet"
                     raise ConfigError(
-                        f"{held.source}: {key}[{i}] names judge {spec.command!r}, which "
-                        f"truss.toml's {JUDGES_TABLE} does not define (defined: {known}); add "
-                        f'{spec.command} = {{provider = "anthropic", model = "..."}} under '
-                        f"{JUDGES_TABLE} in truss.toml, or fix the name"
+                        f"{held.source}: {key}[{i}] runs a command ({spec.type} "
+                        f"{spec.command!r}); a reviewer that runs a command is read from the "
+                        f"store's signed truss.toml only. Here, name one truss.toml defines "
+                        f"(in {CHECKS_TABLE} or {JUDGES_TABLE}: {named}), or move the "
+                        "reviewer into truss.toml and commit it with an operator key"
                     )
+            elif spec.command in judges:
+                judge = judges[spec.command]
                 spec = ReviewerSpec(MODEL, spec.command, spec.command, judge.timeout, judge)
+            elif spec.command in checks:
+                spec = ReviewerSpec("check", checks[spec.command], spec.command)
+            else:
+                known = ", ".join(sorted({*judges, *checks})) or "none"
+                raise ConfigError(
+                    f"{held.source}: {key}[{i}] names judge or check {spec.command!r}, which "
+                    f"truss.toml defines neither in {JUDGES_TABLE} nor in {CHECKS_TABLE} (defined: "
+                    f'{known}); add {spec.command} = {{provider = "anthropic", model = '
+                    f'"..."}} under {JUDGES_TABLE} or {spec.command} = "<command>" under '
+                    f"{CHECKS_TABLE} in truss.toml, or fix the name"
+                )
             resolved.append(spec)
         values[key] = Value(tuple(resolved), held.source)
 

@@ -49,6 +49,7 @@ from .model import (
     body_size,
     check_key,
     check_ledger_ref,
+    check_unicode,
     entry_path,
     normalize_body,
 )
@@ -350,7 +351,7 @@ class Store:
         kind = Kind.parse(kind) if isinstance(kind, str) else kind
         layer = Layer.parse(layer) if isinstance(layer, str) else layer
         check_key(key)
-        body = normalize_body(body)
+        body = normalize_body(check_unicode(body, "body"))
         if not body:
             raise UsageError("body is empty; an entry needs text")
         if body_size(body) > MAX_BODY:
@@ -655,7 +656,8 @@ class Store:
         (panel or operator role) links both ways (``supersedes`` / ``superseded_by``), and a
         verified ``old_ref`` turns stale, out of default queries. Returns ``(old, new)`` as
         stored. An entry cannot supersede itself (``UsageError``); ``new_ref`` must be
-        verified and ``old_ref`` not rejected (``TransitionError``). Under truss.toml's
+        verified, and ``old_ref`` neither rejected nor superseded by another entry
+        (``TransitionError``). Under truss.toml's
         ``[policy] conflict = "panel-arbitrated"``, ``new_ref`` supersedes a verified entry
         of its kind and key only when its verdict carries the arbiters' decision naming it,
         as ``promote`` requires (``ConflictError``)."""
@@ -673,6 +675,13 @@ class Store:
                 )
             if old.trust is Trust.REJECTED:
                 raise TransitionError(f"entry {old.id} is rejected; nothing to supersede")
+            if old.superseded_by not in (None, new.id):
+                # Its link names the entry that replaced it: moving it would rewrite history.
+                raise TransitionError(
+                    f"entry {old.id} is already superseded by {old.superseded_by}; supersede "
+                    f"that one instead (truss-files supersede {old.superseded_by[:12]} "
+                    f"{new.id[:12]})"
+                )
             if authority.conflict_policy(self.config(snap).raw) == authority.ARBITRATED:
                 verdict = new.provenance.verified_by or {}
                 arbitration = verdict.get("arbitration")

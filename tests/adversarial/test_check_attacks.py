@@ -420,6 +420,40 @@ def test_no_other_layer_may_define_a_check(
     assert not loot.exists() and store.get(planted).trust is Trust.UNVERIFIED
 
 
+@pytest.mark.parametrize("kind", ["check", "judge"])
+def test_no_other_layer_may_write_a_reviewer_with_its_command(
+    store: MemoryStore, agent_key: Ed25519Signer, tmp_path: Path, kind: str
+) -> None:
+    """The red team's path around the rule above: not a check, but a reviewer written with
+    its command in the user config or a contract (files an agent on the same machine can
+    write), waiting for the operator's routine verify to run it as the panel. Refused, the
+    command never runs and the agent's note stays unverified; naming a check truss.toml
+    defines still works from the same layers."""
+    ran = tmp_path / "ran"
+    spec = f'[{{type = "{kind}", command = "touch {ran}; exit 0"}}]'
+    planted = tmp_path / "planted.toml"
+    config_dir = tmp_path / "userconfig"
+    config_dir.mkdir()
+    code, out = truss(
+        store, "agent_key", "write", "--kind", "fact", "--key", "sky", "The sky is green."
+    )
+    assert code == 0, out
+    note = out["id"]
+    for text in (f"[panel.reviewers]\nfact = {spec}\n", f"[panel]\narbiters = {spec}\n"):
+        planted.write_text(text)
+        (config_dir / "config.toml").write_text(text)
+        for extra, env in (
+            (("--contract", str(planted)), {}),
+            ((), {"TRUSS_CONTRACT": str(planted)}),
+            ((), {"TRUSS_CONFIG_DIR": str(config_dir)}),
+        ):
+            code, out = operator_verifies(store, *extra, **env)
+            assert code == 1 and out["error"]["code"] == "config", out
+            assert "runs a command" in out["error"]["message"]
+            assert not ran.exists() and store.get(note).trust is Trust.UNVERIFIED
+    assert audit(store.git).ok
+
+
 def test_an_agent_cannot_define_a_check_by_editing_truss_toml(
     store: MemoryStore,
     agent_key: Ed25519Signer,

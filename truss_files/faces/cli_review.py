@@ -116,9 +116,9 @@ def install_drivers_cmd(obj: Ctx, no_attributes: bool, fmt: str | None) -> None:
 
 
 @cli.command("merge-driver")
-@click.argument("base", type=click.Path(dir_okay=False))
-@click.argument("ours", type=click.Path(dir_okay=False))
-@click.argument("theirs", type=click.Path(dir_okay=False))
+@click.argument("base", type=click.Path(exists=True, dir_okay=False))
+@click.argument("ours", type=click.Path(exists=True, dir_okay=False))
+@click.argument("theirs", type=click.Path(exists=True, dir_okay=False))
 @click.argument("path")
 @handled
 def merge_driver(base: str, ours: str, theirs: str, path: str) -> None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import sys
 
 import click
 
-from ..errors import ConfigError
+from ..errors import ConfigError, NotFound
 from ..server import tokens as token_file
 from .cli_app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
@@ -243,6 +244,10 @@ def tokens_list(path: str, fmt: str | None) -> None:
     Example:
       truss-files tokens list --file tokens.toml
     """
+    if not os.path.exists(path):
+        raise NotFound(
+            f"no token file at {path}; `truss-files tokens new --file {path} ...` makes one"
+        )
     loaded = token_file.load(path)
     if want_json(fmt):
         emit("json", {"tokens": token_file.describe(loaded)})

@@ -4,7 +4,6 @@ revert; and repair, which puts the work tree back in step after a crash."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from ..panel.eager import write_entry
 from ..scope import parse_scope_pairs, stamp
 from ..verdict import Verdict, check_keyless, check_verdict, check_votes
 from .cli_app import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
-from .output import FORMAT_OPTION, emit
+from .output import FORMAT_OPTION, emit, write_out
 from .progress import Progress, enabled, interruptible
 
 
@@ -108,7 +107,7 @@ def write(
 
 
 @cli.command("import")
-@click.argument("source", type=click.File("r", encoding="utf-8"))
+@click.argument("source", type=click.File("rb"))
 @FORMAT_OPTION
 @pass_ctx
 @handled
@@ -174,7 +173,14 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
                 continue
             where = f"{source.name}:{number}"
             try:
-                item = json.loads(line)
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise UsageError(
+                    f"{where}: not UTF-8 (byte {exc.start + 1} of the line); save the file as "
+                    "UTF-8, e.g. with iconv -t UTF-8"
+                ) from None
+            try:
+                item = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise UsageError(f"{where}: not JSON ({exc.msg})") from exc
             if not isinstance(item, dict):
@@ -224,8 +230,8 @@ def verdict() -> None:
 
 @verdict.command("sign")
 @click.argument("entry_id")
-@click.option("--pass", "outcome", flag_value="PASS", help="The entry holds.")
-@click.option("--fail", "outcome", flag_value="FAIL", help="The entry does not hold.")
+@click.option("--pass", "passed", is_flag=True, help="The entry holds.")
+@click.option("--fail", "failed", is_flag=True, help="The entry does not hold.")
 @click.option("--note", default="", help="Your evidence, recorded in the vote.")
 @click.option(
     "--cite",
@@ -269,7 +275,8 @@ def verdict() -> None:
 def verdict_sign(
     obj: Ctx,
     entry_id: str,
-    outcome: str | None,
+    passed: bool,
+    failed: bool,
     note: str,
     cites: tuple[str, ...],
     output: str | None,
@@ -292,8 +299,11 @@ def verdict_sign(
       truss-files verdict sign 5b0c8f3e --pass --cite run:R-7f3a/12 -o v.json
       truss-files verdict sign 5b0c8f3e --pass --sigstore -o verdict.json
     """
-    if outcome is None:
-        raise UsageError("say --pass or --fail")
+    if passed == failed:
+        raise click.UsageError(
+            "give --pass or --fail, not both" if passed else "say --pass or --fail"
+        )
+    outcome = "PASS" if passed else "FAIL"
     if keyless:
         signed = obj.store().sign_keyless_verdict(
             entry_id, outcome, note=note, token=identity_token, trust_config=trust_config
@@ -306,7 +316,7 @@ def verdict_sign(
         signed = obj.store().sign_verdict(entry_id, outcome, note=note, cites=cites)
     said = f"verdict {signed.id} ({outcome} on {signed.entry[:12]}, signed by {signed.signer})"
     if output:
-        Path(os.path.expanduser(output)).write_text(signed.to_json())
+        write_out(output, signed.to_json(), "the verdict")
         if fmt == "json":
             emit(fmt, {**signed.summary(), "entry": signed.entry, "path": output})
         else:

@@ -11,7 +11,7 @@ from typing import IO, Any
 
 import click
 
-from ..errors import TrussError
+from ..errors import TrussError, UsageError
 
 AGENT_OPTION = click.option(
     "--agent",
@@ -87,3 +87,16 @@ def fail(exc: TrussError, fmt: str | None) -> None:
     else:
         line = f"error: {exc.message}"
         click.echo(paint(line) if colour_on(sys.stderr) else line, err=True)
+
+
+def write_out(path: str, text: str, what: str) -> None:
+    """``text`` into the file ``path`` (``~`` expanded) given by an option such as ``-o``; a
+    folder that is not there or a file that cannot be written is said, not a traceback."""
+    try:
+        with open(os.path.expanduser(path), "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {what} to {path}: {exc.strerror or exc}; make its folder first or "
+            "give another path"
+        ) from None

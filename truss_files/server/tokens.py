@@ -373,7 +373,13 @@ def _write(path: Path, tokens: Iterable[Token]) -> None:
     text = "\n".join(lines)
     # Written beside and renamed: a server reading the file never sees half of it.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the token file {path}: {exc.strerror or exc}; make its folder first "
+            "or give another --file"
+        ) from None
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
     os.replace(tmp, path)

@@ -273,6 +273,10 @@ class ToolSession:
         contract: str | os.PathLike[str] | None = None,
         parent: str | None = None,
     ) -> None:
+        # An empty id is refused, not taken for no run: a harness whose $RUN_ID is unset
+        # would otherwise lose its run's scoping without a word.
+        self.run_id = check_run_id(run_id) if run_id is not None else None
+        self.parent = check_run_id(parent) if parent is not None else None
         if (durable or replay) and not run_id:
             raise UsageError("a durable run needs a run id: pass --run RUN_ID with --durable")
         # ``store``: an open Store, a path, or a function that opens one (the CLI's,
@@ -292,13 +296,11 @@ class ToolSession:
             self._store = opened
             self.path = str(opened.git.workdir or opened.git.git_dir)
         self.flags = frozenset(flags)
-        self.run_id = check_run_id(run_id) if run_id else None
         self.durable = durable or replay
         self.replay = replay
         self.context = context
         self.agent = agent
         self.contract = contract
-        self.parent = check_run_id(parent) if parent else None
         if self.parent is not None and not self.run_id:
             raise UsageError("--parent names the parent of a run: pass --run RUN_ID with it")
         self._serving: Serving | None = None

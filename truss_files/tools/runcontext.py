@@ -9,7 +9,10 @@ File format (camelCase as in the HTTP API, or snake_case)::
 
     {"taskId": "T-118", "memberId": "m-7", "roleId": "reviewer", "teamId": "platform",
      "enterpriseId": "acme", "projectId": "p-3", "version": "4", "clone": false,
-     "grants": [{"layer": "team", "eventPrefix": "ci:"}], "agent": "build-bot"}
+     "grants": [{"layer": "team", "eventPrefix": "ci:"}], "agent": "build-bot",
+     "purpose": "what the run is for"}
+
+Any other field is refused (a misspelt ``taskID`` would otherwise leave the run without a task).
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ _FIELDS = {
 }
 
 
+# The names a run context file may use, as the error lists them (camelCase; snake_case too).
+_KNOWN = (*(k for k in _FIELDS if k.endswith("Id")), "version", "agent", "clone", "grants",
+          "purpose")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Grant:
     """This task version may write ``layer`` for source events whose id starts ``event_prefix``."""
@@ -90,8 +98,18 @@ class RunContext:
                 values["clone"] = value
             elif name == "grants":
                 values["grants"] = _grants(value, source)
-            else:
+            elif name == "purpose":  # what a run's first context consults the enterprise on
+                if value is not None and not isinstance(value, str):
+                    raise ConfigError(f"{source}: 'purpose' must be a string")
                 extra[name] = value
+            else:
+                # A misspelt field must not be dropped: a run would lose its task or team.
+                near = [k for k in _KNOWN if k.lower() == str(name).lower().replace("_", "")]
+                hint = f"did you mean '{near[0]}'? " if near else ""
+                raise ConfigError(
+                    f"{source}: unknown field {str(name)[:40]!r}; {hint}a run context takes "
+                    + ", ".join(_KNOWN)
+                )
         return cls(**values, extra=extra)
 
     def to_dict(self) -> dict[str, Any]:
