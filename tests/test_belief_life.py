@@ -19,12 +19,12 @@ from http_support import Served, served_fixture  # noqa: F401 - the fixture
 from test_tools_enterprise import ctx, src, trained
 
 from truss_files.audit import audit
-from truss_files.belief import consolidate, evict, fold, merged_notes, salience_update
+from truss_files.belief import consolidate, evict, fold, salience_update
 from truss_files.errors import ConfigError, UsageError
 from truss_files.facade import MemoryStore
 from truss_files.faces.cli import cli
 from truss_files.gitstore import Snapshot
-from truss_files.model import Trust
+from truss_files.model import Trust, merged_notes
 from truss_files.settings import load_settings
 from truss_files.tools import ToolSession
 from truss_files.tools.train import train

@@ -105,6 +105,16 @@ def signer_principals(policy: TrustPolicy, key: PublicKey) -> tuple[tuple[str, .
     return tuple(policy.signers.principals_for(key, GIT_NAMESPACE)), held
 
 
+def may_retire(note: Entry, target: Entry) -> bool:
+    """Whether promoting ``note`` may retire ``target`` by naming it (a correction's
+    ``supersedes``, a merged note's ``entry:<id>`` sources): only a note of the target's own
+    layer, so retiring a team or enterprise note takes a note of that layer, which only a
+    trainer may write (``write_problems``). Rivals of one kind and key settle by the
+    conflict policy instead. ``Store.promote``, the review queue's preview and
+    ``memory.train`` all ask this."""
+    return note.layer is target.layer
+
+
 # --- checks: which commands may run as reviewers -----------------------------------------
 #
 # A command runs as a reviewer only if the signed truss.toml at the tip (which only an operator

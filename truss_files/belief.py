@@ -30,7 +30,7 @@ import pygit2
 from . import entryfile
 from .errors import UsageError
 from .gitstore import Plan, Snapshot
-from .model import Entry, Kind, Trust, normalize_body
+from .model import MERGED_PREFIX, Entry, Kind, Trust, normalize_body
 from .settings import Settings, settings_for
 from .store import Store
 from .trailers import parse_trailers, trailers
@@ -42,7 +42,6 @@ AGE_DAYS = 30.0  # days since the last use (or the write) at which recency falls
 WEIGHTS = {"use": 0.45, "recency": 0.25, "trust": 0.30}
 TRUST_WEIGHT = {Trust.VERIFIED: 1.0, Trust.UNVERIFIED: 0.5, Trust.STALE: 0.2, Trust.REJECTED: 0.0}
 NAMED = 100  # a commit names up to this many entries in its trailers; more are counted
-MERGED_PREFIX = "entry:"
 
 
 def _when(stamp: str) -> datetime.datetime:
@@ -355,10 +354,3 @@ def consolidate(store: Store, *, dry_run: bool = False) -> Done:
         if after is not None and (before is None or after.id != before.id):
             commit = str(after.id)
     return Done("consolidate", tuple(changes), commit, dry_run)
-
-
-def merged_notes(entry: Entry) -> list[str]:
-    """The ids of the notes a consolidated note merged (its ``entry:<id>`` sources)."""
-    return [
-        s[len(MERGED_PREFIX) :] for s in entry.provenance.sources if s.startswith(MERGED_PREFIX)
-    ]

@@ -285,6 +285,17 @@ MAX_BODY = 64 * 1024
 MAX_ENTRY_BYTES = MAX_BODY + 192 * 1024
 
 
+# A source naming a note this one merged (``consolidate``): promoting it retires that note.
+MERGED_PREFIX = "entry:"
+
+
+def merged_notes(entry: Entry) -> list[str]:
+    """The ids of the notes a consolidated note merged (its ``entry:<id>`` sources)."""
+    return [
+        s[len(MERGED_PREFIX) :] for s in entry.provenance.sources if s.startswith(MERGED_PREFIX)
+    ]
+
+
 # A body that starts with this is a deletion (a tombstone), written by the memory tool's
 # delete and rename: once verified it hides the older entries of its kind and key.
 TOMBSTONE_MARK = "<!-- truss:tombstone -->"

@@ -51,6 +51,7 @@ from .model import (
     check_ledger_ref,
     check_unicode,
     entry_path,
+    merged_notes,
     normalize_body,
 )
 from .readgate import advance, check_write, gate, refusal
@@ -595,18 +596,17 @@ class Store:
     def _merged(self, entry: Entry, snap: Snapshot) -> list[Entry]:
         """A consolidated note (``truss-files consolidate``) names the notes it merged in
         its sources (``entry:<id>``); once the panel passes it, each of them still live
-        verified turns stale, superseded by it (the panel judged the merge, sources shown)."""
+        verified turns stale, superseded by it (the panel judged the merge, sources shown):
+        each of its own kind and layer only (``authority.may_retire``)."""
         out = []
-        for source in entry.provenance.sources:
-            if not source.startswith("entry:"):
-                continue
+        for merged in merged_notes(entry):
             try:
-                target = self.get(source[len("entry:") :], snap)
+                target = self.get(merged, snap)
             except (NotFound, UsageError):
                 continue
             if target.id == entry.id or target.kind is not entry.kind:
                 continue
-            if target.superseded_by is not None:
+            if target.superseded_by is not None or not authority.may_retire(entry, target):
                 continue
             if target.trust is Trust.VERIFIED:
                 out.append(dataclasses.replace(target, trust=Trust.STALE, superseded_by=entry.id))
@@ -617,7 +617,8 @@ class Store:
     def _corrected(self, entry: Entry, snap: Snapshot) -> Entry | None:
         """A correction (memory.train) names the note it corrects in ``supersedes``, checked
         when it was written; once the panel passes it, that note turns stale, superseded by
-        it, whatever the conflict policy. A note no longer live verified is left alone."""
+        it, whatever the conflict policy. A note no longer live verified, or of another
+        layer (``authority.may_retire``), is left alone."""
         if entry.kind is not Kind.CORRECTION or not entry.supersedes:
             return None
         try:
@@ -625,6 +626,8 @@ class Store:
         except (NotFound, UsageError):
             return None
         if target.trust is not Trust.VERIFIED or target.superseded_by is not None:
+            return None
+        if not authority.may_retire(entry, target):
             return None
         return dataclasses.replace(target, trust=Trust.STALE, superseded_by=entry.id)
 

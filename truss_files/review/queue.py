@@ -20,9 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..authority import may_retire
 from ..entryfile import parse
 from ..errors import TransitionError, UsageError
-from ..model import Entry, Kind, Trust
+from ..model import Entry, Kind, Trust, merged_notes
 from ..quorum import FAIL, PASS
 from ..signing import PublicKey
 from ..trailers import parse_trailers
@@ -176,8 +177,8 @@ def pending(store: Store, *, kind: Kind | None = None, limit: int | None = None)
 
 class Rivals:
     """Which verified entries a PASS turns stale under conflict ``policy``, as the store's
-    promote decides it: a correction's target, then the verified entries of the same kind
-    and key (none under keep-both-flagged; none under latest-wins when one of them is newer,
+    promote decides it: a correction's target and the notes a merged note merged (of its own
+    layer: ``authority.may_retire``), then the verified entries of the same kind and key (none under keep-both-flagged; none under latest-wins when one of them is newer,
     for then the promoted entry is the one that turns stale)."""
 
     def __init__(self, entries: Iterable[Entry], policy: str) -> None:
@@ -193,9 +194,19 @@ class Rivals:
 
     def of(self, entry: Entry) -> list[Entry]:
         found: list[Entry] = []
-        if entry.kind is Kind.CORRECTION and entry.supersedes:
-            target = self.verified.get(entry.supersedes)
-            if target is not None and not target.superseded_by:
+        named = [entry.supersedes] if entry.kind is Kind.CORRECTION and entry.supersedes else []
+        # What the promotion retires by name (a correction's target, the notes a merged
+        # note merged): the rule Store.promote applies, shown before anyone votes.
+        for target_id in [*named, *merged_notes(entry)]:
+            target = self.verified.get(target_id)
+            if (
+                target is not None
+                and target.id != entry.id
+                and not target.superseded_by
+                and (target_id in named or target.kind is entry.kind)
+                and may_retire(entry, target)
+                and target not in found
+            ):
                 found.append(target)
         rivals = [e for e in self.by_key.get((entry.kind, entry.key), []) if e.id != entry.id]
         if not rivals or self.policy == "keep-both-flagged":
