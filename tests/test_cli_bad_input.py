@@ -196,3 +196,17 @@ def test_supersede_refuses_an_entry_another_already_superseded(store: MemoryStor
     assert tip(store) == before and store.get(first.id).superseded_by == second.id
     code, out, _ = run(store, "supersede", first.id, second.id, "--format", "json")
     assert code == 0, out  # the same link again changes nothing it has not already
+
+
+def test_a_diff_range_that_runs_backwards_is_refused_not_read_as_deletions(
+    store: MemoryStore,
+) -> None:
+    for n in range(2):
+        store.write("fact", f"k{n}", f"Fact {n}.")
+    code, out, _ = run(store, "diff", "HEAD..HEAD~2", "--format", "json")
+    assert code == 1
+    assert error_of(out)["message"] == (
+        "HEAD..HEAD~2 runs backwards: HEAD~2 is older than HEAD; give HEAD~2..HEAD"
+    )
+    code, out, _ = run(store, "diff", "HEAD~2..HEAD", "--format", "json")
+    assert code == 0, out

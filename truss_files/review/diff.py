@@ -189,7 +189,14 @@ def resolve_range(git: GitStore, rev_range: str) -> tuple[pygit2.Commit | None, 
         return git.repo[base_id].peel(pygit2.Commit), head
     if ".." in text:
         a, _, b = text.partition("..")
-        return git.commit(a or "HEAD"), git.commit(b or "HEAD")
+        base, head = git.commit(a or "HEAD"), git.commit(b or "HEAD")
+        if base.id != head.id and git.repo.descendant_of(base.id, head.id):
+            # Read backwards, every entry added since would show as deleted: say so instead.
+            raise UsageError(
+                f"{text} runs backwards: {b or 'HEAD'} is older than {a or 'HEAD'}; give "
+                f"{b or 'HEAD'}..{a or 'HEAD'}"
+            )
+        return base, head
     return git.commit(text), git.commit("HEAD")
 
 
