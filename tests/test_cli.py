@@ -378,7 +378,8 @@ def test_errors_exit_1_with_a_json_error_object(tf: Cli, tmp_path: Path) -> None
     )
     assert _error(tf.run("demote", eid, "--reason", "x"))["code"] == "illegal_transition"
     assert _error(tf.run("write", "--kind", "fact", "--key", "k", "   "))["code"] == "invalid_input"
-    assert _error(tf.run("verdict", "sign", eid, fmt=None))  # neither --pass nor --fail
+    neither = tf.run("verdict", "sign", eid, fmt=None)  # bad usage: neither --pass nor --fail
+    assert neither.exit_code == 2 and "say --pass or --fail" in neither.output
 
 
 def test_errors_in_text_mode_go_to_stderr(tf: Cli) -> None:
