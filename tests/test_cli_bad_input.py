@@ -210,3 +210,25 @@ def test_a_diff_range_that_runs_backwards_is_refused_not_read_as_deletions(
     )
     code, out, _ = run(store, "diff", "HEAD~2..HEAD", "--format", "json")
     assert code == 0, out
+
+
+@pytest.mark.parametrize(
+    "args", [["list"], ["runs", "list"], ["identity", "show"], ["query", "x"], ["show", "abcd1234"]]
+)
+def test_a_git_repository_without_a_store_is_said_alike_by_every_command(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """Not an empty list (which reads as "no entries"), and one code for all."""
+    repo = tmp_path / "code"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(
+        ["git", "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty",
+         "-m", "x"], cwd=repo, check=True,
+    )  # fmt: skip
+    done = subprocess.run(
+        [str(SCRIPT), *args, "--format", "json"], cwd=repo, capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stdout
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "store" and "holds no truss store" in error["message"]
+    assert "truss-files init" in error["message"]

@@ -27,6 +27,7 @@ import click
 from ..errors import TrussError
 from ..gitdamage import damage_at
 from ..model import Kind, Layer, Trust
+from ..tools.storeprobe import require_store
 from .output import fail
 
 if TYPE_CHECKING:
@@ -62,6 +63,9 @@ class Ctx:
 
             path = self.store_path or "."
             store = MemoryStore(path)
+            # A git repository that holds no store is said by every command alike (an empty
+            # `list` there would read as "no entries").
+            require_store(path)
             store.origin = "cli"  # an entry written here names cli:<principal> (its LedgerRef)
             if self.key or self.signer_kind:
                 from ..keys import load_signer  # cryptography: only for a command that signs

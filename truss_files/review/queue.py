@@ -178,8 +178,9 @@ def pending(store: Store, *, kind: Kind | None = None, limit: int | None = None)
 class Rivals:
     """Which verified entries a PASS turns stale under conflict ``policy``, as the store's
     promote decides it: a correction's target and the notes a merged note merged (of its own
-    layer: ``authority.may_retire``), then the verified entries of the same kind and key (none under keep-both-flagged; none under latest-wins when one of them is newer,
-    for then the promoted entry is the one that turns stale)."""
+    layer: ``authority.may_retire``), then the verified entries of the same kind and key
+    (none under keep-both-flagged; none under latest-wins when one of them is newer, for
+    then the promoted entry is the one that turns stale)."""
 
     def __init__(self, entries: Iterable[Entry], policy: str) -> None:
         self.policy = policy
