@@ -232,3 +232,9 @@ def test_a_git_repository_without_a_store_is_said_alike_by_every_command(
     error = json.loads(done.stdout)["error"]
     assert error["code"] == "store" and "holds no truss store" in error["message"]
     assert "truss-files init" in error["message"]
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+def test_an_empty_query_is_bad_usage_as_the_tool_says(store: MemoryStore, text: str) -> None:
+    code, out, err = run(store, "query", text)
+    assert code == 2 and out == "" and "give words to look for" in err

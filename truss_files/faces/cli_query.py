@@ -81,6 +81,8 @@ def query(
       truss-files query "why are builds slow" --mode hybrid
       truss-files query "release steps" --agent build-bot   # what build-bot may read
     """
+    if not text.strip():  # as memory_query refuses it: an empty answer would read as "none"
+        raise click.UsageError('give words to look for, e.g. truss-files query "flaky ci"')
     data, text_of = run_query(
         obj.store_path or ".",
         text,
