@@ -110,8 +110,8 @@ def may_retire(note: Entry, target: Entry) -> bool:
     ``supersedes``, a merged note's ``entry:<id>`` sources): only a note of the target's own
     layer, so retiring a team or enterprise note takes a note of that layer, which only a
     trainer may write (``write_problems``). Rivals of one kind and key settle by the
-    conflict policy instead. ``Store.promote``, the review queue's preview and
-    ``memory.train`` all ask this."""
+    conflict policy instead. ``Store.promote`` and the review queue's preview ask this;
+    ``memory.train`` refuses such a correction before it is written, saying which layer."""
     return note.layer is target.layer
 
 
