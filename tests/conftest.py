@@ -188,6 +188,16 @@ def add_signer(signed_commit: Callable[..., str]) -> Callable[..., str]:
 
 
 @pytest.fixture
+def agent_key(store: MemoryStore, tmp_path: Path, add_signer: Callable[..., str]) -> Ed25519Signer:
+    """A key holding the agent role and nothing more, saved beside the operator's as
+    ``agent_key`` (what ``--key`` names it by). Files with another agent key define their own."""
+    signer = Ed25519Signer.generate("agent@example.test")
+    signer.save(tmp_path / "agent_key")
+    add_signer(store, signer, "agent@example.test", ("agent",))
+    return signer
+
+
+@pytest.fixture
 def server(bare_store: MemoryStore) -> Path:
     """A bare repository holding a store, guarded by the installed pre-receive gate."""
     from truss_files.hooks import install_hooks

@@ -410,6 +410,7 @@ def _resolve_judges(values: dict[str, Value]) -> None:
         for k, v in values.items()
         if k.startswith("panel.checks.") and v.source == STORE_SOURCE
     }
+    defined = ", ".join(sorted({*judges, *checks}))
     for key, held in list(values.items()):
         if not (key.startswith("panel.reviewers.") or key == "panel.arbiters"):
             continue
@@ -417,12 +418,11 @@ def _resolve_judges(values: dict[str, Value]) -> None:
         for i, spec in enumerate(held.value):
             if spec.type != MODEL:
                 if not signed_source(held.source):
-                    named = ", ".join(sorted({*judges, *checks})) or "none yet"
                     raise ConfigError(
                         f"{held.source}: {key}[{i}] runs a command ({spec.type} "
                         f"{spec.command!r}); a reviewer that runs a command is read from the "
-                        f"store's signed truss.toml only. Here, name one truss.toml defines "
-                        f"(in {CHECKS_TABLE} or {JUDGES_TABLE}: {named}), or move the "
+                        "store's signed truss.toml only. Here, name one truss.toml defines (in "
+                        f"{CHECKS_TABLE} or {JUDGES_TABLE}: {defined or 'none yet'}), or move the "
                         "reviewer into truss.toml and commit it with an operator key"
                     )
             elif spec.command in judges:
@@ -431,12 +431,12 @@ def _resolve_judges(values: dict[str, Value]) -> None:
             elif spec.command in checks:
                 spec = ReviewerSpec("check", checks[spec.command], spec.command)
             else:
-                known = ", ".join(sorted({*judges, *checks})) or "none"
                 raise ConfigError(
                     f"{held.source}: {key}[{i}] names judge or check {spec.command!r}, which "
-                    f"truss.toml defines neither in {JUDGES_TABLE} nor in {CHECKS_TABLE} (defined: "
-                    f'{known}); add {spec.command} = {{provider = "anthropic", model = '
-                    f'"..."}} under {JUDGES_TABLE} or {spec.command} = "<command>" under '
+                    f"truss.toml defines neither in {JUDGES_TABLE} nor in {CHECKS_TABLE} "
+                    f"(defined: {defined or 'none'}); add {spec.command} = "
+                    f'{{provider = "anthropic", model = "..."}} under {JUDGES_TABLE} or '
+                    f'{spec.command} = "<command>" under '
                     f"{CHECKS_TABLE} in truss.toml, or fix the name"
                 )
             resolved.append(spec)

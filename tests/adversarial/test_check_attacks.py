@@ -36,15 +36,6 @@ AGENT = "agent@example.test"
 Commit = Callable[..., str]
 
 
-@pytest.fixture
-def agent_key(store: MemoryStore, tmp_path: Path, add_signer: Callable[..., str]) -> Ed25519Signer:
-    """A key holding the agent role and nothing more, saved beside the operator's."""
-    signer = Ed25519Signer.generate(AGENT)
-    signer.save(tmp_path / "agent_key")
-    add_signer(store, signer, AGENT, ("agent",))
-    return signer
-
-
 def run(
     store: MemoryStore, key: str, *args: str, stdin: str | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:

@@ -16,11 +16,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from test_recall_support import promote
 
 from truss_files.audit import audit
@@ -30,14 +28,6 @@ from truss_files.signing import Ed25519Signer
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
 AGENT = "agent@example.test"
-
-
-@pytest.fixture
-def agent_key(store: MemoryStore, tmp_path: Path, add_signer: Callable[..., str]) -> Ed25519Signer:
-    signer = Ed25519Signer.generate(AGENT)
-    signer.save(tmp_path / "agent_key")
-    add_signer(store, signer, AGENT, ("agent",))
-    return signer
 
 
 def truss(store: MemoryStore, key: str, *args: str) -> tuple[int, Any]:
