@@ -232,7 +232,7 @@ def _session(
     return ToolSession(
         memory,
         flags=flags,
-        run_id=run_id or f"sdk-{secrets.token_hex(4)}",
+        run_id=f"sdk-{secrets.token_hex(4)}" if run_id is None else run_id,
         durable=durable,
         context=context,
         agent=agent,

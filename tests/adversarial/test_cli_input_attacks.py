@@ -238,3 +238,13 @@ def test_a_git_repository_without_a_store_is_said_alike_by_every_command(
 def test_an_empty_query_is_bad_usage_as_the_tool_says(store: MemoryStore, text: str) -> None:
     code, out, err = run(store, "query", text)
     assert code == 2 and out == "" and "give words to look for" in err
+
+
+def test_the_sdk_adapter_refuses_an_empty_run_id_too(store: MemoryStore) -> None:
+    """The same rule as the CLI's (``ToolSession``): only None means "a run of its own"."""
+    from truss_files.anthropic_adapter import TrussMemoryTool
+    from truss_files.errors import UsageError
+
+    with pytest.raises(UsageError, match="run id '' is not usable"):
+        TrussMemoryTool(store, run_id="")
+    assert TrussMemoryTool(store).run_id.startswith("sdk-")
