@@ -123,23 +123,30 @@ def test_init_writes_both_templates_and_show_serves_them(store: MemoryStore) -> 
 
 
 @pytest.mark.parametrize(
-    ("store_policy", "layer_policy", "effective", "source"),
+    ("store_policy", "layer_policy", "effective"),
     [
-        ("self_amend", "propose", "propose", "contract.toml"),
-        ("self_amend", "locked", "locked", "contract.toml"),
-        ("propose", "self_amend", "propose", "truss.toml"),  # a loosening is ignored
-        ("locked", "self_amend", "locked", "truss.toml"),
-        ("locked", "propose", "locked", "truss.toml"),
+        ("self_amend", "propose", "propose"),
+        ("self_amend", "locked", "locked"),
+        ("propose", "self_amend", None),  # a loosening is refused, naming the key
+        ("locked", "self_amend", None),
+        ("locked", "propose", None),
     ],
 )
 def test_layers_only_tighten_the_identity_policy(
-    tmp_path: Path, store_policy: str, layer_policy: str, effective: str, source: str
+    tmp_path: Path, store_policy: str, layer_policy: str, effective: str | None
 ) -> None:
+    from truss_files.errors import ConfigError
+
     contract = tmp_path / "contract.toml"
     contract.write_text(f'[identity]\npolicy = "{layer_policy}"\n')
-    settings = load_settings({"identity": {"policy": store_policy}}, contract=contract, environ={})
+    store_toml = {"identity": {"policy": store_policy}}
+    if effective is None:
+        with pytest.raises(ConfigError, match=f"contract.toml: identity.policy .* loosens"):
+            load_settings(store_toml, contract=contract, environ={})
+        return
+    settings = load_settings(store_toml, contract=contract, environ={})
     assert settings.identity_policy == effective
-    assert settings.source("identity.policy").endswith(source)
+    assert settings.source("identity.policy").endswith("contract.toml")
 
 
 def test_an_agent_table_tightens_and_config_show_shows_the_result(
@@ -158,9 +165,14 @@ def test_an_agent_table_tightens_and_config_show_shows_the_result(
     assert shown["values"]["identity.policy"] == {
         "value": "locked",
         "source": "truss.toml [agents.bot]",
+        "authority": "tighten",
     }
     plain = json.loads(runner.invoke(cli, base).output)
-    assert plain["values"]["identity.policy"] == {"value": "self_amend", "source": "truss.toml"}
+    assert plain["values"]["identity.policy"] == {
+        "value": "self_amend",
+        "source": "truss.toml",
+        "authority": "tighten",
+    }
     assert settings_for(store, agent="bot").identity_policy == "locked"
 
 

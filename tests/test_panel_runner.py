@@ -17,7 +17,7 @@ from truss_files.facade import MemoryStore
 from truss_files.gitstore import Snapshot
 from truss_files.model import Trust
 from truss_files.panel.runner import failed_recheck, recheck, verify
-from truss_files.settings import load_settings, settings_for
+from truss_files.settings import Settings, load_settings, settings_for
 from truss_files.trailers import parse_trailers
 from truss_files.verdict import Verdict, check_verdict
 
@@ -128,22 +128,54 @@ def test_configured_reviewers_join_the_entry_checks(
     fact = store.write("fact", "f", "no reviewer for facts")
     report = verify(store, pending=True)
     got = {o.id: (o.status, o.quorum, [v["vote"] for v in o.votes]) for o in report.outcomes}
-    assert got[decision.id] == ("rejected", "2-of-2", ["PASS", "FAIL"])
+    # truss.toml's judge decides under the quorum; the entry's check is a requirement besides
+    assert got[decision.id] == ("rejected", "1-of-1", ["PASS", "FAIL"])
     assert got[fact.id][0] == "no-reviewers"
     (request,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert request["entry"]["id"] == decision.id and request["task"] == "review"
 
 
 def test_quorum_from_settings_and_a_panel_that_cannot_meet_it(store: MemoryStore) -> None:
-    a = store.write("fact", "a", "one of two", checks=["true", "false"])
-    at_least_one = load_settings({"panel": {"quorum": 1}})
-    (promoted,) = verify(store, [a.id], settings=at_least_one).outcomes
+    def fact_panel(quorum: object, *commands: str) -> Settings:
+        reviewers = [{"type": "check", "command": c} for c in commands]
+        return load_settings({"panel": {"quorum": quorum, "reviewers": {"fact": reviewers}}})
+
+    a = store.write("fact", "a", "one of two")
+    (promoted,) = verify(store, [a.id], settings=fact_panel(1, "true", "false")).outcomes
     assert (promoted.status, promoted.quorum) == ("promoted", "1-of-2")
-    b = store.write("fact", "b", "two checks", checks=["true", "true"])
-    three = load_settings({"panel": {"quorum": "2-of-3"}})
+    b = store.write("fact", "b", "two reviewers")
+    three = fact_panel("2-of-3", "true", "true")
     (outcome,) = verify(store, [b.id], settings=three).outcomes
     assert outcome.status == "error" and "expects 3 reviewers" in outcome.message
     assert store.get(b.id).trust is Trust.UNVERIFIED
+
+
+def test_an_entrys_checks_are_requirements_beside_the_quorum(store: MemoryStore) -> None:
+    """A writer's checks make a PASS harder, never easier: named twice they run once, and
+    each must PASS besides the quorum of truss.toml's reviewers."""
+    majority = load_settings(
+        {
+            "panel": {
+                "quorum": "majority",
+                "reviewers": {"fact": [{"type": "check", "command": "false", "name": "strict"}]},
+            }
+        }
+    )
+    stuffed = store.write("fact", "a", "stuffed", checks=["true", "true"])
+    (outcome,) = verify(store, [stuffed.id], settings=majority).outcomes
+    assert (outcome.status, outcome.quorum) == ("rejected", "1-of-1")
+    assert [(v["reviewer"], v["vote"]) for v in outcome.votes] == [
+        ("true", "PASS"),
+        ("strict", "FAIL"),
+    ]
+    verdict = Verdict.from_dict(store.get(stuffed.id).provenance.verified_by or {})
+    assert [v.get("required") for v in verdict.votes] == [True, None]
+    lenient = load_settings(
+        {"panel": {"reviewers": {"fact": [{"type": "check", "command": "true"}]}}}
+    )
+    failing = store.write("fact", "b", "its own check fails", checks=["false"])
+    (outcome,) = verify(store, [failing.id], settings=lenient).outcomes
+    assert outcome.status == "rejected" and "quorum 1-of-1 and 1 required" in outcome.message
 
 
 def test_entry_checks_can_be_switched_off(store: MemoryStore) -> None:

@@ -103,7 +103,7 @@ def test_query_takes_the_recall_mode_of_the_user_config_as_the_tool_does(
         cli, ["--store", str(store.git.workdir), "config", "show", "--format", "json"]
     )
     value = json.loads(shown.output)["values"]["recall.mode"]
-    assert value == {"value": "hybrid", "source": str(path)}
+    assert value == {"value": "hybrid", "source": str(path), "authority": "free"}
     for code, data in query_three_ways(store.git.workdir, "flaky network retry"):
         assert code == 0 and data["recall_mode"] == "hybrid", data
     # --mode still wins over every layer.

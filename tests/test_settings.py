@@ -21,6 +21,7 @@ STORE = {
     "tools": {"memory": True},
     "policy": {"verification": "tiered", "allow_tools": ["memory_query"]},  # allow_tools: not ours
     "recall": {"mode": "exact", "embedder": "wordllama"},
+    "memory": {"scope": "shared"},
     "agents": {
         "build-bot": {"panel": {"quorum": "majority"}, "policy": {"tiered": {"scratch": "off"}}}
     },
@@ -79,15 +80,21 @@ def test_later_layers_override_earlier_ones_and_remember_where(
     no_global = load_settings(STORE, agent="build-bot", global_path=tmp_path / "absent.toml")
     assert no_global.verification == "tiered" and no_global.mode_for("scratch") == "off"
     shown = s.to_dict()["values"]
-    assert shown["policy.conflict"] == {"value": "keep-both-flagged", "source": str(contract)}
+    assert shown["policy.conflict"] == {
+        "value": "keep-both-flagged",
+        "source": str(contract),
+        "authority": "tighten",
+    }
+    assert shown["recall.mode"]["authority"] == "free"
+    assert shown["panel.workdir"]["authority"] == "operator"
     text = s.to_text()
-    assert 'policy.conflict = "keep-both-flagged"' in text and f"# {contract}" in text
+    assert 'policy.conflict = "keep-both-flagged"' in text and f"tighten   {contract}" in text
 
 
 STORE_REVIEWERS = {
     "panel": {
         "reviewers": {
-            "decision": [{"type": "judge", "command": "llm-judge"}],
+            "decision": ["decide"],
             "fact": [{"type": "check", "command": "make test", "timeout": 5}],
         },
         "checks": {"decide": "./verify-decision", "smoke": "true"},
@@ -96,23 +103,31 @@ STORE_REVIEWERS = {
 
 
 def test_reviewers_and_tiers_override_per_kind(global_file: Path, tmp_path: Path) -> None:
-    # Reviewers with their commands come from truss.toml; the layers above name them.
+    # Reviewers with their commands come from truss.toml; the layers above name them, and
+    # may add to a kind's list, never drop from it.
     global_file.write_text(
         '[panel.reviewers]\ndefault = ["smoke"]\n'
         '[policy]\nverification = "tiered"\n[policy.tiered]\ndecisions = "eager"\nfact = "off"\n'
     )
     contract = tmp_path / "c.toml"
     contract.write_text(
-        '[panel.reviewers]\ndecision = ["decide"]\n[policy.tiered]\nfact = "lazy"\n'
+        '[panel.reviewers]\ndecision = ["decide", "smoke"]\n[policy.tiered]\nfact = "lazy"\n'
     )
     s = load_settings(STORE_REVIEWERS, contract=contract)
-    assert s.reviewers_for("decision") == (ReviewerSpec("check", "./verify-decision", "decide"),)
+    decide = ReviewerSpec("check", "./verify-decision", "decide")
+    smoke = ReviewerSpec("check", "true", name="smoke")
+    assert s.reviewers_for("decision") == (decide, smoke)
+    assert s.panel_for("decision") == ((decide,), (smoke,))  # truss.toml's; the one added
     assert s.reviewers_source("decision") == str(contract)
     assert s.reviewers_for("fact") == (ReviewerSpec("check", "make test", timeout=5),)
-    assert s.reviewers_for("lesson") == (ReviewerSpec("check", "true", name="smoke"),)
+    assert s.reviewers_for("lesson") == (smoke,)
+    assert s.panel_for("lesson") == ((), (smoke,))
     assert s.mode_for("decision") == "eager"  # "decisions" names the kind decision
     assert s.mode_for("fact") == "lazy" and s.source("policy.tiered.fact") == str(contract)
     assert s.policy.label("decision") == "tiered:eager"
+    contract.write_text('[panel.reviewers]\ndecision = ["smoke"]\n')
+    with pytest.raises(ConfigError, match=r"panel.reviewers.decision .* \(keep decide\)"):
+        load_settings(STORE_REVIEWERS, contract=contract)
     agent = load_settings(
         {**STORE_REVIEWERS, "agents": {"ci": {"panel": {"reviewers": {"lesson": [
             {"type": "check", "command": "make lint"}]}}}}},
@@ -144,8 +159,11 @@ def test_a_reviewer_that_runs_a_command_is_refused_outside_truss_toml(
     with pytest.raises(ConfigError) as err:
         load_settings(STORE_REVIEWERS, environ={}, **kwargs)
     message = err.value.message
-    assert message.startswith(f"{planted}: ") and "runs a command" in message
-    assert "decide, smoke" in message and "truss.toml" in message
+    assert message.startswith(f"{planted}: ") and "truss.toml" in message
+    if where == "arbiters":  # the arbiters are the operator's, named or written out
+        assert "panel.arbiters has authority operator" in message
+    else:
+        assert "runs a command" in message and "decide, smoke" in message
     assert not (tmp_path / "ran").exists()
 
 
@@ -175,7 +193,10 @@ def test_a_reviewer_that_runs_a_command_is_refused_outside_truss_toml(
         ('[policy]\ntiered = "eager"\n', "policy.tiered"),
         ('[recall]\nmode = "fuzzy"\n', "recall.mode"),
         ('[memory]\nscope = "global"\n', "memory.scope"),
-        ('[roles]\noperator = ["me"]\n', "[roles]"),
+        ('[roles]\noperator = ["me"]\n', "[roles] has authority operator"),
+        ("[tools]\nmemory = true\n", "[tools] has authority operator"),
+        ('[agents.x.panel]\nquorum = 1\n', "[agents] has authority operator"),
+        ('[policy]\nprovenance = "optional"\n', "policy.provenance has authority operator"),
         ('policy = "off"\n', "policy"),
     ],
 )
@@ -258,11 +279,12 @@ def test_agent_and_contract_come_from_the_environment(tmp_path: Path) -> None:
     )
 
 
-def test_workdir_is_relative_to_the_file_that_set_it(tmp_path: Path) -> None:
+def test_workdir_comes_from_truss_toml_relative_to_the_work_tree(tmp_path: Path) -> None:
     contract = tmp_path / "ci" / "contract.toml"
     contract.parent.mkdir()
     contract.write_text('[panel]\nworkdir = "../src"\n')
-    assert load_settings(None, contract=contract).workdir(None) == tmp_path / "ci" / "../src"
+    with pytest.raises(ConfigError, match=r"contract.toml: panel.workdir has authority operator"):
+        load_settings(None, contract=contract)
     s = load_settings({"panel": {"workdir": "app"}})
     assert s.workdir(tmp_path) == tmp_path / "app"
     with pytest.raises(ConfigError, match="bare"):

@@ -125,19 +125,38 @@ def test_config_show_prints_values_and_their_sources(
     set_toml(store, signed_commit, "", "", '\n[agents.bot.panel]\nquorum = "majority"\n')
     path = global_config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text('[memory]\nscope = "shared"\n')
+    path.write_text('[memory]\nscope = "per-agent"\n')
     contract = tmp_path / "contract.toml"
     contract.write_text('[policy]\nconflict = "keep-both-flagged"\n')
     args = ("config", "show", "--agent", "bot", "--contract", str(contract))
     code, out, _ = invoke(store, tmp_path, *args, "--format", "json")
     assert code == 0, out
     values = json.loads(out)["values"]
-    assert values["memory.scope"] == {"value": "shared", "source": str(path)}
-    assert values["panel.quorum"] == {"value": "majority", "source": "truss.toml [agents.bot]"}
+    assert values["memory.scope"] == {
+        "value": "per-agent",
+        "source": str(path),
+        "authority": "tighten",
+    }
+    assert values["panel.quorum"] == {
+        "value": "majority",
+        "source": "truss.toml [agents.bot]",
+        "authority": "tighten",
+    }
     assert values["policy.conflict"]["source"] == str(contract)
-    assert values["policy.verification"] == {"value": "lazy", "source": "truss.toml"}
+    assert values["policy.verification"] == {
+        "value": "lazy",
+        "source": "truss.toml",
+        "authority": "free",
+    }
     code, out, _ = invoke(store, tmp_path, *args, "--format", "text")
-    assert 'panel.quorum = "majority"' in out and "# truss.toml [agents.bot]" in out
+    assert 'panel.quorum = "majority"' in out and "# tighten   truss.toml [agents.bot]" in out
+
+    path.write_text('[memory]\nscope = "shared"\n')  # wider than the default: refused
+    code, out, _ = invoke(store, tmp_path, *args, "--format", "json")
+    assert code == 1
+    error = json.loads(out)["error"]
+    assert error["code"] == "config" and f"{path}: memory.scope" in error["message"]
+    path.write_text("")
 
     contract.write_text("[panel]\ntimeout = -1\n")
     code, out, _ = invoke(store, tmp_path, *args, "--format", "json")

@@ -6,6 +6,12 @@ otherwise undecided -- abstentions (a hang, a crash, a garbled answer) never cou
 way, so a panel whose reviewers could not judge leaves the entry unverified. PASS and FAIL
 cannot both hold: that would need more than N votes.
 
+Requirements stand beside the quorum: the checks an entry names and the reviewers a layer
+above truss.toml adds (settings.py) each must PASS, besides the quorum of the reviewers the
+signed truss.toml configures, so a writer's or a contract's reviewers can make a PASS harder,
+never easier. A requirement's FAIL is the panel's FAIL; its abstention leaves it undecided.
+A verdict marks such votes ``"required": true``; its ``K-of-N`` counts the others.
+
 A value: the settings validate quorum text with it and a verdict checks its tally with it.
 """
 
@@ -26,6 +32,7 @@ __all__ = [
     "Quorum",
     "parse_quorum_text",
     "tally",
+    "with_requirements",
 ]
 
 PASS = "PASS"
@@ -112,6 +119,16 @@ def tally(votes: Sequence[str], need: int) -> str | None:
     if votes.count(FAIL) >= n - need + 1:
         return FAIL
     return None
+
+
+def with_requirements(outcome: str | None, required: Sequence[str]) -> str | None:
+    """The panel's outcome once the requirements' votes are in: any FAIL fails it, and it
+    passes only when the quorum passed and every requirement voted PASS."""
+    if FAIL in required:
+        return FAIL
+    if outcome == PASS and any(vote != PASS for vote in required):
+        return None
+    return outcome
 
 
 def parse_quorum_text(text: str) -> tuple[int, int] | None:

@@ -48,18 +48,23 @@ Every layer has the same shape::
 
 and ``[policy] salience = "off" | "prior"`` (recall/salience.py).
 
-``identity.policy`` alone is not overridden but tightened: a layer above truss.toml may make
-it stricter (self_amend -> propose -> locked), never looser, because truss.toml's value is
-what the audit and the gate enforce. A looser value in a later layer is ignored; ``config
-show`` names the layer whose value holds.
+Who may set what is declared once, in ``SETTINGS``: every key has an authority.
 
-``[panel.checks]`` is read from the top level of truss.toml alone (in any other layer it is a
-``ConfigError``): a check runs as whoever verifies, so only what an operator signed may run.
-``[panel.judges]`` likewise: a judge's instructions reach the model as instructions. A name
-in a reviewers list (any layer) must be a judge or a check truss.toml defines, or loading
-fails; a reviewer written with its command (``{type, command}``) is read from truss.toml
-alone (its top level or an ``[agents.NAME]`` table): in the global file or a contract it is
-a ``ConfigError``, since it would run as the panel of whoever verifies.
+    operator   the signed truss.toml alone (its top level or an [agents.NAME] table):
+               panel.checks, panel.judges, panel.workdir, panel.arbiters, policy.provenance,
+               [roles], [tools], [agents.*], and a reviewer written with its command
+    tighten    any layer may make it stricter, none may loosen what the signed layers set:
+               panel.quorum (more PASS votes), panel.reviewers.<kind> (a superset),
+               panel.entry_checks (on), panel.timeout (shorter), policy.conflict (never
+               leave panel-arbitrated), memory.scope and identity.policy (narrower)
+    free       preferences that cannot change what passes (when the panel runs, recall,
+               context)
+
+An unsigned layer (the user config, a contract) that sets an ``operator`` key or loosens a
+``tighten`` key is a ``ConfigError`` naming its file, the key, the signed value and what the
+layer may do. The reviewers an unsigned layer adds to a kind's list are requirements (each
+must PASS besides the quorum), like the checks an entry names: ``Settings.panel_for``.
+A name in a reviewers list must be a judge or a check truss.toml defines.
 
 The global file, agent tables and contract files are strict: an unknown key or a wrong type
 is a ``ConfigError`` naming the file and the key. truss.toml itself is shared with other
@@ -74,12 +79,12 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, NoReturn, Protocol
 
-from .authority import CHECKS_TABLE, PROVENANCE_MODES, defined_checks
+from .authority import ARBITRATED, CHECKS_TABLE, PROVENANCE_MODES, defined_checks
 from .errors import ConfigError, UsageError
 from .judgespec import JUDGES_TABLE, ModelJudgeSpec, parse_judges
 from .model import CONFLICT_POLICIES, Kind
@@ -140,6 +145,12 @@ class ReviewerSpec:
     name: str | None = None
     timeout: float | None = None
     judge: ModelJudgeSpec | None = None
+
+    @property
+    def runs(self) -> tuple[str, str, ModelJudgeSpec | None]:
+        """What the reviewer runs, whatever it is called: two specs alike here are one
+        reviewer (a name of [panel.checks] and the same command written out, say)."""
+        return (self.type, self.command, self.judge)
 
     def to_dict(self) -> dict[str, Any]:
         if self.type == MODEL:
@@ -275,45 +286,202 @@ def _kind_name(name: str, where: str, allow_default: bool) -> str:
         raise ConfigError(f"{where}: {exc.message}") from None
 
 
-# section -> key -> validator; the two per-kind tables are handled apart.
-SCHEMA: dict[str, dict[str, Check]] = {
-    "policy": {
-        "verification": _choice(VERIFICATION_MODES),
-        "conflict": _choice(CONFLICT_POLICIES),
-        "salience": _choice(SALIENCE_POLICIES),
-        "provenance": _choice(PROVENANCE_MODES),
-    },
-    "panel": {
-        "quorum": _quorum,
-        "timeout": _seconds,
-        "entry_checks": _boolean,
-        "workdir": _string,
-        "arbiters": _reviewers,
-    },
-    "recall": {"mode": _choice(RECALL_MODES)},
-    "memory": {"scope": _choice(MEMORY_SCOPES)},
-    "identity": {"policy": _choice(IDENTITY_POLICIES)},
-    "context": {"repin_every": _positive, "scratch_tail": _positive, "instruction": _string},
+# -- who may set what: one declared authority for every key --------------------------------
+#
+# The layers above truss.toml (the user config, a contract) are plain files whoever shares
+# the machine may write, an agent included. What decides who judges is therefore not layered
+# like a preference: each key says who may set it.
+
+OPERATOR: Final = "operator"  # the signed truss.toml (its top level or [agents.NAME]) alone
+TIGHTEN: Final = "tighten"  # any layer may make it stricter; none may loosen the signed value
+FREE: Final = "free"  # a preference: it cannot change what passes
+AUTHORITIES: Final = (OPERATOR, TIGHTEN, FREE)
+
+# (a layer's value, the signed value, the signed settings) -> None when the layer's value is
+# at least as strict, else what the layer may do instead (said in the refusal).
+Loosens = Callable[[Any, Any, "Settings"], "str | None"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of the schema: its validator, who may set it, and for a ``tighten`` key how
+    to tell a loosening. ``check`` None: a section other readers own (``[roles]``, ...)."""
+
+    check: Check | None
+    authority: str
+    # In words, for the refusals: what a layer above truss.toml may do with a tighten or free
+    # key; why only an operator may set an operator key.
+    rule: str
+    loosens: Loosens | None = None
+
+    def __post_init__(self) -> None:
+        if self.authority not in AUTHORITIES:
+            raise TypeError(f"authority {self.authority!r} is not one of {AUTHORITIES}")
+        if (self.authority == TIGHTEN) != (self.loosens is not None):
+            raise TypeError("a tighten key, and only a tighten key, says what loosens it")
+
+
+def _ordered(order: tuple[str, ...], what: str) -> Loosens:
+    """Strictest first: a layer may move left along ``order``, never right."""
+
+    def loosens(value: Any, signed: Any, _base: Settings) -> str | None:
+        if order.index(value) <= order.index(signed):
+            return None
+        return f"{what}: one of {', '.join(order[: order.index(signed) + 1])}"
+
+    return loosens
+
+
+def _conflict_loosens(value: Any, signed: Any, _base: Settings) -> str | None:
+    # Only panel-arbitrated asks the panel before a verified note is retired; among the
+    # other three a layer may choose (each retires or flags without a panel either way).
+    if signed == ARBITRATED and value != ARBITRATED:
+        return f"keep {ARBITRATED}, which asks the arbiters before a verified note is retired"
+    return None
+
+
+def _on_loosens(value: Any, signed: Any, _base: Settings) -> str | None:
+    return None if value or not signed else "keep it on (true)"
+
+
+def _shorter_loosens(value: Any, signed: Any, _base: Settings) -> str | None:
+    return None if value <= signed else f"shorten it (at most {signed} seconds)"
+
+
+def _quorum_loosens(value: Any, signed: Any, base: Settings) -> str | None:
+    """More PASS votes (or a panel that cannot pass at all) for every panel size the signed
+    settings give a kind; a size where the signed quorum cannot decide asks nothing."""
+    sizes = {len(base.reviewers_for(k)) for k in PANEL_KINDS} - {0}
+    ours, theirs = Quorum.parse(value), Quorum.parse(signed)
+    for n in sorted(sizes) or [1]:
+        try:
+            need = theirs.need(n)
+        except ConfigError:
+            continue
+        try:
+            if ours.need(n) < need:
+                return f"demand at least {need} PASS of {n} (e.g. {render_value(signed)})"
+        except ConfigError:
+            continue  # this quorum cannot pass a panel of n at all: stricter still
+    return None
+
+
+def _reviewers_loosens(value: Any, signed: Any, _base: Settings) -> str | None:
+    missing = list(signed)
+    for spec in value:
+        for i, held in enumerate(missing):
+            if held.runs == spec.runs:
+                del missing[i]
+                break
+    if not missing:
+        return None
+    names = ", ".join(s.name or s.command for s in missing)
+    return f"add reviewers truss.toml defines, never drop one it lists (keep {names})"
+
+
+# The schema: dotted key -> Setting. ``.*`` keys take a kind (or ``default``) or a name.
+SETTINGS: Final[dict[str, Setting]] = {
+    "policy.verification": Setting(
+        _choice(VERIFICATION_MODES), FREE, "choose when the panel runs, never what passes"
+    ),
+    "policy.tiered.*": Setting(_choice(TIER_MODES), FREE, "choose when the panel runs"),
+    "policy.conflict": Setting(
+        _choice(CONFLICT_POLICIES),
+        TIGHTEN,
+        f"choose among the policies, but never leave {ARBITRATED}",
+        _conflict_loosens,
+    ),
+    "policy.salience": Setting(_choice(SALIENCE_POLICIES), FREE, "choose how recall ranks"),
+    "policy.provenance": Setting(
+        _choice(PROVENANCE_MODES), OPERATOR, "the audit holds truss.toml's value"
+    ),
+    "policy.eviction.*": Setting(
+        _budget, FREE, "set the budget an `evict` run by a panel key applies"
+    ),
+    "panel.quorum": Setting(
+        _quorum, TIGHTEN, "demand more PASS votes, never fewer", _quorum_loosens
+    ),
+    "panel.timeout": Setting(_seconds, TIGHTEN, "shorten it, never lengthen it", _shorter_loosens),
+    "panel.entry_checks": Setting(_boolean, TIGHTEN, "turn it on, never off", _on_loosens),
+    "panel.workdir": Setting(_string, OPERATOR, "a check runs in that folder as whoever verifies"),
+    "panel.arbiters": Setting(_reviewers, OPERATOR, "arbiters decide which verified note is retired"),
+    "panel.reviewers.*": Setting(
+        _reviewers,
+        TIGHTEN,
+        "add reviewers truss.toml defines, never drop one it lists",
+        _reviewers_loosens,
+    ),
+    "panel.checks.*": Setting(None, OPERATOR, "a check runs as whoever verifies"),
+    "panel.judges.*": Setting(None, OPERATOR, "a judge's instructions reach the model"),
+    "recall.mode": Setting(_choice(RECALL_MODES), FREE, "choose how recall ranks"),
+    "memory.scope": Setting(
+        _choice(MEMORY_SCOPES),
+        TIGHTEN,
+        "narrow it (shared -> per-project -> per-agent), never widen it",
+        _ordered(MEMORY_SCOPES, "narrow it"),
+    ),
+    "identity.policy": Setting(
+        _choice(IDENTITY_POLICIES),
+        TIGHTEN,
+        "tighten it (self_amend -> propose -> locked), never loosen it",
+        _ordered(IDENTITY_POLICIES, "tighten it"),
+    ),
+    "context.repin_every": Setting(_positive, FREE, "choose it"),
+    "context.scratch_tail": Setting(_positive, FREE, "choose it"),
+    "context.instruction": Setting(_string, FREE, "choose it"),
+    "context.instruction.*": Setting(_string, FREE, "choose it"),
+    # Sections other readers own, read from truss.toml alone.
+    "roles": Setting(None, OPERATOR, "roles are granted by an operator's commit"),
+    "tools": Setting(None, OPERATOR, "which tools are served is the operator's"),
+    "agents": Setting(None, OPERATOR, "[agents.NAME] tables are truss.toml's"),
 }
-PER_KIND = {
-    ("policy", "tiered"): _choice(TIER_MODES),
-    ("policy", "eviction"): _budget,
-    ("panel", "reviewers"): _reviewers,
-}
+# Kinds a per-kind panel key may name, beside ``default``.
+PANEL_KINDS: Final = (*(k.value for k in Kind), IDENTITY_KIND)
 # Sections of truss.toml that other readers share: their unknown keys are not ours to refuse.
 SHARED_SECTIONS = ("policy", "recall", "memory", "identity", "context")
+# Keys that hold a table of kind (or ``default``) = value.
+_PER_KIND: Final = ("policy.tiered", "policy.eviction", "panel.reviewers")
+_SECTIONS: Final = tuple(dict.fromkeys(k.split(".", 1)[0] for k in SETTINGS))
+
+
+def _declared() -> None:
+    """Every key has an authority (``Setting`` refuses one without), every default a key."""
+    for key in DEFAULTS:
+        if key not in SETTINGS:
+            raise TypeError(f"settings default {key} has no declared authority in SETTINGS")
+
+
+_declared()
+
+
+def setting(key: str) -> Setting | None:
+    """The declaration that governs a dotted key (``panel.reviewers.fact`` and
+    ``panel.reviewers`` -> ``panel.reviewers.*``), or None for a key the schema does not know."""
+    parent = key.rsplit(".", 1)[0] if "." in key else None
+    for name in (key, f"{key}.*", f"{parent}.*" if parent else None, key.split(".", 1)[0]):
+        if name is not None and name in SETTINGS:
+            return SETTINGS[name]
+    return None
 
 
 def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> dict[str, Value]:
-    """The settings one file (or table) sets, as dotted keys; raises on unknown or bad keys."""
+    """The settings one file (or table) sets, as dotted keys; raises on unknown or bad keys,
+    and on a key of authority ``operator`` in a layer that is not the signed truss.toml."""
     found: dict[str, Value] = {}
+    signed = signed_source(source)
     for section, table in data.items():
-        if section not in SCHEMA:
+        if section not in _SECTIONS:
             if strict:
                 raise ConfigError(
                     f"{source}: [{section}] is not a setting section; use "
-                    + ", ".join(f"[{s}]" for s in SCHEMA)
+                    + ", ".join(f"[{s}]" for s in _SECTIONS if SETTINGS.get(s) is None)
                 )
+            continue
+        if SETTINGS.get(section) is not None:  # a section other readers own
+            if not signed:
+                _operator_only(source, section)
+            if strict:
+                raise ConfigError(f"{source}: [{section}] belongs at the top level of truss.toml")
             continue
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: {section} must be a table ([{section}])")
@@ -321,47 +489,63 @@ def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> 
         for key, value in table.items():
             dotted = f"{section}.{key}"
             where = f"{source}: {dotted}"
-            if (section, key) == ("panel", "checks"):
+            declared = setting(dotted)
+            if declared is None:
+                if lenient:
+                    continue
+                known = sorted(
+                    k.split(".", 1)[1].removesuffix(".*")
+                    for k in SETTINGS
+                    if k.startswith(f"{section}.")
+                )
+                raise ConfigError(
+                    f"{where} is not a known setting; [{section}] takes "
+                    + ", ".join(dict.fromkeys(known))
+                )
+            if declared.authority == OPERATOR and not signed:
+                _operator_only(source, dotted)
+            if dotted == "panel.checks":
                 found.update(_checks_layer(table, source))
-                continue
-            if (section, key) == ("panel", "judges"):
+            elif dotted == "panel.judges":
                 found.update(_judges_layer(value, source))
-                continue
-            if (section, key) == ("context", "instruction") and isinstance(value, dict):
+            elif dotted == "context.instruction" and isinstance(value, dict):
                 # [context.instruction]: default, a provider, or a model pattern -> text
                 # (context/instruction.py picks the most specific one).
                 for name, item in value.items():
                     found[f"{dotted}.{name}"] = Value(_string(item, f"{where}.{name}"), source)
-                continue
-            if (section, key) in PER_KIND:
+            elif dotted in _PER_KIND:
                 if not isinstance(value, dict):
                     raise ConfigError(f"{where} must be a table of kind = value ([{dotted}])")
-                check = PER_KIND[(section, key)]
+                check = SETTINGS[f"{dotted}.*"].check
+                assert check is not None
                 for name, item in value.items():
                     kind = _kind_name(
                         name, f"{where}.{name}", section == "panel" or key == "eviction"
                     )
                     found[f"{dotted}.{kind}"] = Value(check(item, f"{where}.{name}"), source)
-                continue
-            check_key = SCHEMA[section].get(key)
-            if check_key is None:
-                if lenient:
-                    continue
-                known = [*SCHEMA[section], *(k for s, k in PER_KIND if s == section)]
-                raise ConfigError(
-                    f"{where} is not a known setting; [{section}] takes {', '.join(known)}"
-                )
-            found[dotted] = Value(check_key(value, where), source)
+            else:
+                assert declared.check is not None
+                found[dotted] = Value(declared.check(value, where), source)
     return found
 
 
+def _operator_only(source: str, key: str) -> NoReturn:
+    declared = setting(key)
+    raise ConfigError(
+        f"{source}: {key if '.' in key else f'[{key}]'} has authority operator: it is read "
+        "from the store's signed truss.toml only (its top level or an [agents.NAME] table)"
+        + (f", since {declared.rule}" if declared else "")
+        + ". Remove it here, or ask an operator to set it in truss.toml and commit it signed"
+    )
+
+
 def _checks_layer(panel: Mapping[str, Any], source: str) -> dict[str, Value]:
-    """``[panel.checks]``, which only the signed truss.toml may hold (authority.py decides
-    what it means); shown by ``config show`` as ``panel.checks.NAME``."""
+    """``[panel.checks]``, which only the signed truss.toml's top level may hold
+    (authority.py decides what it means); shown by ``config show`` as ``panel.checks.NAME``."""
     if source != STORE_SOURCE:
         raise ConfigError(
-            f"{source}: {CHECKS_TABLE} is read from the store's signed truss.toml only (a check "
-            "runs as the operator who verifies); move it to the top level of truss.toml and "
+            f"{source}: {CHECKS_TABLE} is read from the top level of the store's signed "
+            "truss.toml only (a check runs as the operator who verifies); move it there and "
             "commit it with an operator key"
         )
     return {
@@ -371,13 +555,13 @@ def _checks_layer(panel: Mapping[str, Any], source: str) -> dict[str, Value]:
 
 
 def _judges_layer(table: Any, source: str) -> dict[str, Value]:
-    """``[panel.judges]``, which only the signed truss.toml may hold: what a judge is told
-    is an instruction to the model, so only an operator may write it."""
+    """``[panel.judges]``, which only the signed truss.toml's top level may hold: what a
+    judge is told is an instruction to the model, so only an operator may write it."""
     if source != STORE_SOURCE:
         raise ConfigError(
-            f"{source}: {JUDGES_TABLE} is read from the store's signed truss.toml only (a "
-            "judge's instructions are the operator's); move it to truss.toml and commit it "
-            "with an operator key"
+            f"{source}: {JUDGES_TABLE} is read from the top level of the store's signed "
+            "truss.toml only (a judge's instructions are the operator's); move it there and "
+            "commit it with an operator key"
         )
     return {
         f"panel.judges.{name}": Value(spec, source)
@@ -471,6 +655,9 @@ class Settings:
     layers: tuple[str, ...] = ()
     agent: str | None = None
     contract: str | None = None
+    # What the signed layers alone set (truss.toml and its [agents.NAME] table): the floor
+    # the unsigned layers may only tighten, and whose reviewers the quorum decides over.
+    signed: Mapping[str, Value] = field(default_factory=dict)
 
     def get(self, key: str) -> Any:
         found = self.values.get(key)
@@ -547,23 +734,20 @@ class Settings:
         return dict(found or {})
 
     def workdir(self, base: Path | None) -> Path | None:
-        """``panel.workdir``, relative to the directory of the file that set it (the store's
-        work tree for truss.toml)."""
+        """``panel.workdir`` (the signed truss.toml's alone), relative to the store's work
+        tree."""
         raw = self.get("panel.workdir")
         if raw is None:
             return None
         path = Path(os.path.expanduser(raw))
         if path.is_absolute():
             return path
-        source = self.source("panel.workdir")
-        if source.startswith(STORE_SOURCE):
-            if base is None:
-                raise ConfigError(
-                    f"{source}: panel.workdir {raw!r} is relative but the store is bare; "
-                    "give an absolute path"
-                )
-            return base / path
-        return Path(source).parent / path
+        if base is None:
+            raise ConfigError(
+                f"{self.source('panel.workdir')}: panel.workdir {raw!r} is relative but the "
+                "store is bare; give an absolute path"
+            )
+        return base / path
 
     @property
     def policy(self) -> VerificationPolicy:
@@ -583,6 +767,21 @@ class Settings:
             return tuple(specific.value)
         return tuple(self.get("panel.reviewers.default") or ())
 
+    def panel_for(
+        self, kind: Kind | str
+    ) -> tuple[tuple[ReviewerSpec, ...], tuple[ReviewerSpec, ...]]:
+        """The kind's reviewers as two lists: those the signed truss.toml gives it, decided
+        under the quorum, and those a layer above it added, each a requirement that must
+        PASS besides (once each)."""
+        own = Settings(self.signed, signed=self.signed).reviewers_for(kind)
+        added = list(self.reviewers_for(kind))
+        for spec in own:
+            for i, other in enumerate(added):
+                if other.runs == spec.runs:
+                    del added[i]
+                    break
+        return own, tuple({spec.runs: spec for spec in added}.values())
+
     def reviewers_source(self, kind: Kind | str) -> str:
         key = f"panel.reviewers.{kind_name(kind)}"
         return self.source(key if key in self.values else "panel.reviewers.default")
@@ -599,17 +798,30 @@ class Settings:
             "contract": self.contract,
             "layers": list(self.layers),
             "values": {
-                k: {"value": _plain(v.value), "source": v.source}
+                k: {"value": _plain(v.value), "source": v.source, "authority": authority_of(k)}
                 for k, v in self.effective().items()
             },
         }
 
     def to_text(self) -> str:
-        rows = [(f"{k} = {render_value(v.value)}", v.source) for k, v in self.effective().items()]
+        rows = [
+            (f"{k} = {render_value(v.value)}", f"{authority_of(k):<8}  {v.source}")
+            for k, v in self.effective().items()
+        ]
         width = min(max(len(r[0]) for r in rows), 60)
-        lines = [f"{left:<{width}}  # {src}" for left, src in rows]
+        lines = [f"{left:<{width}}  # {said}" for left, said in rows]
         head = "layers: " + " -> ".join(["default", *self.layers])
-        return "\n".join([head, *lines])
+        legend = (
+            "# authority: operator = the signed truss.toml only; tighten = a layer above it "
+            "may only make it stricter; free = any layer"
+        )
+        return "\n".join([head, legend, *lines])
+
+
+def authority_of(key: str) -> str:
+    """Who may set ``key``: operator, tighten or free."""
+    declared = setting(key)
+    return declared.authority if declared is not None else OPERATOR
 
 
 def _plain(value: Any) -> Any:
@@ -646,56 +858,101 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     global_path: Path | None = None,
 ) -> Settings:
-    """Merge the layers: default → store → global → agent → contract."""
+    """Merge the layers: default → store → global → agent → contract.
+
+    The signed layers (truss.toml and its ``[agents.NAME]`` table) set the floor: an unsigned
+    layer that sets a key of authority ``operator``, or loosens a ``tighten`` key below the
+    signed value, is a ``ConfigError`` naming its file, the key, the signed value and what
+    the layer may do."""
     env = os.environ if environ is None else environ
     agent = agent or env.get("TRUSS_AGENT") or None
     contract = contract or env.get("TRUSS_CONTRACT") or None
-    values: dict[str, Value] = {}
-    layers: list[str] = []
-
     raw = dict(store_toml or {})
+    layers: list[tuple[str, dict[str, Value]]] = []
     if raw:
-        values.update(read_layer(raw, STORE_SOURCE, strict=False))
-        layers.append(STORE_SOURCE)
-
+        layers.append((STORE_SOURCE, read_layer(raw, STORE_SOURCE, strict=False)))
     path = global_path or global_config_path(env)
     if path.is_file():
-        _layer(values, read_layer(_load_toml(path, "global config"), str(path)))
-        layers.append(str(path))
-
+        layers.append((str(path), read_layer(_load_toml(path, "global config"), str(path))))
     if agent:
-        agents = raw.get("agents", {})
-        if not isinstance(agents, dict):
-            raise ConfigError(f"{STORE_SOURCE}: agents must be a table of [agents.NAME] tables")
-        table = agents.get(agent)
-        if table is None:
-            known = ", ".join(sorted(agents)) or "none"
-            raise ConfigError(
-                f"{STORE_SOURCE} has no [agents.{agent}] table (known agents: {known}); add one "
-                "or drop --agent"
-            )
-        if not isinstance(table, dict):
-            raise ConfigError(f"{STORE_SOURCE}: agents.{agent} must be a table")
         source = f"{STORE_SOURCE} [agents.{agent}]"
-        _layer(values, read_layer(table, source))
-        layers.append(source)
-
+        layers.append((source, read_layer(_agent_table(raw, agent), source)))
     if contract:
         cpath = Path(contract)
-        _layer(values, read_layer(_load_toml(cpath, "contract file"), str(cpath)))
-        layers.append(str(cpath))
+        layers.append((str(cpath), read_layer(_load_toml(cpath, "contract file"), str(cpath))))
 
+    signed = _merged(layer for source, layer in layers if signed_source(source))
+    floor = Settings(signed, signed=signed)
+    for source, layer in layers:
+        if not signed_source(source):
+            _refuse_loosening(source, layer, signed, floor)
+    values = _merged(layer for _, layer in layers)
+    names = tuple(source for source, _ in layers)
+    return Settings(values, names, agent, str(contract) if contract else None, signed)
+
+
+def _agent_table(raw: Mapping[str, Any], agent: str) -> dict[str, Any]:
+    agents = raw.get("agents", {})
+    if not isinstance(agents, dict):
+        raise ConfigError(f"{STORE_SOURCE}: agents must be a table of [agents.NAME] tables")
+    table = agents.get(agent)
+    if table is None:
+        known = ", ".join(sorted(agents)) or "none"
+        raise ConfigError(
+            f"{STORE_SOURCE} has no [agents.{agent}] table (known agents: {known}); add one "
+            "or drop --agent"
+        )
+    if not isinstance(table, dict):
+        raise ConfigError(f"{STORE_SOURCE}: agents.{agent} must be a table")
+    return table
+
+
+def _merged(layers: Iterable[Mapping[str, Value]]) -> dict[str, Value]:
+    """The layers laid over each other key by key, named reviewers resolved."""
+    values: dict[str, Value] = {}
+    for layer in layers:
+        _layer(values, layer)
     _resolve_judges(values)
-    return Settings(values, tuple(layers), agent, str(contract) if contract else None)
+    return values
+
+
+def _refuse_loosening(
+    source: str, layer: Mapping[str, Value], signed: Mapping[str, Value], floor: Settings
+) -> None:
+    """Raise when the unsigned ``layer`` loosens a ``tighten`` key below the signed value
+    (the built-in default where truss.toml sets none)."""
+    view = dict(signed)
+    view.update(layer)
+    _resolve_judges(view)
+    for key in layer:
+        declared = setting(key)
+        if declared is None or declared.loosens is None:
+            continue
+        if key == "panel.reviewers.default":
+            held: Any = floor.get(key) or ()
+            where = floor.source(key)
+        elif key.startswith("panel.reviewers."):
+            kind = key.removeprefix("panel.reviewers.")
+            held, where = floor.reviewers_for(kind), floor.reviewers_source(kind)
+        else:
+            held, where = floor.get(key), floor.source(key)
+        said = declared.loosens(view[key].value, held, floor)
+        if said is not None:
+            raise ConfigError(
+                f"{source}: {key} = {render_value(view[key].value)} loosens what the signed "
+                f"truss.toml sets ({render_value(held)}, from {where}); a layer "
+                f"above truss.toml may {declared.rule}. Here: {said}, or remove the key"
+            )
 
 
 def _layer(values: dict[str, Value], layer: Mapping[str, Value]) -> None:
     """Lay ``layer`` over ``values``: key by key, except that the identity policy only ever
-    tightens (a looser value above truss.toml would promise what the audit refuses)."""
+    tightens (an ``[agents.NAME]`` table looser than truss.toml's top level would promise
+    what the audit refuses; an unsigned layer that loosens it is refused before this)."""
     key = "identity.policy"
     for name, value in layer.items():
-        if name == key:
-            held = values.get(name, Value(DEFAULTS[name], "default"))
+        held = values.get(name)
+        if name == key and held is not None:
             if IDENTITY_POLICIES.index(value.value) > IDENTITY_POLICIES.index(held.value):
                 continue
         values[name] = value

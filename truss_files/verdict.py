@@ -21,7 +21,7 @@ from typing import Any
 
 from .config import VERDICT_NAMESPACE, TrustPolicy
 from .errors import KeylessError, SignatureError, UsageError, VerdictError
-from .quorum import parse_quorum_text, tally
+from .quorum import parse_quorum_text, tally, with_requirements
 from .signing import Signer, keyless
 
 OUTCOMES = ("PASS", "FAIL")
@@ -318,8 +318,10 @@ def check_arbitration(data: object, source: str) -> None:
 def check_votes(verdict: Verdict) -> None:
     """Raise unless the votes carry the outcome under the verdict's own ``K-of-N`` quorum.
 
-    A panel key could sign a PASS over FAIL votes by mistake; the record must agree with
-    itself. Quorum texts other than ``K-of-N`` (none are written today) are not tallied.
+    Votes marked ``"required": true`` are requirements (quorum.py): each must PASS besides
+    the quorum, which counts the others. A panel key could sign a PASS over FAIL votes by
+    mistake; the record must agree with itself. Quorum texts other than ``K-of-N`` (none
+    are written today) are not tallied.
     """
     quorum = parse_quorum_text(verdict.quorum)
     if quorum is None:
@@ -331,12 +333,16 @@ def check_votes(verdict: Verdict) -> None:
         raise VerdictError(
             f"verdict {verdict.id} holds vote(s) {', '.join(bad)}; votes are PASS, FAIL or ABSTAIN"
         )
-    if len(votes) != size or need > size:
+    required = [str(v.get("vote")) for v in verdict.votes if v.get("required") is True]
+    counted = [str(v.get("vote")) for v in verdict.votes if v.get("required") is not True]
+    if len(counted) != size or need > size:
         raise VerdictError(
-            f"verdict {verdict.id} states quorum {verdict.quorum} but holds {len(votes)} votes"
+            f"verdict {verdict.id} states quorum {verdict.quorum} but holds {len(counted)} "
+            "votes it counts"
         )
-    if tally(votes, need) != verdict.outcome:
+    if with_requirements(tally(counted, need), required) != verdict.outcome:
         raise VerdictError(
             f"verdict {verdict.id} says {verdict.outcome} but its votes "
             f"({', '.join(votes)}) do not reach that under quorum {verdict.quorum}"
+            + (f" with {len(required)} required" if required else "")
         )

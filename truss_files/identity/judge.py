@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, TransitionError, TrussError, UsageError
@@ -28,7 +28,7 @@ from ..panel.reviewers import Ballot, CheckReviewer, JudgeReviewer
 from ..panel.workspace import Workspace
 from ..policy import IDENTITY_KIND
 from ..proposal import CORE_PATH, PENDING, SELF_PATH, Proposal, core_label
-from ..quorum import FAIL, PASS
+from ..quorum import FAIL, PASS, Quorum, with_requirements
 from ..verdict import check_verdict, sign_verdict
 from .changes import _decide, find, proposals, roles
 
@@ -93,7 +93,7 @@ def judge_proposals(
         )
     snap = store.snapshot()
     chosen = [find(snap, ref) for ref in ids] if ids is not None else proposals(store, snap=snap)
-    specs = settings.reviewers_for(IDENTITY_KIND)
+    specs = settings.panel_for(IDENTITY_KIND)
     out = []
     with Workspace(
         store.git.repo,
@@ -112,7 +112,7 @@ def judge_proposals(
 def _judge_one(
     store: Store,
     proposal: Proposal,
-    specs: tuple[ReviewerSpec, ...],
+    specs: tuple[tuple[ReviewerSpec, ...], tuple[ReviewerSpec, ...]],
     settings: Settings,
     ws: Workspace,
     snap: Snapshot,
@@ -126,7 +126,8 @@ def _judge_one(
             "written against an older identity/self.md; it cannot apply (an operator "
             "declines it and the agent proposes again)",
         )
-    if not specs:
+    own, added = specs
+    if not own and not added:
         return Judged(
             proposal.id,
             "no-reviewers",
@@ -140,14 +141,29 @@ def _judge_one(
         "self": (snap.read(SELF_PATH) or b"").decode("utf-8", "replace"),
         "proposed": proposal.text,
     }
-    ballots = [_ballot(spec, settings, ws, material, proposal.id) for spec in specs]
+
+    # truss.toml's reviewers decide under the quorum; those a layer above it added must each
+    # PASS besides (quorum.with_requirements), or, without truss.toml's, all of them.
+    def ballot(spec: ReviewerSpec) -> Ballot:
+        return _ballot(spec, settings, ws, material, proposal.id)
+
+    if own:
+        quorum_of = settings.quorum
+        required = [replace(ballot(spec), required=True) for spec in added]
+        counted = [ballot(spec) for spec in own]
+    else:
+        quorum_of, required, counted = Quorum("unanimous"), [], [ballot(s) for s in added]
+    ballots = [*required, *counted]
     votes = tuple(
         {"reviewer": b.reviewer, "kind": b.kind, "vote": b.vote, "reason": b.reason}
         for b in ballots
     )
     try:
-        outcome = settings.quorum.decide([b.vote for b in ballots])
-        quorum = settings.quorum.text(len(ballots))
+        outcome = with_requirements(
+            quorum_of.decide([b.vote for b in counted]),
+            [b.vote for b in required],
+        )
+        quorum = quorum_of.text(len(counted))
     except ConfigError as exc:
         return Judged(proposal.id, "error", exc.message, votes=votes)
     if outcome is None:

@@ -59,14 +59,18 @@ class Ballot:
     reason: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
     detail: str = ""
+    required: bool = False  # a requirement: it must PASS besides the quorum (quorum.py)
 
     def to_vote(self) -> dict[str, Any]:
-        return {
+        vote: dict[str, Any] = {
             "reviewer": self.reviewer,
             "kind": self.kind,
             "vote": self.vote,
             "evidence": {**self.evidence, "reason": self.reason},
         }
+        if self.required:
+            vote["required"] = True
+        return vote
 
 
 @dataclass(frozen=True)

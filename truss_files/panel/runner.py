@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Outcome", "Report", "failed_recheck", "recheck", "reviewers_for", "verify"]
 OnStart = Callable[[int], None]
+# (the reviewers truss.toml configures, decided under the quorum; the requirements)
+Reviewers = tuple[Sequence[Reviewer], Sequence[Reviewer]]
 OnDone = Callable[[Outcome], None]
 
 
@@ -49,26 +51,35 @@ def reviewers_for(
     *,
     checks_only: bool = False,
     defined: Mapping[str, str] | None = None,
-) -> list[Reviewer]:
-    """The checks the entry names in ``checks:`` (unless ``panel.entry_checks = false``),
-    then the reviewers configured for its kind.
+) -> tuple[list[Reviewer], list[Reviewer]]:
+    """The entry's panel: the reviewers the signed truss.toml configures for its kind
+    (decided under the quorum), and the requirements that must each PASS besides: the
+    checks the entry names in ``checks:``, once each (unless ``panel.entry_checks =
+    false``), and the reviewers a layer above truss.toml added (``Settings.panel_for``).
 
     A name runs the command ``defined`` (truss.toml's ``[panel.checks]`` at the commit the
     run reads) gives it; any other name or text runs nothing and abstains with the reason
     (``authority.resolve_check``). Without ``defined`` no check is defined."""
-    found: list[Reviewer] = []
+    required: list[Reviewer] = []
+    named: set[str] = set()
     if settings.entry_checks:
-        for name in entry.checks:
+        for name in dict.fromkeys(entry.checks):
             check = resolve_check(name, defined or {})
             if check.command is None:
-                found.append(RefusedCheck(name, check.refusal or "not run"))
+                required.append(RefusedCheck(name, check.refusal or "not run"))
             else:
-                found.append(CheckReviewer(check.command, settings.timeout, check.name))
-    for spec in settings.reviewers_for(entry.kind):
-        if checks_only and spec.type != "check":
-            continue
-        found.append(build_reviewer(spec, settings.timeout))
-    return found
+                required.append(CheckReviewer(check.command, settings.timeout, check.name))
+                named.add(check.command)
+    own, added = settings.panel_for(entry.kind)
+    for spec in added:
+        if not (checks_only and spec.type != "check") and spec.command not in named:
+            required.append(build_reviewer(spec, settings.timeout))
+    panel = [
+        build_reviewer(spec, settings.timeout)
+        for spec in own
+        if not (checks_only and spec.type != "check")
+    ]
+    return panel, required
 
 
 def _require_panel(store: Store) -> None:
@@ -166,9 +177,9 @@ class _Run:
                     self.on_done(result)
         return Report(action, tuple(outcomes))
 
-    def decide(self, entry: Entry, reviewers: Sequence[Reviewer]) -> Decision | Outcome:
+    def decide(self, entry: Entry, reviewers: Reviewers) -> Decision | Outcome:
         try:
-            panel = Panel(tuple(reviewers), self.settings.quorum)
+            panel = Panel(tuple(reviewers[0]), self.settings.quorum, tuple(reviewers[1]))
         except ConfigError as exc:
             return self.outcome(entry, "error", exc.message)
         return panel.run(Subject(entry, self.workspace))
@@ -209,7 +220,7 @@ class _Run:
                 f"{self.settings.source(f'policy.tiered.{kind}')})",
             )
         reviewers = reviewers_for(entry, self.settings, defined=self.checks)
-        if not reviewers:
+        if not any(reviewers):
             return self.outcome(
                 entry,
                 "no-reviewers",
@@ -244,7 +255,7 @@ class _Run:
         entry: Entry,
         decided: Decision,
         label: str,
-        reviewers: Sequence[Reviewer],
+        reviewers: Reviewers,
         status: str,
     ) -> Outcome:
         conflict = self.settings.conflict
@@ -283,7 +294,7 @@ class _Run:
         )
 
     def arbitrate(
-        self, entry: Entry, rival: Entry, review: Decision, reviewers: Sequence[Reviewer]
+        self, entry: Entry, rival: Entry, review: Decision, reviewers: Reviewers
     ) -> Outcome | dict[str, Any]:
         """The arbiters' decision (for the PASS verdict) when they choose the new entry;
         otherwise the outcome that holds."""
@@ -291,7 +302,7 @@ class _Run:
             build_reviewer(s, self.settings.timeout) for s in self.settings.arbiters
         ]
         if not arbiters:
-            arbiters = [r for r in reviewers if is_judge(r)]
+            arbiters = [r for r in reviewers[0] if is_judge(r)]  # truss.toml's, not added ones
         held = f"passed review ({review.summary()}) but verified {rival.id[:12]} holds its key"
         if not arbiters:
             return self.outcome(
@@ -344,7 +355,7 @@ class _Run:
         if not self.policy.runs_on_verify(entry.kind):
             return self.outcome(entry, "skipped", f"verification is off for kind {entry.kind}")
         reviewers = reviewers_for(entry, self.settings, checks_only=True, defined=self.checks)
-        if not reviewers:
+        if not any(reviewers):
             return self.outcome(
                 entry,
                 "no-checks",
