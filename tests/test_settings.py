@@ -126,7 +126,7 @@ def test_reviewers_and_tiers_override_per_kind(global_file: Path, tmp_path: Path
     assert s.mode_for("fact") == "lazy" and s.source("policy.tiered.fact") == str(contract)
     assert s.policy.label("decision") == "tiered:eager"
     contract.write_text('[panel.reviewers]\ndecision = ["smoke"]\n')
-    with pytest.raises(ConfigError, match=r"panel.reviewers.decision .* \(keep decide\)"):
+    with pytest.raises(ConfigError, match=r"panel.reviewers.decision .* keep decide, beside"):
         load_settings(STORE_REVIEWERS, contract=contract)
     agent = load_settings(
         {**STORE_REVIEWERS, "agents": {"ci": {"panel": {"reviewers": {"lesson": [
@@ -295,3 +295,29 @@ def test_read_layer_lenient_mode_still_checks_types() -> None:
     assert read_layer({"policy": {"identity": "propose"}}, "truss.toml", strict=False) == {}
     with pytest.raises(ConfigError, match="identity"):
         read_layer({"policy": {"identity": "propose"}}, "contract.toml")
+
+
+def test_the_readme_names_every_key_under_its_declared_authority() -> None:
+    """The README's authority table is the schema's, key by key (settings.SETTINGS)."""
+    from truss_files.settings import SETTINGS
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    rows = {
+        line.split("`")[1]: line
+        for line in readme.splitlines()
+        if line.startswith(("| `operator`", "| `tighten`", "| `free`"))
+    }
+    assert set(rows) == {"operator", "tighten", "free"}
+    for key, declared in SETTINGS.items():
+        forms = {
+            key,
+            key.replace(".*", ".<kind>"),
+            key.replace(".*", ".<name>"),
+            f"[{key}]",
+            f"[{key}.NAME]",
+            f"{key.split('.')[0]}.*",
+        }
+        row = rows[declared.authority]
+        assert any(f"`{form}`" in row for form in forms), (key, declared.authority)
+        others = [r for a, r in rows.items() if a != declared.authority]
+        assert not any(f"`{form}`" in r for form in forms for r in others), key

@@ -313,12 +313,18 @@ class Setting:
     # key; why only an operator may set an operator key.
     rule: str
     loosens: Loosens | None = None
+    # Values to try it with: for a tighten key the strictest first and a looser one last;
+    # for an operator key one a layer might plant. The attacks in
+    # tests/adversarial/test_authority_attacks.py are made from them, key by key.
+    examples: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         if self.authority not in AUTHORITIES:
             raise TypeError(f"authority {self.authority!r} is not one of {AUTHORITIES}")
         if (self.authority == TIGHTEN) != (self.loosens is not None):
             raise TypeError("a tighten key, and only a tighten key, says what loosens it")
+        if len(self.examples) < {OPERATOR: 1, TIGHTEN: 2, FREE: 0}[self.authority]:
+            raise TypeError(f"a key of authority {self.authority} needs examples to attack it")
 
 
 def _ordered(order: tuple[str, ...], what: str) -> Loosens:
@@ -376,7 +382,7 @@ def _reviewers_loosens(value: Any, signed: Any, _base: Settings) -> str | None:
     if not missing:
         return None
     names = ", ".join(s.name or s.command for s in missing)
-    return f"add reviewers truss.toml defines, never drop one it lists (keep {names})"
+    return f"keep {names}, beside any reviewer truss.toml defines that you add"
 
 
 # The schema: dotted key -> Setting. ``.*`` keys take a kind (or ``default``) or a name.
@@ -390,50 +396,82 @@ SETTINGS: Final[dict[str, Setting]] = {
         TIGHTEN,
         f"choose among the policies, but never leave {ARBITRATED}",
         _conflict_loosens,
+        (ARBITRATED, "verified-wins"),
     ),
     "policy.salience": Setting(_choice(SALIENCE_POLICIES), FREE, "choose how recall ranks"),
     "policy.provenance": Setting(
-        _choice(PROVENANCE_MODES), OPERATOR, "the audit holds truss.toml's value"
+        _choice(PROVENANCE_MODES),
+        OPERATOR,
+        "the audit holds truss.toml's value",
+        None,
+        ("optional",),
     ),
     "policy.eviction.*": Setting(
         _budget, FREE, "set the budget an `evict` run by a panel key applies"
     ),
     "panel.quorum": Setting(
-        _quorum, TIGHTEN, "demand more PASS votes, never fewer", _quorum_loosens
+        _quorum, TIGHTEN, "demand more PASS votes, never fewer", _quorum_loosens, ("unanimous", 1)
     ),
-    "panel.timeout": Setting(_seconds, TIGHTEN, "shorten it, never lengthen it", _shorter_loosens),
-    "panel.entry_checks": Setting(_boolean, TIGHTEN, "turn it on, never off", _on_loosens),
-    "panel.workdir": Setting(_string, OPERATOR, "a check runs in that folder as whoever verifies"),
-    "panel.arbiters": Setting(_reviewers, OPERATOR, "arbiters decide which verified note is retired"),
+    "panel.timeout": Setting(
+        _seconds, TIGHTEN, "shorten it, never lengthen it", _shorter_loosens, (60, 600)
+    ),
+    "panel.entry_checks": Setting(
+        _boolean, TIGHTEN, "turn it on, never off", _on_loosens, (True, False)
+    ),
+    "panel.workdir": Setting(
+        _string, OPERATOR, "a check runs in that folder as whoever verifies", None, (".",)
+    ),
+    "panel.arbiters": Setting(
+        _reviewers, OPERATOR, "arbiters decide which verified note is retired", None, (["lint"],)
+    ),
     "panel.reviewers.*": Setting(
         _reviewers,
         TIGHTEN,
         "add reviewers truss.toml defines, never drop one it lists",
         _reviewers_loosens,
+        (["tests", "lint"], ["lint"]),
     ),
-    "panel.checks.*": Setting(None, OPERATOR, "a check runs as whoever verifies"),
-    "panel.judges.*": Setting(None, OPERATOR, "a judge's instructions reach the model"),
+    "panel.checks.*": Setting(None, OPERATOR, "a check runs as whoever verifies", None, ("true",)),
+    "panel.judges.*": Setting(
+        None,
+        OPERATOR,
+        "a judge's instructions reach the model",
+        None,
+        ({"provider": "anthropic", "model": "claude-sonnet-4-5"},),
+    ),
     "recall.mode": Setting(_choice(RECALL_MODES), FREE, "choose how recall ranks"),
     "memory.scope": Setting(
         _choice(MEMORY_SCOPES),
         TIGHTEN,
         "narrow it (shared -> per-project -> per-agent), never widen it",
         _ordered(MEMORY_SCOPES, "narrow it"),
+        ("per-agent", "shared"),
     ),
     "identity.policy": Setting(
         _choice(IDENTITY_POLICIES),
         TIGHTEN,
         "tighten it (self_amend -> propose -> locked), never loosen it",
         _ordered(IDENTITY_POLICIES, "tighten it"),
+        ("locked", "self_amend"),
     ),
     "context.repin_every": Setting(_positive, FREE, "choose it"),
     "context.scratch_tail": Setting(_positive, FREE, "choose it"),
     "context.instruction": Setting(_string, FREE, "choose it"),
     "context.instruction.*": Setting(_string, FREE, "choose it"),
     # Sections other readers own, read from truss.toml alone.
-    "roles": Setting(None, OPERATOR, "roles are granted by an operator's commit"),
-    "tools": Setting(None, OPERATOR, "which tools are served is the operator's"),
-    "agents": Setting(None, OPERATOR, "[agents.NAME] tables are truss.toml's"),
+    "roles": Setting(
+        None, OPERATOR, "roles are granted by an operator's commit", None, ({"panel": ["me"]},)
+    ),
+    "tools": Setting(
+        None, OPERATOR, "which tools are served is the operator's", None, ({"memory_write": True},)
+    ),
+    "agents": Setting(
+        None,
+        OPERATOR,
+        "[agents.NAME] tables are truss.toml's",
+        None,
+        ({"ci": {"panel": {"quorum": 1}}},),
+    ),
 }
 # Kinds a per-kind panel key may name, beside ``default``.
 PANEL_KINDS: Final = (*(k.value for k in Kind), IDENTITY_KIND)
@@ -938,10 +976,15 @@ def _refuse_loosening(
             held, where = floor.get(key), floor.source(key)
         said = declared.loosens(view[key].value, held, floor)
         if said is not None:
+            held_by = (
+                f"the built-in {render_value(held)}, which truss.toml leaves in place"
+                if where == "default"
+                else f"{render_value(held)}, from {where}"
+            )
             raise ConfigError(
                 f"{source}: {key} = {render_value(view[key].value)} loosens what the signed "
-                f"truss.toml sets ({render_value(held)}, from {where}); a layer "
-                f"above truss.toml may {declared.rule}. Here: {said}, or remove the key"
+                f"truss.toml sets ({held_by}); a layer above truss.toml may {declared.rule}. "
+                f"Here: {said}, or remove the key"
             )
 
 
@@ -952,10 +995,13 @@ def _layer(values: dict[str, Value], layer: Mapping[str, Value]) -> None:
     key = "identity.policy"
     for name, value in layer.items():
         held = values.get(name)
-        if name == key and held is not None:
-            if IDENTITY_POLICIES.index(value.value) > IDENTITY_POLICIES.index(held.value):
-                continue
+        if name == key and held is not None and _looser_identity(value.value, held.value):
+            continue
         values[name] = value
+
+
+def _looser_identity(value: str, held: str) -> bool:
+    return IDENTITY_POLICIES.index(value) > IDENTITY_POLICIES.index(held)
 
 
 def settings_for(
