@@ -195,7 +195,7 @@ def test_a_reviewer_that_runs_a_command_is_refused_outside_truss_toml(
         ('[memory]\nscope = "global"\n', "memory.scope"),
         ('[roles]\noperator = ["me"]\n', "[roles] has authority operator"),
         ("[tools]\nmemory = true\n", "[tools] has authority operator"),
-        ('[agents.x.panel]\nquorum = 1\n', "[agents] has authority operator"),
+        ("[agents.x.panel]\nquorum = 1\n", "[agents] has authority operator"),
         ('[policy]\nprovenance = "optional"\n', "policy.provenance has authority operator"),
         ('policy = "off"\n', "policy"),
     ],
