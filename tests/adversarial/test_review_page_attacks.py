@@ -2,12 +2,22 @@
 over plain HTTP against the installed console script: markup in a body renders inert, no
 request without the page's token (nor with it in a cookie or a POST's URL, nor from another
 Origin or Host) reads or decides anything, each start makes a new token, and the page serves
-on 127.0.0.1 only. tests/review_browser.py starts the page and the browser."""
+on 127.0.0.1 only. tests/review_browser.py starts the page and the browser.
+
+And over raw sockets, what a client may hold: half-sent heads (and heads trickled a byte at
+a time) are dropped after --header-timeout while a whole request is answered at once; a flood
+of idle connections holds no thread and at most the cap of connections; a Content-Length that
+is not a number (``abc``, ``-1``) is 400, one the body does not fill is 408 (400 when the client
+ends it short) within --body-timeout and decides nothing, one past the cap is 413 -- never a
+traceback, and the page answers a normal GET after all of it."""
 
 from __future__ import annotations
 
 import os
+import select
+import socket
 import subprocess
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -26,6 +36,7 @@ from review_browser import (  # noqa: F401 - the fixtures
 
 from truss_files.errors import UsageError
 from truss_files.facade import MemoryStore
+from truss_files.faces.review_web import DEFAULT_MAX_CONNECTIONS
 from truss_files.model import Trust
 
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"> and "quotes"'
@@ -109,3 +120,187 @@ def test_a_host_other_than_127_0_0_1_is_refused(store: MemoryStore, key: Path) -
 
     with pytest.raises(UsageError, match="127.0.0.1 only"):
         ReviewServer(store, host="0.0.0.0")
+
+
+# -- what a client may hold (raw sockets; timeouts of 1 s instead of the default 10) ---------
+
+FAST = ("--header-timeout", "1", "--body-timeout", "1")
+SLACK = 2.5  # seconds past a timeout a loaded machine may take to act on it
+
+
+def _port(served: Served) -> int:
+    return int(served.base.rsplit(":", 1)[1])
+
+
+def _dial(served: Served, data: bytes) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", _port(served)), timeout=10)
+    sock.sendall(data)
+    return sock
+
+
+def _ask(served: Served, data: bytes, *, end: bool = False, wait: float = 6.0) -> tuple[int, float]:
+    """Send ``data`` on a new connection (``end``: then close our side) and read to the end:
+    the answer's status and the seconds it took. A connection held open fails the test."""
+    start = time.monotonic()
+    got = b""
+    with _dial(served, data) as sock:
+        if end:
+            sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(wait)
+        try:
+            while chunk := sock.recv(65536):
+                got += chunk
+        except TimeoutError:
+            pytest.fail(f"no answer and not closed within {wait} s: {data[:80]!r}")
+    assert got.startswith(b"HTTP/1.0 "), f"no answer to {data[:80]!r}: {got[:80]!r}"
+    return int(got.split(b" ", 2)[1]), time.monotonic() - start
+
+
+def _post(served: Served, fields: bytes, body: bytes = b"", path: str = "/decide") -> bytes:
+    return (
+        (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{_port(served)}\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\n"
+        ).encode()
+        + fields
+        + b"\r\n"
+        + body
+    )
+
+
+def _gone(sock: socket.socket) -> bool:
+    """Whether the server has closed ``sock`` (without waiting)."""
+    ready, _, _ = select.select([sock], [], [], 0)
+    if not ready:
+        return False
+    try:
+        return sock.recv(65536) == b""
+    except OSError:
+        return True
+
+
+def _stop_quietly(served: Served) -> None:
+    out, err = stop_page(served)
+    assert out == "", f"the page printed more than its URL line: {out!r}"
+    assert "Traceback" not in err, err
+    assert "review page:" not in err, err  # the loop's one-line note of a failure: none
+
+
+def test_half_sent_heads_are_dropped_after_the_header_timeout(
+    store: MemoryStore, key: Path
+) -> None:
+    served = start_page(store, key, *FAST)
+    try:
+        start = time.monotonic()
+        # Fewer than the cap (the flood past it is the next test): none is evicted early.
+        idle = [_dial(served, b"GET /?token=") for _ in range(DEFAULT_MAX_CONNECTIONS - 10)]
+        # A byte every 0.2 s: a timeout reset by each byte would never fire for these.
+        trickle = [_dial(served, b"G") for _ in range(5)]
+        assert status(served.url) == 200  # a whole request meanwhile: answered at once
+        left = set(idle + trickle)
+        closed_at: list[float] = []
+        while left and time.monotonic() < start + 1 + SLACK:
+            for sock in list(left):
+                if _gone(sock):
+                    left.discard(sock)
+                    closed_at.append(time.monotonic() - start)
+                elif sock in trickle:
+                    try:
+                        sock.send(b"E")
+                    except OSError:
+                        left.discard(sock)
+                        closed_at.append(time.monotonic() - start)
+            time.sleep(0.2)
+        for sock in idle + trickle:
+            sock.close()
+        assert not left, f"{len(left)} half-sent heads still held after {1 + SLACK} s"
+        assert min(closed_at) >= 0.8  # by the deadline, not at once
+        assert status(served.url) == 200
+    finally:
+        _stop_quietly(served)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="counts threads in /proc")
+def test_a_flood_of_connections_holds_no_thread_and_at_most_the_cap(page_of: Served) -> None:
+    pid = page_of.proc.pid
+
+    def threads() -> int:
+        status_file = Path(f"/proc/{pid}/status").read_text()
+        return int(status_file.split("Threads:", 1)[1].split()[0])
+
+    def descriptors() -> int:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+
+    assert status(page_of.url) == 200
+    threads_before, fds_before = threads(), descriptors()
+    flood = [_dial(page_of, b"GET /?token=") for _ in range(3 * DEFAULT_MAX_CONNECTIONS)]
+    try:
+        # Past the cap the oldest idle connection makes room: a browser is never locked out.
+        assert status(page_of.url) == 200
+        time.sleep(0.3)
+        assert threads() <= threads_before + 4, f"{threads()} threads (was {threads_before})"
+        assert descriptors() <= fds_before + DEFAULT_MAX_CONNECTIONS + 2
+        held = [sock for sock in flood if not _gone(sock)]
+        assert len(held) <= DEFAULT_MAX_CONNECTIONS
+    finally:
+        for sock in flood:
+            sock.close()
+    assert status(page_of.url) == 200
+
+
+def test_a_content_length_that_is_not_a_number_is_400_without_a_traceback(
+    store: MemoryStore, key: Path
+) -> None:
+    served = start_page(store, key, *FAST)
+    try:
+        for value in (b"abc", b"-1", b"+5", b"0x10", b"1.5", b"5, 5", b"\xd9\xa3", b""):
+            code, _took = _ask(served, _post(served, b"Content-Length: " + value + b"\r\n"))
+            assert code == 400, value  # at once: not the body timeout's 408
+        two = b"Content-Length: 5\r\nContent-Length: 6\r\n"
+        assert _ask(served, _post(served, two, b"id=ab"))[0] == 400
+        assert status(served.url) == 200
+    finally:
+        _stop_quietly(served)
+
+
+def test_a_body_shorter_than_its_length_is_refused_in_time_and_decides_nothing(
+    store: MemoryStore, key: Path
+) -> None:
+    entry = store.write("lesson", "ci", "Retry once.")
+    tip = tip_of(store)
+    served = start_page(store, key, *FAST)
+    try:
+        form = urllib.parse.urlencode({"id": entry.id, "outcome": "PASS", "token": served.token})
+        body = form.encode()
+        fields = f"Content-Length: {len(body) + 10}\r\n".encode()
+        # The client keeps the connection open and sends no more: 408 by the body timeout.
+        for sent in (body, b""):
+            code, took = _ask(served, _post(served, fields, sent))
+            assert code == 408 and 0.8 <= took <= 1 + SLACK, (code, took)
+        # The client ends its side short of the length: 400 at once, not the timeout's 408.
+        assert _ask(served, _post(served, fields, body), end=True)[0] == 400
+        assert tip_of(store) == tip and store.get(entry.id).trust is Trust.UNVERIFIED
+        assert status(served.url) == 200
+    finally:
+        _stop_quietly(served)
+
+
+def test_a_length_past_the_cap_is_413_for_any_method(store: MemoryStore, key: Path) -> None:
+    served = start_page(store, key, *FAST)
+    try:
+        huge = b"Content-Length: 1000000000\r\n"
+        assert _ask(served, _post(served, huge))[0] == 413
+        get = f"GET /?token={served.token} HTTP/1.1\r\nHost: 127.0.0.1:{_port(served)}\r\n"
+        assert _ask(served, get.encode() + huge + b"\r\n")[0] == 413
+        # More digits than int() converts (4300): a traceback and no answer from http.server.
+        assert _ask(served, _post(served, b"Content-Length: " + b"9" * 5000 + b"\r\n"))[0] == 413
+        # A body past the cap sent whole: the 413 arrives, not a reset.
+        over = 64 * 1024 + 1
+        fields = f"Content-Length: {over}\r\n".encode()
+        assert _ask(served, _post(served, fields, b"x" * over), end=True)[0] == 413
+        # No length to check: refused rather than read to the end of the connection.
+        chunked = b"Transfer-Encoding: chunked\r\n"
+        assert _ask(served, _post(served, chunked, b"5\r\nid=ab\r\n0\r\n\r\n"))[0] == 411
+        assert status(served.url) == 200
+    finally:
+        _stop_quietly(served)

@@ -22,7 +22,13 @@ from ..quorum import FAIL, PASS
 from ..review.queue import Pending, Queue, decide, pending, reviewer
 from .cli_app import KINDS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
-from .review_web import HOST, ReviewServer
+from .review_web import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    HOST,
+    MAX_TIMEOUT,
+    ReviewServer,
+)
 
 _ANSWERS = {"p": "pass", "pass": "pass", "f": "fail", "fail": "fail"}
 _ANSWERS |= {"s": "skip", "skip": "skip", "q": "quit", "quit": "quit"}
@@ -62,6 +68,23 @@ _NOT_A_TERMINAL = (
     show_default=True,
     help="With --web: only 127.0.0.1 is accepted (the page signs with your key).",
 )
+@click.option(
+    "--header-timeout",
+    default=DEFAULT_HEADER_TIMEOUT,
+    show_default=True,
+    type=click.FloatRange(0.1, MAX_TIMEOUT),
+    metavar="S",
+    help="With --web: seconds a client has to send a request's headers (the connection is "
+    "closed after).",
+)
+@click.option(
+    "--body-timeout",
+    default=DEFAULT_BODY_TIMEOUT,
+    show_default=True,
+    type=click.FloatRange(0.1, MAX_TIMEOUT),
+    metavar="S",
+    help="With --web: seconds a client has to send a request's body (408 after).",
+)
 @FORMAT_OPTION
 @pass_ctx
 @handled
@@ -73,6 +96,8 @@ def review(
     web: bool,
     port: int,
     host: str,
+    header_timeout: float,
+    body_timeout: float,
     fmt: str | None,
 ) -> None:
     """Review pending entries: pass, fail or skip each, oldest first.
@@ -83,7 +108,10 @@ def review(
     or fail signs a verdict with your panel key and promotes or rejects the entry in one
     signed commit, at once. --format json lists the queue for a tool and changes nothing.
     --web serves the same queue as a page on 127.0.0.1, with each entry's belief timeline
-    and provenance chain, at the one URL it prints (the token in it is new each start).
+    and provenance chain, at the one URL it prints (the token in it is new each start). A
+    client slower than --header-timeout to send a request's headers is disconnected, one
+    slower than --body-timeout to send its body gets 408; a Content-Length that is not a
+    number is 400, one past 64 KiB 413, and at most 64 connections are open at once.
 
     \b
     Examples:
@@ -105,7 +133,7 @@ def review(
     if web:
         if answers is not None:
             raise UsageError("--answers is for the terminal queue; the page has its buttons")
-        _serve(store, host, port, folder, limit)
+        _serve(store, host, port, folder, limit, (header_timeout, body_timeout))
         return
     if host != HOST:
         raise UsageError(f"--host {host} goes with --web (and only {HOST} is served)")
@@ -124,23 +152,41 @@ def review(
         _ask(store, pending(store, kind=folder, limit=limit), stream, answers is None)
 
 
-def _serve(store: Any, host: str, port: int, kind: Kind | None, limit: int | None) -> None:
+def _serve(
+    store: Any,
+    host: str,
+    port: int,
+    kind: Kind | None,
+    limit: int | None,
+    timeouts: tuple[float, float],
+) -> None:
     reviewer(store)
-    server = ReviewServer(store, host=host, port=port, kind=kind, limit=limit)
+    header_timeout, body_timeout = timeouts
+    server = ReviewServer(
+        store,
+        host=host,
+        port=port,
+        kind=kind,
+        limit=limit,
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+    )
     click.echo(f"review at {server.url}")
     sys.stdout.flush()
 
     def stop(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
+        server.stop()  # ^C and SIGTERM end the loop between requests, not inside one
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         server.serve_forever()
     except KeyboardInterrupt:
-        click.echo("review page stopped", err=True)
+        pass  # a ^C before the handlers were in place
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         server.shutdown()
+    click.echo("review page stopped", err=True)
 
 
 # -- the terminal queue ----------------------------------------------------------------------
