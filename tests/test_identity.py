@@ -141,7 +141,7 @@ def test_layers_only_tighten_the_identity_policy(
     contract.write_text(f'[identity]\npolicy = "{layer_policy}"\n')
     store_toml = {"identity": {"policy": store_policy}}
     if effective is None:
-        with pytest.raises(ConfigError, match=f"contract.toml: identity.policy .* loosens"):
+        with pytest.raises(ConfigError, match="contract.toml: identity.policy .* loosens"):
             load_settings(store_toml, contract=contract, environ={})
         return
     settings = load_settings(store_toml, contract=contract, environ={})
