@@ -11,8 +11,10 @@ pygit2 for that read, so the result never depends on which path answered.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import threading
 import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -31,6 +33,9 @@ _GITLINK_MODE = b"160000"
 # One entry of a tree object: "<mode> <name>\0<20-byte id>", entry after entry (compiled
 # on first use: a warm query never lists a tree).
 _TREE_ENTRY = rb"([0-7]+) ([^\0]*)\0(.{20})"
+# The store's mark of the branch tip its paths of the index and work tree follow.
+_SYNCED = "synced"
+_SYNCED_FORMAT = "truss-synced 1"
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 _CHUNK = 1 << 16
 
@@ -174,6 +179,63 @@ class GitDir:
             if line.endswith(suffix) and not line.startswith(("#", "^")):
                 return _sha(line[:40])
         return None
+
+    # -- the store's mark of what its paths follow ---------------------------------------
+    #
+    # ``<git dir>/truss/synced`` (per work tree, beside its index) names the branch tip the
+    # store last brought its paths of the index and work tree in step with, and the index
+    # file as it was then. A read compares it with the tip and the index now: equal, nobody
+    # moved either, and the read goes on without pygit2; else the store's paths follow the
+    # branch first (``GitStore.follow``, the rule in ``recovery.follow_branch``).
+
+    def index_stamp(self) -> str | None:
+        """The index file's inode, size and mtime: git and libgit2 write the index by a rename,
+        so any write by anyone gives a new stamp. None without an index (a bare repository)."""
+        try:
+            st = os.stat(os.path.join(self.path_str, "index"))
+        except OSError:
+            return None
+        return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+    def synced(self) -> tuple[str, str] | None:
+        """``(tip, index stamp)`` of the store's last follow of the branch, or None (also
+        when the mark is unreadable or garbled: a cache, the next follow writes it again)."""
+        try:
+            text = _read_text(os.path.join(self.path_str, "truss", _SYNCED))
+        except (LookupError, OSError):
+            return None
+        parts = text.split() if text else []
+        if len(parts) != 4 or parts[:2] != _SYNCED_FORMAT.split():
+            return None
+        return parts[2], parts[3]
+
+    def mark_synced(self, tip: str, stamp: str) -> None:
+        """Record that the store's paths follow ``tip`` with the index at ``stamp``. A mark
+        that cannot be written costs the next operation one index diff, never a wrong answer."""
+        folder = os.path.join(self.path_str, "truss")
+        tmp = os.path.join(folder, f".{_SYNCED}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            os.makedirs(folder, exist_ok=True)
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write(f"{_SYNCED_FORMAT} {tip} {stamp}\n")
+            os.replace(tmp, os.path.join(folder, _SYNCED))
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def follows_branch(self) -> bool:
+        """True when the store's paths need no look: no index (a bare repository), no branch
+        checked out (detached or unborn), or the tip and the index are as the mark says."""
+        stamp = self.index_stamp()
+        if stamp is None:
+            return True
+        try:
+            ref, tip = self.head()
+        except (LookupError, StoreError):
+            return False  # refs this reader cannot read: pygit2 decides
+        if ref is None or tip is None:
+            return True
+        return self.synced() == (tip, stamp)
 
     # -- loose objects -------------------------------------------------------------------
 
@@ -352,7 +414,12 @@ def _read_text(path: str) -> str | None:
         return None
     finally:
         os.close(fd)
-    return b"".join(chunks).decode("utf-8").strip()
+    try:
+        return b"".join(chunks).decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        # Not what git writes: a ref read as damaged is left to pygit2 (``LookupError``), which
+        # names the damage.
+        raise LookupError(f"{path}: not UTF-8 text") from exc
 
 
 def _sha(text: str) -> str:

@@ -7,7 +7,10 @@ a writer that lost the race re-plans on the new tip and tries again. When the br
 checked out, the touched paths of the work tree and index follow, so ``git status`` stays
 clean — and a touched path with local edits, or reached through a symbolic link, stops the
 write before anything moves. What a killed writer leaves behind (a git lock file, a work tree
-behind the branch) is cleared by the next write: see ``gitlocks`` and ``recovery``.
+behind the branch) is cleared by the next write: see ``gitlocks`` and ``recovery``. Whatever
+moved the branch (``git update-ref``, ``git reset --soft``, a crash, another tool), the store
+paths of the index and work tree follow it at the store's next operation, read or write
+(``GitStore.follow``), so a plain ``git commit`` made next keeps every entry.
 """
 
 from __future__ import annotations
@@ -25,9 +28,18 @@ import pygit2
 
 from .errors import ConflictError, RepositoryDamaged, StoreError, TrussError, UsageError
 from .gitdamage import damage, missing_object
+from .gitdir import GitDir
 from .gitlocks import LockState, clear_stale
 from .gitlocks import flock as _lock
-from .recovery import Repaired, abandon, has_pending, journal, recover, repair_all
+from .recovery import (
+    Repaired,
+    abandon,
+    follow_branch,
+    has_pending,
+    journal,
+    recover,
+    repair_all,
+)
 from .worktree import WorkTree, stage
 
 Changes = Mapping[str, bytes | None]
@@ -291,6 +303,7 @@ class GitStore:
                     with _lock(self.git_dir, "worktree.lock"):
                         self._clear_git_lock(index_lock)
                 self.recover()
+                self.follow()
             return self._apply_cas(plan, signer, identity, ref=ref, check=check)
 
     def _apply_cas(
@@ -341,7 +354,8 @@ class GitStore:
                 raise
             if moved:
                 if sync_worktree:
-                    self._sync_worktree(step.changes, record, landed=str(oid))
+                    old = str(base.id) if base is not None else None
+                    self._sync_worktree(step.changes, record, landed=str(oid), base=old)
                 return commit, step
             if record is not None:
                 record.unlink(missing_ok=True)
@@ -426,13 +440,23 @@ class GitStore:
                 )
 
     def _sync_worktree(
-        self, changes: Changes, record: Path | None = None, *, landed: str | None = None
+        self,
+        changes: Changes,
+        record: Path | None = None,
+        *,
+        landed: str | None = None,
+        base: str | None = None,
     ) -> None:
         # Writers in other processes sync the same index: without one lock around read, add
         # and write, the last one's index drops the others' paths (`git status` then shows
         # them deleted). Under the lock each path takes the branch tip's content, so a sync
         # that runs late cannot put an older version back.
         with _lock(self.git_dir, "worktree.lock"):
+            git = GitDir(self.git_dir)
+            # The paths followed ``base`` with the index as it is now (nobody touched it since),
+            # and ``landed`` is the tip: after this sync they follow ``landed``, and the next
+            # operation needs no diff. Otherwise the mark stays behind and the next one looks.
+            followed = base is not None and git.synced() == (base, git.index_stamp())
             try:
                 tip = Snapshot(self.repo, self.tip())
                 self._sync_paths({path: tip.read(path) for path in changes})
@@ -445,6 +469,9 @@ class GitStore:
                 ) from exc
             if record is not None:
                 record.unlink(missing_ok=True)
+            stamp = git.index_stamp()
+            if followed and landed is not None and tip.oid == landed and stamp is not None:
+                git.mark_synced(landed, stamp)
 
     def _sync_paths(self, changes: Changes) -> None:
         tree = self.worktree
@@ -501,8 +528,9 @@ class GitStore:
         return notes
 
     def repair(self, *, force: bool = False) -> Repaired:
-        """Clear stale git locks, replay interrupted writes, and bring every store path of
-        the work tree and index back in step with the branch (``recovery.repair_all``)."""
+        """Clear stale git locks, replay interrupted writes, let the store paths follow the
+        branch (``follow``), and bring every other store path of the work tree and index back
+        in step with the branch (``recovery.repair_all``)."""
         if self.workdir is None:
             raise UsageError(f"{self.git_dir} is a bare repository: there is nothing to repair")
         with _lock(self.git_dir, "write.lock", wait=self.LOCK_WAIT):
@@ -513,8 +541,68 @@ class GitStore:
                 state = self._clear_git_lock(self.git_dir / "index.lock")
                 if state is not None:
                     cleared.append(state.detail)
+                followed = self._follow(always=True)
                 done = repair_all(self.repo, self.worktree, self.tip(), force=force)
-        return Repaired(done.fixed, done.kept, (*cleared, *replayed, *done.notes))
+        # What follow kept, repair_all looked at again: its verdict is the one reported.
+        fixed = (*(followed.fixed if followed is not None else ()), *done.fixed)
+        return Repaired(fixed, done.kept, (*cleared, *replayed, *done.notes))
+
+    # -- store paths follow the branch -------------------------------------------------
+
+    def follow(self) -> Repaired | None:
+        """Store paths follow the branch: when the tip or the index moved since the store
+        last looked (the mark ``GitDir.synced``), every store path the index or work tree holds
+        deleted or behind the branch is put back to the branch's tree, whoever moved the ref
+        (the rule: ``recovery.follow_branch``). Every operation comes through here first: each
+        write (``apply``), ``repair``, ``sync``, and every read (the read gate,
+        ``readgate.refusal``), so a user's plain ``git commit`` without hooks keeps every
+        entry. None when nothing was looked at; never raises (what stopped it goes to
+        ``note``, and the mark stays behind so the next operation tries again)."""
+        if self.workdir is None:
+            return None
+        with _lock(self.git_dir, "worktree.lock"):
+            done = self._follow()
+        if done is not None and done.fixed:
+            tip = self.tip()
+            where = f" (now {str(tip.id)[:12]})" if tip is not None else ""
+            self.note(
+                f"truss-files: the branch moved behind the store{where}: {len(done.fixed)} "
+                "store path(s) of the index and work tree put back in step with it"
+            )
+        return done
+
+    def _follow(self, *, always: bool = False) -> Repaired | None:
+        """``follow`` for a caller holding ``worktree.lock``; ``always`` looks even when the
+        mark says nothing moved. Left for a later operation (the mark not moved): no branch
+        checked out, a merge, rebase or other git operation under way, an ``index.lock`` a
+        running git process holds, conflicts in the index."""
+        git = GitDir(self.git_dir)
+        stamp = git.index_stamp()
+        head = self.repo.references.get("HEAD") if not self.bare else None
+        ref = head.target if head is not None else None
+        if stamp is None or not isinstance(ref, str):
+            return None
+        try:
+            tip = self.tip(ref)
+            mark = git.synced()
+            if tip is None or (not always and mark == (str(tip.id), stamp)):
+                return None
+            if self.repo.state() != pygit2.enums.RepositoryState.NONE:
+                return None  # `git merge` (or rebase...) is placing paths itself: not ours
+            if (self.git_dir / "index.lock").exists():
+                return None  # a git process is writing the index: the next operation looks
+            done = follow_branch(self.repo, self.worktree, tip, mark[0] if mark else None)
+        except (TrussError, OSError, pygit2.GitError, KeyError, ValueError) as exc:
+            self.note(
+                f"truss-files: the store paths of the work tree and index could not follow the "
+                f"branch ({exc}); run `truss-files repair`"
+            )
+            return None
+        if done is not None:
+            # The stamp read before looking: if this changed the index, the next operation
+            # looks once more (and finds nothing) rather than trust a stamp of another write.
+            git.mark_synced(str(tip.id), stamp)
+        return done
 
 
 class _LostRace(Exception):

@@ -111,7 +111,12 @@ def refusal(
     store: GitStore | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> str | None:
-    """Why the history up to ``commit`` cannot be trusted, or None when it audits clean."""
+    """Why the history up to ``commit`` cannot be trusted, or None when it audits clean.
+
+    Every read begins here, so here too the store's paths follow the branch first when the
+    tip or the index moved since the store last looked (``_follow``)."""
+    if not git.follows_branch():
+        _follow(git, store)
     if commit is None:
         return None  # an unborn branch holds no entry
     env = os.environ if environ is None else environ
@@ -123,6 +128,18 @@ def refusal(
         if record.bad == commit:
             return record.why
     return _audit(git, commit, record, store, env)
+
+
+def _follow(git: GitDir, store: GitStore | None) -> None:
+    """The start of a read that finds the branch (or the index) moved behind the store: its
+    paths of the index and work tree follow the branch (``GitStore.follow``), so a plain
+    ``git commit`` made next keeps every entry. A read is never refused for it: what stops
+    it is said on stderr, and the next operation tries again."""
+    # gitstore loads pygit2: only a read that finds the tip or the index moved pays for it.
+    from .gitstore import GitStore
+
+    with contextlib.suppress(TrussError):
+        (store or GitStore(git.path_str)).follow()
 
 
 def _audit(

@@ -16,7 +16,7 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from .gitlocks import owner_alive, owner_tag
 from .worktree import WorkTree, stage, staged_id, tmp_leftover
 
 PENDING = "pending"
+_GITLINK = pygit2.enums.FileMode.COMMIT
 
 
 # -- the journal -------------------------------------------------------------------------------
@@ -260,3 +261,152 @@ def history_versions(
                 out[path].add(str(commit.tree[path].id))
         commit = commit.parents[0] if commit.parents else None
     return out
+
+
+# -- store paths follow the branch -------------------------------------------------------------
+
+# Reflog entries of the branch read for its recent tips (the tip before a ref moved behind us).
+RECENT_TIPS = 16
+
+
+def follow_branch(
+    repo: pygit2.Repository, tree: WorkTree, tip: pygit2.Commit, synced: str | None
+) -> Repaired | None:
+    """Store paths follow the branch: every store path whose index entry differs from ``tip``'s
+    tree, or whose work tree file may (it changed between ``synced``, the tip the store last
+    followed, and ``tip``), is put back to ``tip``'s version, whoever moved the ref.
+
+    Entries are never deleted (the audit's ``no-delete``), so a store path deleted or changed
+    in the index or work tree behind the branch is never anyone's intended edit: it is what a
+    ref moved behind the store leaves (``git update-ref``, ``git reset --soft``, a crash,
+    another tool), and the user's next plain ``git commit`` would record it, deleting an entry
+    another clone wrote. So:
+
+    - a path the branch holds and the index or work tree lacks gets the branch's version;
+    - a path held at another version (or held where the branch holds none) gets the branch's
+      version (or goes) when what is there is a version git keeps in a commit the branch
+      pointed at: ``synced``, the branch's recent reflog tips, or the tip's first-parent
+      history. Nothing is replaced that git does not hold;
+    - anything else is an edit nobody recorded (an operator's hand edit of ``truss.toml``
+      in progress): kept and named, as ``repair`` keeps it (``--force`` discards it).
+
+    Only store paths (``config.is_store_path``: ``memories/``, ``identity/``, ``principals/``,
+    ``.truss/`` and ``truss.toml``, the files only a signed store commit may change); any
+    other file, staged or not, is never touched. Cost: one diff of the index to ``tip``'s tree
+    and, when ``synced`` names another commit, one diff of its tree to ``tip``'s (only subtrees
+    whose ids differ are walked); only the paths they name are then looked at, one by one.
+
+    None, touching nothing, while the index holds unresolved conflicts."""
+    index = repo.index
+    index.read(force=False)
+    if index.conflicts is not None:
+        return None
+    paths: set[str] = set()
+    before = _commit(repo, synced)
+    diffs = [index.diff_to_tree(tip.tree)]
+    if before is not None and before.id != tip.id:
+        diffs.append(before.tree.diff_to_tree(tip.tree))
+    for diff in diffs:
+        for delta in diff.deltas:
+            # A gitlink names another repository's commit, no file here: reads skip it, the
+            # audit reports it, and nothing here may put one back.
+            if _GITLINK not in (delta.old_file.mode, delta.new_file.mode):
+                paths.update((delta.old_file.path, delta.new_file.path))
+    want: dict[str, bytes | None] = {}
+    looking: dict[str, set[str]] = {}
+    for path in sorted(p for p in paths if is_store_path(p)):
+        blob = blob_at(repo, str(tip.id), path)
+        want[path] = blob.data if blob is not None else None
+        target = str(blob.id) if blob is not None else None
+        try:
+            held = {tree.blob_id(path), staged_id(repo, path)} - {None, target}
+        except ConflictError:
+            continue  # a link on the way: put_in_step keeps it and says so
+        if held:
+            looking[path] = {h for h in held if h is not None}
+    if not want:
+        return Repaired((), (), ())
+    ours = _recorded(repo, _pointed_at(repo, tip, before), looking)
+    return put_in_step(repo, tree, want, ours)
+
+
+def _commit(repo: pygit2.Repository, rev: str | None) -> pygit2.Commit | None:
+    if rev is None:
+        return None
+    try:
+        return repo[rev].peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None  # gone (a gc after a reset): the other sources still answer
+
+
+def _pointed_at(
+    repo: pygit2.Repository, tip: pygit2.Commit, synced: pygit2.Commit | None, depth: int = 1000
+) -> Iterator[pygit2.Commit]:
+    """Commits the branch pointed at, nearest first: the tip the store last followed, the
+    branch's recent reflog tips, then the tip's first-parent history."""
+    if synced is not None:
+        yield synced
+    ref = repo.references.get("HEAD")
+    name = ref.target if ref is not None and isinstance(ref.target, str) else None
+    for rev in _reflog_tips(Path(repo.path), name) if name else []:
+        found = _commit(repo, rev)
+        if found is not None:
+            yield found
+    commit: pygit2.Commit | None = tip
+    for _ in range(depth):
+        if commit is None:
+            return
+        yield commit
+        commit = commit.parents[0] if commit.parents else None
+
+
+def _reflog_tips(git_dir: Path, ref: str) -> list[str]:
+    """The old and new ids of ``ref``'s last ``RECENT_TIPS`` reflog entries, newest first,
+    read from the end of the file (a busy store's reflog holds a line per write)."""
+    common = git_dir
+    with contextlib.suppress(OSError):
+        common = git_dir / (git_dir / "commondir").read_text().strip()
+    try:
+        with open(common / "logs" / ref, "rb") as handle:
+            size = handle.seek(0, 2)
+            start = max(0, size - 512 * RECENT_TIPS)
+            handle.seek(start)
+            lines = handle.read().splitlines()
+    except OSError:
+        return []
+    if start:
+        lines = lines[1:]  # the first line read may be cut
+    out: list[str] = []
+    for line in reversed(lines[-RECENT_TIPS:]):
+        for rev in line.split(b" ", 2)[:2]:
+            text = rev.decode("ascii", "replace")
+            if len(text) == 40 and text.strip("0") and text not in out:
+                out.append(text)
+    return out
+
+
+def _recorded(
+    repo: pygit2.Repository, commits: Iterable[pygit2.Commit], looking: Mapping[str, set[str]]
+) -> dict[str, set[str | None]]:
+    """Which of the blob ids ``looking[path]`` one of ``commits`` holds at that path; the walk
+    stops once every id is found (an unrecorded edit costs the whole walk, for its path only)."""
+    found: dict[str, set[str | None]] = {path: set() for path in looking}
+    todo = {path: set(ids) for path, ids in looking.items() if ids}
+    seen: set[pygit2.Oid] = set()
+    for commit in commits:
+        if not todo:
+            break
+        if commit.id in seen:
+            continue
+        seen.add(commit.id)
+        for path in list(todo):
+            try:
+                held = str(commit.tree[path].id)
+            except KeyError:
+                continue
+            if held in todo[path]:
+                found[path].add(held)
+                todo[path].discard(held)
+                if not todo[path]:
+                    del todo[path]
+    return found

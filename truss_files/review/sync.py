@@ -399,6 +399,7 @@ def _move(git: GitStore, ref: str, old: pygit2.Commit | None, new: pygit2.Commit
         changes = {path: blob.data for path, blob in Snapshot(repo, new).walk("")}
     sync_tree = git._checked_out(ref)
     if sync_tree:
+        git.follow()  # what a ref moved by hand left behind is put back, not refused as edits
         git._check_worktree(Snapshot(repo, old), changes)
     if not git.update_ref(ref, old.id if old is not None else None, new.id, "truss-files: sync"):
         return False
