@@ -35,9 +35,9 @@ from truss_files.facade import MemoryStore
 SCRIPT = Path(sys.executable).with_name("truss-files")
 QUERY = "flaky CI network tests retry postgres"
 DAMAGES = ("truncate", "garble", "delete", "link")
-# Vectors carry no checksum: bytes garbled in place (or a link to garbled bytes) change the
-# semantic ranking of a process that reads them afresh; the hybrid runs cut and remove.
-HYBRID_DAMAGES = ("truncate", "delete")
+# Vector packs carry a checksum and are never read through a link (``recall/embed.py``): the
+# hybrid runs damage them every way too.
+HYBRID_DAMAGES = DAMAGES
 
 
 def damage_caches(
@@ -169,8 +169,8 @@ def test_a_python_caller_outlives_its_caches_damaged_under_it(
 # -- a real server ----------------------------------------------------------------------------
 
 
-# memory.ask over HTTP ranked in exact mode here whatever [recall] mode said (no vectors were
-# ever written): the hybrid cases run through the MCP server and the Python caller.
+# The hybrid and semantic cases of a server, damage during asks included, are in
+# test_damage_during_asks_attacks.py.
 @pytest.mark.parametrize(("mode", "how", "part"), [c for c in SERVED if c[0] == "exact"])
 def test_serve_outlives_its_caches_damaged_under_it(
     served: Callable[..., Served],

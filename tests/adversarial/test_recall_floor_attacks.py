@@ -192,3 +192,60 @@ def test_a_link_planted_at_a_floor_folder_is_not_followed(
     assert sorted(p.name for p in planted.iterdir()) == before
     new = _floor_dir(store, Trust.VERIFIED)
     assert new != folder and new.is_dir() and not new.is_symlink()
+
+
+def _resign(store: MemoryStore, floor: Trust) -> None:
+    """The index head rewritten to name the floor's files as they are now: the state a
+    damage within one tick of the clock after the floor's commit leaves (its files' times,
+    sizes and inodes all as the commit recorded them)."""
+    from truss_files.recall.floors import read_opstamp, signature
+    from truss_files.recall.index import _Head
+
+    path = _folder(store) / "head"
+    head = _Head.load(path.read_bytes())
+    assert head is not None
+    name, _opstamp, _sign = head.floors[floor.value]
+    where = str(_folder(store) / name)
+    sign, opstamp = signature(where), read_opstamp(where)
+    assert sign is not None and opstamp is not None
+    path.write_bytes(
+        head._replace(floors={**head.floors, floor.value: (name, opstamp, sign)}).dump()
+    )
+
+
+@pytest.mark.parametrize("part", ["term", "idx", "fieldnorm", "fast", "store"])
+def test_bytes_garbled_within_a_tick_of_the_commit_are_never_served(
+    store: MemoryStore, part: str
+) -> None:
+    """A file of a floor index garbled in place (its length kept) so soon after the floor's
+    commit that its times are the ones the head recorded: tantivy checks no file's bytes as
+    it opens it, but the private copy checks each against the checksum in its footer, so the
+    next query answers right from a rebuilt index, never from the garbled bytes."""
+    mixed_store(store)
+    Searcher(store.git.workdir).query(QUERY, Filter(min_trust=Trust.UNVERIFIED))
+    folder = _floor_dir(store, Trust.VERIFIED)
+    victim = max(folder.glob(f"*.{part}"), key=lambda p: p.stat().st_size)
+    data = bytearray(victim.read_bytes())
+    at = len(data) // 3
+    data[at : at + 16] = bytes(b ^ 0x5A for b in data[at : at + 16])
+    with open(victim, "r+b") as handle:  # in place: the same inode
+        handle.write(bytes(data))
+    _resign(store, Trust.VERIFIED)
+    _every_floor_answers_right_in_a_child(store)
+    assert _floor_dir(store, Trust.VERIFIED) != folder  # answered from a new index
+
+
+def test_an_index_head_garbled_into_other_settings_is_not_believed(store: MemoryStore) -> None:
+    """The index head keeps the branch tip's ``[recall]`` settings: one byte of them changed
+    in place (``mode = "exact"`` read as ``"exacu"``) still decodes, but its checksum does
+    not match, so the head is rebuilt from the tip rather than believed (a config error, or
+    another mode, until the branch moves)."""
+    mixed_store(store)
+    Searcher(store.git.workdir).query(QUERY, Filter())
+    path = _folder(store) / "head"
+    data = path.read_bytes()
+    assert data.count(b"exact") == 1, data
+    path.write_bytes(data.replace(b"exact", b"exacu"))
+    found = Searcher(store.git.workdir).query(QUERY, Filter())  # the mode from the head
+    assert found.mode == "exact" and found.hits
+    _every_floor_answers_right(store)

@@ -47,6 +47,7 @@ from ..errors import (
     ConfigError,
     ConflictError,
     Forbidden,
+    IndexUnavailable,
     ScopeError,
     TrussError,
     UsageError,
@@ -406,6 +407,11 @@ def _answer(exc: Exception) -> Response:
         return error_response(422, "invalid_input", exc.message)
     if isinstance(exc, ConflictError):
         return error_response(409, exc.code, exc.message)
+    if isinstance(exc, IndexUnavailable):
+        log.warning("%s: %s", type(exc).__name__, exc.message)
+        return error_response(
+            503, exc.code, "the recall index is damaged and is being rebuilt; ask again"
+        )
     if isinstance(exc, TrussError):
         log.error("%s: %s", type(exc).__name__, exc.message)
         return error_response(503, "unavailable", "memory could not be read or written")

@@ -5,9 +5,11 @@ exact mode never imports this module.
 
 Vectors are cached per (model fingerprint, content hash) under ``.git/truss/vectors/<fp>/``
 (packs of float16 rows, sha256 of the embedded text as the key), so an entry is embedded once
-whatever floor or trust it moves to. A query reads the content hashes of the admitted
-documents from the floor indexes (fast fields ``c0``/``c1``) -- after the trust filter, never
-before -- and scores their cached rows.
+whatever floor or trust it moves to. A pack is ``PACK_MAGIC``, its row count and width, the
+CRC-32 of what follows, the hashes and the rows: one cut short, garbled, of another width or
+a link (never followed) is skipped, and its rows are embedded again. A query reads the
+content hashes of the admitted documents from the floor indexes (fast fields ``c0``/``c1``)
+-- after the trust filter, never before -- and scores their cached rows.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import re
 import struct
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -32,8 +35,13 @@ if TYPE_CHECKING:
 
 __all__ = ["VectorCache", "query_vector", "semantic_rank"]
 
-PACK_MAGIC: Final = b"TRUSSVEC"
+# A pack of the first format (b"TRUSSVEC") had no checksum: it is skipped, its rows embedded
+# again into a pack of this one.
+PACK_MAGIC: Final = b"TRUSSVC2"
+_HEADER: Final = struct.Struct("<III")  # rows, width, CRC-32 of the hashes and rows
+_START: Final = len(PACK_MAGIC) + _HEADER.size
 MAX_PACKS: Final = 16
+_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
 class VectorCache:
@@ -64,21 +72,20 @@ class VectorCache:
     def _read(self, packs: list[Path]) -> tuple[dict[bytes, tuple[int, int]], list[Any]]:
         import numpy as np
 
+        width = _width(self.embedder)
         where: dict[bytes, tuple[int, int]] = {}
         matrices: list[Any] = []
         for path in packs:
-            try:
-                data = path.read_bytes()
-                if data[:8] != PACK_MAGIC:
-                    continue
-                n, dim = struct.unpack_from("<II", data, 8)
-                hashes = data[16 : 16 + 16 * n]
-                matrix = np.frombuffer(data, dtype=np.float16, offset=16 + 16 * n, count=n * dim)
-                matrix = matrix.reshape(n, dim)
-            except (OSError, ValueError, struct.error):
+            data = _read_pack(path)
+            if data is None:
                 continue  # a damaged pack only costs re-embedding its rows
+            n, dim, _crc = _HEADER.unpack_from(data, len(PACK_MAGIC))
+            if width is not None and dim != width:
+                continue
+            hashes = data[_START : _START + 16 * n]
+            matrix = np.frombuffer(data, dtype=np.float16, offset=_START + 16 * n, count=n * dim)
             number = len(matrices)
-            matrices.append(matrix)
+            matrices.append(matrix.reshape(n, dim))
             for row in range(n):
                 where[hashes[16 * row : 16 * row + 16]] = (number, row)
         return where, matrices
@@ -90,9 +97,8 @@ class VectorCache:
         n, dim = rows.shape
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / f"v-{time.time_ns():x}-{os.getpid()}.vec"
-        _atomic_write(
-            path, PACK_MAGIC + struct.pack("<II", n, dim) + b"".join(hashes) + rows.tobytes()
-        )
+        body = b"".join(hashes) + rows.tobytes()
+        _atomic_write(path, PACK_MAGIC + _HEADER.pack(n, dim, zlib.crc32(body)) + body)
 
     def compact(self) -> None:
         """Fold many small packs into one, so loading stays one read per few packs."""
@@ -113,6 +119,32 @@ class VectorCache:
 
 
 _LOADED: dict[tuple[str, tuple[str, ...]], tuple[dict[bytes, tuple[int, int]], list[Any]]] = {}
+
+
+def _read_pack(path: Path) -> bytes | None:
+    """A pack's bytes when they are whole (``add``'s layout, their checksum right); None
+    for a pack that is missing, a link, cut short, grown or garbled."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+        with open(fd, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    if len(data) < _START or data[: len(PACK_MAGIC)] != PACK_MAGIC:
+        return None
+    n, dim, crc = _HEADER.unpack_from(data, len(PACK_MAGIC))
+    if len(data) != _START + 16 * n + 2 * n * dim or zlib.crc32(memoryview(data)[_START:]) != crc:
+        return None
+    return data
+
+
+def _width(embedder: Embedder) -> int | None:
+    """The embedder's vector width, when it says: a pack of another width is not its own."""
+    try:
+        found = embedder.dim
+    except Exception:  # noqa: BLE001 - a width we cannot learn checks nothing
+        return None
+    return found if isinstance(found, int) and found > 0 else None
 
 
 def _tag(fingerprint: str) -> str:
@@ -204,9 +236,17 @@ def _rows(
     if missing:
         entries = [view.entry(m.floor, m.hit) for m in missing.values()]
         vectors = embedder.embed_documents([embed_text(e.key, e.body) for e in entries])
-        cache.add(list(missing), vectors)
-        cache.compact()
+        # A cache that cannot be written (a full disk, its folder removed) costs the next
+        # query this embedding again, never this answer.
+        with contextlib.suppress(OSError):
+            cache.add(list(missing), vectors)
+            cache.compact()
         where, matrices = cache.load()
+        if any(h not in where for h in missing):
+            # Not on disk after all (not written, or removed or damaged since): this query
+            # scores the vectors it just made.
+            where = {**where, **{h: (len(matrices), row) for row, h in enumerate(missing)}}
+            matrices = [*matrices, np.asarray(vectors, dtype=np.float16)]
     row_of = _stacked(where, matrices)[0]
     rows = np.fromiter((row_of[h] for h in hashes), dtype=np.intp, count=len(hashes))
     return (where, matrices), rows

@@ -316,7 +316,7 @@ class Searcher:
             min_trust=flt.min_trust,
             hits=hits,
             _conflicts=partial(self._conflicts_at, view, read, entries),
-            _related=partial(self.related, view, entries),
+            _related=partial(self._related_at, view, read, entries),
             skipped=dict(view.invalid),
             tree=view.tree,
             withheld=view.refused,
@@ -422,6 +422,19 @@ class Searcher:
         def work() -> list[Conflict]:
             opened = views.pop() if views else self.view(view.tree, at_tip=False, commit=commit)
             return self.conflicts(opened, entries)
+
+        return _once_more(self, work)
+
+    def _related_at(
+        self, view: IndexView, commit: str | None, entries: Sequence[Entry]
+    ) -> list[Entry]:
+        """``related`` for a result, as ``_conflicts_at``: from ``view``, or from a rebuilt
+        index at the same commit when its floors turn out damaged or moved on."""
+        views = [view]
+
+        def work() -> list[Entry]:
+            opened = views.pop() if views else self.view(view.tree, at_tip=False, commit=commit)
+            return self.related(opened, entries)
 
         return _once_more(self, work)
 

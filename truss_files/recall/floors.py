@@ -46,6 +46,7 @@ import marshal
 import os
 import shutil
 import stat
+import struct
 import tempfile
 import threading
 import zlib
@@ -259,6 +260,12 @@ def body_query(
 def read_meta(path: str) -> dict[str, Any] | None:
     """A floor index's ``meta.json``; None when the folder or the file is missing, a link,
     or unreadable."""
+    found = _meta(path)
+    return found[0] if found is not None else None
+
+
+def _meta(path: str) -> tuple[dict[str, Any], bytes] | None:
+    """``read_meta``, and the bytes it was parsed from."""
     try:
         if not stat.S_ISDIR(os.lstat(path).st_mode):
             return None
@@ -267,10 +274,11 @@ def read_meta(path: str) -> dict[str, Any] | None:
         return None
     try:
         with open(fd, "rb") as handle:
-            meta = json.loads(handle.read())
-    except (OSError, ValueError):
+            data = handle.read()
+        meta = json.loads(data)
+    except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None
-    return meta if isinstance(meta, dict) else None
+    return (meta, data) if isinstance(meta, dict) else None
 
 
 def read_opstamp(path: str) -> int | None:
@@ -288,18 +296,23 @@ def _files(meta: dict[str, Any]) -> list[str]:
         deletes = segment.get("deletes")
         if deletes:
             names.append(f"{name}.{deletes['opstamp']}.del")
+    if any(os.sep in name or name.startswith(".") for name in names):
+        raise ValueError(f"a file name that is not a segment's: {names!r}")
     return names
 
 
 def signature(path: str) -> int | None:
-    """What the files of a floor index's last commit look like from outside: per file its
-    name, type, size, inode and change times (``lstat``: a link is seen as a link). tantivy
-    checks a file's length and footer as it opens it, not its bytes; bytes changed in place
-    change the times, so a view whose signature differs from the one recorded at the commit
-    is rebuilt rather than answered from. None when the index is unreadable."""
-    meta = read_meta(path)
-    if meta is None:
+    """What the files of a floor index's last commit look like from outside: the checksum of
+    its ``meta.json`` and per file its name, type, size, inode and change times (``lstat``: a
+    link is seen as a link). tantivy checks a file's length and footer as it opens it, not
+    its bytes; bytes changed in place change the times (or, within one tick of the clock,
+    the checksums a private copy checks: ``_private_copy``), so a view whose signature
+    differs from the one recorded at the commit is rebuilt rather than answered from. None
+    when the index is unreadable."""
+    found = _meta(path)
+    if found is None:
         return None
+    meta, data = found
     try:
         seen: list[tuple[Any, ...]] = []
         for name in _files(meta):
@@ -311,9 +324,9 @@ def signature(path: str) -> int | None:
             seen.append(
                 (name, info.st_mode, info.st_size, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
             )
-    except (OSError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return zlib.crc32(repr((meta.get("opstamp"), seen)).encode())
+    return zlib.crc32(repr((meta.get("opstamp"), zlib.crc32(data), seen)).encode())
 
 
 def _guarded(path: str, work: Callable[[], Any]) -> Any:
@@ -424,30 +437,34 @@ def _private_copy(path: str) -> str:
     the same (name, size, inode, modification and change times): tantivy never rewrites a
     file it wrote, so after a write only the new files are copied (a 100k-note floor is ~70 MB).
     """
-    meta = read_meta(path)
-    if meta is None:
+    found_meta = _meta(path)
+    if found_meta is None:
         raise FloorError(f"{path}: no readable meta.json")
+    meta, data = found_meta
     copy = tempfile.mkdtemp(prefix="truss-floor-")
     with _KEPT_LOCK:
         kept = _KEPT.pop(path, {})
         now: dict[tuple[Any, ...], int] = {}
         try:
-            for name in ("meta.json", *_files(meta)):
+            # The meta.json the file list was read from, not a second read of it.
+            with open(os.path.join(copy, "meta.json"), "xb") as out:
+                out.write(data)
+            for name in _files(meta):
                 fd = os.open(os.path.join(path, name), os.O_RDONLY | _NOFOLLOW)
-                with open(fd, "rb") as source:
+                with open(fd, "rb"):  # closes ``fd``
                     info = os.fstat(fd)
                     key = (name, info.st_size, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
                     target = os.path.join(copy, name)
-                    found = kept.pop(key, None)  # never meta.json's: it is not kept
+                    found = kept.pop(key, None)  # a copy checked when it was made
                     if found is not None:
                         os.symlink(f"/proc/self/fd/{found}", target)
                         now[key] = found
                         continue
                     with open(target, "xb") as out:
-                        shutil.copyfileobj(source, out, 1 << 20)
-                    if _REOPEN and name != "meta.json":
+                        _checked_copy(fd, info.st_size, out)
+                    if _REOPEN:
                         now[key] = os.open(target, os.O_RDONLY)
-        except (OSError, KeyError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             kept.update(now)
             _close_all(kept)
             shutil.rmtree(copy, ignore_errors=True)
@@ -457,6 +474,46 @@ def _private_copy(path: str) -> str:
         while len(_KEPT) > _KEPT_FLOORS:  # the oldest first: a floor a rebuild replaced
             _close_all(_KEPT.pop(next(iter(_KEPT))))
     return copy
+
+
+# tantivy ends every file of a segment with a footer: JSON (its version and the CRC-32 of the
+# bytes before the footer), the JSON's length and this magic number, both u32 little-endian.
+_FOOTER_MAGIC: Final = 1337
+_FOOTER_MAX: Final = 4096
+_CHUNK: Final = 1 << 20
+
+
+def _checked_copy(fd: int, size: int, out: Any) -> None:
+    """The ``size`` bytes of the open file ``fd`` written to ``out``, checked against the
+    CRC-32 tantivy's footer records for them: ``ValueError`` for a file cut short, grown,
+    garbled or without a footer. tantivy checks a file's length and footer as it opens it,
+    never its bytes, and bytes changed in place within one tick of the clock leave its times
+    as they were: only this check sees them (a garbled file can make tantivy panic, or answer
+    from the garbled bytes)."""
+    if size < 8:
+        raise ValueError(f"a file of {size} bytes has no footer")
+    tail = os.pread(fd, 8, size - 8)
+    length, magic = struct.unpack("<II", tail) if len(tail) == 8 else (0, 0)
+    if magic != _FOOTER_MAGIC or not 0 < length <= min(_FOOTER_MAX, size - 8):
+        raise ValueError("no tantivy footer")
+    footer = os.pread(fd, length, size - 8 - length)
+    want = json.loads(footer).get("crc") if len(footer) == length else None
+    if not isinstance(want, int):
+        raise ValueError("a footer without its checksum")
+    body = size - 8 - length
+    crc = 0
+    done = 0
+    while chunk := os.pread(fd, _CHUNK, done):
+        if done < body:
+            crc = zlib.crc32(chunk[: body - done], crc)
+        done += len(chunk)
+        out.write(chunk)
+        if done > size:
+            break
+    if done != size:
+        raise ValueError(f"{done} bytes read of {size}")
+    if crc != want:
+        raise ValueError("the bytes do not match their checksum (garbled)")
 
 
 def _close_all(fds: dict[tuple[Any, ...], int]) -> None:
@@ -526,33 +583,41 @@ def _order(hit: Sequence[Any]) -> tuple[float, str]:
 
 
 class FloorWriter:
-    """Changes to one floor index, committed together (callers hold the index lock)."""
+    """Changes to one floor index, committed together (callers hold the index lock).
+
+    Whatever tantivy raises while the folder's files are damaged under it (cut, removed, the
+    folder itself removed) is ``FloorError``: the caller rebuilds, or the query answers
+    ``IndexUnavailable``."""
 
     def __init__(self, path: str, *, create: bool = False, heap: int = UPDATE_HEAP) -> None:
         if create:
             os.makedirs(path, exist_ok=False)
-            self.index = tantivy.Index(SCHEMA, path=path, reuse=False)
+            self.index = _guarded(path, lambda: tantivy.Index(SCHEMA, path=path, reuse=False))
         else:
             if read_meta(path) is None:
                 raise FloorError(f"{path} is missing, unreadable or a link")
             self.index = _guarded(path, lambda: tantivy.Index.open(path))
         threads = max(1, min(heap // UPDATE_HEAP, os.cpu_count() or 1, 4))
-        self.writer = self.index.writer(heap_size=heap, num_threads=threads)
+        self.writer = _guarded(path, lambda: self.index.writer(heap_size=heap, num_threads=threads))
         self.path = path
 
     def add(self, doc: Any) -> None:
-        self.writer.add_document(doc)
+        try:  # inline, not ``_guarded``: once per document of a rebuild
+            self.writer.add_document(doc)
+        except (ValueError, OSError) as exc:
+            raise FloorError(f"{self.path}: {exc}") from exc
 
     def delete(self, entry_id: str) -> None:
-        self.writer.delete_documents_by_term("id", entry_id)
+        _guarded(self.path, lambda: self.writer.delete_documents_by_term("id", entry_id))
 
     def commit(self) -> tuple[int, int]:
         """Commit, finish the merges it starts (inside the caller's lock: the next reader
         finds the index as the updater left it) and return the commit's opstamp and the
         ``signature`` of its files."""
-        opstamp: int = self.writer.commit()
-        with contextlib.suppress(ValueError, RuntimeError):
-            self.writer.wait_merging_threads()
+        opstamp: int = _guarded(self.path, self.writer.commit)
+        # A merge that fails leaves the committed segments as they are.
+        with contextlib.suppress(FloorError, RuntimeError):
+            _guarded(self.path, self.writer.wait_merging_threads)
         sign = signature(self.path)
         if sign is None:
             raise FloorError(f"{self.path}: unreadable right after its commit")

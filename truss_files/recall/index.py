@@ -41,6 +41,7 @@ import os
 import shutil
 import stat
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -68,7 +69,7 @@ from .tokenize import TOKENIZER_VERSION
 
 __all__ = ["HEAD_FORMAT", "Gate", "Index", "IndexView", "TipInfo"]
 
-HEAD_FORMAT: Final = 5
+HEAD_FORMAT: Final = 6
 # What decoding a record whose bytes changed in place raises: marshal's errors, a tuple of
 # another shape, a code no table holds.
 _UNDECODABLE: Final = (EOFError, ValueError, TypeError, KeyError, IndexError)
@@ -97,8 +98,10 @@ class _Head(NamedTuple):
     invalid: dict[str, str]
 
     def dump(self) -> bytes:
+        """marshal's bytes, then their CRC-32 (4 bytes, big-endian): marshal ignores bytes
+        after its value, and the checksum tells a head garbled in place from a whole one."""
         tip = None if self.tip is None else tuple(self.tip)
-        return marshal.dumps(
+        data = marshal.dumps(
             {
                 "format": HEAD_FORMAT,
                 "tokenizer": TOKENIZER_VERSION,
@@ -108,20 +111,46 @@ class _Head(NamedTuple):
                 "invalid": self.invalid,
             }
         )
+        return data + zlib.crc32(data).to_bytes(4, "big")
 
     @classmethod
     def load(cls, data: bytes) -> _Head | None:
+        """The head ``data`` holds; None when it is cut short, garbled (its checksum), of
+        another format, or not of the shape ``dump`` writes: the index is rebuilt."""
+        body, crc = data[:-4], data[-4:]
+        if len(data) < 5 or zlib.crc32(body).to_bytes(4, "big") != crc:
+            return None
         try:
-            raw = marshal.loads(data)
+            raw = marshal.loads(body)
             if raw["format"] != HEAD_FORMAT or raw["tokenizer"] != TOKENIZER_VERSION:
                 return None
             tree, tip, floors, invalid = raw["tree"], raw["tip"], raw["floors"], raw["invalid"]
             floors = {str(k): tuple(v) for k, v in floors.items()}
-            if set(floors) != {t.value for t in HOLDERS}:
+            if set(floors) != {t.value for t in HOLDERS} or not all(
+                map(_floor_meta, floors.values())
+            ):
                 return None
-            return cls(tree, None if tip is None else TipInfo(*tip), floors, dict(invalid))
-        except (EOFError, ValueError, TypeError, KeyError):
+            info = None if tip is None else TipInfo(*tip)
+            if not (_text(tree) and (info is None or _tip_info(info))):
+                return None
+            return cls(tree, info, floors, {str(k): str(v) for k, v in invalid.items()})
+        except (EOFError, ValueError, TypeError, KeyError, AttributeError, IndexError):
             return None
+
+
+def _text(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _floor_meta(meta: tuple[Any, ...]) -> bool:
+    """A head's record of one floor: (a folder name of ``recall/``, opstamp, signature)."""
+    if len(meta) != 3 or not isinstance(meta[0], str) or not meta[0].startswith("floor-"):
+        return False
+    return os.sep not in meta[0] and all(type(n) is int for n in meta[1:])
+
+
+def _tip_info(info: TipInfo) -> bool:
+    return all(map(_text, info[:4])) and isinstance(info.recall, dict)
 
 
 class IndexView:
@@ -357,14 +386,19 @@ class Index:
     def _forget(self) -> None:
         self._head_cache = None
         self._checked = None
-        for key in [k for k in _OPEN_FLOORS if k[0] == self.dir_str]:
+        # ``list`` copies the keys at once: another thread may open a floor meanwhile.
+        for key in [k for k in list(_OPEN_FLOORS) if k[0] == self.dir_str]:
             _OPEN_FLOORS.pop(key, None)
 
     def discard(self) -> None:
         """Forget the index (its head), so the next view rebuilds it: for a floor found
         damaged while read, whose files still looked like its commit."""
+        head = os.path.join(self.dir_str, "head")
         with self._lock(), contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(self.dir_str, "head"))
+            if stat.S_ISDIR(os.lstat(head).st_mode):
+                shutil.rmtree(head)  # a folder put in its place: never a head
+            else:
+                os.unlink(head)
         self._forget()
 
     def _load_head(self) -> _Head | None:
@@ -485,7 +519,11 @@ class Index:
         """Delete floor folders and temporary files no head names, older than ``GC_AGE``."""
         now = time.time()
         keep = {meta[0] for meta in head.floors.values()}
-        for name in os.listdir(self.dir_str):
+        try:
+            names = os.listdir(self.dir_str)
+        except OSError:
+            return  # the folder went away under us: nothing left to collect
+        for name in names:
             if name in keep or not (name.startswith("floor-") or name.endswith(".tmp")):
                 continue
             path = os.path.join(self.dir_str, name)
