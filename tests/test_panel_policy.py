@@ -15,11 +15,11 @@ from truss_files.errors import ConfigError, UsageError
 from truss_files.facade import MemoryStore
 from truss_files.gitstore import Snapshot
 from truss_files.model import Trust
-from truss_files.panel.eager import verify_written, write_entry
+from truss_files.panel.eager import Written, verify_written
 from truss_files.panel.runner import recheck, verify
 from truss_files.policy import VerificationPolicy
 from truss_files.recall.pipeline import Filter
-from truss_files.settings import settings_for
+from truss_files.settings import Settings, settings_for
 from truss_files.signing import Ed25519Signer
 from truss_files.verdict import Verdict, check_verdict
 
@@ -41,6 +41,20 @@ TOML = {
     "tiered": 'verification = "tiered"',
 }
 TIERS = '\n[policy.tiered]\ndecision = "eager"\nscratch = "off"\n'
+
+
+def write_entry(
+    store: MemoryStore,
+    kind: str,
+    key: str,
+    body: str,
+    *,
+    settings: Settings | None = None,
+    checks: list[str] | None = None,
+) -> Written:
+    """One entry through the front door every face writes through."""
+    entry = store.new_entry(kind, key, body, checks=checks or [])
+    return store.write_entries([entry], settings=settings)
 
 
 def set_policy(store: MemoryStore, signed_commit: Commit, mode: str) -> None:
@@ -65,7 +79,7 @@ def write_all(store: MemoryStore) -> dict[str, str]:
             result = write_entry(
                 store, kind, f"{kind}-{name}", f"shared words {name}", checks=checks
             )
-            made[f"{kind}-{name}"] = result.entry.id
+            made[f"{kind}-{name}"] = result.entries[0].id
     return made
 
 
@@ -119,8 +133,16 @@ def test_policy_eager_runs_the_panel_in_the_write_path(
 ) -> None:
     set_policy(store, signed_commit, "eager")
     result = write_entry(store, "fact", "solo", "shared words solo", checks=["true"])
-    assert result.entry.trust is Trust.VERIFIED and result.outcome is not None
-    assert result.outcome.status == "promoted"
+    (entry,) = result.entries
+    outcome = result.outcome_for(entry.id)
+    assert entry.trust is Trust.VERIFIED and outcome is not None
+    assert outcome.status == "promoted"
+    assert result.result(path=True) == {
+        "id": entry.id,
+        "trust": "verified",
+        "path": entry.path,
+        "verification": outcome.to_dict(),
+    }
     made = write_all(store)
     states = trust(store, made)
     assert states["decision-pass"] == states["scratch-pass"] == "verified"
@@ -162,7 +184,7 @@ def test_eager_without_a_panel_key_writes_unverified_and_says_why(
     add_signer(store, agent, "agent@example.test", ("agent",))
     as_agent = store_as(agent)
     result = write_entry(as_agent, "fact", "a", "by the agent", checks=["true"])
-    assert result.entry.trust is Trust.UNVERIFIED and result.outcome is None
+    assert result.entries[0].trust is Trust.UNVERIFIED and result.outcomes == ()
     assert result.note is not None and "does not hold the panel role" in result.note
 
     # With TRUSS_PANEL_KEY the write path borrows the panel key; the write stays the agent's.
@@ -171,7 +193,7 @@ def test_eager_without_a_panel_key_writes_unverified_and_says_why(
     assert where is not None
     agent_with_panel = MemoryStore(where, signer=agent, environ=env)
     done = write_entry(agent_with_panel, "fact", "b", "by the agent, checked", checks=["true"])
-    assert done.entry.trust is Trust.VERIFIED
+    assert done.entries[0].trust is Trust.VERIFIED
     assert audit(store.git).ok
 
 
@@ -180,9 +202,9 @@ def test_eager_settings_come_from_the_layers(store: MemoryStore, tmp_path: Path)
     contract.write_text('[policy]\nverification = "eager"\n')
     settings = settings_for(store, contract=contract)
     result = write_entry(store, "fact", "a", "x", checks=["true"], settings=settings)
-    assert result.entry.trust is Trust.VERIFIED
+    assert result.entries[0].trust is Trust.VERIFIED
     plain = write_entry(store, "fact", "b", "y", checks=["true"])
-    assert plain.entry.trust is Trust.UNVERIFIED  # the store alone is lazy
+    assert plain.entries[0].trust is Trust.UNVERIFIED  # the store alone is lazy
 
 
 def test_verification_policy_values() -> None:
@@ -202,8 +224,13 @@ def test_verification_policy_values() -> None:
 
 def test_verify_written_runs_eager_kinds_only(store: MemoryStore, signed_commit: Commit) -> None:
     set_policy(store, signed_commit, "tiered")
-    decision = store.write("decision", "d", "committed by a tool", checks=["true"])
-    lesson = store.write("lesson", "l", "lazy kind", checks=["true"])
+    # Committed below the front door (Store.write_many, as an import is), so still unverified.
+    decision, lesson = store.write_many(
+        [
+            store.new_entry("decision", "d", "committed by a tool", checks=["true"]),
+            store.new_entry("lesson", "l", "lazy kind", checks=["true"]),
+        ]
+    )
     outcomes, note = verify_written(store, [decision, lesson])
     assert note is None
     assert [(o.id, o.status) for o in outcomes] == [(decision.id, "promoted")]

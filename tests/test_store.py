@@ -21,6 +21,7 @@ from truss_files.facade import MemoryStore
 from truss_files.gitstore import Snapshot
 from truss_files.model import Entry, Kind, Layer, Trust
 from truss_files.signing import Ed25519Signer
+from truss_files.store import Store
 from truss_files.trailers import parse_trailers, trailers
 from truss_files.verdict import Verdict, sign_verdict
 
@@ -402,11 +403,21 @@ def test_latest_wins_older_promotion_goes_stale_at_once(
 def test_unknown_conflict_policy_is_a_config_error(
     store: MemoryStore, signed_commit: Callable[..., str]
 ) -> None:
-    _set_conflict(store, signed_commit, "coin-toss")
     entry = store.write("decision", "db", "a")
+    _set_conflict(store, signed_commit, "coin-toss")
     with pytest.raises(ConfigError, match="verified-wins"):
         _pass(store, entry)
     assert store.get(entry.id).trust is Trust.UNVERIFIED
+    # The store's own check, below the layered settings the facade reads first.
+    with pytest.raises(ConfigError, match="verified-wins"):
+        Store.promote(store, entry.id, store.sign_verdict(entry.id, "PASS"))
+    assert store.get(entry.id).trust is Trust.UNVERIFIED
+    # And a write refuses before its commit, as `truss-files write` does: its settings are
+    # read first (the verification policy), so a broken file never leaves it half done.
+    tip = store.git.tip()
+    with pytest.raises(ConfigError, match="verified-wins"):
+        store.write("decision", "db", "b")
+    assert store.git.tip() == tip
 
 
 # --------------------------------------------------------------------------- revert

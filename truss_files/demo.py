@@ -109,7 +109,10 @@ def show_context() -> None:
     """A run's prefix and a delta, on a scratch store (the project's own is never written)."""
     with tempfile.TemporaryDirectory(prefix="truss-demo-") as tmp:
         signer = Ed25519Signer.generate("demo@example.test")
-        env = {k: v for k, v in os.environ.items() if k not in ("TRUSS_ROOT", "TRUSS_AGENT")}
+        # The scratch store's writes and promotions take the layered settings (facade): no
+        # agent table, contract or borrowed panel key of the caller's applies to it.
+        skip = ("TRUSS_ROOT", "TRUSS_AGENT", "TRUSS_CONTRACT", "TRUSS_PANEL_KEY")
+        env = {k: v for k, v in os.environ.items() if k not in skip}
         env.update(GIT_COMMITTER_NAME="Demo", GIT_COMMITTER_EMAIL="demo@example.test")
         init_store(Path(tmp), signer, "demo@example.test", environ=env)
         demo = MemoryStore(tmp, signer=signer, environ=env)

@@ -1,10 +1,22 @@
 """``MemoryStore``: the store as agents and faces use it -- writes, trust transitions, reads.
 
-The facade stands above every engine: writes and transitions are the store's own (``Store``),
-and each read here opens one gated snapshot (``Store.open_read``) and hands it to the engine
+The facade stands above every engine. It is the front door of every face (the CLI, the tools
+and so MCP and HTTP, the SDK adapter, Python callers): what a face may not forget is decided
+here once, not in each face --
+
+- a write (``write``, ``write_entries``) is the store's one signed commit, landing
+  unverified, and then the verification policy of the layered settings: where it is eager
+  for the entry's kind, the panel runs at once (``panel.eager``);
+- a promotion (``promote``) takes the conflict policy of the layered settings (truss.toml,
+  user config, ``[agents.NAME]``, contract), as ``verify`` does; truss.toml's
+  ``panel-arbitrated`` is the store's to enforce whatever is layered (``Store.promote``);
+- a read (``query``, ``view``) notes the entries it returned in the usage file, under this
+  store's face (``origin``).
+
+Each read here opens one gated snapshot (``Store.open_read``) and hands it to the engine
 that answers -- recall for ``query``, the run context for ``context`` and ``delta_since``,
-the review engine (with the run ledger's resolver) for ``why``. It
-implements the ``Memory`` protocol that faces and tools depend on.
+the review engine (with the run ledger's resolver) for ``why``. It implements the ``Memory``
+protocol that faces and tools depend on.
 """
 
 from __future__ import annotations
@@ -12,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import belief
 from .context.assemble import Prefix, build_context
@@ -32,12 +44,84 @@ from .store import Store
 from .tools.runcontext import RunContext
 from .tools.storeprobe import has_layers_above_store
 from .usage import record
+from .verdict import Verdict
+
+if TYPE_CHECKING:
+    from .panel.eager import Written
 
 __all__ = ["MemoryStore"]
 
 
 class MemoryStore(Store):
-    """A store at a path: ``Store``'s writes and transitions, and the gated reads."""
+    """A store at a path: ``Store``'s writes and transitions under the layered policies, and
+    the gated reads."""
+
+    # -- writes and transitions: the policies every face gets ---------------------------
+
+    def write(
+        self,
+        kind: Kind | str,
+        key: str,
+        body: str,
+        *,
+        settings: Settings | None = None,
+        **fields: Any,
+    ) -> Entry:
+        """Store a new entry: one signed commit, landing unverified; then, where the
+        verification policy is eager for its kind, the panel at once (``write_entries``).
+        Returns the entry as it then stands -- verified or rejected when the panel decided.
+        Writing the same content again changes nothing.
+
+        Keyword fields are those of ``new_entry`` (layer, scope, author, produced_by, ...);
+        ``settings``: the layered settings to write under (default ``settings_for(self)``:
+        truss.toml, the user config, ``$TRUSS_AGENT``, ``$TRUSS_CONTRACT``)."""
+        entry = self.new_entry(kind, key, body, **fields)
+        return self.write_entries([entry], settings=settings).entries[0]
+
+    def write_entries(
+        self,
+        entries: Iterable[Entry],
+        *,
+        settings: Settings | None = None,
+        subject: str | None = None,
+    ) -> Written:
+        """The one way a face writes: ``entries`` (unverified, from ``new_entry``) in one
+        signed commit (``Store.write_many``; ``subject`` is its first line), then the
+        verification policy of ``settings`` (default ``settings_for(self)``) on the entries
+        that commit added: where it is eager for their kind, the panel runs now, each PASS
+        or FAIL a second, panel-signed commit (``panel.eager.verify_written``). An entry
+        already stored keeps its own history.
+
+        Returns each entry as it stands after both, the panel's outcomes, and why the
+        panel could not run when it could not (say, this key lacks the panel role and no
+        ``TRUSS_PANEL_KEY`` is set): the entries then stay unverified for ``verify``.
+        ``truss-files write`` comes here; ``write_memory`` and the ``memory`` tool, below the
+        facade, call the same ``panel.eager.write_and_verify``."""
+        # The panel (its runner, reviewers, judges) loads only on a write, never on a read.
+        from .panel.eager import write_and_verify
+
+        return write_and_verify(self, entries, settings=settings, subject=subject)
+
+    def promote(
+        self,
+        ref: str,
+        verdict: Verdict,
+        *,
+        conflict: str | None = None,
+        settings: Settings | None = None,
+    ) -> Entry:
+        """Unverified (or stale) -> verified, on a valid PASS ``verdict`` signed for exactly
+        this entry by a panel key: one signed commit, which also applies the conflict
+        policy to verified entries of the same kind and key. The policy is ``conflict``
+        when given, else that of ``settings`` (default ``settings_for(self)``: truss.toml,
+        the user config, ``$TRUSS_AGENT``, ``$TRUSS_CONTRACT``), as ``verify`` takes it;
+        under ``keep-both-flagged`` both stay verified and every read names the conflict.
+        truss.toml's ``panel-arbitrated`` holds whatever is layered (``Store.promote``)."""
+        if conflict is None:
+            conflict = (settings or settings_for(self)).conflict
+        return super().promote(ref, verdict, conflict=conflict)
+
+    # -- reads -----------------------------------------------------------------------------
 
     def query(
         self,
@@ -78,7 +162,7 @@ class MemoryStore(Store):
         result = search_snapshot(
             self, snap, text, flt, limit, gate=self.gate, mode=mode, salience=salience
         )
-        record(self._gitdir, [h.entry.id for h in result.hits], "api", environ=self.environ)
+        record(self._gitdir, [h.entry.id for h in result.hits], self.origin, environ=self.environ)
         return result
 
     @functools.cached_property
@@ -106,7 +190,7 @@ class MemoryStore(Store):
                 continue
             if flt.admits(entry):
                 out.setdefault(entry.id, entry)
-        record(self.git.git_dir, list(out), "api", environ=self.environ)
+        record(self._gitdir, list(out), self.origin, environ=self.environ)
         return list(out.values())
 
     # -- a belief's life (belief.py): the same operations as the CLI's commands ----------

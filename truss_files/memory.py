@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .context.delta import Delta
     from .recall.engine import RecallResult
     from .scope import Reader
+    from .settings import Settings
     from .tools.runcontext import RunContext
     from .verdict import Verdict
 
@@ -42,15 +43,33 @@ class Memory(Protocol):
     suite checks what they do.
     """
 
-    def write(self, kind: Kind | str, key: str, body: str, **fields: Any) -> Entry:
-        """Store a new entry, unverified (the same content again changes nothing). Bad
-        input raises ``UsageError`` and stores nothing."""
+    def write(
+        self,
+        kind: Kind | str,
+        key: str,
+        body: str,
+        *,
+        settings: Settings | None = None,
+        **fields: Any,
+    ) -> Entry:
+        """Store a new entry, unverified (the same content again changes nothing); where
+        the verification policy of ``settings`` (default: the store's layered settings) is
+        eager for its kind, the panel decides it at once and the entry comes back as it
+        then stands. Bad input raises ``UsageError`` and stores nothing."""
         ...
 
-    def promote(self, ref: str, verdict: Verdict, *, conflict: str | None = None) -> Entry:
+    def promote(
+        self,
+        ref: str,
+        verdict: Verdict,
+        *,
+        conflict: str | None = None,
+        settings: Settings | None = None,
+    ) -> Entry:
         """Unverified (or stale) -> verified, on a valid PASS verdict signed for exactly
-        this entry by a panel key; anything else raises ``VerdictError`` or
-        ``TransitionError`` and changes nothing."""
+        this entry by a panel key, under the conflict policy ``conflict`` (default: that of
+        ``settings``, else of the store's layered settings); anything else raises
+        ``VerdictError`` or ``TransitionError`` and changes nothing."""
         ...
 
     def reject(self, ref: str, verdict: Verdict) -> Entry:

@@ -6,10 +6,11 @@
 - ``tiered``: per kind, from ``[policy.tiered]`` (e.g. decision = "eager", scratch = "off");
   kinds not listed are lazy.
 
-Eager runs through ``write_entry`` — a policy-aware wrapper over ``Store.write`` that
-faces call instead of ``store.write``. The store itself is unchanged: a write is still one
-signed commit landing unverified, and a PASS is still a second, panel-signed commit, so an
-eager write interrupted between the two leaves an ordinary unverified entry for ``verify``.
+Eager runs in the front door every face writes through, ``MemoryStore.write`` /
+``write_entries`` (facade.py), above ``Store.write``. The store itself is unchanged: a write
+is still one signed commit landing unverified, and a PASS is still a second, panel-signed
+commit, so an eager write interrupted between the two leaves an ordinary unverified entry for
+``verify``.
 """
 
 from __future__ import annotations

@@ -398,18 +398,28 @@ class Store:
         """Store a new entry, unverified. Writing the same content again changes nothing.
 
         Keyword fields are those of ``new_entry`` (layer, scope, author, produced_by, ...).
+        The engine's write: faces write through ``MemoryStore.write`` (facade.py), which
+        applies the verification policy after this commit.
         """
         return self.write_many([self.new_entry(kind, key, body, **fields)])[0]
 
-    def write_many(self, entries: Iterable[Entry]) -> list[Entry]:
+    def write_many(self, entries: Iterable[Entry], *, subject: str | None = None) -> list[Entry]:
         """Store many unverified entries in one signed commit (a bulk import).
 
         Returns each entry as stored: an entry whose content is already there comes back as
         it is in the store (perhaps verified since), and no commit is made for it. Raises
         ``Forbidden`` for a team or enterprise entry, or one in another's name, unless the
         key holds ``trainer`` (``authority.write_problems``), and ``UntrustedHistory`` on a
-        history the audit rejects (as every write does).
+        history the audit rejects (as every write does). ``subject``: the commit's first
+        line (default: ``truss: write KIND KEY``, or ``truss: write N entries``).
         """
+        return self._write_batch(entries, subject)[0]
+
+    def _write_batch(
+        self, entries: Iterable[Entry], subject: str | None = None
+    ) -> tuple[list[Entry], frozenset[str]]:
+        """``write_many``, and the ids of the entries its commit added (those not there
+        before): what a write's eager panel runs on (``MemoryStore.write_entries``)."""
         batch = list(entries)
         for entry in batch:
             if entry.trust is not Trust.UNVERIFIED or entry.provenance.verified_by:
@@ -417,9 +427,12 @@ class Store:
                     f"entry {entry.id} is {entry.trust.value}; every write lands unverified"
                 )
         stored: dict[str, Entry] = {}
+        added: set[str] = set()
 
         def plan(snap: Snapshot) -> Plan:
+            # Runs again on every retry of the CAS commit: both end as the last attempt's.
             stored.clear()
+            added.clear()
             changes: dict[str, bytes | None] = {}
             for entry in batch:
                 # Against the truss.toml this commit goes onto: a check removed since the
@@ -439,11 +452,14 @@ class Store:
                 elif entry.path not in changes:
                     changes[entry.path] = entryfile.serialize(entry).encode()
                     stored[entry.id] = entry
-            if len(changes) == 1:
+                    added.add(entry.id)
+            if subject is not None:
+                first = " ".join(subject.split())  # one line: nothing of it reads as a trailer
+            elif len(changes) == 1:
                 only = next(e for e in batch if e.path in changes)
-                subject = f"truss: write {only.kind.value} {only.key}"
+                first = f"truss: write {only.kind.value} {only.key}"
             else:
-                subject = f"truss: write {len(changes)} entries"
+                first = f"truss: write {len(changes)} entries"
             new_ids = [e.id for e in batch if e.path in changes]
             # Name each entry in the trailers of ordinary writes; a bulk import just counts.
             named = (
@@ -451,12 +467,12 @@ class Store:
                 if len(new_ids) <= 100
                 else trailers(entries=str(len(new_ids)))
             )
-            message = f"{subject}\n\n" + trailers(op="write") + "\n" + named
+            message = f"{first}\n\n" + trailers(op="write") + "\n" + named
             message += "\n" + trailers(trust="none -> unverified")
             return Plan(changes, message)
 
         self._apply(plan, {"agent", "operator"})
-        return [stored[e.id] for e in batch]
+        return [stored[e.id] for e in batch], frozenset(added)
 
     def _transition(
         self,
@@ -489,7 +505,9 @@ class Store:
         return result[0]
 
     def promote(self, ref: str, verdict: Verdict, *, conflict: str | None = None) -> Entry:
-        """``conflict`` overrides truss.toml's [policy] conflict (the layered settings)."""
+        """``conflict`` overrides truss.toml's [policy] conflict (the layered settings, which
+        ``MemoryStore.promote`` reads when it is not given); truss.toml's panel-arbitrated
+        holds whatever it says (``_resolve_conflicts``)."""
         return self._decide(ref, verdict, "PASS", conflict)
 
     def reject(self, ref: str, verdict: Verdict) -> Entry:

@@ -4,7 +4,8 @@ Every command, ``query`` included, goes through the click group in ``cli_app.py`
 imports only the module of the command being run. The names a command module or a test needs
 (``cli``, ``Ctx``, ``handled``, ...) are re-exported here, where callers have long found them.
 
-Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug.
+Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug, 141 the reader of
+the output went away (``| head``, as git on SIGPIPE; ``output.reader_gone``).
 """
 
 from __future__ import annotations

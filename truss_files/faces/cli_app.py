@@ -9,7 +9,9 @@ modules and short helps, so listing them imports none. Each module imports what 
 its top; only the module ``query`` shares with every command (this one) keeps pygit2 and
 cryptography inside the functions that need them.
 
-Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug.
+Exit codes: 0 ok, 1 a user or tool error, 2 usage, 3 an unexpected bug, 141 the reader of
+the output went away (``| head``: git's status on SIGPIPE, without a traceback; ``LazyGroup``
+decides it once for every command).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..errors import TrussError
 from ..gitdamage import damage_at
 from ..model import Kind, Layer, Trust
 from ..tools.storeprobe import require_store
-from .output import fail
+from .output import fail, reader_gone
 
 if TYPE_CHECKING:
     from ..facade import MemoryStore
@@ -257,6 +259,22 @@ class LazyGroup(click.Group):
             found = self._registered.get(cmd_name)
         return found
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # The group's own --help and --version print while their options are parsed.
+        try:
+            return super().parse_args(ctx, args)
+        except BrokenPipeError:
+            reader_gone()
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Every command runs here: a reader that left its output (``truss-files list |
+        head -1``, ``verdict sign | promote --bad-option``) ends it as SIGPIPE ends git
+        (``output.reader_gone``), whatever the command was writing and wherever."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            reader_gone()
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*COMMANDS, *self._registered})
 
@@ -294,7 +312,7 @@ def _shorten(text: str, limit: int) -> str:
 
 def handled(func: F, *, error_format: str | None = None) -> F:
     """Turn library errors into exit 1 with the message (JSON when asked, or always in
-    ``error_format``), bugs into 3."""
+    ``error_format``), bugs into 3; a closed output is the group's (``LazyGroup.invoke``)."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         fmt = error_format or kwargs.get("fmt")
@@ -303,8 +321,8 @@ def handled(func: F, *, error_format: str | None = None) -> F:
         except TrussError as exc:
             fail(exc, fmt)
             sys.exit(1)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
+        except (click.exceptions.Exit, click.ClickException, click.Abort, BrokenPipeError):
+            raise  # a closed output is no bug: the group ends the command (LazyGroup.invoke)
         except Exception:  # noqa: BLE001 - the last line of defence
             damaged = _damage_here()
             if damaged is not None:  # git's own files, not our bug: say which and what to run

@@ -13,11 +13,11 @@ import click
 from ..errors import TrussError, UsageError
 from ..gitstore import GitStore
 from ..model import check_ledger_ref
-from ..panel.eager import write_entry
 from ..scope import parse_scope_pairs, stamp
+from ..settings import settings_for
 from ..verdict import Verdict, check_keyless, check_verdict, check_votes
 from .cli_app import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
-from .output import FORMAT_OPTION, emit, write_out
+from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit, write_out
 from .progress import Progress, enabled, interruptible
 
 
@@ -89,9 +89,8 @@ def write(
       truss-files write --kind lesson --key ci --check tests "The suite is green."
     """
     scope = stamp(parse_scope_pairs(scope_pairs), agent=agent or None)
-    # Through the verification policy: when it is eager for this kind, the panel runs now.
-    result = write_entry(
-        obj.store(),
+    store = obj.store()
+    entry = store.new_entry(
         kind,
         key_,
         _read_body(body),
@@ -101,9 +100,13 @@ def write(
         author=author,
         checks=checks,
     )
-    extra = [f"verification: {result.outcome.line()}"] if result.outcome else []
-    extra += [f"note: {result.note}"] if result.note else []
-    emit(fmt, result.to_dict(), "\n".join([result.entry.id, *extra]))
+    # The front door every face writes through: when the policy is eager for this kind, the
+    # panel runs now.
+    done = store.write_entries([entry])
+    outcome = done.outcome_for(entry.id)
+    extra = [f"verification: {outcome.line()}"] if outcome else []
+    extra += [f"note: {done.note}"] if done.note else []
+    emit(fmt, done.result(entry.id, path=True), "\n".join([entry.id, *extra]))
 
 
 @cli.command("import")
@@ -403,17 +406,34 @@ def _trust_result(fmt: str | None, entry: Any, verb: str) -> None:
 @cli.command()
 @click.argument("entry_id")
 @click.option("--verdict", "verdict_file", required=True, help="A PASS verdict file (or -).")
+@AGENT_OPTION
+@CONTRACT_OPTION
 @FORMAT_OPTION
 @pass_ctx
 @handled
-def promote(obj: Ctx, entry_id: str, verdict_file: str, fmt: str | None) -> None:
+def promote(
+    obj: Ctx,
+    entry_id: str,
+    verdict_file: str,
+    agent: str | None,
+    contract: str | None,
+    fmt: str | None,
+) -> None:
     """Mark an entry verified, on a PASS verdict signed by a panel key for exactly this id.
+
+    Verified entries of the same kind and key are settled by the conflict policy of the
+    layered settings, as verify takes them (truss.toml → user config → [agents.NAME] →
+    --contract FILE): under keep-both-flagged both stay verified and reads name the
+    conflict. truss.toml's panel-arbitrated holds whatever is layered.
 
     \b
     Example:
       truss-files promote 5b0c8f3e --verdict v.json
+      truss-files promote 5b0c8f3e --verdict v.json --contract ci-contract.toml
     """
-    entry = obj.store().promote(entry_id, _load_verdict(verdict_file))
+    store = obj.store()
+    settings = settings_for(store, agent=agent, contract=contract)
+    entry = store.promote(entry_id, _load_verdict(verdict_file), settings=settings)
     _trust_result(fmt, entry, "promote")
 
 

@@ -7,7 +7,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import click
 
@@ -87,6 +87,30 @@ def fail(exc: TrussError, fmt: str | None) -> None:
     else:
         line = f"error: {exc.message}"
         click.echo(paint(line) if colour_on(sys.stderr) else line, err=True)
+
+
+# What a command ends with when the reader of its output went away (``| head``, ``| true``,
+# a closed socket): git's status when SIGPIPE ends it, 128 + 13, in a shell as in a script.
+EXIT_PIPE = 141
+
+
+def reader_gone() -> NoReturn:
+    """End the command because the reader of its output left (``BrokenPipeError`` on stdout or
+    stderr), as git ends on SIGPIPE: exit ``EXIT_PIPE``, and nothing on stderr -- neither a
+    traceback nor exit 3, which say a bug. Python ignores SIGPIPE, so the write failed with
+    EPIPE instead of ending the process; what is still buffered for the closed pipe goes to
+    /dev/null, so the interpreter's last flush cannot print a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (AttributeError, OSError, ValueError):
+                continue  # not a file (a test runner's capture): nothing left to flush there
+        os.close(devnull)
+    except OSError:
+        pass
+    sys.exit(EXIT_PIPE)
 
 
 def write_out(path: str, text: str, what: str) -> None:

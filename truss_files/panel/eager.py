@@ -1,46 +1,82 @@
-"""The eager half of a write: run the panel on an entry as it lands, when the policy says so.
+"""The eager half of a write: run the panel on entries as they land, when the policy says so.
 
-Above the store and the panel runner: a face writes through ``write_entry`` (or commits its own
-way and calls ``verify_written``); the verification policy itself is a value (``policy``).
+Above the store and the panel runner, below the facade: every face writes through
+``write_and_verify`` here (``MemoryStore.write_entries`` for the CLI and Python callers, the
+tools for ``write_memory`` and the ``memory`` binding), which commits and then runs
+``verify_written``; the verification policy itself is a value (``policy``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, SignatureError, TrussError
-from ..model import Entry, Kind, Trust
+from ..model import Entry, Trust
 from ..settings import Settings, settings_for
 from ..signing import Ed25519Signer, PublicKey
 from ..store import Store
 from .report import Outcome
 from .runner import verify
 
-__all__ = ["WriteResult", "panel_store_for", "verify_written", "write_entry"]
+__all__ = ["Written", "panel_store_for", "verify_written", "write_and_verify"]
 
 
 @dataclass(frozen=True)
-class WriteResult:
-    """The entry as it stands after the write (and, when eager, after the panel)."""
+class Written:
+    """What a write left (``MemoryStore.write_entries``): each entry as it stands after the
+    commit and, where the policy is eager for its kind, the panel; the panel's outcome for
+    each entry it ran on; and why it could not run, when it could not."""
 
-    entry: Entry
-    outcome: Outcome | None = None
+    entries: tuple[Entry, ...]
+    outcomes: tuple[Outcome, ...] = ()
     note: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "id": self.entry.id,
-            "trust": self.entry.trust.value,
-            "path": self.entry.path,
-        }
-        if self.outcome is not None:
-            data["verification"] = self.outcome.to_dict()
+    def outcome_for(self, entry_id: str) -> Outcome | None:
+        return next((o for o in self.outcomes if o.id == entry_id), None)
+
+    def result(self, entry_id: str | None = None, *, path: bool = False) -> dict[str, Any]:
+        """The public result of one entry's write (the first by default), as
+        ``truss-files write`` prints it and ``write_memory`` returns it: ``{"id", "trust"}``
+        -- its trust once the write is done --, ``path`` when asked, and ``verification``
+        (the panel's outcome) and ``note`` (why the panel could not run) when there are."""
+        entry = next(e for e in self.entries if entry_id is None or e.id == entry_id)
+        data: dict[str, Any] = {"id": entry.id, "trust": entry.trust.value}
+        if path:
+            data["path"] = entry.path
+        outcome = self.outcome_for(entry.id)
+        if outcome is not None:
+            data["verification"] = outcome.to_dict()
         if self.note:
             data["note"] = self.note
         return data
+
+
+def write_and_verify(
+    store: Store,
+    entries: Iterable[Entry],
+    *,
+    settings: Settings | None = None,
+    subject: str | None = None,
+) -> Written:
+    """The one way a face writes: ``entries`` (unverified, from ``new_entry``) in one
+    signed commit (``Store.write_many``; ``subject`` is its first line), then the
+    verification policy of ``settings`` (default ``settings_for(store)``) on the entries
+    that commit added: where it is eager for their kind, the panel runs now, each PASS or
+    FAIL a second, panel-signed commit (``verify_written``). An entry already stored keeps
+    its own history."""
+    # Read before the commit: a broken settings file (or contract) fails the write whole
+    # instead of leaving it half done.
+    settings = settings or settings_for(store)
+    stored, added = store._write_batch(entries, subject)
+    outcomes, note = verify_written(store, [e for e in stored if e.id in added], settings=settings)
+    if outcomes:
+        snap = store.snapshot()
+        decided = {o.id for o in outcomes}
+        stored = [store.get(e.id, snap) if e.id in decided else e for e in stored]
+    return Written(tuple(stored), tuple(outcomes), note)
 
 
 def panel_store_for(store: Store) -> Store | None:
@@ -61,38 +97,16 @@ def panel_store_for(store: Store) -> Store | None:
     return store if "panel" in roles else None
 
 
-def write_entry(
-    store: Store,
-    kind: Kind | str,
-    key: str,
-    body: str,
-    *,
-    settings: Settings | None = None,
-    panel_store: Store | None = None,
-    **fields: Any,
-) -> WriteResult:
-    """``store.write`` under the verification policy: when the kind is eager, run the panel
-    on the new entry at once (promote, reject, or leave it unverified and say why)."""
-
-    settings = settings or settings_for(store)
-    entry = store.write(kind, key, body, **fields)
-    outcomes, note = verify_written(store, [entry], settings=settings, panel_store=panel_store)
-    if not outcomes:
-        return WriteResult(entry, None, note)
-    return WriteResult(store.get(entry.id), outcomes[0], note)
-
-
 def verify_written(
     store: Store,
     entries: Sequence[Entry],
     *,
     settings: Settings | None = None,
-    panel_store: Store | None = None,
 ) -> tuple[list[Outcome], str | None]:
-    """The eager half of a write, for faces that commit entries their own way: run the panel
-    on those ``entries`` whose kind is eager and that are still unverified. Returns the
-    outcomes and, when the panel could not run, a note saying why (the entries stay
-    unverified; ``truss-files verify`` picks them up)."""
+    """The eager half of a write (``MemoryStore.write_entries`` calls it after the commit):
+    run the panel on those ``entries`` whose kind is eager and that are still unverified.
+    Returns the outcomes and, when the panel could not run, a note saying why (the entries
+    stay unverified; ``truss-files verify`` picks them up)."""
 
     settings = settings or settings_for(store)
     policy = settings.policy
@@ -100,7 +114,7 @@ def verify_written(
     if not due:
         return [], None
     try:
-        verifier = panel_store or panel_store_for(store)
+        verifier = panel_store_for(store)
     except TrussError as exc:
         # The entries are already committed: a bad TRUSS_PANEL_KEY must not read as a failed
         # write (an agent would write again), only as a panel that did not run.

@@ -6,16 +6,17 @@ same kind and key whose body starts with ``TOMBSTONE_MARK``. Once a panel verifi
 conflict policy supersedes the older verified entries of that key, and the memory tool's view
 hides the key. Until then the tombstone is visible only to the run that wrote it.
 
-**The verification policy applies here as on the CLI's ``write``** (``policy``): after
-the commit, the entries whose kind is eager under the call's layered settings go to the panel
-at once (``verify_written``), each PASS or FAIL a second, panel-signed commit. Where the
-outcome is reported is the face's choice, because the ``memory`` binding's texts must stay
-the SDK's word for word:
+**The verification policy applies here as on the CLI's ``write``**: both go through the one
+front door, ``panel.eager.write_and_verify``, under the call's layered settings --
+after the commit, the entries whose kind is eager go to the panel at once, each PASS or FAIL
+a second, panel-signed commit. Where the outcome is reported is the face's choice, because
+the ``memory`` binding's texts must stay the SDK's word for word:
 
 - ``write_memory`` (JSON) returns the entry's trust *after* the panel, plus the optional
   ``verification`` (the panel's outcome for it) and ``note`` (why the panel could not run —
   say, the writing key lacks the panel role and no ``TRUSS_PANEL_KEY`` is set; the entry then
-  stays unverified for ``truss-files verify``).
+  stays unverified for ``truss-files verify``): ``Written.result``, as ``truss-files write``
+  prints it.
 - the ``memory`` binding returns its usual text; the outcome and the note go to
   ``Outcome.note``, which faces show to people (``truss-files tool`` on stderr), never to
   the model. The model learns the result the way it would learn a later ``verify``: its next
@@ -25,10 +26,8 @@ the SDK's word for word:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import entryfile
 from ..errors import UsageError
 from ..model import (
     MAX_BODY,
@@ -41,11 +40,10 @@ from ..model import (
     normalize_body,
 )
 from ..scope import stamp
-from ..trailers import trailers
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
-    from ..panel.report import Outcome as PanelOutcome
+    from ..panel.eager import Written
     from .dispatch import Call
 
 TOMBSTONE_BODY = (
@@ -98,55 +96,23 @@ def new_entry(
     )
 
 
-@dataclass(frozen=True)
-class Committed:
-    """What a tool write left: the panel's outcome for each entry it ran on (eager kinds
-    only), and why it could not run, when it could not."""
-
-    outcomes: tuple[PanelOutcome, ...] = ()
-    note: str | None = None
-
-    def outcome_for(self, entry_id: str) -> PanelOutcome | None:
-        return next((o for o in self.outcomes if o.id == entry_id), None)
-
-
-def commit_entries(call: Call, entries: Sequence[Entry], summary: str) -> Committed:
+def commit_entries(call: Call, entries: Sequence[Entry], summary: str) -> Written:
     """One signed commit adding ``entries`` (all unverified; present ones are left alone),
-    then the panel on the new ones whose kind the verification policy makes eager."""
-    # gitstore (pygit2) and the panel (the store, settings) load only on a write, never on
-    # the cold read path this module is on.
-    from ..gitstore import Plan, Snapshot
-    from ..panel.eager import verify_written
+    then the verification policy on the new ones, through the front door every face uses
+    (``panel.eager.write_and_verify``), under this call's layered settings."""
+    # The panel and the store's write path load only on a write, never on the cold read
+    # path this module is on.
+    from ..panel.eager import write_and_verify
 
-    # Read before the commit, as the CLI's write_entry does: a broken settings file fails the
-    # write whole instead of leaving it half done.
-    settings = call.settings()
-    added: list[Entry] = []
-
-    def plan(snap: Snapshot) -> Plan:
-        # Runs again on every retry of the CAS commit: ``added`` ends as the last attempt's.
-        added[:] = [e for e in entries if snap.read(e.path) is None]
-        for entry in added:
-            call.store.check_names(entry.checks, snap)  # tools name no checks; a caller might
-        changes: dict[str, bytes | None] = {e.path: entryfile.serialize(e).encode() for e in added}
-        if not changes:
-            return Plan({}, "")
-        message = f"truss: {summary}\n\n" + trailers(
-            op="write", entry=[e.id for e in entries], trust="none -> unverified"
-        )
-        return Plan(changes, message)
-
-    call.store._apply(plan, {"agent", "operator"})
+    done = write_and_verify(
+        call.store, entries, settings=call.settings(), subject=f"truss: {summary}"
+    )
     call.produced.extend(e.id for e in entries)
     call.refresh()
-    # Only what this commit added: an entry that was already there keeps its own history.
-    outcomes, note = verify_written(call.store, added, settings=settings)
-    if outcomes:
-        call.refresh()
-    call.notes.extend(f"eager verification: {o.line()}" for o in outcomes)
-    if note:
-        call.notes.append(note)
-    return Committed(tuple(outcomes), note)
+    call.notes.extend(f"eager verification: {o.line()}" for o in done.outcomes)
+    if done.note:
+        call.notes.append(done.note)
+    return done
 
 
 def write_memory(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
@@ -156,16 +122,7 @@ def write_memory(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     kind = Kind.parse(inp["kind"])
     entry = new_entry(call, kind, inp["key"], inp["body"])
     done = commit_entries(call, [entry], f"write {kind.value} {inp['key']}")
-    outcome = done.outcome_for(entry.id)
-    result: dict[str, Any] = {
-        "id": entry.id,
-        "trust": outcome.trust if outcome is not None else entry.trust.value,
-    }
-    if outcome is not None:
-        result["verification"] = outcome.to_dict()
-    if done.note:
-        result["note"] = done.note
-    return result
+    return done.result(entry.id)
 
 
 register(
