@@ -86,6 +86,7 @@ def test_a_configured_model_judge_promotes_through_the_console_script(
             "max_retries": 0,
         },
         "source": "truss.toml",
+        "authority": "operator",
     }
     assert values["panel.reviewers.decision"]["value"] == ["claude"]
 
