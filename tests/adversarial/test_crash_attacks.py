@@ -10,8 +10,9 @@ write) and checks what a crashing machine must never break:
   HEAD for every store path, and no temporary file is left behind);
 - every acknowledged write (the writer printed its id and exited 0) is in HEAD.
 
-A few dozen trials by default (well under a minute on two cores); ``TRUSS_CRASH_TRIALS=N``
-runs N, e.g. 300 before a release. ``TRUSS_CRASH_SEED`` replays one sequence of kill times.
+A dozen trials by default (a bounded sample), four times as many with ``TRUSS_SLOW=1``;
+``TRUSS_CRASH_TRIALS=N`` runs N, e.g. 300 before a release. ``TRUSS_CRASH_SEED`` replays one
+sequence of kill times.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from truss_files.audit import audit
 from truss_files.facade import MemoryStore
 from truss_files.gitstore import GitStore
 
-TRIALS = int(os.environ.get("TRUSS_CRASH_TRIALS", "24"))
+TRIALS = int(os.environ.get("TRUSS_CRASH_TRIALS", "48" if os.environ.get("TRUSS_SLOW") else "12"))
 WRITERS = 2
 
 
