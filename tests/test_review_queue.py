@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -166,11 +167,22 @@ def test_terminal_pass_fail_skip_quit_each_decision_one_signed_commit(
     assert _run(store, key, "audit").returncode == 0
 
 
+def _as_from_a_shell() -> None:
+    """^C reaches the child as it reaches a command typed in a shell: a test worker may have
+    had SIGINT ignored or blocked, which a child would otherwise inherit across exec."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_on_the_terminal_keeps_what_was_decided(store: MemoryStore, key: Path) -> None:
     a, b, *_ = _four(store)
     base = _tip(store)
     child = pexpect.spawn(
-        EXE, ["--store", str(store.git.workdir), "review"], env=_env(key), encoding="utf-8"
+        EXE,
+        ["--store", str(store.git.workdir), "review"],
+        env=_env(key),
+        encoding="utf-8",
+        preexec_fn=_as_from_a_shell,
     )
     child.expect(r"q quit .*\?")
     child.sendline("p")
