@@ -12,19 +12,19 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m truss_files.demo
+	$(BIN)/python -m examples.demo
 	@echo
 	@echo "truss-files is installed in $(VENV). Put it on your PATH in this shell with:"
 	@echo "    . $(VENV)/bin/activate"
 
 lint: $(STAMP)
-	$(BIN)/ruff check truss_files tests benchmarks
-	$(BIN)/ruff format --check truss_files tests benchmarks
+	$(BIN)/ruff check truss_files tests benchmarks examples
+	$(BIN)/ruff format --check truss_files tests benchmarks examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The review page's tests drive the system's Chromium (tests/test_review_page.py and
+# The review page's tests drive the system's Chromium (tests/review/test_review_page.py and
 # tests/adversarial/test_review_page_attacks.py). CI runs as root on a fresh machine, so there
 # it is installed; elsewhere this says how, and those tests skip with the same loud reason.
 CHROMIUM := /usr/bin/chromium

@@ -16,9 +16,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from truss_files.audit import audit
-from truss_files.config import SIGNERS_PATH
 from truss_files.facade import MemoryStore
+from truss_files.signing.config import SIGNERS_PATH
+from truss_files.trust.audit import audit
 
 from .common import (
     Figure,

@@ -20,10 +20,10 @@ from __future__ import annotations
 import datetime
 import random
 
-from truss_files.audit import audit
-from truss_files.belief import evict, salience_update
-from truss_files.settings import load_settings
-from truss_files.usage import record
+from truss_files.config.settings import load_settings
+from truss_files.git.usage import record
+from truss_files.store.belief import evict, salience_update
+from truss_files.trust.audit import audit
 
 from .common import (
     Figure,

@@ -23,9 +23,9 @@ import os
 import subprocess
 from collections.abc import Callable
 
-from truss_files.gitstore import Plan
+from truss_files.format.trailers import trailers
+from truss_files.git.gitstore import Plan
 from truss_files.signing import Ed25519Signer
-from truss_files.trailers import trailers
 
 from .bench_cli import console_script
 from .common import (

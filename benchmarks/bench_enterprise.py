@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from truss_files import entryfile
+from truss_files.format import entryfile
 from truss_files.model import Kind, Layer, Provenance
 from truss_files.tools import RunContext, ToolSession
 from truss_files.tools.ask import ask

@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from truss_files.config import CONFIG_PATH, SIGNERS_PATH
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import Plan, Snapshot
+from truss_files.faces.server.tokens import new_token
+from truss_files.git.gitstore import Plan, Snapshot
 from truss_files.model import Entry, Kind, Layer, Trust
-from truss_files.server.tokens import new_token
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
+from truss_files.signing.config import CONFIG_PATH, SIGNERS_PATH
 
 from .bench_cli import console_script
 from .common import (

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from truss_files.audit import audit
 from truss_files.facade import MemoryStore
 from truss_files.identity import changes as ident
 from truss_files.identity.amend import propose
+from truss_files.trust.audit import audit
 
 from .bench_cli import console_script
 from .common import (

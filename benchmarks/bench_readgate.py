@@ -1,7 +1,7 @@
 """What the read gate costs: the first query after new commits, beside a warm query.
 
 Before a read serves anything above unverified, the history up to the commit it reads must
-audit clean (``truss_files.readgate``). The result is kept in ``.git/truss/audited`` by
+audit clean (``truss_files.trust.readgate``). The result is kept in ``.git/truss/audited`` by
 commit id, so a warm query reads one small file more; after new commits only those are
 audited. Figures, on a store with a few hundred signed commits (writes and promotions);
 new commits are made as by another client (the record left behind) unless a figure says
@@ -24,12 +24,12 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from truss_files.audit import audit
 from truss_files.facade import MemoryStore
-from truss_files.gitdir import GitDir
-from truss_files.readgate import CACHE_NAME, refusal
+from truss_files.git.gitdir import GitDir
 from truss_files.recall.engine import search
 from truss_files.recall.pipeline import Filter
+from truss_files.trust.audit import audit
+from truss_files.trust.readgate import CACHE_NAME, refusal
 
 from .bench_cli import console_script
 from .common import (

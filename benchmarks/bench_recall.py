@@ -52,10 +52,9 @@ from pathlib import Path
 from rank_bm25 import BM25Okapi
 
 import truss_files
-from truss_files import entryfile
-from truss_files.gitdir import GitDir
+from truss_files.format import entryfile
+from truss_files.git.gitdir import GitDir
 from truss_files.model import Entry, Trust
-from truss_files.readgate import refusal
 from truss_files.recall import index as index_module
 from truss_files.recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from truss_files.recall.docs import document_tokens
@@ -63,6 +62,7 @@ from truss_files.recall.engine import Searcher
 from truss_files.recall.index import Index
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.tokenize import tokenize
+from truss_files.trust.readgate import refusal
 
 from .bench_cli import console_script
 from .common import (
@@ -696,7 +696,7 @@ def _semantic(
 ) -> list[Figure]:
     import importlib.util
 
-    from truss_files.encoders.modelfiles import MINILM_PACKAGE
+    from truss_files.recall.encoders.modelfiles import MINILM_PACKAGE
 
     if importlib.util.find_spec(MINILM_PACKAGE) is None:
         progress("semantic: the semantic extra's model is not installed, skipped")
@@ -814,7 +814,7 @@ def _peak_rss(code: str, args: Sequence[str], env: dict[str, str]) -> float:
 
 _CLI_PROCESS = """\
 import sys
-from truss_files.faces.cli import main
+from truss_files.faces.cli.main import main
 sys.argv = ["truss-files", *sys.argv[1:]]
 try:
     main()

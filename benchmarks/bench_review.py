@@ -16,13 +16,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from truss_files.audit import audit
-from truss_files.entryfile import parse, serialize
 from truss_files.facade import MemoryStore
-from truss_files.hooks import install_hooks
+from truss_files.faces.hooks import install_hooks
+from truss_files.format.entryfile import parse, serialize
 from truss_files.review.diff import change_set
 from truss_files.review.merge import merge_entry
 from truss_files.review.render import to_markdown
+from truss_files.trust.audit import audit
 
 from .common import Figure, measure_pair, new_store, progress, scaled, scratch
 

@@ -82,7 +82,7 @@ def encoders(runs: int) -> list[Figure]:
     import time
 
     from benchmarks.evaluate import load_corpus, load_queries
-    from truss_files.encoders.base import load_embedder
+    from truss_files.recall.encoders.base import load_embedder
 
     notes = [n.body for n in load_corpus(RELEVANCE / "hard" / "corpus.yaml")]
     asked = [q.query for q in load_queries(RELEVANCE / "hard" / "queries-dev.yaml")][:20]
@@ -101,7 +101,7 @@ def encoders(runs: int) -> list[Figure]:
             Figure(f"encoder {name}: warm query embedding p50", warm.ms(), "ms", "queries", 20)
         )
         probe = (
-            "from truss_files.encoders.base import load_embedder\n"
+            "from truss_files.recall.encoders.base import load_embedder\n"
             f"load_embedder({name!r}).embed_query('how do we replay the dead letter queue')\n"
         )
         env = dict(os.environ, HF_HUB_OFFLINE="1")
@@ -124,8 +124,8 @@ def encoders(runs: int) -> list[Figure]:
 
 
 def cold_start(tmp: Path, n: int, runs: int) -> list[Figure]:
-    from truss_files.readgate import refusal
     from truss_files.recall.engine import Searcher
+    from truss_files.trust.readgate import refusal
 
     tag = label(n)
     progress(f"{tag}: generating and committing {n} notes")
@@ -219,7 +219,7 @@ def measure_relevance(
         semantic_rank_fn,
         widened_rank_fn,
     )
-    from truss_files.encoders.base import load_embedder
+    from truss_files.recall.encoders.base import load_embedder
     from truss_files.recall.related import load_related
 
     embedders = {name: load_embedder(name) for name in installed_embedders()}

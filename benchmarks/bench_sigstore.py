@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pygit2
 
-from truss_files.attest import NOTES_REF, payload, read_notes
-from truss_files.audit import audit
 from truss_files.facade import MemoryStore
-from truss_files.operators import grant_role, pin_trusted_root
+from truss_files.store.operators import grant_role, pin_trusted_root
+from truss_files.trust.attest import NOTES_REF, payload, read_notes
+from truss_files.trust.audit import audit
 
 from .common import Figure, freeze_heap, measure, new_store, progress, scaled, scratch, timed
 
@@ -34,7 +34,8 @@ def attest_all(store: MemoryStore, instance: object, since: str) -> int:
     short-lived certificate."""
     from sigstore.oidc import IdentityToken
     from sigstore.sign import SigningContext
-    from sigstore_local import DEFAULT_IDENTITY, LocalSigstore
+
+    from tests.support.sigstore_local import DEFAULT_IDENTITY, LocalSigstore
 
     assert isinstance(instance, LocalSigstore)
     repo = store.git.repo
@@ -57,7 +58,7 @@ def attest_all(store: MemoryStore, instance: object, since: str) -> int:
 
 
 def run(quick: bool) -> list[Figure]:
-    from sigstore_local import DEFAULT_IDENTITY, LocalSigstore
+    from tests.support.sigstore_local import DEFAULT_IDENTITY, LocalSigstore
 
     writes = scaled(200 if quick else 1_000)
     figures: list[Figure] = []

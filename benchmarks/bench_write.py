@@ -32,12 +32,12 @@ from pathlib import Path
 
 import pygit2
 
-from truss_files import entryfile
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import Plan, Snapshot
+from truss_files.format import entryfile
+from truss_files.format.trailers import trailers
+from truss_files.git.gitstore import Plan, Snapshot
 from truss_files.model import Entry
 from truss_files.signing import Ed25519Signer
-from truss_files.trailers import trailers
 
 from .common import (
     Figure,

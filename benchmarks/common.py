@@ -30,13 +30,13 @@ from typing import IO, Any
 
 import pygit2
 
-from truss_files import entryfile
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import Plan, Snapshot
-from truss_files.initstore import init_store
+from truss_files.format import entryfile
+from truss_files.format.trailers import trailers
+from truss_files.git.gitstore import Plan, Snapshot
 from truss_files.model import Entry, Kind, Layer, Provenance, Trust
 from truss_files.signing import Ed25519Signer
-from truss_files.trailers import trailers
+from truss_files.store.initstore import init_store
 
 SCALE_ENV = "TRUSS_BENCH_SCALE"
 PRINCIPAL = "bench@example.test"
@@ -325,7 +325,7 @@ def commit_trusted(
     """``files`` (the rendered ``entries``, verified or unverified) committed as the audit
     accepts, so the read gate serves them: every entry lands unverified in one signed commit,
     then one commit gives each verified entry a PASS verdict signed for its id."""
-    from truss_files.verdict import sign_verdict
+    from truss_files.trust.verdict import sign_verdict
 
     decided = [e for e in entries if e.trust is Trust.VERIFIED]
     landing = dict(files)

@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from truss_files import entryfile
+from truss_files.format import entryfile
 from truss_files.model import Entry, Kind, Layer, Provenance, Trust
 
 from .common import PRINCIPAL, vocabulary

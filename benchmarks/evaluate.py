@@ -30,7 +30,7 @@ from truss_files.recall.related import RELATED_WEIGHT, load_related
 from truss_files.recall.tokenize import STOPWORDS, tokenize
 
 if TYPE_CHECKING:
-    from truss_files.encoders.base import Embedder
+    from truss_files.recall.encoders.base import Embedder
     from truss_files.recall.related import RelatedWords
 
 __all__ = [

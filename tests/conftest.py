@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 
-# The minilm embedder's small matrices run faster on one BLAS thread (encoders/minilm.py); set
-# before anything imports numpy, as that module does for a query process.
+# The minilm embedder's small matrices run faster on one BLAS thread (recall/encoders/minilm.py);
+# set before anything imports numpy, as that module does for a query process.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import datetime
@@ -19,13 +19,12 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from sigstore_local.fixture import sigstore_local, sigstore_other  # noqa: F401 - fixtures
 
-from truss_files.config import CONFIG_PATH, SIGNERS_PATH
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import Identity, Plan, Snapshot
-from truss_files.initstore import init_store
+from truss_files.git.gitstore import Identity, Plan, Snapshot
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
+from truss_files.signing.config import CONFIG_PATH, SIGNERS_PATH
+from truss_files.store.initstore import init_store
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Operator",
@@ -39,7 +38,8 @@ GIT_ENV = {
 @pytest.fixture(scope="session")
 def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One user cache for the session: the minilm embedder's float32 weights (~90 MB, made
-    from the model file once, encoders/minilm.py) are not rebuilt for every test's new HOME."""
+    from the model file once, recall/encoders/minilm.py) are not rebuilt for every test's new
+    HOME."""
     return tmp_path_factory.mktemp("model-cache")
 
 
@@ -200,7 +200,7 @@ def agent_key(store: MemoryStore, tmp_path: Path, add_signer: Callable[..., str]
 @pytest.fixture
 def server(bare_store: MemoryStore) -> Path:
     """A bare repository holding a store, guarded by the installed pre-receive gate."""
-    from truss_files.hooks import install_hooks
+    from truss_files.faces.hooks import install_hooks
 
     path = bare_store.git.git_dir
     report = install_hooks(path, server=True, protect=["release"])

@@ -11,9 +11,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from truss_files.audit import audit
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import GitStore
+from truss_files.git.gitstore import GitStore
+from truss_files.trust.audit import audit
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -65,18 +65,18 @@ NOT_RUN = {
     ),
     ("Agent tools, durable runs and MCP", "claude mcp add"): "needs the Claude Code CLI",
     ("Agent tools, durable runs and MCP", "import anthropic"): (
-        "needs an API key and a model; tests/test_anthropic_async.py runs it verbatim "
+        "needs an API key and a model; tests/faces/test_anthropic_async.py runs it verbatim "
         "against a scripted Messages API on 127.0.0.1"
     ),
     ("For reviewers: memory changes in pull requests", "truss-files diff origin/main"): (
-        "runs in CI on a pull request ($BASE, $GITHUB_STEP_SUMMARY); tests/test_diff.py"
+        "runs in CI on a pull request ($BASE, $GITHUB_STEP_SUMMARY); tests/review/test_diff.py"
     ),
     ("For operators: enforcement and sync", "git init --bare /srv/git/memory.git"): (
         "sets up a server under /srv; tests/adversarial/test_gate_attacks.py runs it as "
         "written with the server in a temp dir, then attacks it"
     ),
     ("Reviewing pending memory: the queue and the page", "truss-files review --web"): (
-        "serves until ^C; tests/test_review_page.py drives it in headless Chromium"
+        "serves until ^C; tests/review/test_review_page.py drives it in headless Chromium"
     ),
     ("Tests", "make test"): "the test suite itself",
     ("Benchmarks", "make bench"): "minutes of benchmarks; tests/test_benchmarks.py",
@@ -164,7 +164,7 @@ def test_a_newcomer_runs_every_block_in_order_in_a_fresh_home(tmp_path: Path) ->
     assert "refused: bad_verdict" in said["A belief's life"]  # no replay after a revert
 
     lines = said["Identity and context"].splitlines()
-    from truss_files.proposal import SELF_TEMPLATE
+    from truss_files.format.proposal import SELF_TEMPLATE
 
     assert "Terse. Cites the commit behind every claim." in lines
     assert any(" failed " in line for line in lines)

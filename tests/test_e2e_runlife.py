@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from test_tools_support import configure, promote
 
+from tests.support.tools_support import configure, promote
 from truss_files.facade import MemoryStore
 from truss_files.tools import ToolSession
 

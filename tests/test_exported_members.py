@@ -43,7 +43,7 @@ def test_every_exported_name_resolves() -> None:
     from truss_files import errors, model
     from truss_files.facade import MemoryStore
     from truss_files.memory import Memory
-    from truss_files.verdict import Verdict
+    from truss_files.trust.verdict import Verdict
 
     for name in EXPECTED:
         assert getattr(truss_files, name) is not None, name

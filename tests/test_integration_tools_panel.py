@@ -18,18 +18,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_tools_support import PRINCIPAL, call, cli, content, error, out, promote
 
-from truss_files.audit import audit
+from tests.support.tools_support import PRINCIPAL, call, cli, content, error, out, promote
+from truss_files.config.settings import global_config_path
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import Plan
+from truss_files.format.trailers import trailers
+from truss_files.git.gitstore import Plan
 from truss_files.model import Kind, Trust
-from truss_files.settings import global_config_path
 from truss_files.signing import Ed25519Signer
 from truss_files.tools import ToolSession
 from truss_files.tools.tipconfig import user_config_file
-from truss_files.trailers import trailers
-from truss_files.verdict import Verdict
+from truss_files.trust.audit import audit
+from truss_files.trust.verdict import Verdict
 
 PASSING = '[{type = "check", command = "true"}]'
 FAILING = '[{type = "check", command = "false"}]'
@@ -436,11 +436,12 @@ def test_cold_path_with_a_user_config_stays_light(store: MemoryStore) -> None:
     probe = (
         "import sys\n"
         "sys.argv = ['truss-files', '--store', sys.argv[1], 'tool', 'memory_query']\n"
-        "from truss_files.faces.cli import main\n"
+        "from truss_files.faces.cli.main import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = ('pygit2', 'yaml', 'cryptography', 'truss_files.store', 'truss_files.facade',\n"
-        "         'truss_files.keys',\n"
-        "         'platformdirs', 'numpy', 'wordllama', 'truss_files.encoders.minilm')\n"
+        "heavy = ('pygit2', 'yaml', 'cryptography', 'truss_files.store.store',\n"
+        "         'truss_files.facade',\n"
+        "         'truss_files.signing.keys',\n"
+        "         'platformdirs', 'numpy', 'wordllama', 'truss_files.recall.encoders.minilm')\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )
     for _ in range(2):  # the first call may build the index; the second is the warm path

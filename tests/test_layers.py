@@ -134,8 +134,10 @@ def test_the_graph_reads_imports_inside_functions() -> None:
     edges = graph()
     # store.Store.open_read imports nothing late, but the graph must see late imports at
     # all: the CLI's lazy command table is one (faces.cli_app loads command modules).
-    assert "truss_files.store" in edges["truss_files.facade"]
-    assert edges["truss_files.readgate"] >= {"truss_files.audit"}  # imported inside a function
+    assert "truss_files.store.store" in edges["truss_files.facade"]
+    assert edges["truss_files.trust.readgate"] >= {
+        "truss_files.trust.audit"
+    }  # imported inside a function
 
 
 def _importers(name: str) -> list[str]:
@@ -157,67 +159,12 @@ def test_only_the_store_opens_a_read_through_the_gate() -> None:
     (the facade, tools, context, panel, faces) starts there, so none can forget it. Recall
     is given the gate's verdict (``Store.gate``); only the two cold query paths, which never
     open a store, hand it ``readgate.refusal`` themselves."""
-    assert _importers("gate") == ["truss_files.store"]
+    assert _importers("gate") == ["truss_files.store.store"]
     assert _importers("refusal") == [
-        "truss_files.faces.cli_query",
-        "truss_files.store",
+        "truss_files.faces.cli.query",
+        "truss_files.store.store",
         "truss_files.tools.query",
     ]
-
-
-# The floors of the house, lowest first (README "Architecture"): a module imports only
-# modules on its own floor or below. A module is placed by its longest listed prefix.
-FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (name, tuple(modules.split()))
-    for name, modules in (
-        ("values", "errors model trailers scope"),
-        (
-            "formats",
-            "entryfile entryscan frontyaml config signing keys verdict quorum policy "
-            "proposal views judgespec",
-        ),
-        ("git", "gitstore gitdir gitlocks worktree recovery gitdamage trustroot usage"),
-        ("rules", "audit attest readgate authority writers join settings"),
-        ("store", "store"),
-        ("encoders", "encoders"),
-        ("engines", "recall panel identity review operators initstore belief"),
-        ("runtime", "tools runs context"),
-        ("facade", "facade memory"),
-        ("faces", "faces server hooks drivers anthropic_adapter http demo fake_provider __main__"),
-    )
-)
-
-
-def floor_of(module: str) -> int:
-    rest = module.removeprefix("truss_files").removeprefix(".")
-    if rest == "":  # the package itself: its lazy names reach up to the facade
-        return len(FLOORS) - 1
-    best: tuple[int, int] | None = None
-    for level, (_, prefixes) in enumerate(FLOORS):
-        for prefix in prefixes:
-            fits = rest == prefix or rest.startswith(prefix + ".")
-            if fits and (best is None or len(prefix) > best[1]):
-                best = (level, len(prefix))
-    assert best is not None, f"{module} is on no floor: place it in FLOORS and the README"
-    return best[0]
-
-
-def test_imports_point_down() -> None:
-    edges = graph()
-    up = [
-        f"{a} ({FLOORS[floor_of(a)][0]}) -> {b} ({FLOORS[floor_of(b)][0]})"
-        for a in sorted(edges)
-        for b in sorted(edges[a])
-        if floor_of(b) > floor_of(a)
-    ]
-    assert not up, "imports that point up:\n" + "\n".join(up)
-
-
-def test_every_module_is_on_one_floor() -> None:
-    listed = [prefix for _, prefixes in FLOORS for prefix in prefixes]
-    assert len(listed) == len(set(listed))
-    for name in modules():
-        floor_of(name)
 
 
 def _late_imports() -> Iterator[tuple[str, int, list[str]]]:
@@ -264,20 +211,99 @@ def test_a_late_import_says_why() -> None:
     assert not silent, "imports inside functions with no comment saying why:\n" + "\n".join(silent)
 
 
-def test_the_readme_draws_these_floors() -> None:
-    """README's "Architecture" picture names the same floors, top down, holding the same
-    modules and folders as ``FLOORS``."""
+# -- floors ------------------------------------------------------------------------------------
+# The floors are the folders: a module is on the floor of the first folder under truss_files/
+# that holds it (faces/cli/app.py is on faces/), and a module at the top of the package
+# (errors.py, facade.py) is drawn by its file name. README's "Architecture" picture gives the
+# order, top down; these tests check that the picture draws every folder and top-level module
+# of the tree, one folder per floor, and that every import points down the picture.
+
+DOORS = ("__init__", "__main__")  # the package's own door and ``python -m``: above every floor
+TOP_LEVEL_MAX = 6  # modules at the top of the package, besides the two doors (issue 38)
+
+
+def unit_of(module: str) -> str:
+    """Where ``module`` stands: its first folder (``store/``), or its own file (``model.py``)."""
+    first = modules()[module].relative_to(PACKAGE).parts[0]
+    return first + "/" if (PACKAGE / first).is_dir() else first
+
+
+def tree() -> dict[str, list[str]]:
+    """The floors the tree holds: each folder and top-level module -> its modules."""
+    found: dict[str, list[str]] = {}
+    for name, path in modules().items():
+        if path.parent == PACKAGE and path.stem in DOORS:
+            continue
+        found.setdefault(unit_of(name), []).append(name)
+    return found
+
+
+def picture() -> list[tuple[str, list[str]]]:
+    """README's floors, top down: each floor's name and the folders and files drawn on it
+    (what each line names before its first colon)."""
     readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## Architecture") :]
     start = section.index("```text\n") + len("```text\n")
-    picture = section[start : section.index("\n```", start)]
-    drawn: dict[str, set[str]] = {}
-    floor = ""
-    for line in picture.splitlines():
+    drawn: list[tuple[str, list[str]]] = []
+    for line in section[start : section.index("\n```", start)].splitlines():
         if not line.startswith(" "):
-            floor, _, line = line.partition(" ")
-        names = re.findall(r"([\w]+)(?:\.py\b|/)", line.split(":")[0])
-        drawn.setdefault(floor, set()).update(names)
-    assert list(drawn) == [name for name, _ in reversed(FLOORS)]
-    for name, prefixes in FLOORS:
-        assert drawn[name] == {p for p in prefixes if p != "__main__"}, name
+            name, _, line = line.partition(" ")
+            drawn.append((name, []))
+        drawn[-1][1].extend(re.findall(r"\b\w+(?:/|\.py\b)", line.split(":")[0]))
+    return drawn
+
+
+def floors() -> list[tuple[str, list[str], list[str]]]:
+    """The floors lowest first: name, what README draws on it, the modules the tree puts there."""
+    found = tree()
+    return [
+        (name, units, sorted(m for unit in units for m in found.get(unit, [])))
+        for name, units in reversed(picture())
+    ]
+
+
+def describe() -> str:
+    return "\n".join(
+        f"{level:2} {name:9} {' '.join(units):32} {len(held)} modules"
+        for level, (name, units, held) in enumerate(floors())
+    )
+
+
+def test_the_floors_are_the_folders() -> None:
+    """Every folder and top-level module of the tree is drawn once, on a floor named after its
+    one folder: the tree is the picture. (Printed: ``pytest -s`` or ``python`` this file.)"""
+    print("\nfloors, lowest first:\n" + describe())
+    drawn = [unit for _, units in picture() for unit in units]
+    twice = sorted({unit for unit in drawn if drawn.count(unit) > 1})
+    assert not twice, f"drawn twice: {twice}"
+    missing = sorted(set(tree()) - set(drawn))
+    assert not missing, f"on no floor: {missing}; draw each in README's Architecture picture"
+    stale = sorted(set(drawn) - set(tree()))
+    assert not stale, f"README draws what the tree does not hold: {stale}"
+    for name, units in picture():
+        folders = [unit for unit in units if unit.endswith("/")]
+        assert folders in ([], [name + "/"]), (
+            f"floor {name} must be its one folder {name}/: {units}"
+        )
+
+
+def test_imports_point_down() -> None:
+    level = {unit: n for n, (_, units, _) in enumerate(floors()) for unit in units}
+    edges = graph()
+    up = [
+        f"{a} ({unit_of(a)}) -> {b} ({unit_of(b)})"
+        for a in sorted(edges)
+        if a.rpartition(".")[2] not in DOORS and a != "truss_files"
+        for b in sorted(edges[a])
+        if level[unit_of(b)] > level[unit_of(a)]
+    ]
+    assert not up, "imports that point up:\n" + "\n".join(up)
+
+
+def test_few_modules_at_the_top() -> None:
+    top = sorted(u for u in tree() if u.endswith(".py"))
+    assert len(top) <= TOP_LEVEL_MAX, f"{len(top)} modules at the top of the package: {top}"
+
+
+if __name__ == "__main__":
+    print(describe())

@@ -12,13 +12,13 @@ from typing import Any
 
 import anyio
 import pytest
-from model_judges import add_to_config
 
+from examples.fake_provider import FakeProvider
+from tests.support.model_judges import add_to_config
 from truss_files.facade import MemoryStore
-from truss_files.fake_provider import FakeProvider
-from truss_files.gitstore import Plan
+from truss_files.format.trailers import trailers
+from truss_files.git.gitstore import Plan
 from truss_files.panel.modeljudge import read_data_block
-from truss_files.trailers import trailers
 
 pytest.importorskip("mcp")
 pytest.importorskip("anthropic")

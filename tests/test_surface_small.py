@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_tools_support import promote
 
 import truss_files
+from tests.support.tools_support import promote
 from truss_files.facade import MemoryStore
 
 SCRIPT = str(Path(sys.executable).with_name("truss-files"))
@@ -133,12 +133,12 @@ def test_the_demo_outside_a_checkout_says_what_it_needs(tmp_path: Path) -> None:
         if where.name == "repo":
             _git(where, "init", "-q")
         done = subprocess.run(
-            [sys.executable, "-m", "truss_files.demo"],
+            [sys.executable, "-m", "examples.demo"],
             cwd=where,
             capture_output=True,
             text=True,
-            env=_env(tmp_path),
+            env={**_env(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
         )
         assert done.returncode == 2
         assert "Traceback" not in done.stderr
-        assert "make demo" in done.stderr and "python -m truss_files.demo /path" in done.stderr
+        assert "make demo" in done.stderr and "python -m examples.demo /path" in done.stderr

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .model import Entry, Kind, Layer, Provenance, Trust
     from .recall.engine import RecallResult
     from .recall.pipeline import Hit
-    from .verdict import Verdict
+    from .trust.verdict import Verdict
 
 _EXPORTS = {
     **dict.fromkeys(
@@ -52,7 +52,7 @@ _EXPORTS = {
     "Hit": "recall.pipeline",
     "RecallResult": "recall.engine",
     "MemoryStore": "facade",
-    "Verdict": "verdict",
+    "Verdict": "trust.verdict",
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .faces.cli import main
+from .faces.cli.main import main
 
 if __name__ == "__main__":
     main()

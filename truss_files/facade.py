@@ -26,25 +26,25 @@ import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from . import belief
+from .config.settings import Settings, settings_for
 from .context.assemble import Prefix, build_context
 from .context.compact import compact as _compact
 from .context.delta import Delta
 from .context.delta import delta_since as _delta_since
 from .errors import NotFound
-from .gitdir import GitDir
+from .format.scope import Reader
+from .git.gitdir import GitDir
+from .git.usage import record
 from .model import Entry, Kind, Layer, Trust
 from .recall.engine import RecallResult, search_snapshot
 from .recall.pipeline import Filter
 from .review.why import explain
 from .runs.ledger import resolve_call
-from .scope import Reader
-from .settings import Settings, settings_for
-from .store import Store
-from .tools.runcontext import RunContext
+from .runs.runcontext import RunContext
+from .store import belief
+from .store.store import Store
 from .tools.storeprobe import has_layers_above_store
-from .usage import record
-from .verdict import Verdict
+from .trust.verdict import Verdict
 
 if TYPE_CHECKING:
     from .panel.eager import Written
@@ -193,7 +193,7 @@ class MemoryStore(Store):
         record(self._gitdir, list(out), self.origin, environ=self.environ)
         return list(out.values())
 
-    # -- a belief's life (belief.py): the same operations as the CLI's commands ----------
+    # -- a belief's life (store/belief.py): the same operations as the CLI's commands ----------
 
     def salience_update(self, *, dry_run: bool = False) -> belief.Done:
         """Fold use (``.git/truss/usage``), age and trust into each entry's salience, in one

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from .model import Entry, Kind, Layer, Trust
 
 if TYPE_CHECKING:
+    from .config.settings import Settings
     from .context.assemble import Prefix
     from .context.delta import Delta
+    from .format.scope import Reader
     from .recall.engine import RecallResult
-    from .scope import Reader
-    from .settings import Settings
-    from .tools.runcontext import RunContext
-    from .verdict import Verdict
+    from .runs.runcontext import RunContext
+    from .trust.verdict import Verdict
 
 __all__ = ["Memory"]
 

@@ -11,20 +11,20 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import hand_commits as hand
 import pygit2
 import pytest
 from click.testing import CliRunner, Result
 
-from truss_files import entryfile
-from truss_files.audit import audit
-from truss_files.config import CONFIG_PATH, SIGNERS_PATH
+import tests.support.hand_commits as hand
 from truss_files.errors import UsageError
 from truss_files.facade import MemoryStore
-from truss_files.faces.cli import cli
-from truss_files.gitstore import Identity
+from truss_files.faces.cli.main import cli
+from truss_files.format import entryfile
+from truss_files.git.gitstore import Identity
 from truss_files.model import MAX_BODY, Entry, Kind, Trust
 from truss_files.signing import Ed25519Signer
+from truss_files.signing.config import CONFIG_PATH, SIGNERS_PATH
+from truss_files.trust.audit import audit
 
 Commit = Callable[..., str]
 Expected = tuple[str, str, str]  # (commit, path or "", rule)

@@ -24,12 +24,19 @@ from typing import Any
 
 import pytest
 
-from truss_files.audit import audit
+from truss_files.config.settings import (
+    FREE,
+    OPERATOR,
+    SETTINGS,
+    TIGHTEN,
+    load_settings,
+    render_value,
+)
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import Snapshot
+from truss_files.git.gitstore import Snapshot
 from truss_files.model import Trust
-from truss_files.settings import FREE, OPERATOR, SETTINGS, TIGHTEN, load_settings, render_value
 from truss_files.signing import Ed25519Signer
+from truss_files.trust.audit import audit
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
 CONFIG = "truss.toml"

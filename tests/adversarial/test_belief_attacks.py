@@ -3,7 +3,7 @@ of the promotion it made), arbitration bypassed (a plain PASS or a hand `superse
 verified rival under panel-arbitrated), an entry with no LedgerRef.
 
 Real stores, real keys; each attack is made as a hostile client makes it (past the library,
-through ``GitStore.apply``: tests/hand_commits.py) or through the public API and the CLI,
+through ``GitStore.apply``: tests/support/hand_commits.py) or through the public API and the CLI,
 and the library refuses it or the audit names the commit, the file and the rule."""
 
 from __future__ import annotations
@@ -15,19 +15,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from belief_support import MARKER, durable_call, edit_config, run_cli, set_conflict, tip
-from hand_commits import commit as hand_commit
-from hand_commits import promote as hand_promote
 
-from truss_files import entryfile
-from truss_files.audit import audit
+from tests.support.belief_support import (
+    MARKER,
+    durable_call,
+    edit_config,
+    run_cli,
+    set_conflict,
+    tip,
+)
+from tests.support.hand_commits import commit as hand_commit
+from tests.support.hand_commits import promote as hand_promote
 from truss_files.errors import ConflictError, UsageError, VerdictError
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import Snapshot
+from truss_files.format import entryfile
+from truss_files.format.trailers import trailers
+from truss_files.git.gitstore import Snapshot
 from truss_files.model import Entry, Kind, Provenance, Trust
 from truss_files.signing import Ed25519Signer
-from truss_files.trailers import trailers
-from truss_files.verdict import Verdict, sign_verdict
+from truss_files.trust.audit import audit
+from truss_files.trust.verdict import Verdict, sign_verdict
 
 
 def _rules(store: MemoryStore) -> list[str]:

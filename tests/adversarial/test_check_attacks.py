@@ -3,7 +3,7 @@
 The reported exploit (issue 20, item 1): an agent-only key wrote a note with ``--check 'CMD'``;
 the operator's routine ``truss-files verify --pending`` ran CMD as the operator, CMD read the
 operator's private key by absolute path and exited 0, and the note was promoted. The rule
-(authority.py, "checks"): a command runs as a reviewer only if the signed truss.toml defines
+(trust/authority.py, "checks"): a command runs as a reviewer only if the signed truss.toml defines
 it under ``[panel.checks]``; entries hold names. Each attack goes through the installed console
 script in real processes (the agent writes with its own key, the operator verifies with the
 panel key) and proves with a marker file that the command it tried to plant never ran.
@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 
-from truss_files import entryfile
-from truss_files.audit import audit
-from truss_files.authority import is_check_name, require_check_names, resolve_check
 from truss_files.errors import UsageError
 from truss_files.facade import MemoryStore
+from truss_files.format import entryfile
+from truss_files.format.trailers import trailers
 from truss_files.model import Trust
 from truss_files.signing import Ed25519Signer
-from truss_files.trailers import trailers
+from truss_files.trust.audit import audit
+from truss_files.trust.authority import is_check_name, require_check_names, resolve_check
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
 AGENT = "agent@example.test"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_tools_support import call, configure
 
+from tests.support.tools_support import call, configure
 from truss_files.errors import Forbidden, UsageError
 from truss_files.facade import MemoryStore
-from truss_files.faces.cli import cli
-from truss_files.gitdir import GitDir
+from truss_files.faces.cli.main import cli
+from truss_files.git.gitdir import GitDir
 from truss_files.runs.links import PARENT_PREFIX, children, parent, run_view
 from truss_files.signing import Ed25519Signer
 

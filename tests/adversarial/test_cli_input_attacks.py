@@ -178,7 +178,7 @@ def test_a_run_context_field_it_does_not_know_is_refused(
 
 
 def test_supersede_refuses_an_entry_another_already_superseded(store: MemoryStore) -> None:
-    from test_recall_support import promote
+    from tests.support.recall_support import promote
 
     first, second, third = (
         store.write("fact", f"k{n}", f"Version {n} of the fact.") for n in range(3)
@@ -242,8 +242,8 @@ def test_an_empty_query_is_bad_usage_as_the_tool_says(store: MemoryStore, text: 
 
 def test_the_sdk_adapter_refuses_an_empty_run_id_too(store: MemoryStore) -> None:
     """The same rule as the CLI's (``ToolSession``): only None means "a run of its own"."""
-    from truss_files.anthropic_adapter import TrussMemoryTool
     from truss_files.errors import UsageError
+    from truss_files.faces.anthropic_adapter import TrussMemoryTool
 
     with pytest.raises(UsageError, match="run id '' is not usable"):
         TrussMemoryTool(store, run_id="")

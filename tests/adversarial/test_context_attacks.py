@@ -17,20 +17,20 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from truss_files import entryfile
-from truss_files.audit import audit
 from truss_files.context.cursor import encode
 from truss_files.errors import BadCursor, StoreError, UntrustedHistory, UsageError
 from truss_files.facade import MemoryStore
-from truss_files.faces.cli import cli
-from truss_files.gitstore import Plan
-from truss_files.initstore import init_store
+from truss_files.faces.cli.main import cli
+from truss_files.format import entryfile
+from truss_files.format.scope import Reader
+from truss_files.format.trailers import trailers
+from truss_files.git.gitstore import Plan
 from truss_files.model import Entry, Kind, Trust
 from truss_files.runs.start import load_start
-from truss_files.scope import Reader
 from truss_files.signing import Ed25519Signer
+from truss_files.store.initstore import init_store
 from truss_files.tools import Outcome, RunContext, ToolSession
-from truss_files.trailers import trailers
+from truss_files.trust.audit import audit
 
 GitRunner = Callable[..., str]
 

@@ -26,12 +26,12 @@ from typing import Any
 import pygit2
 import pytest
 
-from truss_files.entryfile import parse, serialize
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import Identity
+from truss_files.format.entryfile import parse, serialize
+from truss_files.git.gitstore import Identity
 from truss_files.model import Entry, Trust
-from truss_files.review.sync import sync
 from truss_files.signing import Ed25519Signer
+from truss_files.store.sync import sync
 from truss_files.tools import RunContext
 from truss_files.tools.train import train
 

@@ -26,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from truss_files.audit import audit
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import GitStore
+from truss_files.git.gitstore import GitStore
+from truss_files.trust.audit import audit
 
 TRIALS = int(os.environ.get("TRUSS_CRASH_TRIALS", "48" if os.environ.get("TRUSS_SLOW") else "12"))
 WRITERS = 2

@@ -26,11 +26,11 @@ from typing import Any
 
 import anyio
 import pytest
-from http_support import Served, served_fixture  # noqa: F401 - the fixture
-from test_recall_support import commit_toml, mixed_store
 
-from truss_files.config import CONFIG_PATH
+from tests.support.http_support import Served, served_fixture  # noqa: F401 - the fixture
+from tests.support.recall_support import commit_toml, mixed_store
 from truss_files.facade import MemoryStore
+from truss_files.signing.config import CONFIG_PATH
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
 QUERY = "flaky CI network tests retry postgres"
@@ -102,11 +102,10 @@ def set_mode(store: MemoryStore, mode: str) -> None:
 _CALLER = """
 import json, sys
 from pathlib import Path
-sys.path.insert(0, sys.argv[4])
-from test_damage_attacks import damage_caches
+from tests.adversarial.test_damage_attacks import damage_caches
 from truss_files.errors import IndexUnavailable
 from truss_files.model import Trust
-from gated import Searcher
+from tests.support.gated import Searcher
 from truss_files.recall.pipeline import Filter
 
 store, how, mode = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -157,7 +156,7 @@ def test_a_python_caller_outlives_its_caches_damaged_under_it(
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(Path(here).parent)},
+        env={**os.environ, "PYTHONPATH": str(Path(here).parent.parent)},
     )
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     found = json.loads(proc.stdout.splitlines()[-1])

@@ -31,12 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from extras import needs_minilm
-from http_support import Answer, Served, served_fixture  # noqa: F401 - the fixture
-from test_recall_support import commit_toml
 
-from truss_files.config import CONFIG_PATH
+from tests.support.extras import needs_minilm
+from tests.support.http_support import Answer, Served, served_fixture  # noqa: F401 - the fixture
+from tests.support.recall_support import commit_toml
 from truss_files.facade import MemoryStore
+from truss_files.signing.config import CONFIG_PATH
 
 pytest.importorskip("uvicorn")
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from truss_files.audit import audit
 from truss_files.facade import MemoryStore
 from truss_files.model import Trust
 from truss_files.tools import RunContext
 from truss_files.tools.train import train
+from truss_files.trust.audit import audit
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
 CONTEXT = {

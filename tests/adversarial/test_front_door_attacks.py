@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import Snapshot
+from truss_files.git.gitstore import Snapshot
 from truss_files.model import Entry, Trust
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
@@ -40,9 +40,9 @@ API = """
 import json, sys
 from pathlib import Path
 from truss_files.facade import MemoryStore
-from truss_files.settings import settings_for
+from truss_files.config.settings import settings_for
 from truss_files.signing import Ed25519Signer
-from truss_files.verdict import Verdict
+from truss_files.trust.verdict import Verdict
 
 where, key, op = sys.argv[1:4]
 args = json.loads(sys.stdin.read())

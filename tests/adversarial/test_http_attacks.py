@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from http_support import Served, entries, intact, served_fixture  # noqa: F401 - the fixture
 
+from tests.support.http_support import Served, entries, intact, served_fixture  # noqa: F401 - the fixture
 from truss_files.facade import MemoryStore
-from truss_files.server.tokens import new_token
+from truss_files.faces.server.tokens import new_token
 
 pytest.importorskip("uvicorn")
 

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.test_progress import _read_tty
+from tests.faces.cli.test_progress import _read_tty
 from truss_files.facade import MemoryStore
 
 TRIALS = int(os.environ.get("TRUSS_INTERRUPT_TRIALS", "6"))
@@ -79,7 +79,7 @@ def test_ctrl_c_anywhere_in_an_import_ends_130_and_imports_nothing(
 # redraw's flush blocks inside the stream's buffer when the signal reaches the main thread.
 _MID_WRITE = r"""
 import io, os, signal, sys, threading, time
-from truss_files.faces.progress import Progress, interruptible
+from truss_files.faces.cli.progress import Progress, interruptible
 
 r, w = os.pipe()
 os.set_blocking(w, False)

@@ -2,14 +2,17 @@
 entry or an identity proposal) stays inside the data block, and anything but a well-formed
 vote (garbage, a wrong vote, an error, a dropped or slow connection, prose instead of the
 forced answer) abstains, so the entry stays unverified. The real anthropic and openai SDK
-clients against the fake provider on 127.0.0.1 (tests/model_judges.py)."""
+clients against the fake provider on 127.0.0.1 (tests/support/model_judges.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import pytest
-from model_judges import (  # noqa: F401 - the fixture
+
+from examples.fake_provider import FakeProvider
+from tests.identity.test_identity import set_policy
+from tests.support.model_judges import (  # noqa: F401 - the fixture
     INJECTION,
     JUDGES,
     PROVIDERS,
@@ -19,18 +22,15 @@ from model_judges import (  # noqa: F401 - the fixture
     provider_env,
     with_env,
 )
-from test_identity import set_policy
-
+from truss_files.config.settings import settings_for
 from truss_files.facade import MemoryStore
-from truss_files.fake_provider import FakeProvider
+from truss_files.format.proposal import CORE_PATH, SELF_TEMPLATE
 from truss_files.identity import changes as ident
 from truss_files.identity.amend import propose
 from truss_files.identity.judge import QUESTION as IDENTITY_QUESTION
-from truss_files.initstore import CORE_TEMPLATE
 from truss_files.panel.modeljudge import REVIEW_QUESTION, read_data_block
 from truss_files.panel.runner import verify
-from truss_files.proposal import CORE_PATH, SELF_TEMPLATE
-from truss_files.settings import settings_for
+from truss_files.store.initstore import CORE_TEMPLATE
 
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")

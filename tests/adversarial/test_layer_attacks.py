@@ -18,15 +18,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import hand_commits as hand
 import pytest
-from http_support import Served, served_fixture  # noqa: F401 - the fixture
 
-from truss_files.audit import audit
+import tests.support.hand_commits as hand
+from tests.support.http_support import Served, served_fixture  # noqa: F401 - the fixture
 from truss_files.facade import MemoryStore
 from truss_files.signing import Ed25519Signer
 from truss_files.tools import RunContext
 from truss_files.tools.ask import ask
+from truss_files.trust.audit import audit
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
 AGENT = "agent2@example.test"

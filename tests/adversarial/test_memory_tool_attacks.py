@@ -12,17 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_tools_support import promote
 
-from truss_files import entryfile
+from tests.support.tools_support import promote
 from truss_files.errors import EntryError
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import Plan
+from truss_files.format import entryfile
+from truss_files.format.trailers import trailers
+from truss_files.git.gitstore import Plan
 from truss_files.model import Entry, Kind, Provenance, Trust
 from truss_files.tools import Outcome, ToolSession
 from truss_files.tools.binding import MAX_PATH
 from truss_files.tools.write import is_tombstone
-from truss_files.trailers import trailers
 
 
 def mem(store: MemoryStore, run: str | None = "R1", **tool_input: Any) -> Outcome:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from truss_files.audit import audit
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import Identity
+from truss_files.git.gitstore import Identity
 from truss_files.model import Trust
 from truss_files.signing import Ed25519Signer
+from truss_files.trust.audit import audit
 
 GitRunner = Callable[..., str]
 MALLORY = Identity("Mallory", "mallory@example.test")

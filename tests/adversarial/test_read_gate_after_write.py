@@ -18,26 +18,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from gated import search
 
-from truss_files import entryfile
-from truss_files.audit import audit
+from tests.support.gated import search
 from truss_files.errors import UntrustedHistory
 from truss_files.facade import MemoryStore
-from truss_files.gitdir import GitDir
-from truss_files.gitstore import Plan, Snapshot
-from truss_files.initstore import init_store
+from truss_files.format import entryfile
+from truss_files.git.gitdir import GitDir
+from truss_files.git.gitstore import Plan, Snapshot
 from truss_files.model import Entry, Trust
-from truss_files.readgate import CACHE_NAME, FORMAT, refusal
 from truss_files.recall.pipeline import Filter
 from truss_files.signing import Ed25519Signer
+from truss_files.store.initstore import init_store
+from truss_files.trust.audit import audit
+from truss_files.trust.readgate import CACHE_NAME, FORMAT, refusal
 
 GitRunner = Callable[..., str]
 
 # A query in a new process: its exit code, whether it imported pygit2, and the ids it served.
 PROBE = (
     "import sys, json, io, contextlib\n"
-    "from truss_files.faces.cli import main\n"
+    "from truss_files.faces.cli.main import main\n"
     "sys.argv = ['truss-files', '--store', sys.argv[1], 'query', sys.argv[2], '--format', 'json']\n"
     "out = io.StringIO()\n"
     "code = 0\n"

@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from gated import search
 
-from truss_files import entryfile
-from truss_files.audit import audit
+from tests.support.gated import search
 from truss_files.errors import UntrustedHistory
 from truss_files.facade import MemoryStore
-from truss_files.faces.cli import cli
+from truss_files.faces.cli.main import cli
+from truss_files.format import entryfile
 from truss_files.model import Entry, Trust
-from truss_files.readgate import CACHE_NAME, FORMAT
 from truss_files.recall.pipeline import Filter
 from truss_files.tools import Outcome, ToolSession
+from truss_files.trust.audit import audit
+from truss_files.trust.readgate import CACHE_NAME, FORMAT
 
 SCRIPT = Path(sys.executable).parent / "truss-files"
 GitRunner = Callable[..., str]
@@ -281,7 +281,7 @@ def test_a_refused_branch_keeps_refusing_without_auditing_again(
         search(store.git.workdir, "flaky", Filter())
     probe = (
         "import sys, json\n"
-        "from truss_files.faces.cli import main\n"
+        "from truss_files.faces.cli.main import main\n"
         "sys.argv = ['truss-files', '--store', sys.argv[1], 'query', 'flaky network']\n"
         "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
         "print(json.dumps([code, 'pygit2' in sys.modules]), file=sys.stderr)\n"

@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
-from gated import Searcher
-from test_recall_support import check_against_reference, commit_entries, mixed_store
 
-from truss_files.audit import audit
+from tests.support.gated import Searcher
+from tests.support.recall_support import check_against_reference, commit_entries, mixed_store
 from truss_files.facade import MemoryStore
 from truss_files.model import Trust
 from truss_files.recall.pipeline import Filter
+from truss_files.trust.audit import audit
 
 QUERY = "flaky CI network tests retry postgres"
 FLOORS = (Trust.VERIFIED, Trust.STALE, Trust.UNVERIFIED)
@@ -53,7 +53,7 @@ def _every_floor_answers_right(store: MemoryStore) -> None:
 _CHECK = """
 import sys
 sys.path[:0] = sys.argv[2:4]
-from test_recall_floor_attacks import _every_floor_answers_right
+from tests.adversarial.test_recall_floor_attacks import _every_floor_answers_right
 from truss_files.facade import MemoryStore
 _every_floor_answers_right(MemoryStore(sys.argv[1]))
 """
@@ -65,7 +65,7 @@ def _every_floor_answers_right_in_a_child(store: MemoryStore) -> None:
     ending pytest."""
     here = Path(__file__).parent
     proc = subprocess.run(
-        [sys.executable, "-c", _CHECK, str(store.git.workdir), str(here), str(here.parent)],
+        [sys.executable, "-c", _CHECK, str(store.git.workdir), str(here), str(here.parent.parent)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -86,7 +86,7 @@ def _notes(store: MemoryStore, n: int, tag: str) -> list:
 
 _UPDATER = """
 import sys
-from truss_files.readgate import refusal
+from truss_files.trust.readgate import refusal
 from truss_files.recall.engine import search
 from truss_files.recall.pipeline import Filter
 search(sys.argv[1], "flaky", Filter(), gate=refusal)

@@ -19,12 +19,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from test_recall_support import promote
-
-from truss_files.audit import audit
+from tests.support.recall_support import promote
 from truss_files.facade import MemoryStore
 from truss_files.model import Kind, Layer, Trust
 from truss_files.signing import Ed25519Signer
+from truss_files.trust.audit import audit
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
 AGENT = "agent@example.test"

@@ -2,7 +2,7 @@
 over plain HTTP against the installed console script: markup in a body renders inert, no
 request without the page's token (nor with it in a cookie or a POST's URL, nor from another
 Origin or Host) reads or decides anything, each start makes a new token, and the page serves
-on 127.0.0.1 only. tests/review_browser.py starts the page and the browser.
+on 127.0.0.1 only. tests/support/review_browser.py starts the page and the browser.
 
 And over raw sockets, what a client may hold: half-sent heads (and heads trickled a byte at
 a time) are dropped after --header-timeout while a whole request is answered at once; a flood
@@ -22,7 +22,8 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from review_browser import (  # noqa: F401 - the fixtures
+
+from tests.support.review_browser import (  # noqa: F401 - the fixtures
     EXE,
     Served,
     browser_fixture,
@@ -33,7 +34,6 @@ from review_browser import (  # noqa: F401 - the fixtures
     stop_page,
     tip_of,
 )
-
 from truss_files.errors import UsageError
 from truss_files.facade import MemoryStore
 from truss_files.faces.review_web import DEFAULT_MAX_CONNECTIONS

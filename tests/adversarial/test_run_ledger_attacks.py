@@ -22,8 +22,8 @@ from typing import Any
 import pygit2
 import pytest
 
-from truss_files.audit import audit
 from truss_files.facade import MemoryStore
+from truss_files.format.trailers import trailers
 from truss_files.runs.chain import PROVENANCE_MESSAGE, mark_path, read_mark
 from truss_files.runs.ledger import (
     RUN_REF_PREFIX,
@@ -37,7 +37,7 @@ from truss_files.runs.ledger import (
 )
 from truss_files.signing import Ed25519Signer
 from truss_files.tools import Outcome, ToolSession
-from truss_files.trailers import trailers
+from truss_files.trust.audit import audit
 
 RUN = "R1"
 REF = RUN_REF_PREFIX + RUN

@@ -3,8 +3,8 @@
 A hostile client labels a commit ``Truss-Op: salience`` or ``Truss-Op: evict`` and makes it
 carry more than that op may: a changed body of a verified note, a note raised to verified
 with no verdict, a deleted file, an agent's key. Each is made past the library
-(tests/hand_commits.py) or through it with the wrong key, and refused by the library or named
-by the audit."""
+(tests/support/hand_commits.py) or through it with the wrong key, and refused by the library or
+named by the audit."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ import dataclasses
 from collections.abc import Callable
 
 import pytest
-from belief_support import tip
-from hand_commits import commit as hand_commit
 
-from truss_files import entryfile
-from truss_files.audit import audit
+from tests.support.belief_support import tip
+from tests.support.hand_commits import commit as hand_commit
 from truss_files.errors import TrussError
 from truss_files.facade import MemoryStore
+from truss_files.format import entryfile
+from truss_files.format.trailers import trailers
 from truss_files.model import Entry, Trust
 from truss_files.signing import Ed25519Signer
-from truss_files.trailers import trailers
+from truss_files.trust.audit import audit
 
 
 def _verified(store: MemoryStore, key: str = "k", body: str = "holds") -> Entry:

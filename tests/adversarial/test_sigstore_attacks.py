@@ -25,22 +25,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import hand_commits as hand
 import pygit2
 import pytest
-from sigstore_local import LocalSigstore
-from sigstore_support import keyless_verdict, principal, trust_instance
 
-from truss_files import entryfile
-from truss_files.attest import NOTES_REF, attest, payload, read_notes
-from truss_files.audit import audit
-from truss_files.config import TRUSTED_ROOT_PATH
+import tests.support.hand_commits as hand
+from tests.support.sigstore_local import LocalSigstore
+from tests.support.sigstore_support import keyless_verdict, principal, trust_instance
 from truss_files.errors import KeylessError, UntrustedHistory
 from truss_files.facade import MemoryStore
+from truss_files.format import entryfile
 from truss_files.model import Entry, Kind, Trust
 from truss_files.signing import Ed25519Signer, keyless
-from truss_files.store import _with_trust
-from truss_files.verdict import Verdict
+from truss_files.signing.config import TRUSTED_ROOT_PATH
+from truss_files.store.store import _with_trust
+from truss_files.trust.attest import NOTES_REF, attest, payload, read_notes
+from truss_files.trust.audit import audit
+from truss_files.trust.verdict import Verdict
 
 MALLORY = "mallory@example.test"
 EVIL_ISSUER = "https://issuer.evil.example"
@@ -175,8 +175,8 @@ def test_a_second_independent_deployment_is_untrusted(
     keyless_store: tuple[MemoryStore, Entry, Entry],
     sigstore_local: LocalSigstore,
 ) -> None:
-    from truss_files.operators import grant_role
-    from truss_files.verdict import sign_keyless_verdict
+    from truss_files.store.operators import grant_role
+    from truss_files.trust.verdict import sign_keyless_verdict
 
     store, entry, _ = keyless_store
     with LocalSigstore() as other:
@@ -199,8 +199,8 @@ def test_a_trusted_root_swapped_in_by_a_non_operator_vouches_for_nothing(
     add_signer: Callable[..., str],
     signed_commit: Callable[..., str],
 ) -> None:
-    from truss_files.operators import grant_role
-    from truss_files.verdict import sign_keyless_verdict
+    from truss_files.store.operators import grant_role
+    from truss_files.trust.verdict import sign_keyless_verdict
 
     store, entry, _ = keyless_store
     agent = Ed25519Signer.generate("agent@example.test")
@@ -314,7 +314,7 @@ def test_the_gate_refuses_forged_and_deleted_attestations(
     sigstore_local: LocalSigstore,
     git: Callable[..., str],
 ) -> None:
-    from truss_files.review.sync import sync
+    from truss_files.store.sync import sync
 
     work = clone("work")
     trust_instance(work, sigstore_local)
@@ -346,7 +346,7 @@ def test_the_gate_refuses_a_forged_keyless_verdict(
     sigstore_local: LocalSigstore,
     signed_commit: Callable[..., str],
 ) -> None:
-    from truss_files.review.sync import sync
+    from truss_files.store.sync import sync
 
     work = clone("work")
     trust_instance(work, sigstore_local)
@@ -401,7 +401,7 @@ def test_a_sigstore_principal_added_to_the_panel_by_a_non_operator_passes_nothin
     add_signer: Callable[..., str],
     signed_commit: Callable[..., str],
 ) -> None:
-    from truss_files.operators import pin_trusted_root
+    from truss_files.store.operators import pin_trusted_root
 
     pin_trusted_root(store, sigstore_local.trusted_root_json.read_bytes())
     agent = Ed25519Signer.generate("agent@example.test")

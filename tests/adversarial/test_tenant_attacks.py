@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from extras import needs_minilm
-from http_support import (  # noqa: F401 - the fixtures
+
+from tests.support.extras import needs_minilm
+from tests.support.http_support import (  # noqa: F401 - the fixtures
     SCRIPT,
     Served,
     agent_key,
@@ -30,9 +31,8 @@ from http_support import (  # noqa: F401 - the fixtures
     served_fixture,
     start,
 )
-
 from truss_files.facade import MemoryStore
-from truss_files.server.tokens import digest
+from truss_files.faces.server.tokens import digest
 
 pytest.importorskip("uvicorn")
 
@@ -323,9 +323,8 @@ def test_a_semantic_ask_never_ranks_over_another_tenants_admitted_notes(
     """A long-lived server keeps the notes a filter admitted between semantic queries
     (``Searcher.admitted``). Asked by one tenant and then another, in turn, the kept list must
     be the asker's own: evilcorp never gets acme's note, acme keeps getting it."""
-    from test_recall_support import commit_toml
-
-    from truss_files.config import CONFIG_PATH
+    from tests.support.recall_support import commit_toml
+    from truss_files.signing.config import CONFIG_PATH
 
     text = (store.snapshot().read(CONFIG_PATH) or b"").decode()
     assert 'mode = "exact"' in text

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gated import search
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.gated import search
 from truss_files.errors import UsageError
 from truss_files.facade import MemoryStore
 from truss_files.model import check_key
@@ -220,7 +220,7 @@ def test_non_utf8_tool_name_is_one_object(seeded: MemoryStore) -> None:
 
 
 def test_stdin_over_the_size_bound(seeded: MemoryStore) -> None:
-    from truss_files.faces.cli_tools import MAX_STDIN
+    from truss_files.faces.cli.tools import MAX_STDIN
 
     filler = b" " * (MAX_STDIN + 10)
     code, value, _ = run_tool(seeded, ["memory_query", "--memory-tools"], b"{}" + filler)
@@ -408,7 +408,7 @@ def test_ordinary_unicode_keys_pass() -> None:
 
 
 def test_the_projects_own_keys_pass() -> None:
-    from truss_files import entryfile
+    from truss_files.format import entryfile
 
     root = Path(__file__).resolve().parents[2] / "memories"
     files = sorted(root.rglob("*.md"))

@@ -25,8 +25,8 @@ import pytest
 
 from truss_files.errors import ConflictError
 from truss_files.facade import MemoryStore
-from truss_files.gitstore import Identity, Plan, Snapshot
-from truss_files.hooks import install_hooks
+from truss_files.faces.hooks import install_hooks
+from truss_files.git.gitstore import Identity, Plan, Snapshot
 from truss_files.signing import Ed25519Signer
 
 WHO = Identity("Test Operator", "operator@example.test")
@@ -180,7 +180,7 @@ _KILLED_WRITER = textwrap.dedent(
     """
     import os, signal, sys
     from pathlib import Path
-    from truss_files.gitstore import GitStore
+    from truss_files.git.gitstore import GitStore
     from truss_files.signing import Ed25519Signer
     from truss_files.facade import MemoryStore
 

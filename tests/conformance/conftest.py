@@ -20,7 +20,7 @@ import pytest
 
 from truss_files.memory import Memory
 from truss_files.signing import Ed25519Signer
-from truss_files.verdict import Verdict, sign_verdict
+from truss_files.trust.verdict import Verdict, sign_verdict
 
 PRINCIPAL = "keeper@example.test"
 
@@ -42,7 +42,7 @@ class Clock:
 def git_store(root: Path, key: Ed25519Signer, principal: str) -> Memory:
     """The git store: a real repository initialised by ``key``, as `truss-files init` does."""
     from truss_files import MemoryStore
-    from truss_files.initstore import init_store
+    from truss_files.store.initstore import init_store
 
     path = root / "git-store"
     init_store(path, key, principal)

@@ -13,7 +13,7 @@ from truss_files.errors import NotFound, TransitionError, UsageError, VerdictErr
 from truss_files.memory import Memory
 from truss_files.model import Entry, Trust
 from truss_files.signing import Ed25519Signer
-from truss_files.verdict import Verdict
+from truss_files.trust.verdict import Verdict
 
 from .conftest import Panel
 

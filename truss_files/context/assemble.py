@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import NotFound, StoreError, UsageError
+from ..format.scope import Reader
 from ..identity.layers import Layer, check_principal, identity_layers
 from ..model import Entry, Kind, Trust
 from ..runs.ledger import check_run_id
 from ..runs.links import children, key_principal, link_run
 from ..runs.start import RunStart, load_start, start_run
-from ..scope import Reader
 from ..tools.registry import Serving, Tool
 from ..tools.schema import export
 from .consult import consult, consult_text, enabled
@@ -41,10 +41,10 @@ from .resume import Changed, delta_text, resume_delta, save_cursor
 from .tail import NOTE_CHARS, scratch_tail
 
 if TYPE_CHECKING:
-    from ..gitstore import Snapshot
-    from ..settings import Settings
-    from ..store import Store
-    from ..tools.runcontext import RunContext
+    from ..config.settings import Settings
+    from ..git.gitstore import Snapshot
+    from ..runs.runcontext import RunContext
+    from ..store.store import Store
 
 __all__ = ["FORMATS", "Prefix", "build_context", "default_instruction", "repin"]
 
@@ -256,7 +256,7 @@ def run_settings(store: Store, snap: Snapshot, agent: str | None) -> Settings:
     """The layered settings at ``snap``; the agent's own layer only where truss.toml has an
     ``[agents.NAME]`` table (a run's agent need not have one)."""
     # settings (tomllib, the panel's rules) stays off the facade's cold read path
-    from ..settings import load_settings
+    from ..config.settings import load_settings
 
     raw = store.config(snap).raw
     agents = raw.get("agents")

@@ -14,16 +14,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ..errors import Forbidden, NotFound, UsageError
+from ..format.scope import stamp
 from ..model import Entry, Kind
 from ..runs.ledger import check_run_id
 from ..runs.links import key_principal
 from ..runs.start import load_start
-from ..scope import stamp
 from ..tools.dispatch import seq_of
 from .tail import own_notes
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.store import Store
 
 __all__ = ["SUMMARY_CHARS", "compact", "summary_key"]
 

@@ -20,9 +20,9 @@ from ..errors import UsageError
 from ..tools.ask import ask
 
 if TYPE_CHECKING:
-    from ..gitstore import Snapshot
-    from ..store import Store
-    from ..tools.runcontext import RunContext
+    from ..git.gitstore import Snapshot
+    from ..runs.runcontext import RunContext
+    from ..store.store import Store
 
 __all__ = ["CONSULT_HEAD", "consult", "consult_text", "enabled"]
 

@@ -19,7 +19,7 @@ import pygit2
 from ..errors import BadCursor
 
 if TYPE_CHECKING:
-    from ..gitstore import GitStore
+    from ..git.gitstore import GitStore
 
 __all__ = ["TAG", "decode", "encode", "resolve"]
 

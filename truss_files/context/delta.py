@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pygit2
 
-from .. import entryfile
+from ..format import entryfile
 from ..model import Entry, Kind, Trust
 from .cursor import encode, resolve
 
 if TYPE_CHECKING:
-    from ..scope import Reader
-    from ..store import Store
+    from ..format.scope import Reader
+    from ..store.store import Store
 
 __all__ = ["Change", "Delta", "delta_since"]
 

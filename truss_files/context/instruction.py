@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from ..settings import Settings
+    from ..config.settings import Settings
 
 __all__ = ["BUILT_IN", "PROVIDERS", "instruction_table", "pick", "provider_of"]
 

@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import BadCursor, NotFound
-from ..gitdir import GitDir
+from ..git.gitdir import GitDir
 from ..model import Trust
 from ..runs.ledger import check_run_id
 from .cursor import encode
 from .delta import Change, delta_since
 
 if TYPE_CHECKING:
-    from ..scope import Reader
-    from ..store import Store
+    from ..format.scope import Reader
+    from ..store.store import Store
 
 __all__ = ["DELTA_HEAD", "Changed", "delta_text", "last_cursor", "resume_delta", "save_cursor"]
 

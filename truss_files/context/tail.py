@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from ..authority import RunView, is_own
-from ..gitdir import GitDir
+from ..git.gitdir import GitDir
 from ..model import Entry, Kind, Trust
 from ..recall.engine import Searcher
 from ..tools.dispatch import seq_of
-from ..writers import writers
+from ..trust.authority import RunView, is_own
+from ..trust.writers import writers
 
 if TYPE_CHECKING:
-    from ..gitstore import Snapshot
-    from ..store import Store
+    from ..git.gitstore import Snapshot
+    from ..store.store import Store
 
 __all__ = ["NOTE_CHARS", "TAIL_CHARS", "compacted", "own_notes", "run_entries", "scratch_tail"]
 

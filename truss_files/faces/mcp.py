@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 from .. import __version__
 from ..context.assemble import Prefix, build_context, goal_ledger, run_settings
 from ..errors import ConfigError
+from ..format.scope import Reader
 from ..identity.layers import identity_layers
 from ..model import Trust
 from ..runs.start import load_start
-from ..scope import Reader
 from ..tools.dispatch import Outcome
 from ..tools.registry import lookup
 

@@ -9,19 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..config.policy import IDENTITY_KIND
+from ..config.settings import settings_for
 from ..errors import TransitionError, TrussError, UsageError
-from ..gitstore import Plan, Snapshot
+from ..format.proposal import SELF_PATH, Proposal, normalize_text, serialize
+from ..format.trailers import trailers
+from ..git.gitstore import Plan, Snapshot
 from ..model import check_ledger_ref
 from ..panel.eager import panel_store_for
-from ..policy import IDENTITY_KIND
-from ..proposal import SELF_PATH, Proposal, normalize_text, serialize
-from ..settings import settings_for
-from ..trailers import trailers
 from .judge import judge_proposals
 
 if TYPE_CHECKING:
-    from ..settings import Settings
-    from ..store import Store
+    from ..config.settings import Settings
+    from ..store.store import Store
 
 __all__ = ["Proposed", "propose"]
 

@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
+from ..config.settings import settings_for
 from ..errors import EntryError, NotFound, TransitionError, UsageError
-from ..gitstore import Plan, Snapshot
-from ..model import Trust
-from ..proposal import (
+from ..format.proposal import (
     APPLIED,
     CORE_PATH,
     PENDING,
@@ -37,13 +36,14 @@ from ..proposal import (
     proposal_path,
     serialize,
 )
-from ..settings import settings_for
+from ..format.trailers import parse_trailers, trailers
+from ..git.gitstore import Plan, Snapshot
+from ..model import Trust
 from ..signing import PublicKey
-from ..trailers import parse_trailers, trailers
 
 if TYPE_CHECKING:
-    from ..settings import Settings
-    from ..store import Store
+    from ..config.settings import Settings
+    from ..store.store import Store
 
 IDENTITY_FILES = {"core": CORE_PATH, "self": SELF_PATH}
 

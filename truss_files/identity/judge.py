@@ -21,21 +21,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..config.policy import IDENTITY_KIND
 from ..errors import ConfigError, TransitionError, TrussError, UsageError
+from ..format.proposal import CORE_PATH, PENDING, SELF_PATH, Proposal, core_label
+from ..format.quorum import FAIL, PASS, Quorum, with_requirements
 from ..panel.build import build_reviewer
 from ..panel.modeljudge import ModelJudge
 from ..panel.reviewers import Ballot, CheckReviewer, JudgeReviewer
 from ..panel.workspace import Workspace
-from ..policy import IDENTITY_KIND
-from ..proposal import CORE_PATH, PENDING, SELF_PATH, Proposal, core_label
-from ..quorum import FAIL, PASS, Quorum, with_requirements
-from ..verdict import check_verdict, sign_verdict
+from ..trust.verdict import check_verdict, sign_verdict
 from .changes import _decide, find, proposals, roles
 
 if TYPE_CHECKING:
-    from ..gitstore import Snapshot
-    from ..settings import ReviewerSpec, Settings
-    from ..store import Store
+    from ..config.settings import ReviewerSpec, Settings
+    from ..git.gitstore import Snapshot
+    from ..store.store import Store
 
 QUESTION = (
     "An agent proposes to replace its identity/self.md (voice, persona, learned preferences) "

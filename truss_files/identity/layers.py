@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..gitstore import Snapshot
+    from ..git.gitstore import Snapshot
 
 __all__ = ["CORE_PATH", "SELF_PATH", "Layer", "check_principal", "identity_layers"]
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, UsageError
-from ..gitstore import Plan, Snapshot
+from ..format.proposal import check_principal, normalize_text, principal_path
+from ..format.trailers import trailers
+from ..git.gitstore import Plan, Snapshot
 from ..model import Trust
-from ..proposal import check_principal, normalize_text, principal_path
-from ..trailers import trailers
 from .changes import roles
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.store import Store
 
 
 def set_principal(store: Store, name: str, text: str) -> dict[str, Any]:

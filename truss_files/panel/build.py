@@ -8,7 +8,7 @@ from .modeljudge import ModelJudge
 from .reviewers import DEFAULT_TIMEOUT, CheckReviewer, JudgeReviewer, Reviewer
 
 if TYPE_CHECKING:
-    from ..settings import ReviewerSpec
+    from ..config.settings import ReviewerSpec
 
 __all__ = ["build_reviewer", "is_judge"]
 

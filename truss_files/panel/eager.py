@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.settings import Settings, settings_for
 from ..errors import ConfigError, SignatureError, TrussError
 from ..model import Entry, Trust
-from ..settings import Settings, settings_for
 from ..signing import Ed25519Signer, PublicKey
-from ..store import Store
+from ..store.store import Store
 from .report import Outcome
 from .runner import verify
 

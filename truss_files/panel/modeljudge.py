@@ -1,6 +1,6 @@
 """Model judges: a reviewer that asks a model, through its provider's official SDK.
 
-A judge of ``[panel.judges]`` (``judgespec.py``) is one call per entry:
+A judge of ``[panel.judges]`` (``config/judgespec.py``) is one call per entry:
 
 - **system**: a fixed instruction (ours), the task's question (ours) and the operator's
   ``instructions`` from the signed truss.toml. Nothing an agent wrote is ever here.
@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from ..judgespec import PROVIDER_ENV, ModelJudgeSpec
-from ..proposal import CORE_PATH
-from ..quorum import ABSTAIN, VOTES
+from ..config.judgespec import PROVIDER_ENV, ModelJudgeSpec
+from ..format.proposal import CORE_PATH
+from ..format.quorum import ABSTAIN, VOTES
 from .reviewers import ARBITRATE_QUESTION, Ballot, Subject, clean_text, entry_document
 
 if TYPE_CHECKING:

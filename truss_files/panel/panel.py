@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..quorum import ABSTAIN, FAIL, PASS, VOTES, Quorum, tally, with_requirements
+from ..format.quorum import ABSTAIN, FAIL, PASS, VOTES, Quorum, tally, with_requirements
 
 if TYPE_CHECKING:
     from .reviewers import Ballot, Reviewer, Subject

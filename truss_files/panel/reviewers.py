@@ -7,7 +7,7 @@ arbitration the verified rival) and returns a ``Ballot``: PASS, FAIL or ABSTAIN 
   FAIL — except what says nothing about the entry: a timeout, death by a signal, or the shell
   failing to find or run the command (126/127), which abstain.
 - ``RefusedCheck`` stands for a name in an entry's ``checks:`` that truss.toml does not
-  define (or command text): nothing runs, and it abstains saying why (authority.py).
+  define (or command text): nothing runs, and it abstains saying why (trust/authority.py).
 - ``JudgeReviewer`` runs an external command that reads the entry as JSON on stdin and
   answers ``{"vote": "PASS"|"FAIL", "rationale": "..."}`` on stdout. A hang, a crash, a
   non-zero exit or anything but that object is an abstention with the reason — never a PASS.
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..quorum import ABSTAIN, FAIL, PASS, VOTES
-from ..views import entry_view
+from ..format.quorum import ABSTAIN, FAIL, PASS, VOTES
+from ..format.views import entry_view
 
 if TYPE_CHECKING:
     from ..model import Entry
@@ -59,7 +59,7 @@ class Ballot:
     reason: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
     detail: str = ""
-    required: bool = False  # a requirement: it must PASS besides the quorum (quorum.py)
+    required: bool = False  # a requirement: it must PASS besides the quorum (format/quorum.py)
 
     def to_vote(self) -> dict[str, Any]:
         vote: dict[str, Any] = {

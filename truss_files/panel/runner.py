@@ -20,13 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..authority import ARBITRATED, conflict_policy, resolve_check
+from ..config.settings import settings_for
 from ..errors import ConfigError, ConflictError, TransitionError, UntrustedHistory, UsageError
+from ..format.trailers import parse_trailers
 from ..model import Entry, Trust
-from ..settings import settings_for
 from ..signing import PublicKey
-from ..trailers import parse_trailers
-from ..verdict import Verdict
+from ..trust.authority import ARBITRATED, conflict_policy, resolve_check
+from ..trust.verdict import Verdict
 from .build import build_reviewer, is_judge
 from .panel import FAIL, PASS, Decision, Panel, Quorum
 from .report import Outcome, Report
@@ -34,9 +34,9 @@ from .reviewers import CheckReviewer, RefusedCheck, Reviewer, Subject
 from .workspace import Workspace
 
 if TYPE_CHECKING:
-    from ..gitstore import Snapshot
-    from ..settings import Settings
-    from ..store import Store
+    from ..config.settings import Settings
+    from ..git.gitstore import Snapshot
+    from ..store.store import Store
 
 __all__ = ["Outcome", "Report", "failed_recheck", "recheck", "reviewers_for", "verify"]
 OnStart = Callable[[int], None]

@@ -24,9 +24,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from ..entryfile import parse
 from ..errors import EntryError
-from ..gitdir import GitDir, Objects
+from ..format.entryfile import parse
+from ..git.gitdir import GitDir, Objects
 from ..model import Entry
 from .acronyms import definitions
 from .docs import document_tokens, record_of

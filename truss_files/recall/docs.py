@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..entryscan import VerdictBlock, entry_of_fields
+from ..format.entryscan import VerdictBlock, entry_of_fields
 from ..model import Entry, Kind, Layer, Trust
 from .tokenize import tokenize
 

@@ -1,7 +1,7 @@
 """Embeddings for the semantic and hybrid modes: the vector cache and the ranking over it.
 
-The encoders that turn text into vectors live in ``truss_files/encoders/`` (``load_embedder``);
-exact mode never imports this module.
+The encoders that turn text into vectors live in ``truss_files/recall/encoders/``
+(``load_embedder``); exact mode never imports this module.
 
 Vectors are cached per (model fingerprint, content hash) under ``.git/truss/vectors/<fp>/``
 (packs of float16 rows, sha256 of the embedded text as the key), so an entry is embedded once
@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ..encoders.modelfiles import _unit
 from .docs import embed_text
+from .encoders.modelfiles import _unit
 
 if TYPE_CHECKING:
-    from ..encoders.base import Embedder
-    from ..gitdir import GitDir
+    from ..git.gitdir import GitDir
+    from .encoders.base import Embedder
     from .index import IndexView
     from .lexical import Match
 

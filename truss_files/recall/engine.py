@@ -60,10 +60,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..authority import RunView, own_delete, run_of
 from ..errors import ConfigError, IndexUnavailable, UntrustedHistory, UsageError
-from ..gitdir import GitDir
+from ..git.gitdir import GitDir
 from ..model import TOMBSTONE_MARK, Conflict, Entry, Kind, Trust
+from ..trust.authority import RunView, own_delete, run_of
 from .acronyms import Glossary, store_glossary
 from .bounds import query_terms
 from .docs import MARKER_PREFIX, TRUST_CODE
@@ -76,10 +76,10 @@ from .pipeline import Filter, Hit
 from .related import load_related
 
 if TYPE_CHECKING:
-    from ..encoders.base import Embedder
-    from ..gitstore import Snapshot
-    from ..store import Store
-    from ..writers import Writers
+    from ..git.gitstore import Snapshot
+    from ..store.store import Store
+    from ..trust.writers import Writers
+    from .encoders.base import Embedder
 
 __all__ = [
     "RECALL_MODES",
@@ -181,8 +181,8 @@ class Searcher:
         """Who added each entry in the history of the commit read (``writers``: a cache
         under .git/truss/; pygit2 only when it must grow)."""
         # Off the plain query's path (it starts a lock, and grows the cache with pygit2): only
-        # a filter that lets own notes through needs it (tests/test_cli_startup.py).
-        from ..writers import writers
+        # a filter that lets own notes through needs it (tests/faces/cli/test_cli_startup.py).
+        from ..trust.writers import writers
 
         if commit is None and view.tip is not None:
             commit = view.tip.tip
@@ -224,7 +224,7 @@ class Searcher:
     def embedder(self, view: IndexView) -> Embedder:
         if self._embedder is None:
             # The semantic extra (numpy, wordllama): exact mode never imports it.
-            from ..encoders.base import load_embedder
+            from .encoders.base import load_embedder
 
             spec = view.tip.recall.get("embedder") if view.tip is not None else None
             self._embedder = load_embedder(str(spec) if spec else None)

@@ -56,9 +56,9 @@ from typing import Any, Final
 
 import tantivy
 
-from ..authority import run_of
 from ..errors import IndexUnavailable
 from ..model import Entry, Trust
+from ..trust.authority import run_of
 from .docs import MARKER_PREFIX, TRUST_CODE, content_hash, embed_text
 
 __all__ = [

@@ -45,10 +45,10 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
-from ..entryfile import parse
 from ..errors import ConfigError, EntryError, StoreError
-from ..gitdamage import damage
-from ..gitdir import Change, GitDir, Objects, diff_trees, walk_tree
+from ..format.entryfile import parse
+from ..git.gitdamage import damage
+from ..git.gitdir import Change, GitDir, Objects, diff_trees, walk_tree
 from ..model import Entry, Trust
 from .bulk import Prepared, prepare, prepared
 from .docs import entry_of
@@ -623,7 +623,7 @@ def _recall_section(data: bytes) -> dict[str, Any]:
     if not isinstance(section, dict):
         raise ConfigError('truss.toml: [recall] must be a table, e.g. [recall] mode = "exact"')
     out = {k: v for k, v in section.items() if isinstance(v, str | int | float | bool)}
-    # The salience policy (recall/salience.py) and [memory] scope (scope.py) shape a query
+    # The salience policy (recall/salience.py) and [memory] scope (format/scope.py) shape a query
     # too: kept with [recall] so a query reads them from the same cached head.
     policy = raw.get("policy", {})
     if isinstance(policy, dict) and isinstance(policy.get("salience"), str):

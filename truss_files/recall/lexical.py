@@ -25,8 +25,8 @@ from typing import Any, NamedTuple
 
 import tantivy
 
-from ..authority import RunView, owns, run_of, trainer_note
 from ..model import Entry, Kind, Trust
+from ..trust.authority import RunView, owns, run_of, trainer_note
 from .floors import SCHEMA, Floor, body_query, group_tag, ranked, run_tag, scope_tag
 from .index import IndexView
 from .pipeline import Area, Filter

@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..authority import RunView, is_own, trainer_note
 from ..model import Entry, Kind, Layer, Trust
+from ..trust.authority import RunView, is_own, trainer_note
 from .docs import MARKER_PREFIX, document_tokens
 
 if TYPE_CHECKING:
-    from ..scope import Reader  # made by the caller; a query with no reader never loads it
+    from ..format.scope import Reader  # made by the caller; a query with no reader never loads it
 
 __all__ = ["Area", "Filter", "Hit", "document_tokens"]
 

@@ -56,7 +56,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from ..encoders.modelfiles import embedding_layout, wordllama_files, wordllama_package
+from .encoders.modelfiles import embedding_layout, wordllama_files, wordllama_package
 from .tokenize import STOPWORDS, TOKENIZER_VERSION, word_tokens
 
 __all__ = [

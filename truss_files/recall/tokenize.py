@@ -47,8 +47,8 @@ words with their notes); they are kept for the lowercase-spelling reason above, 
 Speed: an ASCII text (nearly every note) is cut into words in C -- ``str.translate`` turns
 every character but ``[A-Za-z0-9_-]`` into a space, ``str.split`` cuts there, and a word's
 leading or trailing ``_``/``-`` is stripped when it is analysed, which gives exactly the words of
-the pattern ``[A-Za-z0-9]+(?:[_-]+[A-Za-z0-9]+)*`` (``tests/test_tokenize.py`` checks) in about
-half its time. Words then go through a memo of analysed words, also in C (``map`` +
+the pattern ``[A-Za-z0-9]+(?:[_-]+[A-Za-z0-9]+)*`` (``tests/recall/test_tokenize.py`` checks) in
+about half its time. Words then go through a memo of analysed words, also in C (``map`` +
 ``chain``); only words not seen before run Python code (words repeat heavily; the memo skips
 words over 64 characters and is cleared at 200k entries, so it stays bounded). Together ~20 µs
 for a note of ~110 words on one core of the development machine (the loop it replaced: ~40 µs).

@@ -15,8 +15,8 @@ from ..errors import UsageError
 from ..model import Entry
 
 if TYPE_CHECKING:
-    from ..gitstore import Snapshot
-    from ..store import Store
+    from ..git.gitstore import Snapshot
+    from ..store.store import Store
 
 __all__ = ["Link", "Mark", "Provenance", "provenance", "timeline"]
 

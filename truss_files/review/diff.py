@@ -16,8 +16,13 @@ from typing import Any
 
 import pygit2
 
-from ..audit import audit
-from ..config import (
+from ..errors import EntryError, TrussError, UsageError
+from ..format.entryfile import parse
+from ..format.proposal import CORE_PATH, SELF_PATH
+from ..format.trailers import parse_trailers
+from ..git.gitstore import GitStore, Snapshot
+from ..model import LEGAL_TRANSITIONS, Entry, Trust
+from ..signing.config import (
     CONFIG_PATH,
     GIT_NAMESPACE,
     SIGNERS_PATH,
@@ -25,13 +30,8 @@ from ..config import (
     TrustPolicy,
     is_store_path,
 )
-from ..entryfile import parse
-from ..errors import EntryError, TrussError, UsageError
-from ..gitstore import GitStore, Snapshot
-from ..model import LEGAL_TRANSITIONS, Entry, Trust
-from ..proposal import CORE_PATH, SELF_PATH
 from ..signing.keyless import claimed
-from ..trailers import parse_trailers
+from ..trust.audit import audit
 from .textconv import reviewers, verdict_line
 
 # The audit's rules that make a trust move illegitimate.

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import TrustPolicy
-from ..entryfile import parse, serialize
 from ..errors import ConflictError, EntryError, KeylessError, TrussError
-from ..join import can_join, join
+from ..format.entryfile import parse, serialize
+from ..format.join import can_join, join
 from ..model import LEGAL_TRANSITIONS, TRUST_RULE, Entry, Trust
-from ..verdict import Verdict, check_verdict
+from ..signing.config import TrustPolicy
+from ..trust.verdict import Verdict, check_verdict
 
 # How far along the trust arrows a state is, within one verdict's lifetime.
 _PHASE = {Trust.UNVERIFIED: 0, Trust.VERIFIED: 1, Trust.REJECTED: 1, Trust.STALE: 2}

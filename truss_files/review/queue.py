@@ -20,19 +20,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..authority import may_retire
-from ..entryfile import parse
 from ..errors import TransitionError, UsageError
+from ..format.entryfile import parse
+from ..format.quorum import FAIL, PASS
+from ..format.trailers import parse_trailers
 from ..model import Entry, Kind, Trust, merged_notes
-from ..quorum import FAIL, PASS
 from ..signing import PublicKey
-from ..trailers import parse_trailers
+from ..trust.authority import may_retire
 
 if TYPE_CHECKING:
     import pygit2
 
-    from ..store import Skipped, Store
-    from ..verdict import Verdict
+    from ..store.store import Skipped, Store
+    from ..trust.verdict import Verdict
 
 __all__ = [
     "Decision",

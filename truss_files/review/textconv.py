@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..entryfile import parse
 from ..errors import EntryError
+from ..format.entryfile import parse
 from ..model import Entry
 
 ATTRIBUTES_LINE = "memories/**/*.md diff=truss merge=truss"

@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from .. import entryfile
 from ..errors import EntryError, NotFound, TrussError, UsageError
-from ..gitstore import Snapshot
+from ..format import entryfile
+from ..format.trailers import parse_trailers
+from ..format.views import entry_view
+from ..git.gitstore import Snapshot
 from ..model import Entry
-from ..trailers import parse_trailers
-from ..verdict import Verdict, check_verdict
-from ..views import entry_view
+from ..trust.verdict import Verdict, check_verdict
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.store import Store
 
 __all__ = ["LedgerCalls", "explain", "history", "resolve_ref"]
 

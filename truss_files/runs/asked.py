@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from ..gitdir import GitDir
+from ..git.gitdir import GitDir
 from .ledger import check_run_id
 
 __all__ = ["CONTAINMENT", "MIN_TOKENS", "SHINGLE", "containment", "echoes", "record_asked"]

@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import SignatureError, TrussError
-from ..trailers import parse_trailers
+from ..format.trailers import parse_trailers
 
 if TYPE_CHECKING:
     import pygit2
 
-    from ..config import TrustPolicy
     from ..signing import PublicKey
+    from ..signing.config import TrustPolicy
 
 PROVENANCE_MESSAGE = "memory memo missing matching signed provenance"
 MARK_FOLDER = "runs"
@@ -308,7 +308,7 @@ def check_reflog(repo: pygit2.Repository, ref: str, chain: Chain) -> None:
 def raise_mark(git_dir: Path, run_id: str, tip: str, seq: int) -> None:
     """Record ``tip`` as the newest call seen, unless a newer one is recorded already."""
     # The lock (gitlocks: random, a dataclass) is only for a durable run, not a cold read.
-    from ..gitlocks import flock
+    from ..git.gitlocks import flock
 
     path = mark_path(git_dir, run_id)
     with flock(git_dir, "runs.lock"):

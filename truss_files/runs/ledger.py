@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, NotFound, SignatureError, TrussError, UsageError
-from ..gitdir import GitDir
-from ..trailers import parse_trailers, stamp, trailers
+from ..format.trailers import parse_trailers, stamp, trailers
+from ..git.gitdir import GitDir
 from .chain import (
     Chain,
     Mark,
@@ -46,8 +46,8 @@ from .chain import (
 if TYPE_CHECKING:
     import pygit2
 
-    from ..store import Store
-    from ..tools.runcontext import RunContext
+    from ..store.store import Store
+    from .runcontext import RunContext
 
 RUN_REF_PREFIX = "refs/truss/runs/"
 CALL_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")

@@ -29,15 +29,15 @@ import json
 import os
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from ..authority import RunView
 from ..errors import Forbidden, SignatureError, TrussError, UsageError
-from ..gitdir import GitDir
-from ..trailers import stamp, trailers
+from ..format.trailers import stamp, trailers
+from ..git.gitdir import GitDir
+from ..trust.authority import RunView
 from .ledger import RUN_REF_PREFIX, RunLedger, check_run_id
 from .start import load_start
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.store import Store
 
 __all__ = [
     "CHILDREN_PREFIX",

@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final
 
 from ..errors import StoreError, UsageError
-from ..gitdir import GitDir
+from ..git.gitdir import GitDir
 from .ledger import check_run_id
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.store import Store
 
 __all__ = ["RunStart", "load_start", "start_run"]
 

@@ -18,8 +18,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ..config import TRUSTED_ROOT_PATH
 from ..errors import KeylessError
+from .config import TRUSTED_ROOT_PATH
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate

@@ -13,6 +13,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..runs.runcontext import Grant, RunContext, load_run_context
     from .dispatch import Call, Outcome, ToolSession
     from .registry import (
         Annotations,
@@ -23,10 +24,9 @@ if TYPE_CHECKING:
         all_tools,
         lookup,
     )
-    from .runcontext import Grant, RunContext, load_run_context
 
 _EXPORTS = {
-    **dict.fromkeys(("Grant", "RunContext", "load_run_context"), "runcontext"),
+    **dict.fromkeys(("Grant", "RunContext", "load_run_context"), ".runs.runcontext"),
     **dict.fromkeys(("Call", "Outcome", "ToolSession"), "dispatch"),
     **dict.fromkeys(
         ("Annotations", "Serving", "Tool", "ToolNotServed", "UnknownTool", "all_tools", "lookup"),
@@ -39,7 +39,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # once: later lookups find it without this function
     return value
 

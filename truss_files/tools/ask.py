@@ -43,26 +43,26 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ..authority import trainers
 from ..errors import ConfigError, NotFound, TrussError, UsageError
-from ..gitdir import GitDir
+from ..git.gitdir import GitDir
+from ..git.usage import record
 from ..model import Entry, Kind, Trust
 from ..recall.bounds import query_terms
 from ..recall.engine import search_snapshot
 from ..recall.pipeline import Filter
 from ..runs.asked import record_asked
 from ..runs.links import key_principal, run_view
-from ..usage import record
+from ..trust.authority import trainers
 from .query import recall_mode
 from .registry import Annotations, Tool, register
 from .schema import check_input, check_json
 from .scope import read_areas, require_context, source_event
 
 if TYPE_CHECKING:
-    from ..gitstore import Snapshot
-    from ..store import Store
+    from ..git.gitstore import Snapshot
+    from ..runs.runcontext import RunContext
+    from ..store.store import Store
     from .dispatch import Call
-    from .runcontext import RunContext
 
 __all__ = ["DEFAULT_BUDGET", "INPUT_SCHEMA", "ask"]
 

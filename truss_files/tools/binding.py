@@ -2,7 +2,7 @@
 
 To a model it is the installed anthropic SDK's ``BetaLocalFilesystemMemoryTool``: the same
 texts and errors, the same line numbering, sizes and two-level listings, file text kept byte
-for byte (trailing newline, CRLF). ``tests/test_binding_conformance.py`` runs the SDK's tool
+for byte (trailing newline, CRLF). ``tests/tools/test_binding_conformance.py`` runs the SDK's tool
 beside this one at test time and lists, in one place, the only differences allowed.
 
 The model sees files; the store keeps entries. A path names a kind and key: a first folder
@@ -35,8 +35,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import entryfile
 from ..errors import ConfigError, UsageError
+from ..format import entryfile
 from ..model import Entry, Kind, Trust, body_size
 from .dispatch import seq_of
 from .memory_paths import (
@@ -56,7 +56,7 @@ from .registry import Annotations, Tool, register
 from .write import commit_entries, is_tombstone, new_entry
 
 if TYPE_CHECKING:
-    from ..gitstore import Snapshot
+    from ..git.gitstore import Snapshot
     from .dispatch import Call
 
 MAX_LINES = 999_999  # the SDK's limit on a viewed file

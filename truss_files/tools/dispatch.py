@@ -16,16 +16,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import entryfile
-from ..authority import is_own, viewer
 from ..errors import TrussError, UsageError
-from ..gitdir import GitDir
+from ..format import entryfile
+from ..format.scope import Reader
+from ..git.gitdir import GitDir
 from ..model import Entry, Trust
 from ..runs.ledger import CALL_ID, RunLedger, check_run_id, memo_key
 from ..runs.links import link_run, mark_seen, run_view
-from ..scope import Reader
+from ..runs.runcontext import RunContext
+from ..trust.authority import is_own, viewer
 from .registry import Serving, Tool, UnknownTool
-from .runcontext import RunContext
 from .schema import check_input, check_json
 from .tipconfig import (
     ConfigLike,
@@ -36,11 +36,11 @@ from .tipconfig import (
 )
 
 if TYPE_CHECKING:
-    from ..authority import RunView
-    from ..gitstore import Snapshot
-    from ..settings import Settings
-    from ..store import Store
-    from ..writers import Writers
+    from ..config.settings import Settings
+    from ..git.gitstore import Snapshot
+    from ..store.store import Store
+    from ..trust.authority import RunView
+    from ..trust.writers import Writers
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class Call:
         snapshot through ``settings_for``, as the CLI's commands read it; before, at the branch
         tip through the cheap reader, so a cold read stays off pygit2."""
         # settings (and the panel policy it reads) load only when a call asks for them.
-        from ..settings import load_settings, settings_for
+        from ..config.settings import load_settings, settings_for
 
         session = self.session
         if self.store_open:
@@ -188,7 +188,7 @@ class Call:
     def writer_of(self, entry: Entry) -> str | None:
         """The principal whose verified signature added ``entry`` (``writers``)."""
         # writers checks signatures (config, gitstore, signing): only a run's own notes ask.
-        from ..writers import writers
+        from ..trust.writers import writers
 
         snap = self.snapshot()
         if self._writers is None:
@@ -498,6 +498,6 @@ def check_name(name: Any) -> None:
 
 def _open_store(path: str | os.PathLike[str]) -> Store:
     # The store (pygit2, cryptography, yaml) opens only when a call needs more than the index.
-    from ..store import Store
+    from ..store.store import Store
 
     return Store(path)

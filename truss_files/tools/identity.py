@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..proposal import MAX_IDENTITY
+from ..format.proposal import MAX_IDENTITY
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:

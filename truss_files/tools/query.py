@@ -23,10 +23,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import entryfile
 from ..errors import ConfigError, NotFound, UsageError
+from ..format import entryfile
+from ..format.views import entry_view
+from ..git.usage import record
 from ..model import Entry, Kind, Trust
-from ..readgate import refusal
 from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from ..recall.engine import (
     RecallResult,
@@ -36,8 +37,7 @@ from ..recall.engine import (
     search_snapshot,
 )
 from ..recall.pipeline import Filter
-from ..usage import record
-from ..views import entry_view
+from ..trust.readgate import refusal
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import Final
 from ..errors import UsageError
 from ..model import Entry, Layer
 from ..recall.pipeline import Area
-from .runcontext import RunContext
+from ..runs.runcontext import RunContext
 
 READ_LAYERS: Final = (Layer.TASK, Layer.TEAM, Layer.ENTERPRISE)
 # Event ids the platform itself uses (team decisions, gate results): no tool input may claim

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import ConfigError
-from ..gitdir import GitDir, Objects
+from ..git.gitdir import GitDir, Objects
 
 # Re-exported: the store check and the settings-layer probe live in storeprobe.py, which a
 # plain query imports alone.

@@ -49,9 +49,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from .. import entryfile
 from ..errors import NotFound, TrussError, UntrustedHistory, UsageError
-from ..gitdir import GitDir
+from ..format import entryfile
+from ..format.trailers import trailers
+from ..format.views import entry_view
+from ..git.gitdir import GitDir
 from ..model import (
     MAX_BODY,
     Entry,
@@ -63,14 +65,12 @@ from ..model import (
     check_key,
     normalize_body,
 )
-from ..readgate import check_write
 from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from ..recall.engine import Searcher, search_snapshot
 from ..recall.pipeline import Filter
 from ..recall.tokenize import tokenize
 from ..runs.asked import echoes
-from ..trailers import trailers
-from ..views import entry_view
+from ..trust.readgate import check_write
 from .registry import Annotations, Tool, register
 from .schema import check_input, check_json
 from .scope import (
@@ -87,10 +87,10 @@ from .scope import (
 from .write import TOMBSTONE_MARK
 
 if TYPE_CHECKING:
-    from ..gitstore import Plan, Snapshot
-    from ..store import Store
+    from ..git.gitstore import Plan, Snapshot
+    from ..runs.runcontext import RunContext
+    from ..store.store import Store
     from .dispatch import Call
-    from .runcontext import RunContext
 
 __all__ = ["CONSOLIDATE_AT", "INPUT_SCHEMA", "KINDS", "train"]
 
@@ -407,7 +407,7 @@ def _commit(
     """One signed commit adding ``entry``, unless a note for the same source is there;
     ``near``: the live note it is a near-duplicate of (``Truss-Consolidating``)."""
     # gitstore (pygit2) stays off the cold read path this module is on.
-    from ..gitstore import Plan
+    from ..git.gitstore import Plan
 
     found: list[Entry] = []
 

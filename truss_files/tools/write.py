@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..format.scope import stamp
 from ..model import (
     MAX_BODY,
     TOMBSTONE_MARK,
@@ -39,7 +40,6 @@ from ..model import (
     check_key,
     normalize_body,
 )
-from ..scope import stamp
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:

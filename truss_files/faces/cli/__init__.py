@@ -1,0 +1,1 @@
+"""The ``truss-files`` console script: one module per group of commands."""

@@ -1,0 +1,205 @@
+"""``truss-files query``: rank entries at or above a trust floor, from the recall index.
+
+The command every agent hook runs cold, so this module is the whole of what it loads beside
+the group: the recall engine, the views, and nothing of the store's write side. The settings
+layers and the store itself load only when a query needs them (a user config file, refs the
+tip reader cannot read); ``tests/faces/cli/test_cli_startup.py`` holds that.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ...format.scope import MEMORY_SCOPES, Reader
+from ...format.views import entry_text, entry_view
+from ...git.usage import record
+from ...model import Kind, Layer, Trust
+from ...recall.engine import RECALL_MODES, search
+from ...recall.pipeline import Filter
+from ...recall.related import shown_words
+from ...tools.storeprobe import has_layers_above_store, require_store, user_config_file
+from ...trust.readgate import refusal
+from .app import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
+from .output import FORMAT_OPTION, emit, want_json
+
+if TYPE_CHECKING:
+    from ...config.settings import Settings
+
+# The floors a query may ask for, highest first (rejected is never one).
+FLOORS = tuple(t.value for t in sorted(Trust, key=lambda t: -t.rank) if t is not Trust.REJECTED)
+
+
+@cli.command()
+@click.argument("text")
+@click.option("--kind", type=click.Choice(KINDS))
+@click.option("--key", "key_")
+@click.option("--min-trust", type=click.Choice(FLOORS), default="verified", show_default=True)
+@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(RECALL_MODES),
+    help="exact: BM25; semantic: embeddings; hybrid: both, fused by rank "
+    "(default: [recall] mode of the layered settings, as `config show` prints it).",
+)
+@click.option("--layer", type=click.Choice(LAYERS), help="Only entries of this layer.")
+@click.option("--agent", help="Read as this agent under [memory] scope (default: every scope).")
+@click.option("--project", help="Read as an agent of this project under [memory] scope.")
+@click.option(
+    "--scope",
+    type=click.Choice(MEMORY_SCOPES),
+    help="The memory scope to read under (default: [memory] scope in truss.toml).",
+)
+@FORMAT_OPTION
+@pass_ctx
+@handled
+def query(
+    obj: Ctx,
+    text: str,
+    kind: str | None,
+    key_: str | None,
+    min_trust: str,
+    limit: int,
+    mode: str | None,
+    layer: str | None,
+    agent: str | None,
+    project: str | None,
+    scope: str | None,
+    fmt: str | None,
+) -> None:
+    """Rank entries at or above a trust floor (BM25 statistics from those entries only).
+
+    Runs on the recall index cached under .git/truss/ (updated from the tree diff after
+    every write). semantic and hybrid need `pip install 'truss-files[semantic]'`.
+
+    \b
+    Example:
+      truss-files query "borrow checker await" --kind lesson
+      truss-files query "why are builds slow" --mode hybrid
+      truss-files query "release steps" --agent build-bot   # what build-bot may read
+    """
+    if not text.strip():  # as memory_query refuses it: an empty answer would read as "none"
+        raise click.UsageError('give words to look for, e.g. truss-files query "flaky ci"')
+    data, text_of = run_query(
+        obj.store_path or ".",
+        text,
+        kind=kind,
+        key=key_,
+        min_trust=min_trust,
+        limit=limit,
+        mode=mode,
+        layer=layer,
+        agent=agent,
+        project=project,
+        scope=scope,
+    )
+    emit(fmt, data, text_of)
+    note = None if want_json(fmt) else floor_note(data)
+    if note:
+        click.echo(note, err=True)
+
+
+def run_query(
+    store: str,
+    text: str,
+    *,
+    kind: str | None,
+    key: str | None,
+    min_trust: str,
+    limit: int,
+    mode: str | None,
+    layer: str | None = None,
+    agent: str | None = None,
+    project: str | None = None,
+    scope: str | None = None,
+) -> tuple[dict[str, Any], Callable[[Any], str]]:
+    """Run the query; return the JSON document and the function that renders it as text.
+
+    ``agent``/``project``/``scope`` read as that agent under ``memory.scope`` (``scope``
+    overrides the store's mode); with none of them, a person reads every scope. The recall
+    mode and memory scope not given come from the layered settings, as ``config show`` prints
+    them and the read tools use them."""
+    require_store(store)
+    floor = Trust.floor(min_trust)
+    settings = layered_settings(store, os.environ)
+    if settings is not None and mode is None:
+        mode = settings.recall_mode
+    reader = None
+    if agent is not None or project is not None or scope is not None:
+        if scope is None and settings is not None:
+            scope = settings.memory_scope
+        reader = Reader(scope, agent, project)  # mode None: the store's [memory] scope
+    flt = Filter(
+        min_trust=floor,
+        kind=Kind(kind) if kind else None,
+        key=key,
+        layers=frozenset({Layer(layer)}) if layer else None,
+        reader=reader,
+    )
+    # The layered policy.salience, as the read tools take it (None: truss.toml at the tip).
+    salience = settings.salience if settings is not None else None
+    result = search(store, text, flt, limit, gate=refusal, mode=mode, salience=salience)
+    hits = result.hits
+    record(store, [h.entry.id for h in hits], "cli")
+    data: dict[str, Any] = {
+        "recall_mode": result.mode,
+        "min_trust": floor.value,
+        "entries": [entry_view(h.entry, h.score) for h in hits],
+    }
+    if result.withheld:
+        data["withheld"] = result.withheld  # the history fails the audit: unverified only
+    if result.below_floor:
+        data["below_floor"] = result.below_floor
+    if result.related_words:  # also looked for, at half weight (recall/related.py)
+        data["related_words"] = shown_words(result.related_words, [h.entry.body for h in hits])
+    # keep-both-flagged leaves two verified entries on one key: reads must say so.
+    conflicts = result.conflicts
+    if conflicts:
+        data["conflicts"] = [c.to_dict() for c in conflicts]
+    flags = "".join(
+        f"\n\nconflict: {c.kind}/{c.key} is held by verified {', '.join(i[:12] for i in c.ids)}"
+        for c in conflicts
+    )
+
+    def render(_data: Any) -> str:
+        found = "\n\n".join(entry_text(h.entry, h.score) for h in hits)
+        note = f"\n\nwithheld: {result.withheld}" if result.withheld else ""
+        return (found or f"nothing at or above {floor.value} matches") + flags + note
+
+    return data, render
+
+
+def layered_settings(store: str, environ: Mapping[str, str]) -> Settings | None:
+    """truss.toml → user config → ``[agents.$TRUSS_AGENT]`` → ``$TRUSS_CONTRACT``, as the read
+    tools load them; None when no layer above truss.toml is in play (the engine then reads
+    truss.toml at the tip itself)."""
+    if not has_layers_above_store(environ):
+        return None
+    # tomllib and the settings layers: only when a layer above truss.toml is in play.
+    from ...config.settings import load_settings
+    from ...tools.tipconfig import tip_config
+
+    config = tip_config(store)
+    if config is None:  # refs this reader cannot read: ask the store
+        from ...facade import MemoryStore  # pygit2: only for refs the tip reader cannot read
+
+        raw: Mapping[str, Any] = MemoryStore(store).config().raw
+    else:
+        raw = config.raw
+    return load_settings(raw, environ=environ, global_path=user_config_file(environ))
+
+
+def floor_note(data: Mapping[str, Any]) -> str | None:
+    """What a text answer adds on stderr when nothing at the floor matched but entries below
+    it do: how many, and the option that shows them."""
+    below = data.get("below_floor")
+    if not below:
+        return None
+    floor = data.get("min_trust", "verified")
+    noun = "entry" if below == 1 else "entries"
+    return (
+        f"note: {below} {noun} below the {floor} floor match; see them with --min-trust unverified"
+    )

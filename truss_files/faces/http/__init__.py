@@ -1,0 +1,1 @@
+"""The HTTP face: the routes, their deadlines, the OpenAPI page, the factory."""

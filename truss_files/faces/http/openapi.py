@@ -1,0 +1,149 @@
+"""The OpenAPI document of the HTTP face, built from the tool registry's own schemas.
+
+The ask route's query parameters are memory.ask's input fields and the train route's body is
+memory.train's input schema, so the document cannot drift from what the handlers check. Each
+route lists every status the server answers with (``tests/faces/http/test_http.py`` checks them
+against real answers, and the schema-driven fuzz against the running server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...tools.registry import lookup
+
+VERSION = "1"
+
+_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+        }
+    },
+}
+
+_WHY = {
+    "401": "no token, an unknown token or an expired one",
+    "403": "the token lacks the route's scope, or is not bound to this task's tenant",
+    "404": "no such task in the task registry",
+    "408": "the body did not arrive in time",
+    "409": "the store kept moving under the write; try again",
+    "413": "the body is larger than the server takes",
+    "422": "the input is invalid; the message names the field",
+    "503": "memory or the server's configuration could not be read",
+}
+
+
+def _input_schema(tool_name: str) -> Mapping[str, Any]:
+    tool = lookup(tool_name)
+    if tool is None:
+        return {"type": "object"}
+    return tool.input_schema
+
+
+def _errors(*codes: str) -> dict[str, Any]:
+    return {
+        code: {
+            "description": _WHY[code],
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+        for code in codes
+    }
+
+
+def _query_parameters(schema: Mapping[str, Any]) -> list[dict[str, Any]]:
+    required = set(schema.get("required", ()))
+    out = []
+    for name, sub in schema.get("properties", {}).items():
+        param: dict[str, Any] = {
+            "name": name,
+            "in": "query",
+            "required": name in required,
+            "schema": dict(sub),
+        }
+        if "description" in sub:
+            param["description"] = sub["description"]
+        out.append(param)
+    return out
+
+
+def document(max_body: int) -> dict[str, Any]:
+    task = {
+        "name": "taskId",
+        "in": "path",
+        "required": True,
+        "description": "A task of the server's task registry: it gives the call's run context.",
+        "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"},
+    }
+    ok = {"description": "the tool's result", "content": {"application/json": {"schema": {}}}}
+    ask_schema = _input_schema("memory.ask")
+    train_schema = dict(_input_schema("memory.train"))
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "truss-files enterprise memory",
+            "version": VERSION,
+            "description": "memory.ask and memory.train of the tool registry, over HTTP. A "
+            'train the rules refuse is a 200 with "status": "failed". A train without a '
+            "source is idempotent on its Idempotency-Key header.",
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {"Error": _ERROR},
+        },
+        "paths": {
+            "/healthz": {
+                "get": {
+                    "summary": "liveness",
+                    "security": [],
+                    "responses": {"200": {"description": "the server is up"}},
+                }
+            },
+            "/openapi.json": {
+                "get": {
+                    "summary": "this document",
+                    "security": [],
+                    "responses": {"200": {"description": "OpenAPI 3.0"}},
+                }
+            },
+            "/v1/tasks/{taskId}/memory/ask": {
+                "get": {
+                    "operationId": "memory_ask",
+                    "summary": "memory.ask in the task's run context (scope tasks:read)",
+                    "security": [{"bearer": []}],
+                    "parameters": [task, *_query_parameters(ask_schema)],
+                    "responses": {"200": ok, **_errors("401", "403", "404", "422", "503")},
+                }
+            },
+            "/v1/tasks/{taskId}/memory/train": {
+                "post": {
+                    "operationId": "memory_train",
+                    "summary": "memory.train in the task's run context (scope tasks:write)",
+                    "security": [{"bearer": []}],
+                    "parameters": [
+                        task,
+                        {
+                            "name": "Idempotency-Key",
+                            "in": "header",
+                            "required": False,
+                            "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+                        },
+                    ],
+                    "requestBody": {
+                        "required": True,
+                        "description": f"memory.train's input; at most {max_body:,} bytes",
+                        "content": {"application/json": {"schema": train_schema}},
+                    },
+                    "responses": {
+                        "200": ok,
+                        **_errors("401", "403", "404", "408", "409", "413", "422", "503"),
+                    },
+                }
+            },
+        },
+    }

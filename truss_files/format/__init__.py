@@ -1,0 +1,1 @@
+"""Floor *format*: how an entry, a trailer, a proposal and a quorum are written."""

@@ -1,0 +1,1 @@
+"""Floor *git*: the repository under the store: objects, refs, locks, the work tree."""

@@ -1,0 +1,1 @@
+"""Floor *store*: writes and trust transitions, and what runs over them."""

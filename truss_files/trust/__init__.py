@@ -1,0 +1,1 @@
+"""Floor *trust*: who may do what, and whether the history says they did."""
