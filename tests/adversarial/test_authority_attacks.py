@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.script import run
 from truss_files.config.settings import (
     FREE,
     OPERATOR,
@@ -38,7 +37,6 @@ from truss_files.model import Trust
 from truss_files.signing import Ed25519Signer
 from truss_files.trust.audit import audit
 
-SCRIPT = Path(sys.executable).with_name("truss-files")
 CONFIG = "truss.toml"
 Commit = Callable[..., str]
 
@@ -91,19 +89,6 @@ def strict_toml(marks: Path) -> dict[str, Any]:
         if declared.authority == TIGHTEN:
             merge(out, nest(key, declared.examples[0]))
     return out
-
-
-def run(store: MemoryStore, key: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    where = Path(str(store.git.workdir))
-    done = subprocess.run(
-        [str(SCRIPT), "--store", str(where), "--key", str(where.parent / key), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
 
 
 def verify(store: MemoryStore, *extra: str, **env: str) -> tuple[int, dict[str, Any]]:

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.script import SCRIPT, run, truss
 from truss_files.errors import UsageError
 from truss_files.facade import MemoryStore
 from truss_files.format import entryfile
@@ -31,34 +30,8 @@ from truss_files.signing import Ed25519Signer
 from truss_files.trust.audit import audit
 from truss_files.trust.authority import is_check_name, require_check_names, resolve_check
 
-SCRIPT = Path(sys.executable).with_name("truss-files")
 AGENT = "agent@example.test"
 Commit = Callable[..., str]
-
-
-def run(
-    store: MemoryStore, key: str, *args: str, stdin: str | None = None, **env: str
-) -> subprocess.CompletedProcess[str]:
-    """``truss-files --store S --key K ARGS`` as a process, signing with the key file K."""
-    where = Path(str(store.git.workdir))
-    done = subprocess.run(
-        [str(SCRIPT), "--store", str(where), "--key", str(where.parent / key), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
-
-
-def truss(
-    store: MemoryStore, key: str, *args: str, stdin: str | None = None, **env: str
-) -> tuple[int, dict[str, Any]]:
-    """``run`` piped (JSON out): the exit status and the one object."""
-    done = run(store, key, *args, stdin=stdin, **env)
-    return done.returncode, json.loads(done.stdout)
 
 
 def steal(tmp_path: Path, loot: Path) -> str:

@@ -13,33 +13,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support import script
 from tests.support.recall_support import promote
 from truss_files.facade import MemoryStore
 from truss_files.model import Kind, Layer, Trust
 from truss_files.signing import Ed25519Signer
 from truss_files.trust.audit import audit
 
-SCRIPT = Path(sys.executable).with_name("truss-files")
 AGENT = "agent@example.test"
 
 
 def truss(store: MemoryStore, key: str, *args: str) -> tuple[int, Any]:
+    """The console script with a user config of its own (none by default)."""
     where = Path(str(store.git.workdir))
-    done = subprocess.run(
-        [str(SCRIPT), "--store", str(where), "--key", str(where.parent / key), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "TRUSS_CONFIG_DIR": str(where.parent / "config")},
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode, json.loads(done.stdout)
+    return script.truss(store, key, *args, TRUSS_CONFIG_DIR=str(where.parent / "config"))
 
 
 def test_a_task_note_naming_an_enterprise_note_as_merged_does_not_retire_it(

@@ -1,0 +1,41 @@
+"""The installed console script as an attacker or an operator runs it: a real process, one
+store, the key file named by ``--key`` (saved beside the store by the fixtures)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from truss_files.facade import MemoryStore
+
+SCRIPT = Path(sys.executable).with_name("truss-files")
+
+
+def run(
+    store: MemoryStore, key: str, *args: str, stdin: str | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``truss-files --store S --key K ARGS`` as a process, signing with the key file K;
+    whatever it does, it never prints a traceback."""
+    where = Path(str(store.git.workdir))
+    done = subprocess.run(
+        [str(SCRIPT), "--store", str(where), "--key", str(where.parent / key), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def truss(
+    store: MemoryStore, key: str, *args: str, stdin: str | None = None, **env: str
+) -> tuple[int, Any]:
+    """``run`` piped (JSON out): the exit status and the one object it printed."""
+    done = run(store, key, *args, stdin=stdin, **env)
+    return done.returncode, json.loads(done.stdout)
