@@ -1,6 +1,6 @@
 """The Anthropic SDK adapter's public path; it lives in ``faces/anthropic_adapter.py``.
 
-Kept as a public import path (issue 38); nothing else lives here.
+Kept as a public import path; nothing else lives here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ASGI factory's public path (``uvicorn --factory truss_files.http:create_app``);
 it lives in ``faces/http/factory.py``.
 
-Kept as a public import path (issue 38); nothing else lives here.
+Kept as a public import path; nothing else lives here.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ registry's ``memory`` tool — so the model gets the same texts, the same govern
 (unverified, delete and rename as tombstones) and the same strict paths as every other face.
 A refusal is raised as the SDK's ``ToolError``; the runner turns it into ``is_error``. The texts
 are those of the SDK's own ``BetaLocalFilesystemMemoryTool``
-(``tests/tools/test_binding_conformance.py`` compares them at test time), plus the three trust marks
-of CONTRACTS.md.
+(``tests/tools/test_binding_conformance.py`` compares them at test time), plus the three trust
+marks agents are promised (the README's memory tool section).
 
 The tool is one run: its own unverified writes are visible to it. Pass ``run_id`` (and
 ``durable=True``) to record every call on ``refs/truss/runs/<run_id>``. ``agent`` and

@@ -1,4 +1,4 @@
-"""How an entry looks outside the library: the JSON shape of CONTRACTS.md, and a text form."""
+"""How an entry looks outside the library: the JSON shape tools return, and a text form."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def verdict_summary(verified_by: Any) -> dict[str, Any] | None:
 
 
 def entry_view(entry: Entry, score: float | None = None, *, full: bool = False) -> dict[str, Any]:
-    """The entry object of memory_query / memory_view (CONTRACTS.md)."""
+    """The entry object of memory_query / memory_view (the shape agents depend on)."""
     data: dict[str, Any] = {
         "id": entry.id,
         "kind": entry.kind.value,

@@ -89,7 +89,7 @@ class Pending:
     votes: tuple[Vote, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        """The shape of CONTRACTS.md ("The review queue")."""
+        """The queue as ``review --format json`` prints it (a shape harnesses depend on)."""
         e = self.entry
         return {
             "id": e.id,

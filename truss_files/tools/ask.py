@@ -1,4 +1,4 @@
-"""memory.ask: what this run's task, team and enterprise know about a purpose (CONTRACTS.md).
+"""memory.ask: what this run's task, team and enterprise know about a purpose.
 
 Public entry point, served by the tool registry (``memory.ask`` / ``memory_ask``) and by the
 HTTP face::

@@ -17,7 +17,7 @@ name one entry (``lesson/x.md`` and ``lessons/x.md``) are one file at a time: cr
 second is refused with the first's path.
 
 What a run sees: verified entries, plus its own unverified writes, marked with the only three
-marks CONTRACTS.md allows (`` [unverified]`` after a listing line, ``[unverified] `` before a
+marks agents are promised (`` [unverified]`` after a listing line, ``[unverified] `` before a
 file's header, one closing paragraph of a listing). Among several of one key the newest wins;
 a tombstone that wins hides the key. Every write (create, str_replace, insert) makes a new
 unverified entry; delete and rename write tombstones (and a moved copy) that take effect for

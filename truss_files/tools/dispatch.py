@@ -63,7 +63,7 @@ class Outcome:
 
     @property
     def payload(self) -> dict[str, Any]:
-        """The JSON object of CONTRACTS.md: the result, or ``{"error": {...}}``."""
+        """The one JSON object a tool call prints: the result, or ``{"error": {...}}``."""
         if self.error is not None:
             return {"error": dict(self.error)}
         return dict(self.result or {})

@@ -1,4 +1,4 @@
-"""The read tools: memory_query, memory_view and read_memory (CONTRACTS.md).
+"""The read tools: memory_query, memory_view and read_memory.
 
 Read-only: they never create, edit, promote, reject or stale an entry. Both default to
 ``min_trust: verified``; a caller may widen to stale or unverified, never to rejected. Inside
@@ -88,7 +88,7 @@ _VIEW_PROPS: dict[str, Any] = {
 }
 
 
-# Result shapes (MCP's outputSchema), as CONTRACTS.md gives them; optional fields may be added.
+# Result shapes (MCP's outputSchema), which agents depend on; optional fields may be added.
 _STRING_OR_NULL = {"type": ["string", "null"]}
 _ENTRY_OUT: dict[str, Any] = {
     "type": "object",

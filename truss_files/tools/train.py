@@ -1,4 +1,4 @@
-"""memory.train: store one note from an event, once (CONTRACTS.md).
+"""memory.train: store one note from an event, once.
 
 Public entry point, served by the tool registry (``memory.train`` / ``memory_train``) and by
 the HTTP face::

@@ -117,7 +117,7 @@ def commit_entries(call: Call, entries: Sequence[Entry], summary: str) -> Writte
 
 def write_memory(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     """``{"id", "trust"}``, plus ``verification`` and ``note`` when the policy is eager for
-    this kind (CONTRACTS.md: extended by optional fields only). ``trust`` is the entry's
+    this kind (a shape agents depend on: extended by optional fields only). ``trust`` is the entry's
     trust once the write is done: unverified, unless an eager panel already decided."""
     kind = Kind.parse(inp["kind"])
     entry = new_entry(call, kind, inp["key"], inp["body"])
