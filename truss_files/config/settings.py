@@ -94,7 +94,7 @@ from .policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_n
 
 if TYPE_CHECKING:
     from ..git.gitstore import Snapshot
-    from ..signing.config import StoreConfig
+    from ..signing.trustpolicy import StoreConfig
 
 
 class Configured(Protocol):
