@@ -41,7 +41,7 @@ def check_principal(principal: str) -> str:
     return principal
 
 
-def read_layer(snap: Snapshot, name: str, path: str) -> SystemBlock:
+def read_block(snap: Snapshot, name: str, path: str) -> SystemBlock:
     data = snap.read(path)
     if data is None:
         return SystemBlock(name, path, "", missing=True)
@@ -59,8 +59,8 @@ def read_layer(snap: Snapshot, name: str, path: str) -> SystemBlock:
 
 def identity_layers(snap: Snapshot, principal: str | None) -> list[SystemBlock]:
     """L0 core, L0 self and (when a principal is named) L1, in that order."""
-    layers = [read_layer(snap, "L0 core", CORE_PATH), read_layer(snap, "L0 self", SELF_PATH)]
+    layers = [read_block(snap, "L0 core", CORE_PATH), read_block(snap, "L0 self", SELF_PATH)]
     if principal is not None:
         path = f"principals/{check_principal(principal)}.md"
-        layers.append(read_layer(snap, "L1 principal", path))
+        layers.append(read_block(snap, "L1 principal", path))
     return layers
