@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from truss_files.facade import MemoryStore
-from truss_files.signing.config import SIGNERS_PATH
+from truss_files.signing.trustpolicy import SIGNERS_PATH
 from truss_files.trust.audit import audit
 
 from .common import (

@@ -36,7 +36,7 @@ from truss_files.faces.server.tokens import new_token
 from truss_files.git.gitstore import Plan, Snapshot
 from truss_files.model import Entry, Kind, Layer, Trust
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
-from truss_files.signing.config import CONFIG_PATH, SIGNERS_PATH
+from truss_files.signing.trustpolicy import CONFIG_PATH, SIGNERS_PATH
 
 from .bench_cli import console_script
 from .common import (

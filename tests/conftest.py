@@ -23,7 +23,7 @@ import pytest
 from truss_files.facade import MemoryStore
 from truss_files.git.gitstore import Identity, Plan, Snapshot
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
-from truss_files.signing.config import CONFIG_PATH, SIGNERS_PATH
+from truss_files.signing.trustpolicy import CONFIG_PATH, SIGNERS_PATH
 from truss_files.store.initstore import init_store
 
 GIT_ENV = {

@@ -1,4 +1,4 @@
-"""The public import paths that outlived issue 38's move: each is the face's own object."""
+"""The public import paths that outlived the move to one folder per floor: each is its face's."""
 
 from __future__ import annotations
 

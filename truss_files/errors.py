@@ -7,10 +7,15 @@ with ``raise ... from exc``.
     TrussError
     ├── UsageError            bad input from a person or a tool call (exit 1 / code "invalid_input")
     │   ├── NotFound          no entry, commit or key by that name
-    │   └── BadCursor         a context/delta cursor that is garbage, damaged or foreign
+    │   │   └── UnknownTool   a tool name no face serves
+    │   ├── BadCursor         a context/delta cursor that is garbage, damaged or foreign
+    │   ├── BindingError      a memory-tool call the SDK's binding refuses, in the SDK's words
+    │   ├── NoRunContext      a tool that needs a run context called without one
+    │   └── ToolNotServed     a tool this store's truss.toml does not turn on
     ├── EntryError            an entry file that does not parse or validate (names file + field)
     ├── SignatureError        a signature that does not verify, or a signer without the role
-    │   └── KeylessError      a sigstore bundle that does not verify (``rule`` names the check)
+    │   ├── KeylessError      a sigstore bundle that does not verify (``rule`` names the check)
+    │   └── ProvenanceError   a run's memo without a matching signed ledger entry
     ├── VerdictError          a verdict that is invalid for the entry it is applied to
     ├── TransitionError       a trust change the state machine does not allow
     ├── ConflictError         the store moved under us, or a work tree path has local edits
@@ -18,10 +23,14 @@ with ``raise ... from exc``.
     ├── Forbidden             a write the signing key's roles do not allow (layer, author)
     ├── UntrustedHistory      a read above unverified from a history the audit rejects
     ├── IndexUnavailable      a recall cache that is damaged and cannot be rebuilt right now
+    │   └── FloorError        one trust floor's index is missing, damaged or at another commit
     ├── StoreError            anything else about the repository (not a store, corrupt object)
     │   └── RepositoryDamaged a truncated index or pack, a malformed ref: git fsck / repair
     └── AccessError           an HTTP request without a valid token (401) or its scope (403)
         └── ScopeError        a valid token that lacks the scope the route needs
+
+Each error has its own ``code``; the HTTP face may answer several with one status and code
+(a missing token scope and a refused tenant are both 403 ``forbidden`` there).
 """
 
 from __future__ import annotations
@@ -47,6 +56,26 @@ class NotFound(UsageError):
 
 class BadCursor(UsageError):
     code = "bad_cursor"
+
+
+class UnknownTool(NotFound):
+    code = "unknown_tool"
+
+
+class BindingError(UsageError):
+    """An error the memory tool reports, worded as the SDK words it."""
+
+    def __init__(self, message: str, code: str = "invalid_input") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class NoRunContext(UsageError):
+    code = "no_run_context"
+
+
+class ToolNotServed(UsageError):
+    code = "tool_not_served"
 
 
 class EntryError(TrussError):
@@ -102,6 +131,11 @@ class IndexUnavailable(TrussError):
     code = "index_unavailable"
 
 
+class FloorError(IndexUnavailable):
+    """A floor index that is missing, damaged, planted (a link) or at another commit than
+    the index head says: rebuild (``IndexUnavailable`` if it escapes the rebuild)."""
+
+
 class StoreError(TrussError):
     code = "store"
 
@@ -122,7 +156,7 @@ class AccessError(TrussError):
 class ScopeError(AccessError):
     """A valid token without the scope a route needs: the HTTP face answers 403."""
 
-    code = "forbidden"
+    code = "insufficient_scope"
 
 
 class KeylessError(SignatureError):
@@ -134,3 +168,16 @@ class KeylessError(SignatureError):
         super().__init__(f"[{rule}] {message}")
         self.rule = rule
         self.detail = message
+
+
+PROVENANCE_MESSAGE = "memory memo missing matching signed provenance"
+
+
+class ProvenanceError(SignatureError):
+    """A memo without a matching signed ledger entry; ``detail`` says which check failed."""
+
+    code = "memo_provenance"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(PROVENANCE_MESSAGE)
+        self.detail = detail

@@ -23,7 +23,7 @@ from truss_files.format import entryfile
 from truss_files.git.gitstore import Identity
 from truss_files.model import MAX_BODY, Entry, Kind, Trust
 from truss_files.signing import Ed25519Signer
-from truss_files.signing.config import CONFIG_PATH, SIGNERS_PATH
+from truss_files.signing.trustpolicy import CONFIG_PATH, SIGNERS_PATH
 from truss_files.trust.audit import audit
 
 Commit = Callable[..., str]

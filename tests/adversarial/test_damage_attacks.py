@@ -30,7 +30,7 @@ import pytest
 from tests.support.http_support import Served, served_fixture  # noqa: F401 - the fixture
 from tests.support.recall_support import commit_toml, mixed_store
 from truss_files.facade import MemoryStore
-from truss_files.signing.config import CONFIG_PATH
+from truss_files.signing.trustpolicy import CONFIG_PATH
 
 SCRIPT = Path(sys.executable).with_name("truss-files")
 QUERY = "flaky CI network tests retry postgres"

@@ -36,7 +36,7 @@ from tests.support.extras import needs_minilm
 from tests.support.http_support import Answer, Served, served_fixture  # noqa: F401 - the fixture
 from tests.support.recall_support import commit_toml
 from truss_files.facade import MemoryStore
-from truss_files.signing.config import CONFIG_PATH
+from truss_files.signing.trustpolicy import CONFIG_PATH
 
 pytest.importorskip("uvicorn")
 

@@ -36,7 +36,7 @@ from truss_files.identity import changes as ident
 from truss_files.identity.amend import propose
 from truss_files.identity.principals import set_principal
 from truss_files.signing import Ed25519Signer
-from truss_files.signing.config import CONFIG_PATH
+from truss_files.signing.trustpolicy import CONFIG_PATH
 from truss_files.tools.dispatch import ToolSession
 from truss_files.trust.audit import audit
 from truss_files.trust.verdict import sign_verdict

@@ -22,9 +22,10 @@ from typing import Any
 import pygit2
 import pytest
 
+from truss_files.errors import PROVENANCE_MESSAGE
 from truss_files.facade import MemoryStore
 from truss_files.format.trailers import trailers
-from truss_files.runs.chain import PROVENANCE_MESSAGE, mark_path, read_mark
+from truss_files.runs.chain import mark_path, read_mark
 from truss_files.runs.ledger import (
     RUN_REF_PREFIX,
     LedgerEntry,
@@ -547,7 +548,7 @@ _READER = """
 import sys
 from truss_files.facade import MemoryStore
 from truss_files.runs.ledger import RunLedger
-from truss_files.runs.chain import ProvenanceError
+from truss_files.errors import ProvenanceError
 for _ in range(int(sys.argv[3])):
     try:
         RunLedger(MemoryStore(sys.argv[1]), sys.argv[2]).verified()

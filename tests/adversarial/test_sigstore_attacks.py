@@ -36,7 +36,7 @@ from truss_files.facade import MemoryStore
 from truss_files.format import entryfile
 from truss_files.model import Entry, Kind, Trust
 from truss_files.signing import Ed25519Signer, keyless
-from truss_files.signing.config import TRUSTED_ROOT_PATH
+from truss_files.signing.trustpolicy import TRUSTED_ROOT_PATH
 from truss_files.store.store import _with_trust
 from truss_files.trust.attest import NOTES_REF, attest, payload, read_notes
 from truss_files.trust.audit import audit

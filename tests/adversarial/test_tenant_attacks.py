@@ -324,7 +324,7 @@ def test_a_semantic_ask_never_ranks_over_another_tenants_admitted_notes(
     (``Searcher.admitted``). Asked by one tenant and then another, in turn, the kept list must
     be the asker's own: evilcorp never gets acme's note, acme keeps getting it."""
     from tests.support.recall_support import commit_toml
-    from truss_files.signing.config import CONFIG_PATH
+    from truss_files.signing.trustpolicy import CONFIG_PATH
 
     text = (store.snapshot().read(CONFIG_PATH) or b"").decode()
     assert 'mode = "exact"' in text

@@ -27,7 +27,7 @@ from truss_files.identity.principals import set_principal, show_principal
 from truss_files.review.diff import change_set
 from truss_files.review.render import to_text
 from truss_files.signing import Ed25519Signer
-from truss_files.signing.config import CONFIG_PATH
+from truss_files.signing.trustpolicy import CONFIG_PATH
 from truss_files.store.initstore import CORE_TEMPLATE
 from truss_files.tools.dispatch import ToolSession
 from truss_files.trust.audit import audit

@@ -350,7 +350,7 @@ def test_hybrid_fuses_both_rankings(store: MemoryStore) -> None:
 
 @needs_minilm
 def test_mode_from_truss_toml(store: MemoryStore) -> None:
-    from truss_files.signing.config import CONFIG_PATH
+    from truss_files.signing.trustpolicy import CONFIG_PATH
 
     promote(store, store.write("fact", "db", "Postgres 16 in production."))
     text = (store.snapshot().read(CONFIG_PATH) or b"").decode()

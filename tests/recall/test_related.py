@@ -137,7 +137,7 @@ def test_a_related_word_finds_the_note_that_says_it_another_way(store: MemorySto
 
 
 def test_related_words_can_be_turned_off(store: MemoryStore) -> None:
-    from truss_files.signing.config import CONFIG_PATH
+    from truss_files.signing.trustpolicy import CONFIG_PATH
 
     promote(store, store.write("fact", "reset", TARGET))
     text = (store.snapshot().read(CONFIG_PATH) or b"").decode()

@@ -22,7 +22,7 @@ from truss_files.git.gitstore import Snapshot
 from truss_files.model import Kind, Trust
 from truss_files.review.queue import decide, pending
 from truss_files.signing import Ed25519Signer
-from truss_files.signing.config import CONFIG_PATH
+from truss_files.signing.trustpolicy import CONFIG_PATH
 
 EXE = str(Path(sys.executable).with_name("truss-files"))
 CONTRACT_KEYS = {

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tests.support.tools_support import call, cli, out, promote
+from truss_files.errors import PROVENANCE_MESSAGE
 from truss_files.facade import MemoryStore
 from truss_files.format.trailers import parse_trailers, trailers
-from truss_files.runs.chain import PROVENANCE_MESSAGE
 from truss_files.runs.ledger import (
     RUN_REF_PREFIX,
     LedgerEntry,

@@ -31,7 +31,7 @@ from truss_files.facade import MemoryStore
 from truss_files.faces.cli.app import cli
 from truss_files.model import Kind, Trust
 from truss_files.signing import Ed25519Signer
-from truss_files.signing.config import TRUSTED_ROOT_PATH
+from truss_files.signing.trustpolicy import TRUSTED_ROOT_PATH
 from truss_files.store.operators import grant_role
 from truss_files.store.sync import sync
 from truss_files.trust.attest import NOTES_REF, attest, read_notes

@@ -16,7 +16,7 @@ from truss_files.faces.cli.main import cli
 from truss_files.format.proposal import SELF_PATH
 from truss_files.git.gitstore import GitStore
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
-from truss_files.signing.config import CONFIG_PATH, SIGNERS_PATH, StoreConfig
+from truss_files.signing.trustpolicy import CONFIG_PATH, SIGNERS_PATH, StoreConfig
 from truss_files.store.initstore import CORE_PATH, init_store
 from truss_files.trust.audit import audit
 from truss_files.trust.trustroot import ROOT_CONFIG, find_root, pinned_root

@@ -19,7 +19,7 @@ from truss_files.faces.cli.app import cli
 from truss_files.faces.hooks import install_hooks
 from truss_files.format.trailers import parse_trailers
 from truss_files.signing import Ed25519Signer
-from truss_files.signing.config import CONFIG_PATH, SIGNERS_PATH
+from truss_files.signing.trustpolicy import CONFIG_PATH, SIGNERS_PATH
 from truss_files.store.operators import set_roles
 from truss_files.trust.audit import audit
 

@@ -262,7 +262,7 @@ KINDS = (None, Kind.LESSON, Kind.DECISION)
 
 def commit_toml(store: MemoryStore, text: str) -> None:
     """``text`` as the store's truss.toml, in one operator-signed commit."""
-    from truss_files.signing.config import CONFIG_PATH
+    from truss_files.signing.trustpolicy import CONFIG_PATH
 
     done = store.git.apply(
         lambda _snap: Plan({CONFIG_PATH: text.encode()}, "truss: config\n\nTruss-Op: config"),

@@ -9,9 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.tools_support import configure, content, error, memory, promote
+from truss_files.errors import BindingError
 from truss_files.facade import MemoryStore
 from truss_files.model import Kind, Trust
-from truss_files.tools.binding import MAX_PATH, BindingError, parse_path
+from truss_files.tools.binding import MAX_PATH, parse_path
 from truss_files.tools.write import TOMBSTONE_MARK, is_tombstone
 
 LESSON = "Retry flaky network tests once.\nThen file a bug.\nLink the CI run."

@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.tools_support import cli, configure, out
 from truss_files.facade import MemoryStore
-from truss_files.signing.config import StoreConfig
+from truss_files.signing.trustpolicy import StoreConfig
 from truss_files.tools import Serving, ToolSession, all_tools, lookup
 from truss_files.tools.schema import check_input, export
 

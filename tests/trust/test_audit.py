@@ -17,7 +17,7 @@ from truss_files.format import entryfile
 from truss_files.git.gitstore import GitStore, Identity, Snapshot
 from truss_files.model import Entry, Kind, Provenance, Trust
 from truss_files.signing import Ed25519Signer
-from truss_files.signing.config import is_store_path
+from truss_files.signing.trustpolicy import is_store_path
 from truss_files.store.initstore import CORE_PATH
 from truss_files.trust.audit import AuditReport, audit, check_commit
 from truss_files.trust.verdict import sign_verdict

@@ -94,7 +94,7 @@ from .policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_n
 
 if TYPE_CHECKING:
     from ..git.gitstore import Snapshot
-    from ..signing.config import StoreConfig
+    from ..signing.trustpolicy import StoreConfig
 
 
 class Configured(Protocol):
@@ -694,7 +694,7 @@ class Settings:
     layers: tuple[str, ...] = ()
     agent: str | None = None
     contract: str | None = None
-    # What the signed layers alone set (truss.toml and its [agents.NAME] table): the floor
+    # What the signed layers alone set (truss.toml and its [agents.NAME] table): the minimum
     # the unsigned layers may only tighten, and whose reviewers the quorum decides over.
     signed: Mapping[str, Value] = field(default_factory=dict)
 
@@ -899,7 +899,7 @@ def load_settings(
 ) -> Settings:
     """Merge the layers: default → store → global → agent → contract.
 
-    The signed layers (truss.toml and its ``[agents.NAME]`` table) set the floor: an unsigned
+    The signed layers (truss.toml and its ``[agents.NAME]`` table) set the minimum: an unsigned
     layer that sets a key of authority ``operator``, or loosens a ``tighten`` key below the
     signed value, is a ``ConfigError`` naming its file, the key, the signed value and what
     the layer may do."""
@@ -921,10 +921,10 @@ def load_settings(
         layers.append((str(cpath), read_layer(_load_toml(cpath, "contract file"), str(cpath))))
 
     signed = _merged(layer for source, layer in layers if signed_source(source))
-    floor = Settings(signed, signed=signed)
+    minimum = Settings(signed, signed=signed)
     for source, layer in layers:
         if not signed_source(source):
-            _refuse_loosening(source, layer, signed, floor)
+            _refuse_loosening(source, layer, signed, minimum)
     values = _merged(layer for _, layer in layers)
     names = tuple(source for source, _ in layers)
     return Settings(values, names, agent, str(contract) if contract else None, signed)
@@ -956,7 +956,7 @@ def _merged(layers: Iterable[Mapping[str, Value]]) -> dict[str, Value]:
 
 
 def _refuse_loosening(
-    source: str, layer: Mapping[str, Value], signed: Mapping[str, Value], floor: Settings
+    source: str, layer: Mapping[str, Value], signed: Mapping[str, Value], minimum: Settings
 ) -> None:
     """Raise when the unsigned ``layer`` loosens a ``tighten`` key below the signed value
     (the built-in default where truss.toml sets none)."""
@@ -968,14 +968,14 @@ def _refuse_loosening(
         if declared is None or declared.loosens is None:
             continue
         if key == "panel.reviewers.default":
-            held: Any = floor.get(key) or ()
-            where = floor.source(key)
+            held: Any = minimum.get(key) or ()
+            where = minimum.source(key)
         elif key.startswith("panel.reviewers."):
             kind = key.removeprefix("panel.reviewers.")
-            held, where = floor.reviewers_for(kind), floor.reviewers_source(kind)
+            held, where = minimum.reviewers_for(kind), minimum.reviewers_source(kind)
         else:
-            held, where = floor.get(key), floor.source(key)
-        said = declared.loosens(view[key].value, held, floor)
+            held, where = minimum.get(key), minimum.source(key)
+        said = declared.loosens(view[key].value, held, minimum)
         if said is not None:
             held_by = (
                 f"the built-in {render_value(held)}, which truss.toml leaves in place"

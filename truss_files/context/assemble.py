@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import NotFound, StoreError, UsageError
 from ..format.scope import Reader
-from ..identity.layers import Layer, check_principal, identity_layers
+from ..identity.layers import SystemBlock, check_principal, identity_layers
 from ..model import Entry, Kind, Trust
 from ..runs.ledger import check_run_id
 from ..runs.links import children, key_principal, link_run
@@ -97,7 +97,7 @@ class Prefix:
     start: RunStart
     new_run: bool
     tools: tuple[Tool, ...]
-    system: tuple[Layer, ...]
+    system: tuple[SystemBlock, ...]
     goals: tuple[Entry, ...]
     tail: tuple[Entry, ...]
     commit: str  # the tip the messages were read at
@@ -238,7 +238,7 @@ class Prefix:
 
 def _start_pieces(
     store: Store, start: RunStart, fmt: str | None, model: str | None
-) -> tuple[tuple[Tool, ...], tuple[Layer, ...], str]:
+) -> tuple[tuple[Tool, ...], tuple[SystemBlock, ...], str]:
     """Tools and system as of the run's start commit, and the name of the instruction the
     system carries for ``fmt`` and ``model`` (``instruction.pick``)."""
     snap = store.snapshot(start.commit)
@@ -248,7 +248,7 @@ def _start_pieces(
         BUILT_IN,
         start.instruction,
     )
-    layers.append(Layer("memory", None, text))
+    layers.append(SystemBlock("memory", None, text))
     return tools, tuple(layers), name
 
 

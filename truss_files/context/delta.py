@@ -26,13 +26,16 @@ if TYPE_CHECKING:
     from ..format.scope import Reader
     from ..store.store import Store
 
-__all__ = ["Change", "Delta", "delta_since"]
+__all__ = ["TrustChange", "Delta", "delta_since"]
 
 NOT_L2: Final = frozenset({Kind.GOAL, Kind.SCRATCH})
 
 
 @dataclass(frozen=True)
-class Change:
+class TrustChange:
+    """An entry that became or stopped being verified, or was superseded, since the cursor:
+    its trust before and after (None on the side where it did not exist)."""
+
     id: str
     kind: str
     key: str
@@ -53,7 +56,7 @@ class Change:
 class Delta:
     cursor: str
     since: str
-    changes: tuple[Change, ...]
+    changes: tuple[TrustChange, ...]
 
     def to_dict(self) -> dict[str, Any]:
         return {"cursor": self.cursor, "changes": [c.to_dict() for c in self.changes]}
@@ -74,7 +77,7 @@ def delta_since(store: Store, cursor: str, *, reader: Reader | None = None) -> D
     repo = store.git.repo
     old_tree = store.git.snapshot(since).tree_id("memories")
     new_tree = snap.tree_id("memories")
-    changes: list[Change] = []
+    changes: list[TrustChange] = []
     if old_tree != new_tree:
         empty = repo.TreeBuilder().write()
         old_obj = repo[old_tree or empty].peel(pygit2.Tree)
@@ -92,7 +95,7 @@ def delta_since(store: Store, cursor: str, *, reader: Reader | None = None) -> D
             if reader is not None and not reader.sees(entry.scope):
                 continue
             changes.append(
-                Change(
+                TrustChange(
                     entry.id,
                     entry.kind.value,
                     entry.key,

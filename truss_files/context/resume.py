@@ -27,7 +27,7 @@ from ..git.gitdir import GitDir
 from ..model import Trust
 from ..runs.ledger import check_run_id
 from .cursor import encode
-from .delta import Change, delta_since
+from .delta import TrustChange, delta_since
 
 if TYPE_CHECKING:
     from ..format.scope import Reader
@@ -43,7 +43,7 @@ BODY_CHARS: Final = 2000  # one changed entry's body in the block; the entry hol
 
 
 @dataclass(frozen=True)
-class Changed(Change):
+class Changed(TrustChange):
     """One change of a resume's delta: as ``delta`` names it, plus the body when verified."""
 
     body: str | None = None

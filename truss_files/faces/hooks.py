@@ -35,7 +35,7 @@ import pygit2
 from ..errors import StoreError, UsageError
 from ..git.gitstore import GitStore, Snapshot
 from ..git.recovery import history_versions, orphans
-from ..signing.config import SIGNERS_PATH, is_store_path
+from ..signing.trustpolicy import SIGNERS_PATH, is_store_path
 from ..trust.attest import NOTES_REF, notes_of
 from ..trust.audit import Violation, check_commit, check_commits, check_note
 from ..trust.trustroot import ROOT_CONFIG, find_root, pinned_root

@@ -60,7 +60,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from ..errors import NotFound, TransitionError, TrussError, UsageError
 from ..model import Kind, Trust
-from ..review.belief import provenance, timeline
+from ..review.history import provenance, timeline
 from ..review.page import CSP, entry_page, error_page, index_page
 from ..review.queue import Queue, decide, pending
 

@@ -6,7 +6,7 @@ only plain YAML (no tags, no anchors or aliases), only known fields with the rig
 an ``id`` that matches the content. Every error names the file, the field and the fix.
 
 ``parse`` is the one parser. It tries the canonical layout first (``entryscan``: what
-``serialize`` writes, matched by one strict pattern, ~10x faster than YAML, and handed on
+``serialize`` writes, matched by one strict pattern, much faster than YAML, and handed on
 whenever anything is unusual), then YAML, which judges every other file and names its errors:
 both give the same ``Entry``, or both refuse (``tests/format/test_entryscan.py``). PyYAML is
 imported on the slow path and by ``serialize`` only (``_yaml``), so importing this module and

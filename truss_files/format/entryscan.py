@@ -1,11 +1,11 @@
 """The fast path of ``entryfile.parse``: canonical entry files read without YAML.
 
-Building the index at 100k entries cannot afford ``entryfile.parse`` (~0.3-0.4 ms per
-unverified file and ~0.6-0.85 ms per verified one, nearly all of it YAML: ~60 s). Files written
-by truss-files are canonical (``entryfile.serialize``), so ``canonical`` matches that one layout
-with a single strict pattern plus per-field checks (~30-45 µs a file, content address
-included: ~10x faster) and hands anything else back (None) to ``entryfile.parse``'s YAML --
-which also raises the error for a file that is not an entry at all. Either way the result is
+Building the index of a large store cannot afford ``entryfile.parse`` for every file: nearly
+all of its time is YAML. Files written by truss-files are canonical (``entryfile.serialize``),
+so ``canonical`` matches that one layout with a single strict pattern plus per-field checks
+(content address included; the figures are in ``docs/measured.md``) and hands anything else
+back (None) to ``entryfile.parse``'s YAML -- which also raises the error for a file that is
+not an entry at all. Either way the result is
 the same ``Entry``; ``tests/format/test_entryscan.py`` checks that property on generated and on
 hostile files.
 
@@ -203,8 +203,8 @@ def entry_of_fields(fields: Sequence[Any]) -> Entry:
 
     Both hand over fields already checked (this parser's patterns; the index's records, made
     from parsed entries and checked against their tags), so the frozen dataclasses are filled
-    in directly rather than through ``__init__``'s one ``object.__setattr__`` a field (an
-    ``Entry`` made: ~10 us, filled in: ~2 us), and a query decodes every entry it returns.
+    in directly rather than through ``__init__``'s one ``object.__setattr__`` a field, which
+    costs several times more, and a query decodes every entry it returns.
     ``tests/format/test_entryscan.py`` checks the names against the dataclasses' fields."""
     (
         kind,
@@ -320,9 +320,9 @@ def _content_id(
     produced_by: str | None,
 ) -> str:
     """``model.content_id`` of an entry the fast path read (string fields only), with the JSON
-    written here: the same bytes as ``json.dumps(entry.immutable(), sort_keys=True, ...)`` in a
-    quarter of the time. Were it ever to differ, the file would merely take the slow path.
-    An ASCII body goes through the ASCII encoder (~30% faster): the same text, except that it
+    written here: the same bytes as ``json.dumps(entry.immutable(), sort_keys=True, ...)``, faster
+    (``docs/measured.md``). Were it ever to differ, the file would merely take the slow path.
+    An ASCII body goes through the ASCII encoder (faster): the same text, except that it
     escapes DEL, which sends such a body to the slow path."""
     js = _json_string
     body_js = _json_ascii(body) if body.isascii() else js(body)
@@ -333,7 +333,7 @@ def _content_id(
         f'"kind":{js(kind._value_)},"layer":{js(layer._value_)},'
         f'"produced_by":{produced},"scope":{{{items}}}}}'
     )
-    import hashlib  # only an index update hashes: a warm query skips its ~3 ms import
+    import hashlib  # only an index update hashes: a warm query skips its import (OpenSSL)
 
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
 

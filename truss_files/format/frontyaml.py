@@ -31,7 +31,7 @@ def _represent_str(dumper: Any, value: str) -> Any:
 def yaml_codec() -> Any:
     """PyYAML and the loader and dumpers the codec uses, made on first use."""
     # Here, not at module top: only a file off the canonical layout and serialize need YAML
-    # (~10 ms to import), and the cold tool path imports this module.
+    # (slow to import), and the cold tool path imports this module.
     import yaml
 
     class Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]

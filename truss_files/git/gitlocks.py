@@ -29,9 +29,9 @@ except ImportError:  # pragma: no cover - Windows has no flock
     fcntl = None  # type: ignore[assignment]
 
 # Seconds a git lock file must have existed before a process that cannot be seen is presumed
-# gone. libgit2 holds a ref lock for well under a millisecond and rewrites a 100k-entry index in
-# ~0.1 s; a git process holding a lock for long (``git commit`` waiting on an editor) is alive
-# and visible, so the age only has to cover a process that has just created the file.
+# gone. libgit2 holds a ref lock only briefly, even to rewrite a large index; a git process
+# holding a lock for long (``git commit`` waiting on an editor) is alive and visible, so the
+# age only has to cover a process that has just created the file.
 STALE_AGE = 2.0
 
 _PROC = Path("/proc")

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import pygit2
 
@@ -42,6 +42,9 @@ from .recovery import (
 )
 from .worktree import WorkTree, stage
 
+if TYPE_CHECKING:
+    from ..signing.sshsig import Signer
+
 Changes = Mapping[str, bytes | None]
 """Paths to write (bytes) or delete (None), relative to the repository root."""
 
@@ -50,13 +53,6 @@ _TREE = pygit2.enums.FileMode.TREE
 # A gitlink (a submodule entry) names a commit of another repository: there is no object
 # here to read, so every read treats it as absent and walks skip it.
 _GITLINK = pygit2.enums.FileMode.COMMIT
-
-
-class Signer(Protocol):
-    @property
-    def public_line(self) -> str: ...
-
-    def sign(self, data: bytes, namespace: str) -> str: ...
 
 
 @dataclass(frozen=True)

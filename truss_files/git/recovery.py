@@ -23,7 +23,7 @@ from pathlib import Path
 import pygit2
 
 from ..errors import ConflictError
-from ..signing.config import is_store_path
+from ..signing.trustpolicy import is_store_path
 from .gitlocks import owner_alive, owner_tag
 from .worktree import WorkTree, stage, staged_id, tmp_leftover
 
@@ -35,7 +35,7 @@ _GITLINK = pygit2.enums.FileMode.COMMIT
 
 
 @dataclass(frozen=True)
-class Pending:
+class PendingSync:
     """One write's promise to sync ``paths`` after moving ``ref`` from ``base`` to ``new``."""
 
     owner: str
@@ -62,7 +62,7 @@ def abandon(record: Path) -> None:
         record.rename(record.with_name("0-0." + record.name.split(".", 1)[1]))
 
 
-def orphans(git_dir: Path) -> list[tuple[Path, Pending | None]]:
+def orphans(git_dir: Path) -> list[tuple[Path, PendingSync | None]]:
     """Records whose owner is gone, oldest first; None for a record cut short by the kill
     (written before the ref moved, so nothing moved)."""
     folder = git_dir / "truss" / PENDING
@@ -70,14 +70,14 @@ def orphans(git_dir: Path) -> list[tuple[Path, Pending | None]]:
         names = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    out: list[tuple[Path, Pending | None]] = []
+    out: list[tuple[Path, PendingSync | None]] = []
     for path in names:
         owner = path.name.split(".", 1)[0]
         if owner_alive(owner):
             continue
         try:
             raw = json.loads(path.read_text())
-            found: Pending | None = Pending(
+            found: PendingSync | None = PendingSync(
                 owner, raw["ref"], raw["base"], raw["new"], tuple(raw["paths"])
             )
         except (OSError, ValueError, KeyError, TypeError):

@@ -143,8 +143,8 @@ def stage(repo: pygit2.Repository, paths: Mapping[str, bool]) -> None:
     Raises ``pygit2.GitError`` while another process holds ``index.lock``."""
     index = repo.index
     # Not force=True: libgit2 re-reads when the file's stamp (inode, size, mtime) moved, and
-    # every index write is a rename, so another writer is always seen; a forced re-read cost
-    # ~45% of a checkout write at 10k entries (benchmarks/).
+    # every index write is a rename, so another writer is always seen; a forced re-read is a
+    # large share of a checkout write (benchmarks/).
     index.read(force=False)
     for path, present in paths.items():
         if present:

@@ -13,7 +13,7 @@ from ..errors import UsageError
 if TYPE_CHECKING:
     from ..git.gitstore import Snapshot
 
-__all__ = ["CORE_PATH", "SELF_PATH", "Layer", "check_principal", "identity_layers"]
+__all__ = ["CORE_PATH", "SELF_PATH", "SystemBlock", "check_principal", "identity_layers"]
 
 CORE_PATH: Final = "identity/core.md"
 SELF_PATH: Final = "identity/self.md"
@@ -22,7 +22,7 @@ _PRINCIPAL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 
 
 @dataclass(frozen=True)
-class Layer:
+class SystemBlock:
     """One system block: which layer, which file, its text ("" when the file is missing)."""
 
     name: str  # "L0 core", "L0 self", "L1 principal", "memory"
@@ -41,10 +41,10 @@ def check_principal(principal: str) -> str:
     return principal
 
 
-def read_layer(snap: Snapshot, name: str, path: str) -> Layer:
+def read_block(snap: Snapshot, name: str, path: str) -> SystemBlock:
     data = snap.read(path)
     if data is None:
-        return Layer(name, path, "", missing=True)
+        return SystemBlock(name, path, "", missing=True)
     if len(data) > MAX_LAYER_BYTES:
         raise UsageError(
             f"{path} is {len(data)} bytes; a context layer may hold at most {MAX_LAYER_BYTES}. "
@@ -54,13 +54,13 @@ def read_layer(snap: Snapshot, name: str, path: str) -> Layer:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path} is not UTF-8 text; fix its encoding ({exc})") from exc
-    return Layer(name, path, text)
+    return SystemBlock(name, path, text)
 
 
-def identity_layers(snap: Snapshot, principal: str | None) -> list[Layer]:
+def identity_layers(snap: Snapshot, principal: str | None) -> list[SystemBlock]:
     """L0 core, L0 self and (when a principal is named) L1, in that order."""
-    layers = [read_layer(snap, "L0 core", CORE_PATH), read_layer(snap, "L0 self", SELF_PATH)]
+    layers = [read_block(snap, "L0 core", CORE_PATH), read_block(snap, "L0 self", SELF_PATH)]
     if principal is not None:
         path = f"principals/{check_principal(principal)}.md"
-        layers.append(read_layer(snap, "L1 principal", path))
+        layers.append(read_block(snap, "L1 principal", path))
     return layers

@@ -18,7 +18,7 @@ from ..errors import ConfigError, SignatureError, TrussError
 from ..model import Entry, Trust
 from ..signing import Ed25519Signer, PublicKey
 from ..store.store import Store
-from .report import Outcome
+from .report import EntryOutcome
 from .runner import verify
 
 __all__ = ["Written", "panel_store_for", "verify_written", "write_and_verify"]
@@ -31,10 +31,10 @@ class Written:
     each entry it ran on; and why it could not run, when it could not."""
 
     entries: tuple[Entry, ...]
-    outcomes: tuple[Outcome, ...] = ()
+    outcomes: tuple[EntryOutcome, ...] = ()
     note: str | None = None
 
-    def outcome_for(self, entry_id: str) -> Outcome | None:
+    def outcome_for(self, entry_id: str) -> EntryOutcome | None:
         return next((o for o in self.outcomes if o.id == entry_id), None)
 
     def result(self, entry_id: str | None = None, *, path: bool = False) -> dict[str, Any]:
@@ -102,7 +102,7 @@ def verify_written(
     entries: Sequence[Entry],
     *,
     settings: Settings | None = None,
-) -> tuple[list[Outcome], str | None]:
+) -> tuple[list[EntryOutcome], str | None]:
     """The eager half of a write (``MemoryStore.write_entries`` calls it after the commit):
     run the panel on those ``entries`` whose kind is eager and that are still unverified.
     Returns the outcomes and, when the panel could not run, a note saying why (the entries

@@ -1,4 +1,4 @@
-"""What a verify or recheck run reports: one ``Outcome`` per entry, and their summary."""
+"""What a verify or recheck run reports: one ``EntryOutcome`` per entry, and their summary."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ RECHECK_COUNTS = ("holds", "demoted", "reverified", "undecided")
 
 
 @dataclass(frozen=True)
-class Outcome:
+class EntryOutcome:
     """What happened to one entry."""
 
     id: str
@@ -45,7 +45,7 @@ class Outcome:
 @dataclass(frozen=True)
 class Report:
     action: str  # verify | recheck
-    outcomes: tuple[Outcome, ...]
+    outcomes: tuple[EntryOutcome, ...]
 
     def counts(self) -> dict[str, int]:
         base = VERIFY_COUNTS if self.action == "verify" else RECHECK_COUNTS

@@ -29,7 +29,7 @@ from ..trust.authority import ARBITRATED, conflict_policy, resolve_check
 from ..trust.verdict import Verdict
 from .build import build_reviewer, is_judge
 from .panel import FAIL, PASS, Decision, Panel, Quorum
-from .report import Outcome, Report
+from .report import EntryOutcome, Report
 from .reviewers import CheckReviewer, RefusedCheck, Reviewer, Subject
 from .workspace import Workspace
 
@@ -38,11 +38,11 @@ if TYPE_CHECKING:
     from ..git.gitstore import Snapshot
     from ..store.store import Store
 
-__all__ = ["Outcome", "Report", "failed_recheck", "recheck", "reviewers_for", "verify"]
+__all__ = ["EntryOutcome", "Report", "failed_recheck", "recheck", "reviewers_for", "verify"]
 OnStart = Callable[[int], None]
 # (the reviewers truss.toml configures, decided under the quorum; the requirements)
 Reviewers = tuple[Sequence[Reviewer], Sequence[Reviewer]]
-OnDone = Callable[[Outcome], None]
+OnDone = Callable[[EntryOutcome], None]
 
 
 def reviewers_for(
@@ -136,7 +136,7 @@ class _Run:
         trust: Trust | None = None,
         verdict: Verdict | None = None,
         decision: Decision | None = None,
-    ) -> Outcome:
+    ) -> EntryOutcome:
         votes: tuple[dict[str, str], ...] = ()
         details: tuple[str, ...] = ()
         if decision is not None:
@@ -150,7 +150,7 @@ class _Run:
                 for b in decision.ballots
                 if b.vote != PASS
             )
-        return Outcome(
+        return EntryOutcome(
             entry.id,
             entry.kind.value,
             entry.key,
@@ -163,7 +163,9 @@ class _Run:
             details,
         )
 
-    def run(self, entries: Sequence[Entry], one: Callable[[Entry], Outcome], action: str) -> Report:
+    def run(
+        self, entries: Sequence[Entry], one: Callable[[Entry], EntryOutcome], action: str
+    ) -> Report:
         outcomes = []
         with self.workspace:
             for entry in entries:
@@ -177,7 +179,7 @@ class _Run:
                     self.on_done(result)
         return Report(action, tuple(outcomes))
 
-    def decide(self, entry: Entry, reviewers: Reviewers) -> Decision | Outcome:
+    def decide(self, entry: Entry, reviewers: Reviewers) -> Decision | EntryOutcome:
         try:
             panel = Panel(tuple(reviewers[0]), self.settings.quorum, tuple(reviewers[1]))
         except ConfigError as exc:
@@ -203,7 +205,7 @@ class _Run:
 
     # -- verify ---------------------------------------------------------------------------
 
-    def verify_one(self, entry: Entry) -> Outcome:
+    def verify_one(self, entry: Entry) -> EntryOutcome:
         kind = entry.kind.value
         if entry.trust is not Trust.UNVERIFIED:
             return self.outcome(
@@ -230,7 +232,7 @@ class _Run:
                 "never passes",
             )
         decided = self.decide(entry, reviewers)
-        if isinstance(decided, Outcome):
+        if isinstance(decided, EntryOutcome):
             return decided
         label = self.policy.label(entry.kind)
         if decided.outcome is None:
@@ -257,7 +259,7 @@ class _Run:
         label: str,
         reviewers: Reviewers,
         status: str,
-    ) -> Outcome:
+    ) -> EntryOutcome:
         conflict = self.settings.conflict
         note = ""
         arbitration: dict[str, Any] | None = None
@@ -273,7 +275,7 @@ class _Run:
             if rivals:
                 rival = max(rivals, key=lambda e: (e.created, e.id))
                 settled = self.arbitrate(entry, rival, decided, reviewers)
-                if isinstance(settled, Outcome):
+                if isinstance(settled, EntryOutcome):
                     return settled
                 arbitration = settled
                 note = f"; arbiters chose it over {rival.id[:12]}"
@@ -295,7 +297,7 @@ class _Run:
 
     def arbitrate(
         self, entry: Entry, rival: Entry, review: Decision, reviewers: Reviewers
-    ) -> Outcome | dict[str, Any]:
+    ) -> EntryOutcome | dict[str, Any]:
         """The arbiters' decision (for the PASS verdict) when they choose the new entry;
         otherwise the outcome that holds."""
         arbiters: list[Reviewer] = [
@@ -336,7 +338,7 @@ class _Run:
 
     # -- recheck --------------------------------------------------------------------------
 
-    def recheck_one(self, entry: Entry, named: bool) -> Outcome:
+    def recheck_one(self, entry: Entry, named: bool) -> EntryOutcome:
         if entry.trust is Trust.STALE:
             if not named:
                 return self.outcome(entry, "skipped", "stale; name it to re-check it")
@@ -363,7 +365,7 @@ class _Run:
                 f"configured for kind {entry.kind.value}",
             )
         decided = self.decide(entry, reviewers)
-        if isinstance(decided, Outcome):
+        if isinstance(decided, EntryOutcome):
             return decided
         if decided.outcome is None:
             return self.outcome(entry, "undecided", decided.summary(), decision=decided)

@@ -1,14 +1,11 @@
 """How much one query may ask: a bound on its text and on its distinct terms.
 
 Ranking costs one pass over the postings of each query term, and a common word's postings
-cover most of the store. Before this bound a query's cost grew with its length: 4 KB of text
-took 3.5 s at 50k entries, 40 KB 32 s, 1 MB never finished, because every repeat of a word was
-scored again. Now a query holds at most ``MAX_QUERY_CHARS`` characters and
-``MAX_QUERY_TERMS`` distinct terms, and a repeated term is scored once. The worst query
-accepted (that many of the store's most common words, over every note) is measured beside an
-ordinary one in ``benchmarks/bench_recall.py``: at 100k notes p50 0.40 s warm and 0.49 s as a
-new process's first query, beside 2.7 ms (2 shared cores), with the engine before tantivy;
-with tantivy, 0.9 / 5.6 ms warm beside 0.6 / 0.8 ms at 10k / 100k.
+cover most of the store. Without a bound a query's cost grows with its length, because every
+repeat of a word is scored again, and a long enough query never finishes. So a query holds at
+most ``MAX_QUERY_CHARS`` characters and ``MAX_QUERY_TERMS`` distinct terms, and a repeated
+term is scored once. The worst query accepted (that many of the store's most common words,
+over every note) is measured beside an ordinary one in ``benchmarks/bench_recall.py``.
 
 Over a bound the query is refused (``UsageError``, code ``invalid_input``) with the limit and
 what to do, never silently cut: the CLI's ``query``, the read tools and the Python API

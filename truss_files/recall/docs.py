@@ -38,7 +38,7 @@ def embed_text(key: str, body: str) -> str:
 
 
 def content_hash(text: str) -> bytes:
-    import hashlib  # not at the top: a query never hashes (~3 ms of start-up with OpenSSL)
+    import hashlib  # not at the top: a query never hashes (OpenSSL costs start-up)
 
     return hashlib.sha256(text.encode("utf-8")).digest()[:16]
 

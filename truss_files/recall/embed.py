@@ -148,7 +148,7 @@ def _width(embedder: Embedder) -> int | None:
 
 
 def _tag(fingerprint: str) -> str:
-    """The fingerprint made safe for a file name: no hashing (nor hashlib's ~3 ms import) on
+    """The fingerprint made safe for a file name: no hashing (nor hashlib's import) on
     the query path; a long one is hashed, so two fingerprints never share a tag."""
     safe = re.sub(r"[^A-Za-z0-9_-]", "-", fingerprint)
     if len(safe) <= 96:

@@ -60,14 +60,14 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..errors import ConfigError, IndexUnavailable, UntrustedHistory, UsageError
+from ..errors import ConfigError, FloorError, IndexUnavailable, UntrustedHistory, UsageError
 from ..git.gitdir import GitDir
 from ..model import TOMBSTONE_MARK, Conflict, Entry, Kind, Trust
 from ..trust.authority import RunView, own_delete, run_of
 from .acronyms import Glossary, store_glossary
 from .bounds import query_terms
 from .docs import MARKER_PREFIX, TRUST_CODE
-from .floors import Floor, FloorError, FloorMoved, group_code, group_tag, run_tag
+from .floors import Floor, FloorMoved, group_code, group_tag, run_tag
 from .fusion import HYBRID_WEIGHTS, score_fusion
 from .index import Gate, Index, IndexView
 from .lexical import _MUST, _NOT, Match, _all, _any, admitted, below_floor, group, lexical
@@ -352,8 +352,7 @@ class Searcher:
     ) -> tuple[list[Match], dict[str, Any]]:
         """Every entry ``flt`` admits (what semantic mode ranks), and a memo for what is
         derived from them, kept while the index, the writers read and the filter are the
-        same: a long-lived process asking many questions lists them once, not per query
-        (10k entries: ~5 ms)."""
+        same: a long-lived process asking many questions lists them once, not per query."""
         key = (view.state, found.tip if found is not None else None)
         known = self._admitted
         if known is not None and known[0] == key and known[1] == flt:

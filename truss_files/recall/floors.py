@@ -56,7 +56,7 @@ from typing import Any, Final
 
 import tantivy
 
-from ..errors import IndexUnavailable
+from ..errors import FloorError
 from ..model import Entry, Trust
 from ..trust.authority import run_of
 from .docs import MARKER_PREFIX, TRUST_CODE, content_hash, embed_text
@@ -65,7 +65,6 @@ __all__ = [
     "FLOORS",
     "HOLDERS",
     "Floor",
-    "FloorError",
     "FloorMoved",
     "FloorWriter",
     "body_query",
@@ -91,11 +90,6 @@ TIE_SLACK: Final = 8  # hits asked for beyond ``limit``, so ties at the cut are 
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 _PARTS: Final = ("fast", "fieldnorm", "idx", "pos", "store", "term")
 _TRUST_OF_CODE: Final = {code: trust for trust, code in TRUST_CODE.items()}
-
-
-class FloorError(IndexUnavailable):
-    """A floor index that is missing, damaged, planted (a link) or at another commit than
-    the index head says: rebuild (``IndexUnavailable`` if it escapes the rebuild)."""
 
 
 class FloorMoved(Exception):

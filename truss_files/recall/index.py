@@ -45,10 +45,10 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
-from ..errors import ConfigError, EntryError, StoreError
+from ..errors import ConfigError, EntryError, FloorError, StoreError
 from ..format.entryfile import parse
 from ..git.gitdamage import damage
-from ..git.gitdir import Change, GitDir, Objects, diff_trees, walk_tree
+from ..git.gitdir import GitDir, Objects, TreeChange, diff_trees, walk_tree
 from ..model import Entry, Trust
 from .bulk import Prepared, prepare, prepared
 from .docs import entry_of
@@ -56,7 +56,6 @@ from .floors import (
     BUILD_HEAP,
     HOLDERS,
     Floor,
-    FloorError,
     FloorMoved,
     FloorWriter,
     doc_of,
@@ -242,7 +241,7 @@ class Index:
             ref, tip = self.git.head()
         except LookupError:
             # A HEAD the hand reader cannot follow (a packed ref, a worktree): pygit2, whose
-            # import (~70 ms) a warm query must not pay, reads it.
+            # import a warm query must not pay for, reads it.
             import pygit2
 
             repo = self.objects.repo
@@ -475,7 +474,7 @@ class Index:
         return new
 
     def _apply(
-        self, head: _Head, changes: Sequence[Change], target: str | None, tip: TipInfo | None
+        self, head: _Head, changes: Sequence[TreeChange], target: str | None, tip: TipInfo | None
     ) -> _Head:
         floors = _Writers(self.dir_str, head.floors)
         invalid = dict(head.invalid)

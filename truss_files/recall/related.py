@@ -17,7 +17,7 @@ words' rows; terms of 4 or more letters only (shorter ones are mostly word piece
 ``par``); each term's nearest other term when the cosine is at least ``MIN_SIMILARITY``. About
 5,300 terms, ~4,000 with a related word. It ships as ``related_words.tsv`` (reviewable, ~50 KB),
 so exact mode needs neither the model nor numpy (a query reads it and finds its terms in
-place: ~0.1 ms);
+place);
 ``python -m truss_files.recall.related`` rebuilds it after a tokenizer change, and a test
 checks it against a fresh build. ``[recall] related_words = false`` turns it off. Some pairs
 are odd (``deploy`` -> ``militari``): half weight, and a word no admitted note holds changes
@@ -77,7 +77,7 @@ MIN_SIMILARITY: Final = 0.4
 MIN_TERM: Final = 4  # letters of a term that has or is a related word
 MIN_WORD: Final = 3  # letters of a vocabulary word that is looked at
 MAX_TABLE_ENTRIES: Final = 100_000
-FIND_LIMIT: Final = 64  # lookups in place before the table is parsed once (~1.7 ms)
+FIND_LIMIT: Final = 64  # lookups in place before the table is parsed once
 
 
 class RelatedWords:
@@ -153,8 +153,8 @@ _LOADED: list[RelatedWords] = []
 
 
 class TableText(Mapping[str, str]):
-    """The table file's text, looked up in place: a query looks up a few terms, so finding
-    ``\n<term>\t`` costs ~20 us each where parsing every line first costs ~1.7 ms. A process
+    """The table file's text, looked up in place: a query looks up a few terms, and finding
+    ``\n<term>\t`` a few times costs far less than parsing every line first. A process
     that goes on asking (a kept ``Searcher``, a server) parses it once after ``FIND_LIMIT``
     lookups. A line of another shape is never a pair (``#`` comments, no tab, an empty side, a
     second tab)."""

@@ -48,12 +48,12 @@ Speed: an ASCII text (nearly every note) is cut into words in C -- ``str.transla
 every character but ``[A-Za-z0-9_-]`` into a space, ``str.split`` cuts there, and a word's
 leading or trailing ``_``/``-`` is stripped when it is analysed, which gives exactly the words of
 the pattern ``[A-Za-z0-9]+(?:[_-]+[A-Za-z0-9]+)*`` (``tests/recall/test_tokenize.py`` checks) in
-about half its time. Words then go through a memo of analysed words, also in C (``map`` +
+less time. Words then go through a memo of analysed words, also in C (``map`` +
 ``chain``); only words not seen before run Python code (words repeat heavily; the memo skips
-words over 64 characters and is cleared at 200k entries, so it stays bounded). Together ~20 µs
-for a note of ~110 words on one core of the development machine (the loop it replaced: ~40 µs).
+words over 64 characters and is cleared at 200k entries, so it stays bounded). Together they
+cost less than the Python loop they replaced (``docs/measured.md``).
 Other text is NFKC-normalized and cut by the pattern's Unicode form. The patterns are compiled
-on first use: a query of plain lowercase words never needs one (~1 ms less at start-up).
+on first use: a query of plain lowercase words never needs one, nor pays to compile it.
 
 Known limits: combining marks that NFKC cannot compose split a word (some Indic scripts); camel
 splitting uses ``str.isupper`` so it works for any cased script; the stems are index keys, not
@@ -181,7 +181,7 @@ _JOINERS: Final = r"[_-]+"
 _CASE_PARTS: Final = r"[A-Z]{2,}s(?![a-z])|[A-Z]+[0-9]*(?![a-z])|[A-Z]?[a-z]+[0-9]*|[0-9]+[a-z]*"
 # Scripts written without spaces between words, one token per character: hiragana, the CJK
 # unified ideograph blocks (with extension A, compatibility ideographs and the supplementary
-# planes' extensions). Checked with ord() ranges: a regex class this wide costs ~2 ms to compile
+# planes' extensions). Checked with ord() ranges: a regex class this wide is slow to compile
 # at import, and only words that are not ASCII are ever checked.
 _CJK_RANGES: Final = (
     (0x3040, 0x309F),
@@ -365,7 +365,7 @@ def _stem(tok: str) -> str:
     if len(tok) <= 2 or not tok.isalpha() or not tok.isascii():
         return tok
     if not _STEMMER:
-        # Loaded on first use (~1 ms): a query of stopwords and identifiers never pays it.
+        # Loaded on first use: a query of stopwords and identifiers never pays for it.
         import Stemmer
 
         _STEMMER.append(Stemmer.Stemmer("english", 50_000).stemWord)

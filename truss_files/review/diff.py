@@ -22,7 +22,8 @@ from ..format.proposal import CORE_PATH, SELF_PATH
 from ..format.trailers import parse_trailers
 from ..git.gitstore import GitStore, Snapshot
 from ..model import LEGAL_TRANSITIONS, Entry, Trust
-from ..signing.config import (
+from ..signing.keyless import claimed
+from ..signing.trustpolicy import (
     CONFIG_PATH,
     GIT_NAMESPACE,
     SIGNERS_PATH,
@@ -30,7 +31,6 @@ from ..signing.config import (
     TrustPolicy,
     is_store_path,
 )
-from ..signing.keyless import claimed
 from ..trust.audit import audit
 from .textconv import reviewers, verdict_line
 

@@ -37,7 +37,7 @@ from ..errors import ConflictError, EntryError, KeylessError, TrussError
 from ..format.entryfile import parse, serialize
 from ..format.join import can_join, join
 from ..model import LEGAL_TRANSITIONS, TRUST_RULE, Entry, Trust
-from ..signing.config import TrustPolicy
+from ..signing.trustpolicy import TrustPolicy
 from ..trust.verdict import Verdict, check_verdict
 
 # How far along the trust arrows a state is, within one verdict's lifetime.

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from urllib.parse import quote
 
 from ..model import Entry
-from .belief import Link, Mark, Provenance
+from .history import ProvenanceChain, SupersedeLink, TimelineStep
 from .queue import Pending, Queue
 
 __all__ = ["CSP", "entry_page", "error_page", "index_page", "timeline_svg"]
@@ -164,8 +164,8 @@ def _produced(entry: Entry) -> str:
 
 def entry_page(
     entry: Entry,
-    marks: Sequence[Mark],
-    chain: Provenance,
+    marks: Sequence[TimelineStep],
+    chain: ProvenanceChain,
     token: str,
     *,
     item: Pending | None = None,
@@ -199,7 +199,7 @@ def entry_page(
     return _page(f"{entry.kind.value}/{entry.key} — truss-files review", "".join(parts))
 
 
-def _chain(chain: Provenance, token: str) -> list[str]:
+def _chain(chain: ProvenanceChain, token: str) -> list[str]:
     rows = []
     for link in reversed(chain.replaced):
         rows.append(f"<li>replaced: {_link(link, token)}</li>")
@@ -225,7 +225,7 @@ def _chain(chain: Provenance, token: str) -> list[str]:
     return rows
 
 
-def _link(link: Link, token: str) -> str:
+def _link(link: SupersedeLink, token: str) -> str:
     body = f" &ldquo;{_e(_first_line(link.body))}&rdquo;" if link.body is not None else ""
     return (
         f'<a href="{_url("/entry/" + link.id, token)}"><code>{_e(link.id[:12])}</code></a> '
@@ -233,7 +233,7 @@ def _link(link: Link, token: str) -> str:
     )
 
 
-def _timeline_table(marks: Sequence[Mark]) -> str:
+def _timeline_table(marks: Sequence[TimelineStep]) -> str:
     rows = "".join(
         f"<tr><td><code>{_e(m.commit[:12])}</code></td><td>{_e(m.time)}</td>"
         f"<td>{_e(m.op)}</td><td>{_trust(m.before, 'new')} &rarr; {_trust(m.after, 'removed')}</td>"
@@ -250,7 +250,7 @@ def _timeline_table(marks: Sequence[Mark]) -> str:
     )
 
 
-def timeline_svg(marks: Sequence[Mark]) -> str:
+def timeline_svg(marks: Sequence[TimelineStep]) -> str:
     """One mark per commit along a line, oldest on the left: the op above, a dot in the
     colour of the trust it left, the step (before → after), the signer and the verdict
     below; each mark's <title> holds the full commit, time and reason."""

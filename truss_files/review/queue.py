@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..trust.verdict import Verdict
 
 __all__ = [
-    "Decision",
+    "QueueDecision",
     "Pending",
     "Queue",
     "Rival",
@@ -123,7 +123,7 @@ class Queue:
 
 
 @dataclass(frozen=True)
-class Decision:
+class QueueDecision:
     entry: Entry  # as it is after the commit (verified or rejected)
     verdict: Verdict
     commit: str
@@ -324,7 +324,7 @@ def reviewer(store: Store) -> str:
     return principal
 
 
-def decide(store: Store, ref: str, outcome: str, *, note: str = "") -> Decision:
+def decide(store: Store, ref: str, outcome: str, *, note: str = "") -> QueueDecision:
     """Sign ``outcome`` (PASS or FAIL) on the unverified entry ``ref`` with the store's key
     (it must hold the panel role) and promote or reject it: one signed commit."""
     if outcome not in (PASS, FAIL):
@@ -338,7 +338,7 @@ def decide(store: Store, ref: str, outcome: str, *, note: str = "") -> Decision:
     verdict = store.sign_verdict(entry.id, outcome, note=note)
     decided = store.promote if outcome == PASS else store.reject
     after = decided(entry.id, verdict)
-    return Decision(after, verdict, _commit_of(store, verdict.id))
+    return QueueDecision(after, verdict, _commit_of(store, verdict.id))
 
 
 def _commit_of(store: Store, verdict_id: str) -> str:

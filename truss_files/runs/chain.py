@@ -35,31 +35,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import SignatureError, TrussError
+from ..errors import ProvenanceError, TrussError
 from ..format.trailers import parse_trailers
 
 if TYPE_CHECKING:
     import pygit2
 
     from ..signing import PublicKey
-    from ..signing.config import TrustPolicy
+    from ..signing.trustpolicy import TrustPolicy
 
-PROVENANCE_MESSAGE = "memory memo missing matching signed provenance"
 MARK_FOLDER = "runs"
 
 
-class ProvenanceError(SignatureError):
-    """A memo without a matching signed ledger entry; ``detail`` says which check failed."""
-
-    code = "memo_provenance"
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(PROVENANCE_MESSAGE)
-        self.detail = detail
-
-
 @dataclass(frozen=True)
-class Link:
+class LedgerCommit:
     """What one ledger commit says: its parents, its trailers, the key that signed it.
 
     Read once per process and kept: a commit id names fixed content, so its signature is
@@ -74,8 +63,8 @@ class Link:
     fingerprint: str  # the key's, computed once (it hashes the key blob)
 
 
-# Commit id -> its Link; bounded so a long-lived server cannot grow it without end.
-_LINKS: dict[str, Link] = {}
+# Commit id -> its LedgerCommit; bounded so a long-lived server cannot grow it without end.
+_LINKS: dict[str, LedgerCommit] = {}
 _LINKS_MAX = 200_000
 # (repository, run) -> the newest chain verified in this process and the policy object it
 # was judged by: a call's check then looks at its own new commits only, not the whole run.
@@ -88,7 +77,7 @@ class Chain:
 
     run: str
     principal: str
-    links: tuple[Link, ...]
+    links: tuple[LedgerCommit, ...]
     repo: pygit2.Repository | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -137,7 +126,7 @@ def check_chain(
     ``principal`` is the run's principal when the caller already knows it (a commit about to
     extend a verified chain); otherwise the first commit names it.
     """
-    links: list[Link] = []
+    links: list[LedgerCommit] = []
     known = _LATEST.get((repo.path, run_id))
     below: Chain | None = None  # a verified chain the walk reached, judged by this policy
     oid = str(tip.id) if tip is not None else None
@@ -207,7 +196,7 @@ def check_chain(
     return chain
 
 
-def _read_link(repo: pygit2.Repository, oid: str, run_id: str) -> Link:
+def _read_link(repo: pygit2.Repository, oid: str, run_id: str) -> LedgerCommit:
     # pygit2 and the signing stack (cryptography) stay off the cold read path.
     import pygit2
 
@@ -231,7 +220,7 @@ def _read_link(repo: pygit2.Repository, oid: str, run_id: str) -> Link:
     except TrussError as exc:
         raise ProvenanceError(f"ledger commit {oid[:12]}: {exc.message}") from exc
     parents = tuple(str(p) for p in commit.parent_ids)
-    link = Link(oid, parents, parse_trailers(commit.message), key, key.fingerprint)
+    link = LedgerCommit(oid, parents, parse_trailers(commit.message), key, key.fingerprint)
     if len(_LINKS) >= _LINKS_MAX:
         _LINKS.clear()
     _LINKS[oid] = link

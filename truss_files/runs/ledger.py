@@ -28,13 +28,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConflictError, NotFound, SignatureError, TrussError, UsageError
+from ..errors import (
+    ConflictError,
+    NotFound,
+    ProvenanceError,
+    SignatureError,
+    TrussError,
+    UsageError,
+)
 from ..format.trailers import parse_trailers, stamp, trailers
 from ..git.gitdir import GitDir
 from .chain import (
     Chain,
     Mark,
-    ProvenanceError,
     check_chain,
     check_mark,
     check_reflog,

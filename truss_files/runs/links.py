@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHILDREN_PREFIX",
     "PARENT_PREFIX",
-    "Link",
+    "RunLink",
     "children",
     "key_principal",
     "link",
@@ -57,7 +57,9 @@ CHILDREN_PREFIX: Final = "refs/truss/children/"
 MAX_DEPTH: Final = 64  # a chain of parents deeper than this is refused as a likely cycle
 
 
-class Link(NamedTuple):
+class RunLink(NamedTuple):
+    """A signed parent-child link between two runs, seen from one of them."""
+
     run: str  # the other run (the parent, or a child)
     principal: str  # whose key signed the link
 
@@ -89,16 +91,16 @@ def _read(store: Store, ref: str, child: str) -> tuple[str, str] | None:
     return found, principal
 
 
-def parent(store: Store, run: str) -> Link | None:
+def parent(store: Store, run: str) -> RunLink | None:
     """The parent ``run`` was linked to, and by whom; None for a run started on its own."""
     found = _read(store, PARENT_PREFIX + run, run)
-    return Link(*found) if found is not None else None
+    return RunLink(*found) if found is not None else None
 
 
-def children(store: Store, run: str) -> list[Link]:
+def children(store: Store, run: str) -> list[RunLink]:
     """The runs linked to ``run`` as their parent, first linked first."""
     prefix = f"{CHILDREN_PREFIX}{run}/"
-    out: list[tuple[int, str, Link]] = []
+    out: list[tuple[int, str, RunLink]] = []
     for name in store.git.repo.references:
         if not name.startswith(prefix):
             continue
@@ -110,7 +112,7 @@ def children(store: Store, run: str) -> list[Link]:
             continue
         commit = store.git.tip(name)
         when = commit.commit_time if commit is not None else 0
-        out.append((when, child, Link(child, found[1])))
+        out.append((when, child, RunLink(child, found[1])))
     out.sort(key=lambda x: (x[0], x[1]))
     return [x[2] for x in out]
 

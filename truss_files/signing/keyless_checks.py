@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ..errors import KeylessError
-from .config import TRUSTED_ROOT_PATH
+from .trustpolicy import TRUSTED_ROOT_PATH
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate

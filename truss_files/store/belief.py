@@ -66,7 +66,7 @@ def fold(entry: Entry, use: Use | None, now: datetime.datetime) -> float:
 
 
 @dataclass(frozen=True)
-class Change:
+class BeliefChange:
     """One entry a run changes (or, dry, would change)."""
 
     id: str
@@ -85,7 +85,7 @@ class Done:
     """What ``salience_update``, ``evict`` or ``consolidate`` did (or would do)."""
 
     op: str
-    changes: tuple[Change, ...]
+    changes: tuple[BeliefChange, ...]
     commit: str | None
     dry_run: bool
 
@@ -161,7 +161,7 @@ def salience_update(
     snap = store.snapshot()
     usage = read_usage(store.git.git_dir)
     updates: dict[str, Entry] = {}
-    changes: list[Change] = []
+    changes: list[BeliefChange] = []
     for entry in store.iter_entries(snap):
         if entry.trust is Trust.REJECTED:
             continue
@@ -171,7 +171,7 @@ def salience_update(
         updates[entry.id] = dataclasses.replace(entry, salience=value)
         uses = usage.get(entry.id)
         changes.append(
-            Change(
+            BeliefChange(
                 entry.id,
                 entry.kind.value,
                 entry.key,
@@ -239,11 +239,11 @@ def evict(
         if budgets[entry.kind]:
             by_kind.setdefault(entry.kind, []).append(entry)
     updates: dict[str, Entry] = {}
-    changes: list[Change] = []
+    changes: list[BeliefChange] = []
     for kind, entries in sorted(by_kind.items(), key=lambda item: item[0].value):
         for entry, why in over_budget(entries, budgets[kind], now):
             updates[entry.id] = dataclasses.replace(entry, trust=Trust.STALE)
-            changes.append(Change(entry.id, kind.value, entry.key, "verified", "stale", why))
+            changes.append(BeliefChange(entry.id, kind.value, entry.key, "verified", "stale", why))
     commit = None
     if updates and not dry_run:
         commit = _rewrite(
@@ -309,7 +309,7 @@ def consolidate(store: Store, *, dry_run: bool = False) -> Done:
     live: unverified or verified, not superseded), its ``sources`` naming each merged note;
     all written in one signed commit. Verifying it supersedes the verified notes it merged."""
     snap = store.snapshot()
-    changes: list[Change] = []
+    changes: list[BeliefChange] = []
     merged: list[Entry] = []
     for group in _groups(flagged_pairs(store)):
         notes: list[Entry] = []
@@ -337,7 +337,7 @@ def consolidate(store: Store, *, dry_run: bool = False) -> Done:
         )
         merged.append(entry)
         changes.append(
-            Change(
+            BeliefChange(
                 entry.id,
                 entry.kind.value,
                 entry.key,

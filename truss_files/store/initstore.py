@@ -18,7 +18,13 @@ from ..format.proposal import CORE_PATH, SELF_PATH, SELF_TEMPLATE
 from ..format.trailers import trailers
 from ..git.gitstore import Plan, Snapshot
 from ..signing import AllowedSigners, PublicKey, Signer
-from ..signing.config import CONFIG_PATH, DEFAULT_TOML, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
+from ..signing.trustpolicy import (
+    CONFIG_PATH,
+    DEFAULT_TOML,
+    GIT_NAMESPACE,
+    SIGNERS_PATH,
+    TrustPolicy,
+)
 from ..trust.trustroot import ROOT_CONFIG, find_root, pinned_root
 from .store import Store
 

@@ -27,7 +27,8 @@ from ..errors import ConfigError, SignatureError, StoreError, UsageError
 from ..format.trailers import trailers
 from ..git.gitstore import Plan, Snapshot
 from ..signing import AllowedSigners, PublicKey
-from ..signing.config import (
+from ..signing.keyless import KeylessIdentity, check_trusted_root
+from ..signing.trustpolicy import (
     CONFIG_PATH,
     GIT_NAMESPACE,
     ROLES,
@@ -36,7 +37,6 @@ from ..signing.config import (
     StoreConfig,
     TrustPolicy,
 )
-from ..signing.keyless import KeylessIdentity, check_trusted_root
 from ..trust.audit import check_commit
 from ..trust.readgate import check_write
 from .store import Store
@@ -61,7 +61,7 @@ class SignerInfo:
 
 
 @dataclass(frozen=True)
-class Change:
+class OperatorResult:
     """What an operator command did: the commit (None when nothing needed changing)."""
 
     commit: str | None
@@ -124,7 +124,7 @@ def add_signer(
     principal: str,
     key: PublicKey,
     namespaces: Sequence[str] = DEFAULT_NAMESPACES,
-) -> Change:
+) -> OperatorResult:
     check_principal(principal)
 
     def change(signers: AllowedSigners, config: str) -> tuple[AllowedSigners, str]:
@@ -142,7 +142,7 @@ def add_signer(
     )
 
 
-def remove_signer(store: Store, principal: str) -> Change:
+def remove_signer(store: Store, principal: str) -> OperatorResult:
     def change(signers: AllowedSigners, config: str) -> tuple[AllowedSigners, str]:
         kept = []
         found = False
@@ -174,11 +174,11 @@ def remove_signer(store: Store, principal: str) -> Change:
             f"{principal} still holds {', '.join(held)} in {CONFIG_PATH} but has no key, so "
             f"signs nothing; `truss-files roles revoke ROLE {principal}` tidies that up"
         )
-        done = Change(done.commit, done.summary, (*done.notes, note))
+        done = OperatorResult(done.commit, done.summary, (*done.notes, note))
     return done
 
 
-def grant_role(store: Store, role: str, principal: str) -> Change:
+def grant_role(store: Store, role: str, principal: str) -> OperatorResult:
     _check_role(role)
     keyless = _keyless_principal(role, principal)
     if not keyless:
@@ -198,7 +198,7 @@ def grant_role(store: Store, role: str, principal: str) -> Change:
     return _operator_change(store, "grant", principal, change, f"grant {role} to {principal}")
 
 
-def revoke_role(store: Store, role: str, principal: str) -> Change:
+def revoke_role(store: Store, role: str, principal: str) -> OperatorResult:
     _check_role(role)
 
     def change(signers: AllowedSigners, config: str) -> tuple[AllowedSigners, str]:
@@ -219,7 +219,7 @@ def revoke_role(store: Store, role: str, principal: str) -> Change:
 _Edit = Callable[[AllowedSigners, str], tuple[AllowedSigners, str]]
 
 
-def pin_trusted_root(store: Store, data: bytes) -> Change:
+def pin_trusted_root(store: Store, data: bytes) -> OperatorResult:
     """Pin a private sigstore deployment's trusted root at ``.truss/trusted_root.json``:
     keyless verdicts and attestations are then verified against it, offline."""
     check_trusted_root(data)
@@ -244,7 +244,7 @@ def _operator_change(
     edit: _Edit,
     summary: str,
     files: Mapping[str, bytes] | None = None,
-) -> Change:
+) -> OperatorResult:
     me, key = _require_operator(store)
     op = {"grant": "roles", "revoke": "roles", "pin-root": "sigstore"}.get(action, "signers")
 
@@ -286,7 +286,7 @@ def _operator_change(
 
     done = store.git.apply(plan, store.signer, store.identity(me), check=check)
     if done is None:
-        return Change(None, f"unchanged: {summary} (already so)")
+        return OperatorResult(None, f"unchanged: {summary} (already so)")
     notes = []
     after = store.policy()
     try:
@@ -298,7 +298,7 @@ def _operator_change(
             f"your key ({me}) no longer holds the operator role here; later changes to signers "
             "and roles must be signed by another operator"
         )
-    return Change(str(done[0].id), summary, tuple(notes))
+    return OperatorResult(str(done[0].id), summary, tuple(notes))
 
 
 def _require_operator(store: Store) -> tuple[str, PublicKey]:

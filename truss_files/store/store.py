@@ -52,8 +52,14 @@ from ..model import (
     normalize_body,
 )
 from ..signing import PublicKey, Signer
-from ..signing.config import CONFIG_PATH, SIGNERS_PATH, TRUSTED_ROOT_PATH, StoreConfig, TrustPolicy
 from ..signing.keys import load_signer
+from ..signing.trustpolicy import (
+    CONFIG_PATH,
+    SIGNERS_PATH,
+    TRUSTED_ROOT_PATH,
+    StoreConfig,
+    TrustPolicy,
+)
 from ..trust import authority
 from ..trust.attest import describe_note, read_notes, transition_attest
 from ..trust.audit import SpentVerdicts, check_note, citation_problems
@@ -144,7 +150,7 @@ class Store:
     def policy(self, snap: Snapshot | None = None) -> TrustPolicy:
         snap = snap or self.snapshot()
         # One write asks three times (author, identity, pre-swap check) and the two files
-        # rarely change: parse once per pair of blob ids, as audit does (~10% of a write).
+        # rarely change: parse once per pair of blob ids, as audit does.
         key = (
             snap.blob_id(SIGNERS_PATH),
             snap.blob_id(CONFIG_PATH),

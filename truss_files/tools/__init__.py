@@ -19,8 +19,6 @@ if TYPE_CHECKING:
         Annotations,
         Serving,
         Tool,
-        ToolNotServed,
-        UnknownTool,
         all_tools,
         lookup,
     )
@@ -29,7 +27,7 @@ _EXPORTS = {
     **dict.fromkeys(("Grant", "RunContext", "load_run_context"), ".runs.runcontext"),
     **dict.fromkeys(("Call", "Outcome", "ToolSession"), "dispatch"),
     **dict.fromkeys(
-        ("Annotations", "Serving", "Tool", "ToolNotServed", "UnknownTool", "all_tools", "lookup"),
+        ("Annotations", "Serving", "Tool", "all_tools", "lookup"),
         "registry",
     ),
 }
@@ -52,9 +50,7 @@ __all__ = [
     "RunContext",
     "Serving",
     "Tool",
-    "ToolNotServed",
     "ToolSession",
-    "UnknownTool",
     "all_tools",
     "load_run_context",
     "lookup",

@@ -56,7 +56,7 @@ from ..trust.authority import trainers
 from .query import recall_mode
 from .registry import Annotations, Tool, register
 from .schema import check_input, check_json
-from .scope import read_areas, require_context, source_event
+from .tenancy import read_areas, require_context, source_event
 
 if TYPE_CHECKING:
     from ..git.gitstore import Snapshot

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, UsageError
+from ..errors import BindingError, ConfigError, UsageError
 from ..format import entryfile
 from ..model import Entry, Kind, Trust, body_size
 from .dispatch import seq_of
@@ -44,7 +44,6 @@ from .memory_paths import (
     KIND_SEGMENTS,
     MAX_PATH,
     ROOT,
-    BindingError,
     VPath,
     entry_path,
     kept_folder,
@@ -591,7 +590,6 @@ __all__ = [
     "KIND_SEGMENTS",
     "MAX_PATH",
     "ROOT",
-    "BindingError",
     "VPath",
     "entry_path",
     "memory",

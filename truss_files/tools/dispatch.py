@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import TrussError, UsageError
+from ..errors import TrussError, UnknownTool, UsageError
 from ..format import entryfile
 from ..format.scope import Reader
 from ..git.gitdir import GitDir
@@ -25,7 +25,7 @@ from ..runs.ledger import CALL_ID, RunLedger, check_run_id, memo_key
 from ..runs.links import link_run, mark_seen, run_view
 from ..runs.runcontext import RunContext
 from ..trust.authority import is_own, viewer
-from .registry import Serving, Tool, UnknownTool
+from .registry import Serving, Tool
 from .schema import check_input, check_json
 from .tipconfig import (
     ConfigLike,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import BindingError, UsageError
 from ..model import Entry, Kind, check_key, confusable
 
 ROOT = "/memories"
@@ -43,14 +43,6 @@ def _kind_spellings() -> dict[str, Kind]:
 
 
 KIND_SEGMENTS = _kind_spellings()
-
-
-class BindingError(UsageError):
-    """An error the memory tool reports, worded as the SDK words it."""
-
-    def __init__(self, message: str, code: str = "invalid_input") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True)

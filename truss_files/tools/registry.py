@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, NotFound, UsageError
+from ..errors import ConfigError, ToolNotServed, UnknownTool, UsageError
 
 if TYPE_CHECKING:
     from .tipconfig import ConfigLike
@@ -48,14 +48,6 @@ GATES: dict[str, tuple[str | None, str]] = {
     "memory_write": ("--memory-write", "[tools] memory_write = true"),
     "identity": (None, "[tools] identity = true"),
 }
-
-
-class ToolNotServed(UsageError):
-    code = "tool_not_served"
-
-
-class UnknownTool(NotFound):
-    code = "unknown_tool"
 
 
 @dataclass(frozen=True)

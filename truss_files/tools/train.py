@@ -73,7 +73,7 @@ from ..runs.asked import echoes
 from ..trust.readgate import check_write
 from .registry import Annotations, Tool, register
 from .schema import check_input, check_json
-from .scope import (
+from .tenancy import (
     EVENT_ID,
     RESERVED_PREFIXES,
     REVISION,
@@ -439,7 +439,7 @@ def _stored(
     """The note already stored for this source (or call) in this task and enterprise.
 
     Looked up in the recall index's (kind, key) groups at ``snap``'s tree: a walk of every
-    note file cost ~200 ms per train at 2k notes and grew with the store; the index follows
+    note file grows with the store; the index follows
     the tree by its diff. If the index cannot be read, the walk answers instead."""
     key, produced = repeat
     try:

@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pygit2
 
 from ..errors import KeylessError, StoreError, UsageError
-from ..signing.config import TrustPolicy
+from ..signing.trustpolicy import TrustPolicy
 
 if TYPE_CHECKING:
     from ..git.gitstore import GitStore, Identity
-    from ..signing.config import StoreConfig
+    from ..signing.trustpolicy import StoreConfig
 
 
-class Store(Protocol):
-    """What attesting needs of a store (``store.Store`` has it): the repository, the policy
+class AttestingStore(Protocol):
+    """What attesting needs of a store (``store.store.Store`` has it): the repository, the policy
     and truss.toml at the tip, the committer identity of a principal, the environment."""
 
     git: GitStore
@@ -156,7 +156,7 @@ def describe_note(repo: pygit2.Repository, blob: Any) -> dict[str, Any] | None:
 
 
 def attest(
-    store: Store,
+    store: AttestingStore,
     rev: str | None = None,
     *,
     token: str | None = None,
@@ -198,7 +198,7 @@ def _index(entries: Any) -> int | None:
         return None
 
 
-def _commits(store: Store, rev: str | None) -> list[str]:
+def _commits(store: AttestingStore, rev: str | None) -> list[str]:
     repo = store.git.repo
     if rev is None:
         tip = store.git.tip()
@@ -220,7 +220,7 @@ def _commits(store: Store, rev: str | None) -> list[str]:
         raise UsageError(f"no commit or range {rev!r}: {exc}") from exc
 
 
-def transition_attest(store: Store, commit: pygit2.Commit) -> None:
+def transition_attest(store: AttestingStore, commit: pygit2.Commit) -> None:
     """``[sigstore] attest = true``: attest a trust transition just made, with the token in
     SIGSTORE_IDENTITY_TOKEN or the ambient CI identity."""
     config = store.config()

@@ -44,7 +44,7 @@ from ..format.trailers import parse_trailers
 from ..git.gitstore import GitStore, Snapshot
 from ..model import LEGAL_TRANSITIONS, Entry, Kind, Trust, entry_path
 from ..signing import verify
-from ..signing.config import (
+from ..signing.trustpolicy import (
     CONFIG_PATH,
     GIT_NAMESPACE,
     SIGNERS_PATH,

@@ -18,7 +18,7 @@ from ..model import Entry, Layer, Trust
 
 if TYPE_CHECKING:
     from ..signing import PublicKey
-    from ..signing.config import TrustPolicy
+    from ..signing.trustpolicy import TrustPolicy
 
 # --- layers and authors: who may write above the task layer or in another's name ---------
 
@@ -99,7 +99,7 @@ def signer_principals(policy: TrustPolicy, key: PublicKey) -> tuple[tuple[str, .
     they hold; raises ``SignatureError`` for a key it does not list."""
     # config brings tomllib and the signers; a plain query reaches this module for the run
     # rule alone (tests/faces/cli/test_cli_startup.py keeps that path light).
-    from ..signing.config import GIT_NAMESPACE
+    from ..signing.trustpolicy import GIT_NAMESPACE
 
     _, held = policy.roles_of(key, GIT_NAMESPACE)
     return tuple(policy.signers.principals_for(key, GIT_NAMESPACE)), held

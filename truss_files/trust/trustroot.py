@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import pygit2
 
 from ..git.gitstore import GitStore
-from ..signing.config import SIGNERS_PATH
+from ..signing.trustpolicy import SIGNERS_PATH
 
 __all__ = ["ROOT_CONFIG", "find_root", "pinned_root"]
 

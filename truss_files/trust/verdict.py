@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import KeylessError, SignatureError, UsageError, VerdictError
 from ..format.quorum import parse_quorum_text, tally, with_requirements
 from ..signing import Signer, keyless
-from ..signing.config import VERDICT_NAMESPACE, TrustPolicy
+from ..signing.trustpolicy import VERDICT_NAMESPACE, TrustPolicy
 
 OUTCOMES = ("PASS", "FAIL")
 # A vote may also be ABSTAIN: a reviewer that could not judge (a hang, a crash, a garbled

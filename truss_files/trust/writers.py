@@ -310,7 +310,7 @@ def _signer(repo: Any, commit: Any, policies: dict[tuple[Any, ...], Any]) -> str
     # commit not yet in the cache pays for them, never a warm query.
     from ..git.gitstore import Snapshot
     from ..signing import verify
-    from ..signing.config import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
+    from ..signing.trustpolicy import CONFIG_PATH, GIT_NAMESPACE, SIGNERS_PATH, TrustPolicy
 
     signature, payload = commit.gpg_signature
     if signature is None:

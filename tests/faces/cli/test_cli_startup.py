@@ -174,7 +174,7 @@ OFF_THE_QUERY_PATH = (
     "truss_files.facade",
     "truss_files.store.store",
     "truss_files.git.gitstore",
-    "truss_files.signing.config",
+    "truss_files.signing.trustpolicy",
     "tomllib",
     "pygit2",
     "yaml",

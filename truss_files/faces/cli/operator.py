@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ...errors import UsageError
-from ...signing.config import ROLES
+from ...signing.trustpolicy import ROLES
 from ...store.operators import (
     add_signer,
     grant_role,

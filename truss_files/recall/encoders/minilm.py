@@ -5,9 +5,9 @@ ships it as one int8 ONNX file (23 MB, weights ``W = int8 * per-column scale``) 
 else; its WordPiece vocabulary (bert-base-uncased, Apache-2.0) ships with us
 (``minilm_vocab.txt``). Nothing is downloaded, ever.
 
-How it runs: not through onnxruntime. Its import and session build cost ~250-300 ms a process
-(measured), most of the cold semantic CLI query's budget; the graph is a plain BERT encoder,
-so the first use reads the ONNX file's tensors (``onnx_tensors``: a minimal protobuf reader,
+How it runs: not through onnxruntime. Its import and session build would be most of the cold
+semantic CLI query's budget (``docs/measured.md``); the graph is a plain BERT encoder, so the
+first use reads the ONNX file's tensors (``onnx_tensors``: a minimal protobuf reader,
 ~60 lines, no ``onnx`` package), dequantizes them once into a float32 safetensors-layout file
 in the user's cache (``$XDG_CACHE_HOME/truss-files/minilm/``, ~90 MB, keyed by the model
 file's size and mtime), and every later process maps that file: loading the model costs one
@@ -45,8 +45,8 @@ if TYPE_CHECKING:
 
 if "numpy" not in sys.modules:
     # The model's matrices are small (384 x 1536 at most): BLAS threads only fight each other
-    # and the machine's other work. Measured on 2 shared cores under load: one thread embeds
-    # notes 5.7x and a query 6.5x faster than OpenBLAS's default. A process that imported
+    # and the machine's other work, so one thread embeds faster than OpenBLAS's default
+    # (``docs/measured.md``). A process that imported
     # numpy before (or set these) keeps its own choice.
     for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_name, "1")

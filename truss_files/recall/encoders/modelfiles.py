@@ -4,7 +4,7 @@ install it (``INSTALL_HINT``), ``_unit`` L2-normalises a vector of floats withou
 
 Two readers need them: the embedder (``wordllama``) and recall's table of related words
 (``recall/related.py``), which an exact query reads too -- so this module imports nothing
-costly: finding the package is ``importlib.util.find_spec`` (~0.1 ms), the weights' layout is
+costly: finding the package is ``importlib.util.find_spec``, the weights' layout is
 the safetensors header (a length and a small JSON object). Tables derived from the model (the
 BPE copy, the related words) are kept in the user's cache directory: they belong to the
 model, not to a store.

@@ -5,10 +5,10 @@ weights and tokenizer ship inside the wheel; ``WordLlama.load()`` finds them off
 when ``cache_dir`` is the package folder itself (it looks for ``<cache_dir>/tokenizers/``
 while the wheel's ``weights`` folder is found beside the module), and
 ``disable_download=True`` makes a missing file an error instead of a download. Documents
-are embedded by WordLlama (~11 ms per 100 notes). A *query* is embedded without it: its
-import (~600 ms: requests, pydantic) and the Rust tokenizer's load (~160 ms for 61k merges)
-would cost more than the whole query, so ``LlamaBPE`` re-implements the tokenizer's BPE
-(byte fallback, merges by rank, leftmost first) from a ``marshal`` copy of its vocabulary
+are embedded by WordLlama. A *query* is embedded without it: its import (requests, pydantic)
+and the Rust tokenizer's load (61k merges) would cost more than the whole query, so
+``LlamaBPE`` re-implements the tokenizer's BPE (byte fallback, merges by rank, leftmost
+first) from a ``marshal`` copy of its vocabulary
 kept with the vectors, and the token rows are read from the memory-mapped weights. Tests
 check both against WordLlama's own output.
 """
@@ -213,7 +213,7 @@ class LlamaBPE:
     """
 
     def __init__(self, vocab: dict[str, int], merges: dict[int, int] | _SortedMerges) -> None:
-        # merges: (left id << 20 | right id) -> (rank << 20 | merged id); ints load ~5x faster
+        # merges: (left id << 20 | right id) -> (rank << 20 | merged id); ints load much faster
         # from marshal than tuples, and the cold semantic query pays for this load.
         self.vocab = vocab
         self.merges = merges
@@ -241,7 +241,7 @@ class LlamaBPE:
         """From a compact copy keyed by the file's size and mtime: the single-character part of
         the vocabulary (all ``encode`` looks up by string) and the merges as two sorted arrays
         of 64-bit ints, read whole (not mapped: see ``_from_copy``) and searched by bisection
-        in place, instead of loading 61k merges (~25 ms for the marshal copy)."""
+        in place, instead of loading 61k merges from the marshal copy."""
         import zlib
 
         stat = path.stat()

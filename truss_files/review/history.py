@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..git.gitstore import Snapshot
     from ..store.store import Store
 
-__all__ = ["Link", "Mark", "Provenance", "provenance", "timeline"]
+__all__ = ["SupersedeLink", "TimelineStep", "ProvenanceChain", "provenance", "timeline"]
 
 # How far the supersede chain is followed each way: a loop a hand edit made stops here.
 _CHAIN_LIMIT = 32
@@ -27,7 +27,7 @@ _OUTCOME = {"promote": "PASS", "reject": "FAIL", "demote": "FAIL"}
 
 
 @dataclass(frozen=True)
-class Mark:
+class TimelineStep:
     """One commit that changed the entry file."""
 
     commit: str
@@ -45,7 +45,7 @@ class Mark:
 
 
 @dataclass(frozen=True)
-class Link:
+class SupersedeLink:
     """An entry in the supersede chain, as far as this read may show it."""
 
     id: str
@@ -56,24 +56,24 @@ class Link:
 
 
 @dataclass(frozen=True)
-class Provenance:
+class ProvenanceChain:
     entry: Entry
     produced_by: str | None
     sources: tuple[str, ...]
     verified_by: dict[str, Any] | None  # id, outcome, signer, time, quorum of the verdict
-    replaced: tuple[Link, ...]  # what this entry superseded, newest first
-    replaced_by: tuple[Link, ...]  # what superseded it, oldest first
+    replaced: tuple[SupersedeLink, ...]  # what this entry superseded, newest first
+    replaced_by: tuple[SupersedeLink, ...]  # what superseded it, oldest first
     withheld: str | None
 
 
-def timeline(store: Store, ref: str) -> list[Mark]:
+def timeline(store: Store, ref: str) -> list[TimelineStep]:
     """Every commit on the branch that changed the entry, oldest first."""
-    marks: list[Mark] = []
+    marks: list[TimelineStep] = []
     before: str | None = None
     for item in store.log(ref):
         outcome = _OUTCOME.get(item.op) if item.verdict else None
         marks.append(
-            Mark(
+            TimelineStep(
                 commit=item.commit,
                 time=item.time,
                 op=item.op,
@@ -89,7 +89,7 @@ def timeline(store: Store, ref: str) -> list[Mark]:
     return marks
 
 
-def provenance(store: Store, entry: Entry, snap: Snapshot, withheld: str | None) -> Provenance:
+def provenance(store: Store, entry: Entry, snap: Snapshot, withheld: str | None) -> ProvenanceChain:
     """The chain behind ``entry`` in ``snap`` (opened through the read gate; ``withheld``
     is its answer: bodies above unverified stay out when it holds them back)."""
     verified = entry.provenance.verified_by
@@ -103,7 +103,7 @@ def provenance(store: Store, entry: Entry, snap: Snapshot, withheld: str | None)
             "quorum": verified.get("quorum"),
             "policy": verified.get("policy"),
         }
-    return Provenance(
+    return ProvenanceChain(
         entry=entry,
         produced_by=entry.provenance.produced_by,
         sources=tuple(entry.provenance.sources),
@@ -116,8 +116,8 @@ def provenance(store: Store, entry: Entry, snap: Snapshot, withheld: str | None)
 
 def _follow(
     store: Store, entry: Entry, snap: Snapshot, withheld: str | None, field: str
-) -> list[Link]:
-    links: list[Link] = []
+) -> list[SupersedeLink]:
+    links: list[SupersedeLink] = []
     seen = {entry.id}
     ref = getattr(entry, field)
     while ref and len(links) < _CHAIN_LIMIT and ref not in seen:
@@ -128,7 +128,7 @@ def _follow(
         seen.add(found.id)
         shown = withheld is None or found.trust.rank <= 0
         links.append(
-            Link(
+            SupersedeLink(
                 found.id,
                 found.kind.value,
                 found.key,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ..errors import UsageError
+from ..errors import NoRunContext
 from ..model import Entry, Layer
 from ..recall.pipeline import Area
 from ..runs.runcontext import RunContext
@@ -32,10 +32,6 @@ RESERVED_PREFIXES: Final = ("team:", "gate:")
 EVENT_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+=~-]{0,199}")
 REVISION: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+=~-]{0,63}")
 _EVENT_REF: Final = re.compile(r"event:([^\s#]+)(?:#([^\s#]+))?")
-
-
-class NoRunContext(UsageError):
-    code = "no_run_context"
 
 
 def require_context(context: RunContext | None, tool: str) -> RunContext:
