@@ -148,12 +148,13 @@ def architecture_page() -> str:
     floors = layers.floors()  # lowest first
     level = {unit: n for n, (_, units, _) in enumerate(floors) for unit in units}
     edges = layers.graph()
+    unit = {module: layers.unit_of(module) for module in edges}
     below: dict[str, set[str]] = {name: set() for name, _, _ in floors}
     for module, targets in edges.items():
         if module.rpartition(".")[2] in layers.DOORS or module == "truss_files":
             continue
         for target in targets:
-            a, b = layers.unit_of(module), layers.unit_of(target)
+            a, b = unit[module], unit[target]
             if level[a] != level[b]:
                 below[floors[level[a]][0]].add(floors[level[b]][0])
     names = [name for name, _, _ in floors]
