@@ -230,8 +230,7 @@ def test_markdown_replaces_the_sections_it_ran_and_keeps_the_others(tmp_path: Pa
     text = page.read_text()
     assert text.count("## bench_cli") == 1 and text.count("## bench_audit") == 1
     assert (
-        "| bench_cli p50 | 70.0 ms | python -c pass | 10.0 ms | 7.00x | <= 50.0 ms MISSED |"
-        in text
+        "| bench_cli p50 | 70.0 ms | python -c pass | 10.0 ms | 7.00x | <= 50.0 ms MISSED |" in text
     )
     assert "20.0 ms" not in text  # the old run's figure is gone
     assert "`python -m benchmarks cli` on " in text and "`python -m benchmarks audit` on " in text
