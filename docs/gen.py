@@ -43,7 +43,8 @@ def cli_page() -> str:
 
     from truss_files.faces.cli.app import cli
 
-    root = click.Context(cli, info_name="truss-files", terminal_width=WIDTH)
+    # make_context applies each command's context_settings (-h, the width), as a run does.
+    root = cli.make_context("truss-files", [], resilient_parsing=True, terminal_width=WIDTH)
     out = [
         HEADER.format(source="the click group (truss_files/faces/cli/app.py)"),
         "# Commands\n",
@@ -59,7 +60,7 @@ def cli_page() -> str:
             command = group.get_command(ctx, name)
             if command is None or command.hidden:
                 continue
-            sub = click.Context(command, info_name=name, parent=ctx)
+            sub = command.make_context(name, [], parent=ctx, resilient_parsing=True)
             path = sub.command_path
             out.extend([f"## {path.removeprefix('truss-files ')}\n", "```text"])
             out.extend([command.get_help(sub).rstrip(), "```\n"])
