@@ -1,4 +1,5 @@
-"""``python -m benchmarks [NAME...] [--quick] [--scale F] [--json PATH]`` (``make bench``).
+"""``python -m benchmarks [NAME...] [--quick] [--scale F] [--json PATH] [--markdown PATH]``
+(``make bench``).
 
 Runs every ``benchmarks/bench_*.py`` (or the named ones; ``write`` means ``bench_write``), each
 in its own Python process so one benchmark's heap and peak RSS do not colour the next, and
@@ -88,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         "--scale", type=float, help=f"multiply every size by this factor (env {common.SCALE_ENV})"
     )
     parser.add_argument("--json", metavar="PATH", help="also write all figures as JSON here")
+    parser.add_argument(
+        "--markdown",
+        metavar="PATH",
+        help="also write the figures as a docs page here (e.g. docs/reference/figures.md): "
+        "the sections of the benchmarks run are replaced, the others kept",
+    )
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--emit", help=argparse.SUPPRESS)
@@ -138,7 +145,51 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  MISSED {f.name}: {common.fmt_value(f.value, f.unit)}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+    if args.markdown:
+        write_markdown(Path(args.markdown), results, argv if argv is not None else sys.argv[1:])
     return 1 if failed else 0
+
+
+PAGE_HEAD = """# Benchmark figures
+
+Written by `python -m benchmarks ... --markdown PATH`: each section is the last run of that
+benchmark, with the command that ran it; run it again to regenerate the section. Every ratio
+is value / baseline, both measured in the same run on the same machine: compare ratios, never
+milliseconds across sections.
+"""
+
+
+def write_markdown(path: Path, results: list[dict[str, object]], argv: list[str]) -> None:
+    """Replace the sections of ``path`` for the benchmarks in ``results``; keep the others."""
+    sections: dict[str, str] = {}
+    if path.is_file():
+        for part in path.read_text(encoding="utf-8").split("\n## ")[1:]:
+            name, _, _ = part.partition("\n")
+            sections[name.strip()] = "## " + part.rstrip() + "\n"
+    shown: list[str] = []
+    for arg, before in zip(argv, ["", *argv], strict=False):
+        if arg == "--markdown" or arg.startswith("--markdown=") or before == "--markdown":
+            continue
+        shown.append(arg)
+    command = " ".join(["python -m benchmarks", *shown])
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    when = time.strftime("%Y-%m-%d", time.gmtime())
+    for result in results:
+        name = str(result["module"])
+        if "error" in result:
+            continue
+        figures = [Figure.from_dict(f) for f in result["figures"]]  # type: ignore[attr-defined]
+        body = [
+            f"## {name}\n",
+            f"`{command}` on {when}: {os.cpu_count()} cores, load average {load}, "
+            f"{result['seconds']:.0f} s, peak RSS {result['peak_rss_mb']:.0f} MB.\n",
+            common.markdown_table(figures),
+        ]
+        for table in result.get("tables", []):  # type: ignore[attr-defined]
+            body.append(f"\n```text\n{table}\n```")
+        sections[name] = "\n".join(body).rstrip() + "\n"
+    text = PAGE_HEAD + "".join(f"\n{sections[name]}" for name in sorted(sections))
+    path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -125,6 +125,29 @@ def format_table(figures: Sequence[Figure]) -> str:
     return "\n".join(lines + (["notes:", *notes] if notes else []))
 
 
+def markdown_table(figures: Sequence[Figure]) -> str:
+    """The same table as markdown, for the docs page ``--markdown`` writes."""
+    lines = [
+        "| figure | value | baseline | baseline value | ratio | target |",
+        "|---|---:|---|---:|---:|---|",
+    ]
+    for f in figures:
+        target = ""
+        if f.target is not None:
+            target = f"<= {fmt_value(f.target, f.unit)} " + ("met" if f.met else "MISSED")
+        cells = (
+            f.name,
+            fmt_value(f.value, f.unit),
+            f.baseline_name,
+            fmt_value(f.baseline_value, f.unit),
+            fmt_ratio(f.ratio),
+            target,
+        )
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    notes = [f"- {f.name}: {f.note}" for f in figures if f.note]
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
 def print_table(figures: Sequence[Figure], out: IO[str] | None = None) -> None:
     print(format_table(figures), file=out or sys.stdout, flush=True)
 

@@ -205,3 +205,33 @@ def test_bench_recall_prints_the_side_by_side_table(tmp_path: Path) -> None:
     assert "common-word, " in text and " identifier, " in text and " plain " in text
     figures = json.loads(out.read_text())[0]["figures"]
     assert any(f["name"].startswith("300: target full rebuild") for f in figures)
+
+
+def test_markdown_replaces_the_sections_it_ran_and_keeps_the_others(tmp_path: Path) -> None:
+    """``--markdown`` writes a docs page: a second run of one benchmark replaces its section
+    (with the command that ran it), and another benchmark's section stays."""
+    from benchmarks.__main__ import write_markdown
+    from benchmarks.common import Figure
+
+    def result(module: str, value: float) -> dict[str, object]:
+        figure = Figure(f"{module} p50", value, "ms", "python -c pass", 10.0, target=50.0)
+        return {
+            "module": module,
+            "figures": [figure.to_dict()],
+            "seconds": 1.0,
+            "peak_rss_mb": 20.0,
+            "tables": [],
+        }
+
+    page = tmp_path / "figures.md"
+    write_markdown(page, [result("bench_cli", 20.0)], ["--quick", "cli", "--markdown", "x.md"])
+    write_markdown(page, [result("bench_audit", 30.0)], ["audit", f"--markdown={page}"])
+    write_markdown(page, [result("bench_cli", 70.0)], ["cli", "--markdown", str(page)])
+    text = page.read_text()
+    assert text.count("## bench_cli") == 1 and text.count("## bench_audit") == 1
+    assert (
+        "| bench_cli p50 | 70.0 ms | python -c pass | 10.0 ms | 7.00x | <= 50.0 ms MISSED |" in text
+    )
+    assert "20.0 ms" not in text  # the old run's figure is gone
+    assert "`python -m benchmarks cli` on " in text and "`python -m benchmarks audit` on " in text
+    assert "--markdown" not in text.split("## ", 1)[1]

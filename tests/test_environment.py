@@ -1,4 +1,4 @@
-"""The README's environment table names every variable the package reads, and nothing else;
+"""The docs' environment table names every variable the package reads, and nothing else;
 no message a user reads cites a design document."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "truss_files"
-README = (ROOT / "README.md").read_text()
+PAGE = (ROOT / "docs" / "reference" / "environment.md").read_text()
 
 
 def _is_environ(node: ast.expr) -> bool:
@@ -103,8 +103,7 @@ def _read_by_code() -> set[str]:
 
 
 def _in_table() -> set[str]:
-    section = README.split("\n## Environment variables\n", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    rows = [line for line in PAGE.splitlines() if line.startswith("| `")]
     return {name for row in rows for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", row.split("|")[1])}
 
 
@@ -120,15 +119,15 @@ def test_the_scan_finds_reads_of_every_shape() -> None:
     assert "TRUSS_ENTRY_ID" not in found  # handed to reviewers, never read
 
 
-def test_the_readme_table_names_every_variable_read_and_nothing_else() -> None:
+def test_the_docs_table_names_every_variable_read_and_nothing_else() -> None:
     read, documented = _read_by_code(), _in_table()
-    assert read - documented == set(), "read by the code but not in the README's table"
-    assert documented - read == set(), "in the README's table but read by nothing"
+    assert read - documented == set(), "read by the code but not in the docs' table"
+    assert documented - read == set(), "in the docs' table but read by nothing"
 
 
-def test_the_table_sits_right_before_tests() -> None:
-    headings = re.findall(r"^## (.*)$", README, re.M)
-    assert headings[headings.index("Tests") - 1] == "Environment variables"
+def test_the_table_is_in_the_docs_reference() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text()
+    assert "reference/environment.md" in nav[nav.index("- Reference:") :]
 
 
 # -- no citations of documents users do not have --------------------------------------------

@@ -160,9 +160,8 @@ def test_the_readmes_hook_ids_are_the_manifests_and_no_tag_is_invented() -> None
 
     manifest = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     defined = {hook["id"] for hook in manifest}
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## For operators") :]
-    section = section[: section.index("\n## ", 10)]
+    readme = (ROOT / "docs" / "operators" / "enforcement.md").read_text()
+    section = readme[: readme.index("\n## Managing signers and roles")]
     named = set(re.findall(r"(?:- |\{)id: ([\w-]+)", section)) | set(
         re.findall(r"`(truss-[\w-]+)`", section.split("```yaml", 1)[0])
     )

@@ -1,12 +1,12 @@
 """Attacks on the gates an operator installs: the server's pre-receive and the client's
 pre-push under the pre-commit framework.
 
-Reported (issue 20, items 5 and 6): after the README's ``git init --bare`` (whose default
+Reported (issue 20, items 5 and 6): after the docs' ``git init --bare`` (whose default
 branch is ``master``) and ``hooks install --server``, force-pushing ``main`` back past two
 promotions and ``git push origin :main`` were both accepted, because only the bare
 repository's default branch was protected; and under the pre-commit framework a first push
 (for which pre-commit sets no ``PRE_COMMIT_TO_REF``) of a forged, unsigned ``trust: verified``
-commit passed. The server and the pre-commit config are the README's own snippets, run as
+commit passed. The server and the pre-commit config are the docs' own snippets, run as
 written (only the server's path is a temp dir); every attack runs the real git binary, the
 installed console script and the real pre-commit framework, and checks the server kept what
 it had.
@@ -26,19 +26,18 @@ from truss_files.facade import MemoryStore
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).with_name("truss-files")
 PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
-OPERATORS = "For operators: enforcement and sync"
+OPERATORS = ROOT / "docs" / "operators" / "enforcement.md"  # the operators' page of the docs
 README_SERVER = "/srv/git/memory.git"
 
 
 def readme_block(lang: str, first: str) -> str:
-    """The README's ``lang`` block under the operators' section whose first line starts
-    with ``first``."""
-    section = (ROOT / "README.md").read_text().split(f"\n## {OPERATORS}\n", 1)[1]
-    section = section.split("\n## ", 1)[0]
+    """The ``lang`` block of the operators' page of the docs whose first line starts with
+    ``first``."""
+    section = OPERATORS.read_text()
     for found in re.finditer(rf"^```{lang}\n(.*?)^```$", section, re.M | re.S):
         if found.group(1).lstrip().startswith(first):
             return found.group(1)
-    raise AssertionError(f"the README has no {lang} block starting {first!r} under {OPERATORS}")
+    raise AssertionError(f"{OPERATORS} has no {lang} block starting {first!r}")
 
 
 def tool_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -73,7 +72,7 @@ def promoted_store(store: MemoryStore) -> Path:
 
 
 def readme_server(tmp_path: Path, work: Path) -> Path:
-    """The README's server block, run by bash as written: ``git init --bare`` with git's own
+    """The docs' server block, run by bash as written: ``git init --bare`` with git's own
     default branch (master), then ``hooks install --server --root "$(git -C ~/agent-memory
     config truss.root)" --protect 'release/*'``. Only the server's path is moved into a temp
     dir, and ``~/agent-memory`` is this store. The store then pushes main, as a user does."""
@@ -148,7 +147,7 @@ def test_every_branch_that_reaches_the_root_is_protected_and_others_are_not(
     back = git(work, "push", "-f", "origin", "HEAD~1:topic", check=False)
     assert back.returncode != 0 and "[non-fast-forward]" in back.stderr
     assert tip(bare, "refs/heads/topic") == held
-    # The README's way to retire one: on the server itself, where no push runs the gate.
+    # The docs' way to retire one: on the server itself, where no push runs the gate.
     git(bare, "branch", "-D", "topic")
     assert tip(bare, "refs/heads/topic") == ""
 
@@ -166,7 +165,7 @@ def test_every_branch_that_reaches_the_root_is_protected_and_others_are_not(
     assert git(work, "push", "-q", "origin", ":notes").returncode == 0
     assert tip(bare, "refs/heads/notes") == ""
 
-    # The README's --protect 'release/*' protects a branch of plain files too.
+    # The docs' --protect 'release/*' protects a branch of plain files too.
     git(work, "push", "-q", "origin", f"{first}:refs/heads/release/1")
     gone = git(work, "push", "origin", ":release/1", check=False)
     assert gone.returncode != 0 and "rejected refs/heads/release/1" in gone.stderr
@@ -214,11 +213,11 @@ def _forge_verified(work: Path) -> str:
 
 def _pre_commit_repo(store: MemoryStore, tmp_path: Path, config: str) -> tuple[Path, Path]:
     """The store's work tree with ``config`` as its .pre-commit-config.yaml, installed by the
-    README's `pre-commit install -t pre-commit -t commit-msg -t pre-push`, and an empty bare
+    docs' `pre-commit install -t pre-commit -t commit-msg -t pre-push`, and an empty bare
     remote it has never pushed to."""
     work = Path(str(store.git.workdir))
     (work / ".pre-commit-config.yaml").write_text(config)
-    install = re.search(r"`(pre-commit install [^`]*)`", (ROOT / "README.md").read_text())
+    install = re.search(r"`(pre-commit install [^`]*)`", OPERATORS.read_text())
     assert install is not None and "-t pre-push" in install.group(1)
     done = subprocess.run(
         install.group(1).split(),
@@ -322,8 +321,8 @@ def test_the_published_hooks_file_audits_a_first_push(store: MemoryStore, tmp_pa
     git(hook_repo, "commit", "-q", "-m", "the hooks as checked out")
     ids = re.findall(r"^- id: (\S+)", (ROOT / ".pre-commit-hooks.yaml").read_text(), re.M)
     assert "truss-files-audit-push" in ids
-    readme = (ROOT / "README.md").read_text()
-    assert all(f"`{name}`" in readme for name in ids), "the README names the published ids"
+    readme = OPERATORS.read_text()
+    assert all(f"`{name}`" in readme for name in ids), "the docs name the published ids"
     config = (
         f"repos:\n  - repo: {hook_repo}\n    rev: {tip(hook_repo, 'HEAD')}\n    hooks:\n"
         + "".join(f"      - id: {name}\n" for name in ids)

@@ -212,9 +212,10 @@ def test_the_sync_and_async_tools_refuse_the_other_runner(store: MemoryStore) ->
 def test_the_readme_sdk_snippet_runs_as_written(
     store: MemoryStore, api_factory: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The README's block, verbatim, with the client pointed at the fake API by the SDK's
-    own environment variables and the store's path put in for /abs/path/to/store."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    """The docs' block (agent tools and MCP), verbatim, with the client pointed at the fake API
+    by the SDK's own environment variables and the store's path put in for /abs/path/to/store."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "agents" / "tools.md"
+    readme = page.read_text()
     start = readme.index("```python\nimport anthropic\n")
     block = readme[start + len("```python\n") : readme.index("```", start + 10)]
     api = api_factory(
@@ -239,7 +240,7 @@ def test_the_readme_sdk_snippet_runs_as_written(
     monkeypatch.setenv("TRUSS_KEY", str(tmp_path / "operator_key"))  # the store's own key
     code = block.replace("/abs/path/to/store", str(tmp_path / "store"))
     scope: dict[str, Any] = {}
-    exec(compile(code, "README.md", "exec"), scope)
+    exec(compile(code, "docs/agents/tools.md", "exec"), scope)
     keys = {e.key for e in MemoryStore(tmp_path / "store").iter_entries()}
     assert "flaky-ci" in keys
     assert api.results()["toolu_1"].get("is_error") is not True

@@ -381,8 +381,8 @@ def test_set_roles_keeps_the_rest_of_the_file_and_refuses_what_it_cannot_edit() 
         set_roles('roles.operator = ["a"]\n', {"operator": ["b"], "panel": [], "agent": []})
 
 
-def test_the_readme_block_can_be_run_again(tmp_path: Path) -> None:
-    """tests/test_docs.py runs every README block once, in order; this one twice."""
+def test_the_signers_block_can_be_run_again(tmp_path: Path) -> None:
+    """tests/test_docs.py runs every docs block once, in order; this one twice."""
     from tests.test_docs import run_as_newcomer, sh_block
 
     home = tmp_path / "home"
@@ -390,7 +390,7 @@ def test_the_readme_block_can_be_run_again(tmp_path: Path) -> None:
     start = sh_block("A store in five commands", ". .venv/bin/activate")
     assert run_as_newcomer(home, start).returncode == 0
     block = ". .venv/bin/activate\n" + sh_block(
-        "For operators: enforcement and sync", "cd ~/agent-memory"
+        "Managing signers and roles", "cd ~/agent-memory", page="docs/operators/enforcement.md"
     )
     for _ in range(2):
         done = run_as_newcomer(home, block)

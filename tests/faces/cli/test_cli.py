@@ -126,7 +126,7 @@ def test_dash_v_prints_the_version() -> None:
 
 
 def test_shell_completion_prints_a_script(tmp_path: Path) -> None:
-    """The line the README gives for bash completion prints a script that completes our
+    """The line the docs give for bash completion prints a script that completes our
     commands (run through the installed console script, as a shell would)."""
     env = dict(os.environ, _TRUSS_FILES_COMPLETE="bash_source")
     done = subprocess.run([str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)

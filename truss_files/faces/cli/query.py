@@ -73,7 +73,8 @@ def query(
     """Rank entries at or above a trust floor (BM25 statistics from those entries only).
 
     Runs on the recall index cached under .git/truss/ (updated from the tree diff after
-    every write). semantic and hybrid need `pip install 'truss-files[semantic]'`.
+    every write). semantic and hybrid need the semantic extra (`pip install '.[semantic]'` in a
+    checkout).
 
     \b
     Example:
