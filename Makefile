@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest browser bench clean
+.PHONY: demo test fast lint typecheck pytest browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -50,6 +50,10 @@ pytest: $(STAMP) browser
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS)
 
 test: lint typecheck pytest
+
+# The one-minute loop: the tests that start no process but git (docs/testing.md).
+fast: $(STAMP)
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m fast
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
