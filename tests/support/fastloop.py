@@ -1,6 +1,7 @@
 """Which tests are ``fast``: the rule behind ``pytest -m fast`` (docs/testing.md).
 
-A test is fast unless it is marked ``slow`` or ``spawns``, or it starts a process: its own
+A test is fast unless it is marked ``slow``, ``spawns`` or ``heavy``, it is driven by
+hypothesis (hundreds of generated examples), or it starts a process: its own
 body, a function or constant of its module it names, a helper it imports from ``tests/``,
 or a fixture it uses (however deep) names a way to start one (``subprocess``, ``pexpect``,
 ``os.fork``, ``multiprocessing``, ``sys.executable``, ...). That is read from the source at
@@ -46,6 +47,11 @@ SPAWN_WORDS = frozenset(
         "executable",
         "create_subprocess_exec",
         "create_subprocess_shell",
+        # The package's reviewers that run a command through ``sh -c`` (checks, judges).
+        "CheckReviewer",
+        "JudgeReviewer",
+        # A declaration, for what the source cannot show (a check command in a TOML string).
+        "starts_processes",
     }
 )
 
@@ -54,7 +60,17 @@ SPAWN_WORDS = frozenset(
 ALLOWED_PROGRAMS = frozenset({"git"})
 
 # Markers that take a test out of the fast loop by declaration.
-NOT_FAST = ("slow", "spawns")
+NOT_FAST = ("slow", "spawns", "heavy")
+
+
+T = TypeVar("T")
+
+
+def starts_processes(value: T) -> T:
+    """Declare that a helper, fixture or constant leads to a process the source does not
+    show (``PASSING = starts_processes('[{type = "check", command = "true"}]')``): a test
+    that names it is not fast. Returns ``value`` unchanged."""
+    return value
 
 
 def runs_only_git(func: F) -> F:
@@ -112,7 +128,8 @@ def _module(path: Path) -> _Module:
             for target in targets:
                 if isinstance(target, ast.Name):
                     info.refs[target.id] = _names(node.value)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+    for node in ast.walk(tree):  # imports inside functions too
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 info.imports[alias.asname or alias.name] = (node.module, alias.name)
         elif isinstance(node, ast.Import):
@@ -187,6 +204,8 @@ def is_fast(item: Any) -> bool:
     """The rule, for one collected test (a ``pytest.Function``)."""
     if any(item.get_closest_marker(name) for name in NOT_FAST):
         return False
+    if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+        return False  # hundreds of generated examples: the full run's job
     if _function_spawns(getattr(item, "function", None)):
         return False
     info = getattr(item, "_fixtureinfo", None)
@@ -218,7 +237,7 @@ def guarding(item: pytest.Item) -> Iterator[None]:
         yield
     finally:
         guard.test = None
-    caught = guard.take()
+        caught = guard.take()  # taken even when the test failed, or the next one would fail
     if caught:
         pytest.fail(caught[0], pytrace=False)
 
