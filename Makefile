@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest docs browser bench clean
+.PHONY: demo test fast lint typecheck pytest docs browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -55,6 +55,10 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
 
 test: lint typecheck docs pytest
+
+# The one-minute loop: the tests that start no process but git (docs/testing.md).
+fast: $(STAMP)
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m fast
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

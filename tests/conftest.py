@@ -2,6 +2,10 @@
 
 Every test gets its own user config dir (so keys never leak between tests or into the real
 home), pinned git identities, and — via ``store`` — a freshly initialised, signed store.
+
+The collection hook marks the tests that start no process ``fast`` (the rule is in
+tests/support/fastloop.py, its use in docs/testing.md) and runs the others first, so the
+long ones do not end the run on one worker while the other idles.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import fastloop
 from truss_files.facade import MemoryStore
 from truss_files.git.gitstore import Identity, Plan, Snapshot
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
@@ -33,6 +38,41 @@ GIT_ENV = {
     "GIT_COMMITTER_EMAIL": "operator@example.test",
     "GIT_CONFIG_NOSYSTEM": "1",
 }
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin is configured
+def pytest_configure(config: pytest.Config) -> None:
+    """Where PYTHONDONTWRITEBYTECODE is set, every truss-files process a test starts would
+    compile the package again (about half of its CPU time): let them share compiled modules
+    in this run's temp dir instead, writing nothing beside the sources."""
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is None:
+        return
+    base = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    if hasattr(config, "workerinput"):  # an xdist worker: .../pytest-N/popen-gwK
+        base = base.parent
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(base / "pycache"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the fast tests (before ``-m`` deselects), then put the others first: xdist hands
+    out tests in collection order, so a long test collected last ends the run alone."""
+    for item in items:
+        if item.get_closest_marker("fast") is None and fastloop.is_fast(item):
+            item.add_marker(pytest.mark.fast)
+    items.sort(key=lambda item: item.get_closest_marker("fast") is not None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with fastloop.guarding(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with fastloop.guarding(item):
+        return (yield)
 
 
 @pytest.fixture(scope="session")
@@ -104,6 +144,7 @@ GitRunner = Callable[..., str]
 
 
 @pytest.fixture
+@fastloop.runs_only_git
 def git() -> GitRunner:
     """Run the real git binary in a repository; fail the test with git's stderr on error."""
 

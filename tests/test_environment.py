@@ -8,6 +8,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.heavy  # each test scans the whole package
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "truss_files"
 PAGE = (ROOT / "docs" / "reference" / "environment.md").read_text()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.fastloop import starts_processes
 from tests.support.tools_support import PRINCIPAL, call, cli, content, error, out, promote
 from truss_files.config.settings import global_config_path
 from truss_files.facade import MemoryStore
@@ -31,8 +32,9 @@ from truss_files.tools.tipconfig import user_config_file
 from truss_files.trust.audit import audit
 from truss_files.trust.verdict import Verdict
 
-PASSING = '[{type = "check", command = "true"}]'
-FAILING = '[{type = "check", command = "false"}]'
+# Shell checks: the panel runs each through `sh -c` (not in the fast loop).
+PASSING = starts_processes('[{type = "check", command = "true"}]')
+FAILING = starts_processes('[{type = "check", command = "false"}]')
 
 
 def set_toml(

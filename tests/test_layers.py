@@ -9,12 +9,18 @@ importer to ``x`` alone.)
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.heavy  # each test reads the whole package's source
 
 PACKAGE = Path(__file__).resolve().parent.parent / "truss_files"
 
 
+@functools.cache  # unit_of() asks per import edge; the tree does not change within a run
 def modules() -> dict[str, Path]:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -53,12 +59,18 @@ def _runs(tree: ast.Module, typing: bool = False) -> Iterator[ast.Import | ast.I
         todo.extend(ast.iter_child_nodes(node))
 
 
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    """One parse per module per run (every test here reads the whole package)."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
 def graph(typing: bool = False) -> dict[str, set[str]]:
     """Module -> the package's modules it imports (with ``typing``, for type hints too)."""
     known = modules()
     edges: dict[str, set[str]] = {name: set() for name in known}
     for name, path in known.items():
-        for node in _runs(ast.parse(path.read_text(encoding="utf-8"), str(path)), typing):
+        for node in _runs(_parsed(path), typing):
             for target in _imported(name, path, node):
                 if target in known and target != name and not name.startswith(target + "."):
                     edges[name].add(target)
@@ -143,7 +155,7 @@ def _importers(name: str) -> list[str]:
     """The modules that import ``name`` from the read gate."""
     found = []
     for module, path in modules().items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_parsed(path)):
             if (
                 isinstance(node, ast.ImportFrom)
                 and "readgate" in (node.module or "")

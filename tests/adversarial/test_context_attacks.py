@@ -144,6 +144,7 @@ def test_an_operator_signed_goal_without_a_verdict_is_refused_too(
 # -- identity bytes within a run -------------------------------------------------------------
 
 
+@pytest.mark.heavy  # a hundred signed commits
 def test_identity_bytes_stay_put_across_100_changes_and_an_amendment(store: MemoryStore) -> None:
     amend_self(store, "# Self\n\nv1: terse.\n")
     message = "truss: set principals/alice.md\n\n" + trailers(op="principal")

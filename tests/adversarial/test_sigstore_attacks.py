@@ -30,6 +30,7 @@ import pytest
 
 import tests.support.hand_commits as hand
 from tests.support.sigstore_local import LocalSigstore
+from tests.support.sigstore_local import fixture as sigstore_fixtures
 from tests.support.sigstore_support import keyless_verdict, principal, trust_instance
 from truss_files.errors import KeylessError, UntrustedHistory
 from truss_files.facade import MemoryStore
@@ -41,6 +42,10 @@ from truss_files.store.store import _with_trust
 from truss_files.trust.attest import NOTES_REF, attest, payload, read_notes
 from truss_files.trust.audit import audit
 from truss_files.trust.verdict import Verdict
+
+# The local sigstore's fixtures, here only (they need the sigstore extra).
+sigstore_local = sigstore_fixtures.sigstore_local
+sigstore_other = sigstore_fixtures.sigstore_other
 
 MALLORY = "mallory@example.test"
 EVIL_ISSUER = "https://issuer.evil.example"

@@ -584,6 +584,7 @@ def check_outcome(store: MemoryStore, session: ToolSession, name: str, tool_inpu
         assert refs(store) == before, f"{name} refused {tool_input!r} but the store moved"
 
 
+@pytest.mark.heavy  # hypothesis run inside the test: many generated inputs
 @pytest.mark.parametrize("name", TOOLS)
 def test_fuzz_arbitrary_json(seeded: MemoryStore, fuzz_session: ToolSession, name: str) -> None:
     @FUZZ
@@ -594,6 +595,7 @@ def test_fuzz_arbitrary_json(seeded: MemoryStore, fuzz_session: ToolSession, nam
     attack()
 
 
+@pytest.mark.heavy  # hypothesis run inside the test: many generated inputs
 @pytest.mark.parametrize("name", TOOLS)
 def test_fuzz_schema_shaped(seeded: MemoryStore, fuzz_session: ToolSession, name: str) -> None:
     @FUZZ

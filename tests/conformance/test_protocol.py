@@ -88,6 +88,7 @@ def half() -> Memory:
 """
 
 
+@pytest.mark.heavy  # runs mypy over the package
 def test_mypy_accepts_the_git_store_as_a_memory_and_refuses_a_half_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -161,6 +161,7 @@ def test_stdio_subprocess(store: MemoryStore, tmp_path: Path) -> None:
     assert [r.entry.tool for r in records] == ["memory_query", "write_memory"]
 
 
+@pytest.mark.spawns  # the eager panel runs a shell check
 def test_eager_write_over_mcp_keeps_the_result_and_tells_stderr(
     store: MemoryStore,
     tmp_path: Path,

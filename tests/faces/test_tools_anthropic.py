@@ -149,6 +149,7 @@ def test_adapter_respects_allow_tools(store: MemoryStore) -> None:
         tool.call({"command": "view", "path": "/memories"})
 
 
+@pytest.mark.spawns  # the eager panel runs a shell check
 def test_adapter_applies_an_eager_policy_from_its_contract(
     store: MemoryStore, tmp_path: Any, define_checks: Any
 ) -> None:

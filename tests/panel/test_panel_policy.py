@@ -23,6 +23,8 @@ from truss_files.signing import Ed25519Signer
 from truss_files.trust.audit import audit
 from truss_files.trust.verdict import Verdict, check_verdict
 
+pytestmark = pytest.mark.spawns  # the panel runs each entry's checks through `sh -c`
+
 Commit = Callable[..., str]
 # The checks these tests' entries name, as an operator defines them in truss.toml.
 CHECKS = {"true": "true", "false": "false", "crash": "kill -9 $$"}

@@ -21,6 +21,8 @@ from truss_files.panel.runner import failed_recheck, recheck, verify
 from truss_files.trust.audit import audit
 from truss_files.trust.verdict import Verdict, check_verdict
 
+pytestmark = pytest.mark.spawns  # the panel runs each entry's checks through `sh -c`
+
 Commit = Callable[..., str]
 # The checks these tests' entries name, as an operator defines them in truss.toml.
 CHECKS = {

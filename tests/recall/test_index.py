@@ -62,6 +62,7 @@ def test_cache_lives_under_git_and_is_keyed_by_the_memories_tree(
     assert "recall" not in git(store.git.workdir, "ls-files")
 
 
+@pytest.mark.heavy  # an index update per write, many writes
 def test_writes_update_the_index_incrementally(store: MemoryStore) -> None:
     made = mixed_store(store)
     searcher = Searcher(store.git.workdir)
@@ -534,6 +535,7 @@ def _rebuilt_hits(store: MemoryStore) -> list[tuple[str, float]]:
     return [(h.entry.id, h.score) for h in found.hits]
 
 
+@pytest.mark.spawns  # the package's parallel rebuild starts worker processes
 def test_a_rebuild_in_worker_processes_equals_one_in_process(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -72,6 +72,7 @@ def test_stuffing_below_the_floor_changes_nothing(store: MemoryStore) -> None:
 
 @pytest.mark.parametrize("floor", FLOORS)
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.heavy  # a corpus per case
 def test_index_answers_what_the_reference_answers(
     store: MemoryStore, floor: Trust, kind: Kind | None
 ) -> None:
@@ -136,6 +137,7 @@ def test_layers_scope_runs_and_markers(store: MemoryStore) -> None:
     assert marker.id not in {h.entry.id for h in skipping.hits}
 
 
+@pytest.mark.heavy  # a corpus and a reference ranking
 def test_top_ten_agree_with_rank_bm25(store: MemoryStore) -> None:
     """Our top 10 are rank-bm25's top 10 (its arithmetic, Lucene's idf, k1 1.2) over the
     verified floor's members and the same tokens, and every hit scores above 0. Lengths are

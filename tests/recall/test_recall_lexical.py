@@ -25,6 +25,8 @@ from truss_files.facade import MemoryStore
 from truss_files.model import Entry, Kind, Layer, Trust
 from truss_files.recall.pipeline import Area, Filter
 
+pytestmark = pytest.mark.heavy  # a corpus built per case
+
 # The store fixture's principal: whose signature proves a run's own notes.
 ME = "operator@example.test"
 

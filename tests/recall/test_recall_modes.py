@@ -46,6 +46,8 @@ from truss_files.recall.lexical import Match
 from truss_files.recall.pipeline import Filter
 from truss_files.recall.related import load_related
 
+pytestmark = pytest.mark.heavy  # the models and the relevance sets
+
 RELEVANCE = Path(__file__).parents[1] / "relevance"
 
 # Floors = the measurement rounded down to 0.01 (152 notes, 70 queries; minilm, hybrid =

@@ -73,6 +73,7 @@ def test_the_shipped_table_is_words_of_the_index() -> None:
     assert related.table["forgot"] == "forgotten"
 
 
+@pytest.mark.heavy  # runs the model over the vocabulary
 def test_the_shipped_table_is_what_the_model_gives() -> None:
     """A tokenizer or stemmer change that moves the index's terms fails here until the table
     is rebuilt (``python -m truss_files.recall.related``)."""

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.support.sigstore_local import DEFAULT_IDENTITY, GITHUB_ACTIONS_ISSUER, LocalSigstore
+from tests.support.sigstore_local import fixture as sigstore_fixtures
 from tests.support.sigstore_support import (
     SCRIPT,
     audit_json,
@@ -36,6 +37,10 @@ from truss_files.store.operators import grant_role
 from truss_files.store.sync import sync
 from truss_files.trust.attest import NOTES_REF, attest, read_notes
 from truss_files.trust.audit import audit
+
+# The local sigstore's fixtures, here only (they need the sigstore extra).
+sigstore_local = sigstore_fixtures.sigstore_local
+sigstore_other = sigstore_fixtures.sigstore_other
 
 CI_IDENTITY = "https://github.com/acme/memory/.github/workflows/verify.yml@refs/heads/main"
 

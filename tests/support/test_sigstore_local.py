@@ -37,7 +37,12 @@ from sigstore.verify import Verifier
 from sigstore.verify.policy import Identity
 
 from tests.support.sigstore_local import DEFAULT_IDENTITY, GITHUB_ACTIONS_ISSUER, LocalSigstore
+from tests.support.sigstore_local import fixture as sigstore_fixtures
 from tests.support.sigstore_local.merkle import MerkleTree, leaf_hash, node_hash
+
+# The local sigstore's fixtures, here only (they need the sigstore extra).
+sigstore_local = sigstore_fixtures.sigstore_local
+sigstore_other = sigstore_fixtures.sigstore_other
 
 ARTIFACT = b"verdict: pass\nentry: memories/fact/abc.md\n"
 OIDC_ISSUER_V1 = ObjectIdentifier("1.3.6.1.4.1.57264.1.1")

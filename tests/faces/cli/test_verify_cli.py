@@ -24,6 +24,8 @@ from truss_files.model import Trust
 from truss_files.panel.runner import verify
 from truss_files.trust.audit import audit
 
+pytestmark = pytest.mark.spawns  # the panel runs each entry's checks through `sh -c`
+
 Commit = Callable[..., str]
 MAIN = "from truss_files.faces.cli.main import main; main()"
 # The checks these tests' entries name, as an operator defines them in truss.toml.

@@ -105,6 +105,7 @@ def test_the_default_embedder_is_minilm() -> None:
 
 
 @needs_minilm
+@pytest.mark.heavy  # builds the float32 weights twice
 def test_weights_cache_is_made_once_and_a_damaged_one_is_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
