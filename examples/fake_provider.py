@@ -13,7 +13,8 @@ It judges nothing: every answer is ``--vote``, except FAIL when the entry's body
 a message that starts ``Lesson:``, ``Decision:`` or ``Fact:`` becomes one note of that kind,
 its key the line's first words, naming the message it is in.
 
-Tests also script its next answers (``--script`` or ``FakeProvider.script``)
+Tests also script its next answers (``--script`` or ``FakeProvider.script``; a learn's
+notes with ``FakeProvider.notes``)
 as a vote, ``garbage`` (200 with a body that is not JSON), ``badjson`` (the same, labelled
 JSON), ``badvote``, ``notool``, ``500``,
 ``drop`` (the connection closed with no answer), ``refusal`` or ``slow:SECONDS``, and read
@@ -56,6 +57,8 @@ class FakeProvider:
         self.vote = vote
         self.fail_if = fail_if
         self.script: list[str] = list(script)
+        # The notes to answer the next learn request with, instead of reading the transcript.
+        self.notes: list[dict[str, Any]] | None = None
         self.log = log
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -110,6 +113,12 @@ class FakeProvider:
             fails = self.fail_if and self.fail_if.lower() in text.lower()
             behaviour = "FAIL" if fails else self.vote
         return n, behaviour
+
+    def scripted_notes(self) -> list[dict[str, Any]] | None:
+        """The notes a test scripted for this learn request (once), or None."""
+        with self._lock:
+            notes, self.notes = self.notes, None
+        return notes
 
     def answered(self, n: int, data: bytes | None) -> None:
         """Note what request ``n`` was answered (None: nothing, the connection dropped)."""
@@ -268,16 +277,15 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 answer = _anthropic_answer(n, model, behaviour)
                 if _learning(fake.requests[n - 1]["body"]) and answer["content"]:
                     call = answer["content"][0]
-                    call.update(
-                        name=LEARN_TOOL, input={"notes": _notes(fake.requests[n - 1]["body"])}
-                    )
+                    notes = fake.scripted_notes() or _notes(fake.requests[n - 1]["body"])
+                    call.update(name=LEARN_TOOL, input={"notes": notes})
                 data = json.dumps(answer).encode()
             elif path.endswith("/chat/completions"):
                 answer = _openai_answer(n, model, behaviour)
                 message = answer["choices"][0]["message"]
                 if _learning(fake.requests[n - 1]["body"]) and message["content"]:
-                    notes = {"notes": _notes(fake.requests[n - 1]["body"])}
-                    message["content"] = json.dumps(notes)
+                    notes = fake.scripted_notes() or _notes(fake.requests[n - 1]["body"])
+                    message["content"] = json.dumps({"notes": notes})
                 data = json.dumps(answer).encode()
             else:
                 status = 404

@@ -90,8 +90,10 @@ def agent_run(project: Path) -> str:
 def server_entry(
     command: Sequence[str], store: Path, run: str, *, typed: bool = True
 ) -> dict[str, Any]:
-    """The MCP server entry: stdio, the write tool on, each session a child of ``run``."""
-    args = [*command[1:], "mcp", "--store", str(store), "--memory-tool", "--parent", run]
+    """The MCP server entry: stdio, the read tools and the write binding on, each session a
+    child of ``run``."""
+    args = [*command[1:], "mcp", "--store", str(store)]
+    args += ["--memory-tools", "--memory-write", "--parent", run]
     entry: dict[str, Any] = {"type": "stdio"} if typed else {}
     entry.update({"command": command[0], "args": args})
     return entry
