@@ -41,6 +41,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from ...errors import TrussError
+from ...git.gitdir import GitDir
 from ...model import Entry, Trust
 from .state import host_dir, record_run
 from .transcript import CONTEXT_MARK
@@ -130,9 +131,12 @@ def run_host_hook(
     except (OSError, ValueError):
         payload = {}
     budget = opts.budget if opts.budget is not None else BUDGETS[name]
+    where = _where(store_path, payload)
+    with contextlib.suppress(Exception):  # a plain walk up the folders; no store: the user's dir
+        folder = host_dir(GitDir.discover(where).path_str, environ)
     try:
         with _deadline(budget):
-            store = _open(store_path, payload, environ)
+            store = _open(where)
             folder = host_dir(store.git.git_dir, environ)
             detail, extra = _HOOKS[name](store, payload, opts, folder, stdout)
         record_run(folder, name, True, detail, **extra)
@@ -154,16 +158,16 @@ def _session(payload: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _open(
-    store_path: str | None, payload: Mapping[str, Any], environ: Mapping[str, str]
-) -> MemoryStore:
+def _where(store_path: str | None, payload: Mapping[str, Any]) -> str:
+    cwd = payload.get("cwd")
+    return store_path or (cwd if isinstance(cwd, str) and cwd else ".")
+
+
+def _open(path: str) -> MemoryStore:
     # the facade (pygit2): only once a hook has its input
     from ...facade import MemoryStore
     from ...tools.storeprobe import require_store
 
-    path = (
-        store_path or (payload.get("cwd") if isinstance(payload.get("cwd"), str) else None) or "."
-    )
     store = MemoryStore(path)
     require_store(path)
     store.origin = "cli"
