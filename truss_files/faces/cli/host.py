@@ -90,7 +90,7 @@ def setup_cmd(
     if not print_only:
         done.apply()
     data = done.to_dict()
-    data["written"] = not print_only and done.printed is None
+    data["written"] = not print_only and done.printed is None and done.changed
 
     def text(_d: object) -> str:
         if done.printed is not None:

@@ -91,6 +91,7 @@ def diagnose(
 ) -> Report:
     """Run every check; ``open_store(path) -> MemoryStore`` opens the store (the CLI's)."""
     checks: list[Check] = []
+    project = project.resolve()
     checks.extend(_install(environ))
     store = None
     path = store_path or "."
