@@ -16,7 +16,8 @@ Each reads the host's JSON on stdin (Claude Code's: ``session_id``, ``transcript
 "additionalContext": "…"}, "systemMessage": "…"}``; the others nothing).
 
 A hook never breaks its host: it exits 0 whatever happens, within its time budget
-(``BUDGETS``, below the timeout setup writes for the host), and writes what went wrong to the
+(``BUDGETS``, below the timeout setup writes for the host; a learn hook's clock stops once
+the model has answered, so a write once begun finishes), and writes what went wrong to the
 log ``state.py`` keeps, which ``truss-files doctor`` reads.
 
 The agent: ``--agent RUN`` (setup writes it) names the run that stands for the agent in this
@@ -109,6 +110,12 @@ def _deadline(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def _stop_clock() -> None:
+    """No more deadline: what follows (a signed write) finishes once begun."""
+    if hasattr(signal, "setitimer"):
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def run_host_hook(
@@ -283,7 +290,14 @@ def _learn_hook(
         with contextlib.suppress(TrussError):  # already linked (session-start did), or started
             link_run(store, run, opts.agent, key_principal(store))
     transcript = read_transcript(Path(path), "claude-code")
-    done = learn(store, transcript, settings=settings_for(store), run=run, state=folder)
+    done = learn(
+        store,
+        transcript,
+        settings=settings_for(store),
+        run=run,
+        state=folder,
+        before_write=_stop_clock,
+    )
     detail = (
         f"learned {done.stored} new notes from {done.sent} messages of {path} "
         f"({done.skipped} learned before, {done.dropped_reads} memory reads left out)"

@@ -36,7 +36,7 @@ import hashlib
 import importlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -234,9 +234,12 @@ def learn(
     settings: Settings,
     run: str | None = None,
     state: Path | None = None,
+    before_write: Callable[[], None] | None = None,
 ) -> Learned:
     """Ask the ``[learn]`` model about the messages of ``transcript`` not learned yet; write
-    its notes (``MemoryStore.write_entries``); remember how far it got in ``state``."""
+    its notes (``MemoryStore.write_entries``); remember how far it got in ``state``.
+    ``before_write`` runs once the model has answered, before anything is written (a hook
+    stops its clock there: a write, once begun, finishes)."""
     model = learn_model(settings)  # before anything: unconfigured stores nothing
     run_id = run_of(transcript, run)
     out = Learned(run_id, str(transcript.path), dropped_reads=transcript.dropped_reads)
@@ -275,6 +278,8 @@ def learn(
         except NotFound:
             continue
         known.add(entry.id)
+    if before_write is not None:
+        before_write()
     if entries:
         written = store.write_entries(
             entries, settings=settings, subject=f"learn: {len(entries)} notes from run {run_id}"
