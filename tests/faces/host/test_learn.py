@@ -203,3 +203,33 @@ def test_learn_instructions_are_the_operators(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="anthropic, openai"):
         load_settings({}, global_path=user, environ={})
     assert os.environ.get("TRUSS_STATE_DIR") is None
+
+
+def test_learn_for_an_agent_shows_its_notes_to_the_agents_next_session(
+    store: MemoryStore, tmp_path: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from truss_files.faces.host.hookrun import PENDING_HEAD, run_host_hook
+
+    add_to_config(store, LEARN.format(provider="anthropic"))
+    for name, value in {**_env(fake), "TRUSS_KEY": str(tmp_path / "operator_key")}.items():
+        monkeypatch.setenv(name, value)
+    t, _lines = _session(tmp_path)
+    base = ["--store", str(store.git.workdir), "learn", "--transcript", str(t.path)]
+    result = CliRunner().invoke(cli, [*base, "--agent", "agent-app-1", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    out = io.StringIO()
+    start = json.dumps({"session_id": "next", "source": "startup"}).encode()
+    run_host_hook(
+        "session-start",
+        ["--agent", "agent-app-1"],
+        store_path=str(store.git.workdir),
+        stdin=io.BytesIO(start),
+        stdout=out,
+        environ=os.environ,
+    )
+    text = json.loads(out.getvalue())["hookSpecificOutput"]["additionalContext"]
+    assert PENDING_HEAD in text and "staging lives in eu-west-1" in text
+    other = CliRunner().invoke(cli, [*base, "--agent", "agent-other", "--format", "json"])
+    assert other.exit_code == 1 and "already a child of agent-app-1" in other.output

@@ -12,8 +12,10 @@ import click
 
 from ...config.settings import settings_for
 from ...errors import UsageError
+from ...runs.links import key_principal, link_run
 from ..host import doctor as _doctor
 from ..host.learn import learn as _learn
+from ..host.learn import learn_model, run_of
 from ..host.setup import HOSTS, SCOPES, SERVER_NAME, plan
 from ..host.state import host_dir
 from ..host.transcript import FORMATS, read_transcript
@@ -125,6 +127,12 @@ def setup_cmd(
 )
 @click.option("--run", "run_id", metavar="RUN", help="The run the notes are produced by.")
 @click.option(
+    "--agent",
+    metavar="RUN",
+    help="The project's agent run (setup prints it as agent_run): the notes are this agent's "
+    "own, shown to its next session while they await review.",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["json", "text", *FORMATS]),
@@ -134,7 +142,12 @@ def setup_cmd(
 @pass_ctx
 @handled
 def learn_cmd(
-    obj: Ctx, transcript_path: str, tformat: str, run_id: str | None, fmt: str | None
+    obj: Ctx,
+    transcript_path: str,
+    tformat: str,
+    run_id: str | None,
+    agent: str | None,
+    fmt: str | None,
 ) -> None:
     """Learn from a transcript: a model's lessons, decisions and facts, as unverified notes.
 
@@ -158,11 +171,15 @@ def learn_cmd(
             f"{transcript_path} holds no user or assistant messages in the {tformat} format; "
             "check --format"
         )
+    run = run_of(transcript, run_id)
+    if agent:
+        learn_model(settings)  # unconfigured: say so before anything is recorded
+        link_run(store, run, agent, key_principal(store))  # refused if the run has another
     done = _learn(
         store,
         transcript,
         settings=settings,
-        run=run_id,
+        run=run,
         state=host_dir(store.git.git_dir, store.environ),
     )
     emit(fmt, done.to_dict(), lambda _d: done.text())
