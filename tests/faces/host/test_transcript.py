@@ -98,3 +98,10 @@ def test_hook_help_lists_git_hooks_and_host_hooks() -> None:
     ):
         assert name in result.output
     assert "Git hooks" in result.output and "Host hooks" in result.output
+
+
+def test_the_hook_command_names_every_git_hook_without_loading_them() -> None:
+    from truss_files.faces.cli.hookcmd import GIT_HOOKS
+    from truss_files.faces.hooks import HOOK_NAMES
+
+    assert GIT_HOOKS == HOOK_NAMES

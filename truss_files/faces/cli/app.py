@@ -1,7 +1,7 @@
 """The click side of ``truss-files``: the group, the context its commands share, and the
 error handler every command is wrapped in.
 
-The commands live in ``setup``, ``host``, ``store``, ``read``, ``query``, ``review``,
+The commands live in ``setup``, ``host``, ``hookcmd``, ``store``, ``read``, ``query``, ``review``,
 ``panel``, ``queue``, ``tools``, ``operator``, ``identity``, ``context``,
 ``serve`` and ``sigstore``. The group imports only the module of the command being
 run, and lists the commands (``--help``, a bare ``truss-files``) from its own table of names,
@@ -122,7 +122,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "Check the install, the store, keys and roles, host configs and the hooks' last runs.",
     ),
     "hook": (
-        "review",
+        "hookcmd",
         "Run one hook (the installed git hook scripts and host configs call this).",
     ),
     "hooks": (

@@ -19,13 +19,11 @@ from ...review.render import render
 from ...review.textconv import textconv as convert
 from ...store.sync import sync
 from ..drivers import install_drivers
-from ..hooks import HOOK_NAMES, install_hooks, run_hook
-from ..host.hookrun import HOST_HOOKS, main_stdio
+from ..hooks import install_hooks
 from .app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
 
 # The hooks git writes to on stdin: the command reads it all and hands it to both checks.
-_STDIN_HOOKS = ("pre-push", "pre-receive")
 
 
 @cli.command("diff")
@@ -211,44 +209,6 @@ def hooks_install(
         return "\n".join(lines)
 
     emit(fmt, data, text)
-
-
-@cli.command("hook", context_settings={"ignore_unknown_options": True, "allow_extra_args": False})
-@click.argument("name", type=click.Choice((*HOOK_NAMES, *HOST_HOOKS)))
-@click.option("--chain", metavar="PATH", help="A git hook to run first, with the same input.")
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@pass_ctx
-@handled
-def hook(obj: Ctx, name: str, chain: str | None, args: tuple[str, ...]) -> None:
-    """Run one hook (the installed git hook scripts and host configs call this).
-
-    \b
-    Git hooks (installed by `truss-files hooks install`):
-      pre-commit, commit-msg, pre-push, pre-receive
-    Exit 0 to let git go on; otherwise one line per problem, naming commit, file and rule.
-    pre-push and pre-receive read git's ref lines from stdin.
-
-    \b
-    Host hooks (written by `truss-files setup claude-code`):
-      session-start   print the context a session starts from (the host's JSON on stdin)
-      pre-compact     learn from the transcript so far
-      session-end     learn from the whole transcript
-      stop            note the session's transcript
-    A host hook always exits 0; what went wrong goes to the log `truss-files doctor` names.
-    Options after the name: --agent RUN (the project's agent run), --principal P.
-
-    \b
-    Examples:
-      exec truss-files hook pre-push --chain "$0.local" -- "$@"
-      echo '{"session_id": "s1"}' | truss-files hook session-start --agent agent-demo
-    """
-    if name in HOST_HOOKS:
-        sys.exit(main_stdio(name, args, obj.store_path))
-    stdin = sys.stdin.buffer.read() if name in _STDIN_HOOKS else None
-    result = run_hook(name, list(args), stdin=stdin, chain=chain)
-    for line in result.lines:
-        click.echo(line, err=True)
-    sys.exit(result.code)
 
 
 @cli.command("sync")

@@ -141,6 +141,9 @@ def run_host_hook(
     where = _where(store_path, payload)
     with contextlib.suppress(Exception):  # a plain walk up the folders; no store: the user's dir
         folder = host_dir(GitDir.discover(where).path_str, environ)
+    if name == "stop":  # after every turn: a note beside the store, which it never opens
+        record_run(folder, name, True, "noted the session's transcript", **_session(payload))
+        return 0
     try:
         with _deadline(budget):
             store = _open(where)
@@ -305,17 +308,10 @@ def _learn_hook(
     return detail, {**_session(payload), "stored": done.stored, "run": done.run}
 
 
-def _stop(
-    store: MemoryStore, payload: Mapping[str, Any], opts: HookArgs, folder: Path, _out: IO[str]
-) -> tuple[str, dict[str, Any]]:
-    return "noted the session's transcript", _session(payload)
-
-
 _HOOKS = {
     "session-start": _session_start,
     "pre-compact": _learn_hook,
     "session-end": _learn_hook,
-    "stop": _stop,
 }
 
 
