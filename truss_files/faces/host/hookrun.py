@@ -93,6 +93,10 @@ class _OutOfTime(Exception):
     pass
 
 
+class _Partial(Exception):
+    """The hook answered the host, but without part of what it should have."""
+
+
 @contextlib.contextmanager
 def _deadline(seconds: float) -> Iterator[None]:
     """Raise ``_OutOfTime`` in this (main) thread after ``seconds``."""
@@ -150,6 +154,8 @@ def run_host_hook(
             folder = host_dir(store.git.git_dir, environ)
             detail, extra = _HOOKS[name](store, payload, opts, folder, stdout)
         record_run(folder, name, True, detail, **extra)
+    except _Partial as exc:
+        record_run(folder, name, False, str(exc), **_session(payload))
     except _OutOfTime:
         record_run(folder, name, False, f"gave up after {budget:g} s (the host goes on without it)")
     except TrussError as exc:
@@ -188,7 +194,7 @@ def session_run(payload: Mapping[str, Any]) -> str | None:
     session = payload.get("session_id")
     if not isinstance(session, str) or not session.strip():
         return None
-    return "cc-" + re.sub(r"[^A-Za-z0-9._-]", "-", session.strip())[:120]
+    return "cc-" + re.sub(r"[^A-Za-z0-9_-]", "-", session.strip())[:120]
 
 
 # -- session-start ---------------------------------------------------------------------------
@@ -203,8 +209,19 @@ def _session_start(
     principal = opts.principal or key_principal(store)
     run = session_run(payload)
     agent = opts.agent
-    here = store.context(run, principal=principal, parent=agent) if run else None
-    mine = store.context(agent, principal=principal) if agent else None
+    trouble: list[str] = []
+    here = mine = None
+    if run:
+        try:
+            here = store.context(run, principal=principal, parent=agent)
+        except TrussError as exc:  # a run another key started, say: the context without it
+            trouble.append(f"session run {run}: {exc.message}")
+            here = store.context(run, principal=principal) if agent else None
+    if agent:
+        try:
+            mine = store.context(agent, principal=principal)
+        except TrussError as exc:
+            trouble.append(f"agent run {agent}: {exc.message}")
     pending = len(store.list_entries(trust=Trust.UNVERIFIED))
     text = session_text(
         here or mine, mine, agent=agent, run=run, store=str(store.git.workdir or store.git.git_dir)
@@ -222,6 +239,8 @@ def _session_start(
     changes = len(mine.delta) if mine is not None else 0
     own = sum(len(n) for _r, n in mine.children) if mine is not None else 0
     detail = f"context of {len(text)} characters: {changes} changes, {own} own pending notes"
+    if trouble:  # the session still got its context; doctor shows what was left out
+        raise _Partial(detail + "; left out: " + "; ".join(trouble))
     return detail, {**_session(payload), "pending": pending, "agent": agent}
 
 

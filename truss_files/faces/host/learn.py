@@ -221,7 +221,7 @@ def run_of(transcript: Transcript, run: str | None = None) -> str:
     if run:
         return run
     if transcript.session:
-        safe = re.sub(r"[^A-Za-z0-9._-]", "-", transcript.session)[:120]
+        safe = re.sub(r"[^A-Za-z0-9_-]", "-", transcript.session)[:120]
         return f"cc-{safe}"
     first = transcript.messages[0].text if transcript.messages else str(transcript.path)
     return "t-" + hashlib.sha256(first.encode()).hexdigest()[:16]
