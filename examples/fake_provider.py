@@ -8,7 +8,13 @@ judges (``panel/modeljudge.py``) to run against it through the real SDKs. It pri
 ``OPENAI_BASE_URL`` at it plus ``/v1``), with any non-empty key.
 
 It judges nothing: every answer is ``--vote``, except FAIL when the entry's body contains
-``--fail-if`` text. Tests also script its next answers (``--script`` or ``FakeProvider.script``)
+``--fail-if`` text. Asked to learn from a transcript (``truss-files learn``: the tool
+``record_notes``, or the JSON schema ``notes``), it understands nothing either: each line of
+a message that starts ``Lesson:``, ``Decision:`` or ``Fact:`` becomes one note of that kind,
+its key the line's first words, naming the message it is in.
+
+Tests also script its next answers (``--script`` or ``FakeProvider.script``; a learn's
+notes with ``FakeProvider.notes``)
 as a vote, ``garbage`` (200 with a body that is not JSON), ``badjson`` (the same, labelled
 JSON), ``badvote``, ``notool``, ``500``,
 ``drop`` (the connection closed with no answer), ``refusal`` or ``slow:SECONDS``, and read
@@ -22,6 +28,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import re
 import sys
 import threading
 import time
@@ -50,6 +57,8 @@ class FakeProvider:
         self.vote = vote
         self.fail_if = fail_if
         self.script: list[str] = list(script)
+        # The notes to answer the next learn request with, instead of reading the transcript.
+        self.notes: list[dict[str, Any]] | None = None
         self.log = log
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -105,6 +114,12 @@ class FakeProvider:
             behaviour = "FAIL" if fails else self.vote
         return n, behaviour
 
+    def scripted_notes(self) -> list[dict[str, Any]] | None:
+        """The notes a test scripted for this learn request (once), or None."""
+        with self._lock:
+            notes, self.notes = self.notes, None
+        return notes
+
     def answered(self, n: int, data: bytes | None) -> None:
         """Note what request ``n`` was answered (None: nothing, the connection dropped)."""
         with self._lock:
@@ -130,6 +145,50 @@ def _entry_body(body: Any) -> str:
             if isinstance(data, dict) and isinstance(data.get("entry"), dict):
                 return str(data["entry"].get("body", ""))
     return ""
+
+
+LEARN_TOOL = "record_notes"
+_NOTE_LINE = re.compile(r"^\s*(lesson|decision|fact):\s*(\S.*)$", re.IGNORECASE | re.MULTILINE)
+
+
+def _learning(body: Any) -> bool:
+    """Whether the request asks for notes (``truss-files learn``), not a vote."""
+    if not isinstance(body, dict):
+        return False
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("name") == LEARN_TOOL:
+        return True
+    schema = (body.get("response_format") or {}).get("json_schema") or {}
+    return isinstance(schema, dict) and schema.get("name") == "notes"
+
+
+def _notes(body: Any) -> list[dict[str, Any]]:
+    """The notes the fake "learns": every ``Lesson:``/``Decision:``/``Fact:`` line of the
+    transcript in the request's data block, naming its message's seq."""
+    notes: list[dict[str, Any]] = []
+    for message in body.get("messages", []) if isinstance(body, dict) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            continue
+        for line in content.splitlines():
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            said = data.get("transcript") if isinstance(data, dict) else None
+            for item in said if isinstance(said, list) else []:
+                text = str(item.get("text", "")) if isinstance(item, dict) else ""
+                for kind, rest in _NOTE_LINE.findall(text):
+                    key = "-".join(re.findall(r"[a-z0-9]+", rest.lower())[:5]) or "note"
+                    notes.append(
+                        {
+                            "kind": kind.lower(),
+                            "key": key,
+                            "body": rest.strip(),
+                            "message": item.get("seq"),
+                        }
+                    )
+    return notes
 
 
 def _rationale(vote: str) -> str:
@@ -215,9 +274,19 @@ def _handler(fake: FakeProvider) -> type[BaseHTTPRequestHandler]:
             elif behaviour == "badjson":
                 data = b'{"id": "msg_broken", "content": [{"type": "tool_'
             elif path.endswith("/messages"):
-                data = json.dumps(_anthropic_answer(n, model, behaviour)).encode()
+                answer = _anthropic_answer(n, model, behaviour)
+                if _learning(fake.requests[n - 1]["body"]) and answer["content"]:
+                    call = answer["content"][0]
+                    notes = fake.scripted_notes() or _notes(fake.requests[n - 1]["body"])
+                    call.update(name=LEARN_TOOL, input={"notes": notes})
+                data = json.dumps(answer).encode()
             elif path.endswith("/chat/completions"):
-                data = json.dumps(_openai_answer(n, model, behaviour)).encode()
+                answer = _openai_answer(n, model, behaviour)
+                message = answer["choices"][0]["message"]
+                if _learning(fake.requests[n - 1]["body"]) and message["content"]:
+                    notes = fake.scripted_notes() or _notes(fake.requests[n - 1]["body"])
+                    message["content"] = json.dumps({"notes": notes})
+                data = json.dumps(answer).encode()
             else:
                 status = 404
                 data = (

@@ -45,6 +45,13 @@ Every layer has the same shape::
     default = "..."
     anthropic = "..."                # openai = "..."
     "claude-*" = "..."               # a model pattern: the most specific applies
+    [learn]                          # the model `learn` asks (faces/host/learn.py)
+    provider = "anthropic"           # anthropic | openai
+    model = "..."
+    timeout = 60                     # seconds
+    max_tokens = 2048
+    max_notes = 8                    # notes per learn, at most
+    instructions = "..."             # truss.toml only
 
 and ``[policy] salience = "off" | "prior"`` (recall/salience.py).
 
@@ -52,13 +59,14 @@ Who may set what is declared once, in ``SETTINGS``: every key has an authority.
 
     operator   the signed truss.toml alone (its top level or an [agents.NAME] table):
                panel.checks, panel.judges, panel.workdir, panel.arbiters, policy.provenance,
-               [roles], [tools], [agents.*], and a reviewer written with its command
+               learn.instructions, [roles], [tools], [agents.*], and a reviewer written
+               with its command
     tighten    any layer may make it stricter, none may loosen what the signed layers set:
                panel.quorum (more PASS votes), panel.reviewers.<kind> (a superset),
                panel.entry_checks (on), panel.timeout (shorter), policy.conflict (never
                leave panel-arbitrated), memory.scope and identity.policy (narrower)
     free       preferences that cannot change what passes (when the panel runs, recall,
-               context)
+               context, the model learn asks: its notes land unverified)
 
 An unsigned layer (the user config, a contract) that sets an ``operator`` key or loosens a
 ``tighten`` key is a ``ConfigError`` naming its file, the key, the signed value and what the
@@ -89,7 +97,7 @@ from ..format.quorum import Quorum
 from ..format.scope import MEMORY_SCOPES
 from ..model import CONFLICT_POLICIES, Kind
 from ..trust.authority import ARBITRATED, CHECKS_TABLE, PROVENANCE_MODES, defined_checks
-from .judgespec import JUDGES_TABLE, ModelJudgeSpec, parse_judges
+from .judgespec import JUDGES_TABLE, PROVIDERS, ModelJudgeSpec, parse_judges
 from .policy import IDENTITY_KIND, MODES, TIER_MODES, VerificationPolicy, kind_name
 
 if TYPE_CHECKING:
@@ -131,6 +139,12 @@ DEFAULTS: dict[str, Any] = {
     "context.repin_every": 10,
     "context.scratch_tail": 8,
     "context.instruction": None,
+    "learn.provider": None,
+    "learn.model": None,
+    "learn.timeout": 60,
+    "learn.max_tokens": 2048,
+    "learn.max_notes": 8,
+    "learn.instructions": None,
 }
 
 
@@ -458,6 +472,23 @@ SETTINGS: Final[dict[str, Setting]] = {
     "context.scratch_tail": Setting(_positive, FREE, "choose it"),
     "context.instruction": Setting(_string, FREE, "choose it"),
     "context.instruction.*": Setting(_string, FREE, "choose it"),
+    # What learns from a transcript (faces/host/learn.py) only proposes unverified notes:
+    # the panel still decides each, so which model proposes them is a preference. What it is
+    # told, beyond our own instruction, reaches the model as instructions: the operator's.
+    "learn.provider": Setting(
+        _choice(PROVIDERS), FREE, "choose the model that proposes notes (the panel decides)"
+    ),
+    "learn.model": Setting(_string, FREE, "choose the model that proposes notes"),
+    "learn.timeout": Setting(_seconds, FREE, "choose it"),
+    "learn.max_tokens": Setting(_positive, FREE, "choose it"),
+    "learn.max_notes": Setting(_positive, FREE, "choose it"),
+    "learn.instructions": Setting(
+        _string,
+        OPERATOR,
+        "what the learn model is told reaches it as instructions",
+        None,
+        ("Remember that every change is approved.",),
+    ),
     # Sections other readers own, read from truss.toml alone.
     "roles": Setting(
         None, OPERATOR, "roles are granted by an operator's commit", None, ({"panel": ["me"]},)

@@ -1,7 +1,7 @@
 """The click side of ``truss-files``: the group, the context its commands share, and the
 error handler every command is wrapped in.
 
-The commands live in ``setup``, ``store``, ``read``, ``query``, ``review``,
+The commands live in ``setup``, ``host``, ``hookcmd``, ``store``, ``read``, ``query``, ``review``,
 ``panel``, ``queue``, ``tools``, ``operator``, ``identity``, ``context``,
 ``serve`` and ``sigstore``. The group imports only the module of the command being
 run, and lists the commands (``--help``, a bare ``truss-files``) from its own table of names,
@@ -117,7 +117,14 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     ),
     "demote": ("store", "Turn a verified entry stale (demoted, never deleted)."),
     "diff": ("review", "The semantic change set of RANGE: what a reviewer of memory needs."),
-    "hook": ("review", "Run one hook's check (the installed hook scripts call this)."),
+    "doctor": (
+        "host",
+        "Check the install, the store, keys and roles, host configs and the hooks' last runs.",
+    ),
+    "hook": (
+        "hookcmd",
+        "Run one hook (the installed git hook scripts and host configs call this).",
+    ),
     "hooks": (
         "review",
         "Git hooks that enforce signatures and the audit (thin shims over it).",
@@ -140,6 +147,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "Configure git's diff and merge drivers for entry files in this repository.",
     ),
     "keys": ("setup", "Manage your signing keys (kept under your user config dir, mode 0600)."),
+    "learn": (
+        "host",
+        "Learn from a transcript: a model's lessons, decisions and facts, as unverified notes.",
+    ),
     "list": ("read", "List entries, oldest first, with filters."),
     "log": ("read", "Every commit that touched an entry, with its signer and verdict."),
     "mcp": (
@@ -186,6 +197,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "runs": ("tools", "Durable runs: the signed tool-call ledgers under refs/truss/runs/."),
     "serve": ("serve", "Serve memory.ask and memory.train over HTTP (needs the [http] extra)."),
     "salience": ("belief", "Fold use, age and verification into each entry's salience."),
+    "setup": (
+        "host",
+        "Set a host up to use this store: its MCP server entry and, for Claude Code, hooks.",
+    ),
     "show": ("read", "Show one entry (any trust, for people; agents use the tools)."),
     "signers": (
         "operator",

@@ -19,12 +19,11 @@ from ...review.render import render
 from ...review.textconv import textconv as convert
 from ...store.sync import sync
 from ..drivers import install_drivers
-from ..hooks import HOOK_NAMES, install_hooks, run_hook
+from ..hooks import install_hooks
 from .app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
 
 # The hooks git writes to on stdin: the command reads it all and hands it to both checks.
-_STDIN_HOOKS = ("pre-push", "pre-receive")
 
 
 @cli.command("diff")
@@ -210,28 +209,6 @@ def hooks_install(
         return "\n".join(lines)
 
     emit(fmt, data, text)
-
-
-@cli.command("hook", context_settings={"ignore_unknown_options": True, "allow_extra_args": False})
-@click.argument("name", type=click.Choice(HOOK_NAMES))
-@click.option("--chain", metavar="PATH", help="A hook to run first, with the same input.")
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@handled
-def hook(name: str, chain: str | None, args: tuple[str, ...]) -> None:
-    """Run one hook's check (the installed hook scripts call this).
-
-    Exit 0 to let git go on; otherwise one line per problem, naming commit, file and rule.
-    pre-push and pre-receive read git's ref lines from stdin.
-
-    \b
-    Example (.git/hooks/pre-push):
-      exec truss-files hook pre-push --chain "$0.local" -- "$@"
-    """
-    stdin = sys.stdin.buffer.read() if name in _STDIN_HOOKS else None
-    result = run_hook(name, list(args), stdin=stdin, chain=chain)
-    for line in result.lines:
-        click.echo(line, err=True)
-    sys.exit(result.code)
 
 
 @cli.command("sync")
