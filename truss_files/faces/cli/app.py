@@ -130,6 +130,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "belief",
         "Move verified entries over their kind's [policy.eviction] budget to stale.",
     ),
+    "erase": (
+        "forget",
+        "Erase entries for good (operator only); --dry-run lists every place their text lives.",
+    ),
     "export": (
         "transfer",
         "Write the store's entries out: JSON lines that import back, markdown, /memories files.",
