@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-PAGES = ("export-import.md", "as-of.md")
+PAGES = ("export-import.md", "as-of.md", "forgetting.md")
 
 
 def sh_blocks(page: str) -> str:

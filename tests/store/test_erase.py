@@ -93,3 +93,20 @@ def test_bad_requests_say_what_to_give(
     store.write("fact", "k", "Some text.")
     with pytest.raises(UsageError, match=said):
         plan_erasure(store, refs, reason)
+
+
+def test_member_gathers_every_entry_by_or_about_them(store: MemoryStore) -> None:
+    by = store.write(
+        "preference",
+        "tone",
+        "Short answers please.",
+        author="member:alice",
+        layer="member",
+        scope={"member": "alice"},
+    )
+    about = store.write("fact", "desk", "Sits by the window.", scope={"member": "alice"})
+    store.write("fact", "bob", "Bob sits by the door.", scope={"member": "bob"})
+    plan = plan_erasure(store, [], "left the company", member="alice")
+    assert set(plan.ids) == {by.id, about.id}
+    with pytest.raises(UsageError, match="no entry is by or about member carol"):
+        plan_erasure(store, [], "r", member="carol")

@@ -99,22 +99,39 @@ def require_operator(store: Store) -> str:
     return principal
 
 
-def plan_erasure(store: Store, refs: Sequence[str], reason: str) -> ErasurePlan:
-    """Every place the entries ``refs`` (ids or 8+ hex prefixes, any trust) live, for an
-    operator; ``Forbidden`` for anyone else."""
+def plan_erasure(
+    store: Store, refs: Sequence[str], reason: str, *, member: str | None = None
+) -> ErasurePlan:
+    """Every place the entries ``refs`` (ids or 8+ hex prefixes, any trust) live -- with
+    ``member``, also every entry by or about that member (author ``member:M`` or scope
+    ``member=M``) -- for an operator; ``Forbidden`` for anyone else."""
     by = require_operator(store)
     if not reason or not reason.strip():
         raise UsageError(
             "give --reason: why these entries are erased (it is recorded; keep the erased "
             "text out of it)"
         )
-    if not refs:
-        raise UsageError("name the entries to erase by id (or a unique prefix of 8+ hex)")
+    if not refs and member is None:
+        raise UsageError(
+            "name the entries to erase by id (or a unique prefix of 8+ hex), or --member M"
+        )
     snap = store.snapshot()
     entries: dict[str, Entry] = {}
     for ref in refs:
         entry = store.get(ref, snap)
         entries[entry.id] = entry
+    if member is not None:
+        about = [
+            e
+            for e in store.iter_entries(snap)
+            if e.author == f"member:{member}" or e.scope.get("member") == member
+        ]
+        if not about:
+            raise UsageError(
+                f"no entry is by or about member {member} (author member:{member} or scope "
+                f"member={member}); check the name with `truss-files list --format json`"
+            )
+        entries.update((e.id, e) for e in about)
     ids = tuple(sorted(entries))
     paths = {e.path for e in entries.values()}
     texts = [e.body for e in entries.values() if len(e.body) >= MIN_TEXT]

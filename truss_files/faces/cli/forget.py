@@ -12,13 +12,19 @@ from .output import FORMAT_OPTION, emit
 
 @cli.command()
 @click.argument("entry_ids", nargs=-1)
+@click.option("--member", help="Also every entry by or about this member (author or scope).")
 @click.option("--reason", default="", help="Why (recorded; keep the erased text out of it).")
 @click.option("--dry-run", is_flag=True, help="List every place the text lives; change nothing.")
 @FORMAT_OPTION
 @pass_ctx
 @handled
 def erase(
-    obj: Ctx, entry_ids: tuple[str, ...], reason: str, dry_run: bool, fmt: str | None
+    obj: Ctx,
+    entry_ids: tuple[str, ...],
+    member: str | None,
+    reason: str,
+    dry_run: bool,
+    fmt: str | None,
 ) -> None:
     """Erase entries for good (operator only); --dry-run lists every place their text lives.
 
@@ -30,8 +36,9 @@ def erase(
     \b
     Example:
       truss-files erase 5b0c8f3e --reason "GDPR request 2026-114" --dry-run
+      truss-files erase --member alice --reason "left the company" --dry-run
     """
-    plan = plan_erasure(obj.store(), entry_ids, reason)
+    plan = plan_erasure(obj.store(), entry_ids, reason, member=member)
     if not dry_run:
         raise UsageError(
             "erase can plan an erasure but not yet rewrite history (docs/forgetting.md says "
