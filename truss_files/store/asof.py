@@ -56,6 +56,8 @@ def resolve_at(
 ) -> pygit2.Commit:
     """The commit a read ``at`` reads in the history of ``tip`` (default: the branch tip; see
     the module's docstring); ``UsageError`` when there is none, naming what to give instead."""
+    # Late: the read tools import ``Judged`` from here on their cold path, which loads no
+    # pygit2; only a read into the past needs the trust root.
     from ..trust.trustroot import pinned_root
 
     if not isinstance(at, str) or not at.strip():
