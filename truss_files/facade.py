@@ -42,6 +42,7 @@ from .review.why import explain
 from .runs.ledger import resolve_call
 from .runs.runcontext import RunContext
 from .store import belief
+from .store.asof import Judged
 from .store.store import Store
 from .tools.storeprobe import has_layers_above_store
 from .trust.verdict import Verdict
@@ -135,11 +136,18 @@ class MemoryStore(Store):
         mode: str | None = None,
         reader: Reader | None = None,
         salience: str | None = None,
+        at: str | None = None,
     ) -> RecallResult:
         """Rank entries at or above ``min_trust`` at the branch tip (filter, then BM25 over
         the candidates, through the recall index and the read gate). ``reader`` applies
-        ``memory.scope`` (``scope.Reader``); None reads every scope, as a reviewer does."""
-        snap = self.snapshot()
+        ``memory.scope`` (``scope.Reader``); None reads every scope, as a reviewer does.
+        ``at`` (a date or a commit): the store as it was then (``Store.open_read``)."""
+        gate: Any = self.gate
+        if at is None:
+            snap = self.snapshot()
+        else:
+            past = self.open_read(Trust.floor(min_trust), at=at)
+            snap, gate = past.snap, Judged(past.withheld)
         config = self.config(snap)
         if reader is not None and reader.mode is None:
             reader = dataclasses.replace(
@@ -160,7 +168,7 @@ class MemoryStore(Store):
         elif salience is None:
             salience = str(config.get("policy", "salience", "off"))
         result = search_snapshot(
-            self, snap, text, flt, limit, gate=self.gate, mode=mode, salience=salience
+            self, snap, text, flt, limit, gate=gate, mode=mode, salience=salience
         )
         record(self._gitdir, [h.entry.id for h in result.hits], self.origin, environ=self.environ)
         return result
@@ -176,11 +184,13 @@ class MemoryStore(Store):
         *,
         min_trust: Trust | str = Trust.VERIFIED,
         reader: Reader | None = None,
+        at: str | None = None,
     ) -> list[Entry]:
         """The entries named by id (or unique 8+ hex prefix) at or above ``min_trust``, through
-        the read gate; ids below the floor, rejected, out of scope or unknown are left out."""
+        the read gate; ids below the floor, rejected, out of scope or unknown are left out.
+        ``at`` (a date or a commit): as they were then (``Store.open_read``)."""
         floor = Trust.floor(min_trust)
-        snap, withheld = self.open_read(floor)
+        snap, withheld = self.open_read(floor, at=at)
         flt = Filter(min_trust=floor, ceiling=Trust.UNVERIFIED if withheld else None, reader=reader)
         out: dict[str, Entry] = {}
         for ref in refs:

@@ -71,6 +71,7 @@ from ..trust.verdict import (
     sign_keyless_verdict,
     sign_verdict,
 )
+from .asof import resolve_at
 
 _HEX_PREFIX = re.compile(r"^[0-9a-f]{8,32}$")
 
@@ -302,11 +303,29 @@ class Store:
         commit an index view reads."""
         return refusal(git, commit, store=self.git, environ=self.environ)
 
-    def open_read(self, floor: Trust = Trust.VERIFIED, snap: Snapshot | None = None) -> Read:
+    def open_read(
+        self,
+        floor: Trust = Trust.VERIFIED,
+        snap: Snapshot | None = None,
+        *,
+        at: str | None = None,
+    ) -> Read:
         """The one way a read begins: ``snap`` (default: the branch tip) through the read gate
         (``readgate``). Above unverified, a history the audit rejects raises
         ``UntrustedHistory``; at unverified the read goes on with ``withheld`` saying why
-        nothing above unverified may leave it."""
+        nothing above unverified may leave it.
+
+        ``at`` (a date or a commit, ``asof.resolve_at``): the store as it was then -- the
+        snapshot of that commit of the branch's history, its labels and its truss.toml,
+        gated as the tip is (a past commit is trusted as far as the history that holds it)."""
+        if at is not None:
+            if snap is not None:
+                raise TypeError("open_read takes a snapshot or at, not both")
+            tip = self.snapshot()
+            # Resolved in the history of the tip the gate judges, not of a newer one.
+            past = resolve_at(self.git, at, self.environ, tip.commit)
+            withheld = self.open_read(floor, tip).withheld
+            return Read(Snapshot(self.git.repo, past), withheld)
         snap = snap or self.snapshot()
         withheld = gate(
             GitDir.discover(self.git.git_dir),

@@ -37,6 +37,7 @@ from ..recall.engine import (
     search_snapshot,
 )
 from ..recall.pipeline import Filter
+from ..store.asof import Judged
 from ..trust.readgate import refusal
 from .registry import Annotations, Tool, register
 
@@ -62,6 +63,12 @@ _REVALIDATE = {
     "default": False,
     "description": "In a durable run, skip the recorded answer and read the store again.",
 }
+_AT = {
+    "type": "string",
+    "maxLength": 100,
+    "description": "Read the store as it was then: a date (2026-11-01, the end of that day "
+    "UTC) or a commit id of its history. Omit for now.",
+}
 _QUERY_PROPS: dict[str, Any] = {
     "query": {
         "type": "string",
@@ -73,6 +80,7 @@ _QUERY_PROPS: dict[str, Any] = {
     "key": {"type": "string", "description": "Only entries with exactly this key."},
     "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": DEFAULT_LIMIT},
     "min_trust": _FLOOR,
+    "at": _AT,
     "revalidate": _REVALIDATE,
 }
 _VIEW_PROPS: dict[str, Any] = {
@@ -84,6 +92,7 @@ _VIEW_PROPS: dict[str, Any] = {
         "description": "More entry ids.",
     },
     "min_trust": _FLOOR,
+    "at": _AT,
     "revalidate": _REVALIDATE,
 }
 
@@ -152,7 +161,7 @@ def recall_mode(call: Call) -> str:
     return store_recall_mode(call.config)
 
 
-def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
+def _recall(call: Call, text: str, flt: Filter, limit: int, at: str | None = None) -> RecallResult:
     """The recall engine over this call's snapshot (through the index cache under .git/truss/):
     the filter first — trust floor, kind, key, the run's own unverified writes let through,
     tombstones left out — then ranking in the recall mode of the settings."""
@@ -170,6 +179,19 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
     )
     mode = recall_mode(call)
     salience = call.salience()
+    if at is not None:
+        # The store as it was (``Store.open_read``): judged by the gate of the tip.
+        past = call.store.open_read(flt.min_trust, at=at)
+        return search_snapshot(
+            call.store,
+            past.snap,
+            text,
+            flt,
+            limit,
+            gate=Judged(past.withheld),
+            mode=mode,
+            salience=salience,
+        )
     if call.store_open:
         return search_snapshot(
             call.store,
@@ -203,7 +225,7 @@ def memory_query(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     floor = Trust.floor(inp.get("min_trust", "verified"))
     kind = Kind.parse(inp["kind"]) if inp.get("kind") else None
     flt = Filter(min_trust=floor, kind=kind, key=inp.get("key"))
-    result = _recall(call, text, flt, int(inp.get("limit", DEFAULT_LIMIT)))
+    result = _recall(call, text, flt, int(inp.get("limit", DEFAULT_LIMIT)), _at(inp))
     record(call.path, [h.entry.id for h in result.hits], call.session.origin)
     out: dict[str, Any] = {
         "recall_mode": result.mode,
@@ -230,7 +252,13 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
             "use memory_query"
         )
     floor = Trust.floor(inp.get("min_trust", "verified"))
-    snap, withheld = call.store.open_read(floor, call.snapshot())
+    at = _at(inp)
+    if at is None:
+        snap, withheld = call.store.open_read(floor, call.snapshot())
+        gate: Any = call.store.gate
+    else:
+        snap, withheld = call.store.open_read(floor, at=at)
+        gate = Judged(withheld)
     flt = Filter(
         min_trust=floor, ceiling=Trust.UNVERIFIED if withheld else None, reader=call.reader()
     )
@@ -244,7 +272,7 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     deleted: frozenset[str] = frozenset()
     run_view = call.run_view()
     if run_view is not None:
-        deleted = run_deleted_snapshot(call.store, snap, run_view, gate=call.store.gate)
+        deleted = run_deleted_snapshot(call.store, snap, run_view, gate=gate)
 
     for ref in refs:
         try:
@@ -279,10 +307,19 @@ def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     if withheld:
         out["withheld"] = withheld
     if any(e.trust is Trust.VERIFIED and e.superseded_by is None for e in shown):
-        conflicts = conflicts_snapshot(call.store, snap, shown, gate=call.store.gate)
+        conflicts = conflicts_snapshot(call.store, snap, shown, gate=gate)
         if conflicts:
             out["conflicts"] = [c.to_dict() for c in conflicts]
     return out
+
+
+def _at(inp: Mapping[str, Any]) -> str | None:
+    at = inp.get("at")
+    if at is None:
+        return None
+    if not isinstance(at, str) or not at.strip():
+        raise UsageError('`at` is a date or a commit id, e.g. {"at": "2026-11-01"}')
+    return at
 
 
 def read_memory(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:

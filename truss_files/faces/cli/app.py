@@ -137,9 +137,17 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "belief",
         "Move verified entries over their kind's [policy.eviction] budget to stale.",
     ),
+    "erase": (
+        "forget",
+        "Erase entries for good (operator only); --dry-run lists every place their text lives.",
+    ),
+    "export": (
+        "transfer",
+        "Write the store's entries out: JSON lines that import back, markdown, /memories files.",
+    ),
     "import": (
         "store",
-        "Bulk-import entries from JSON lines (one commit); SOURCE is a file or -.",
+        "Bulk-import entries in one commit: JSON lines, or notes kept elsewhere (--from).",
     ),
     "init": ("setup", "Create or adopt a git repository as a store."),
     "install-drivers": (

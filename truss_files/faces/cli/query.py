@@ -18,7 +18,7 @@ from ...format.scope import MEMORY_SCOPES, Reader
 from ...format.views import entry_text, entry_view
 from ...git.usage import record
 from ...model import Kind, Layer, Trust
-from ...recall.engine import RECALL_MODES, search
+from ...recall.engine import RECALL_MODES, RecallResult, search
 from ...recall.pipeline import Filter
 from ...recall.related import shown_words
 from ...tools.storeprobe import has_layers_above_store, require_store, user_config_file
@@ -53,6 +53,12 @@ FLOORS = tuple(t.value for t in sorted(Trust, key=lambda t: -t.rank) if t is not
     type=click.Choice(MEMORY_SCOPES),
     help="The memory scope to read under (default: [memory] scope in truss.toml).",
 )
+@click.option(
+    "--at",
+    metavar="DATE|COMMIT",
+    help="Answer from the store as it was then: its entries, trust labels and truss.toml "
+    "(a date: the last commit at or before it, e.g. 2026-11-01).",
+)
 @FORMAT_OPTION
 @pass_ctx
 @handled
@@ -68,6 +74,7 @@ def query(
     agent: str | None,
     project: str | None,
     scope: str | None,
+    at: str | None,
     fmt: str | None,
 ) -> None:
     """Rank entries at or above a trust floor (BM25 statistics from those entries only).
@@ -81,6 +88,7 @@ def query(
       truss-files query "borrow checker await" --kind lesson
       truss-files query "why are builds slow" --mode hybrid
       truss-files query "release steps" --agent build-bot   # what build-bot may read
+      truss-files query "deploy day" --at 2026-11-01        # what we believed then
     """
     if not text.strip():  # as memory_query refuses it: an empty answer would read as "none"
         raise click.UsageError('give words to look for, e.g. truss-files query "flaky ci"')
@@ -96,6 +104,7 @@ def query(
         agent=agent,
         project=project,
         scope=scope,
+        at=at,
     )
     emit(fmt, data, text_of)
     note = None if want_json(fmt) else floor_note(data)
@@ -116,6 +125,7 @@ def run_query(
     agent: str | None = None,
     project: str | None = None,
     scope: str | None = None,
+    at: str | None = None,
 ) -> tuple[dict[str, Any], Callable[[Any], str]]:
     """Run the query; return the JSON document and the function that renders it as text.
 
@@ -142,14 +152,19 @@ def run_query(
     )
     # The layered policy.salience, as the read tools take it (None: truss.toml at the tip).
     salience = settings.salience if settings is not None else None
-    result = search(store, text, flt, limit, gate=refusal, mode=mode, salience=salience)
+    if at is None:
+        result = search(store, text, flt, limit, gate=refusal, mode=mode, salience=salience)
+        record(store, [h.entry.id for h in result.hits], "cli")
+    else:
+        result, read_at = _query_at(store, text, flt, limit, mode, salience, at)
     hits = result.hits
-    record(store, [h.entry.id for h in hits], "cli")
     data: dict[str, Any] = {
         "recall_mode": result.mode,
         "min_trust": floor.value,
         "entries": [entry_view(h.entry, h.score) for h in hits],
     }
+    if at is not None:
+        data["at"] = read_at
     if result.withheld:
         data["withheld"] = result.withheld  # the history fails the audit: unverified only
     if result.below_floor:
@@ -168,9 +183,41 @@ def run_query(
     def render(_data: Any) -> str:
         found = "\n\n".join(entry_text(h.entry, h.score) for h in hits)
         note = f"\n\nwithheld: {result.withheld}" if result.withheld else ""
-        return (found or f"nothing at or above {floor.value} matches") + flags + note
+        when = f"as of commit {data['at'][:12]}\n\n" if "at" in data else ""
+        return when + (found or f"nothing at or above {floor.value} matches") + flags + note
 
     return data, render
+
+
+def _query_at(
+    store: str,
+    text: str,
+    flt: Filter,
+    limit: int,
+    mode: str | None,
+    salience: str | None,
+    at: str,
+) -> tuple[RecallResult, str]:
+    """The same query as the store was ``at`` (``MemoryStore.query``), and the commit that
+    is."""
+    from ...facade import MemoryStore  # pygit2: only a query into the past needs the store
+    from ...store.asof import resolve_at
+
+    memory = MemoryStore(store)
+    memory.origin = "cli"
+    commit = str(resolve_at(memory.git, at, memory.environ).id)
+    return memory.query(
+        text,
+        kind=flt.kind,
+        key=flt.key,
+        layer=next(iter(flt.layers)) if flt.layers else None,
+        min_trust=flt.min_trust,
+        limit=limit,
+        mode=mode,
+        reader=flt.reader,
+        salience=salience,
+        at=commit,
+    ), commit
 
 
 def layered_settings(store: str, environ: Mapping[str, str]) -> Settings | None:

@@ -29,10 +29,15 @@ if TYPE_CHECKING:
 @click.option(
     "--raw", is_flag=True, help="Print the entry's file as stored: front matter and signature."
 )
+@click.option(
+    "--at",
+    metavar="DATE|COMMIT",
+    help="The entry as it was then (a date: the last commit at or before it).",
+)
 @FORMAT_OPTION
 @pass_ctx
 @handled
-def show(obj: Ctx, entry_id: str, raw: bool, fmt: str | None) -> None:
+def show(obj: Ctx, entry_id: str, raw: bool, at: str | None, fmt: str | None) -> None:
     """Show one entry (any trust, for people; agents use the tools).
 
     Text: the belief (kind, key, trust, body) and who verified it, when; --raw prints the
@@ -43,11 +48,12 @@ def show(obj: Ctx, entry_id: str, raw: bool, fmt: str | None) -> None:
     Examples:
       truss-files show 5b0c8f3e
       truss-files show 5b0c8f3e --raw > entry.md
+      truss-files show 5b0c8f3e --at 2026-11-01     # as it was on 1 November
     """
     store = obj.store()
-    snap = store.snapshot()
+    snap = store.snapshot() if at is None else store.open_read(Trust.UNVERIFIED, at=at).snap
     entry = store.get(entry_id, snap)
-    withheld = _gate(store, snap, entry.trust)
+    withheld = _gate(store, snap, entry.trust, at)
     if withheld:
         click.echo(f"note: {withheld}", err=True)
     if raw:
@@ -56,10 +62,14 @@ def show(obj: Ctx, entry_id: str, raw: bool, fmt: str | None) -> None:
     emit(fmt, entry_view(entry, full=True), lambda _d: entry_detail(entry))
 
 
-def _gate(store: MemoryStore, snap: Snapshot, trust: Trust) -> str | None:
+def _gate(store: MemoryStore, snap: Snapshot, trust: Trust, at: str | None = None) -> str | None:
     """The read gate for a command that shows entries of ``trust``: refused above unverified
-    when the history fails the audit; otherwise why entries above unverified are held back."""
-    return store.open_read(trust if trust.rank > 0 else Trust.UNVERIFIED, snap).withheld
+    when the history fails the audit; otherwise why entries above unverified are held back.
+    ``at``: the read of that past commit (``snap``), gated as the tip is."""
+    floor = trust if trust.rank > 0 else Trust.UNVERIFIED
+    if at is not None:
+        return store.open_read(floor, at=snap.oid).withheld
+    return store.open_read(floor, snap).withheld
 
 
 @cli.command("list")

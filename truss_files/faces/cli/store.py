@@ -3,6 +3,7 @@ revert; and repair, which puts the work tree back in step after a crash."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -12,9 +13,12 @@ import click
 
 from ...config.settings import settings_for
 from ...errors import TrussError, UsageError
+from ...format.imports import FORMATS as IMPORT_FORMATS
+from ...format.imports import read_records
 from ...format.scope import parse_scope_pairs, stamp
 from ...git.gitstore import GitStore
-from ...model import check_ledger_ref
+from ...model import MAX_BODY, TOMBSTONE_MARK, body_size, check_ledger_ref
+from ...tools.memory_paths import parse_path as parse_memory_path
 from ...trust.verdict import Verdict, check_keyless, check_verdict, check_votes
 from .app import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
 from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit, write_out
@@ -110,21 +114,37 @@ def write(
 
 
 @cli.command("import")
-@click.argument("source", type=click.File("rb"))
+@click.argument("source", type=click.Path(allow_dash=True))
+@click.option(
+    "--from",
+    "source_format",
+    type=click.Choice(IMPORT_FORMATS),
+    default="jsonl",
+    show_default=True,
+    help="What SOURCE holds: JSON lines (as export writes them), a MEMORY.md/CLAUDE.md list "
+    "of notes, an Anthropic /memories folder, or a mem0 export (Memory.get_all's JSON).",
+)
 @FORMAT_OPTION
 @pass_ctx
 @handled
-def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
-    """Bulk-import entries from JSON lines (one commit); SOURCE is a file or -.
+def import_(obj: Ctx, source: str, source_format: str, fmt: str | None) -> None:
+    """Bulk-import entries in one commit: JSON lines, or notes kept elsewhere (--from).
 
-    Each line is an object with kind, key and body, and optionally layer, scope, author,
-    source (a ledger ref), sources, salience and checks (names from truss.toml's
-    [panel.checks]). Everything lands unverified.
+    SOURCE is a file, - for stdin, or (with --from anthropic-memories) a folder.
+
+    Each JSON line is an object with kind, key and body, and optionally layer, scope,
+    author, source (a ledger ref), sources, salience, checks (names from truss.toml's
+    [panel.checks]) and memory_path; id, when given, must be the id those fields make (a
+    line from `truss-files export` keeps its id); trust and created are read and ignored.
+    Notes from the other formats get produced_by import:<file>:<line>. Everything lands
+    unverified, and one bad record refuses the whole file.
 
     \b
     Example:
       echo '{"kind": "fact", "key": "db", "body": "Postgres 16 in prod."}' > notes.jsonl
       truss-files import notes.jsonl
+      truss-files import --from memory-md CLAUDE.md
+      truss-files import --from mem0 mem0-export.json
     """
     store = obj.store()
     allowed = {
@@ -138,6 +158,11 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
         "sources",
         "salience",
         "checks",
+        "memory_path",
+        # What export adds: the id is checked, trust and created are the exporter's.
+        "id",
+        "trust",
+        "created",
     }
 
     progress = Progress("import", enabled(fmt == "json"))
@@ -148,7 +173,7 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
 
     def stopped() -> str:
         if state["phase"] != "committing":
-            where = source.name if state["phase"] == "reading" else f"line {progress.done}"
+            where = source if state["phase"] == "reading" else f"line {progress.done}"
             return (
                 f"interrupted while {state['phase']} {where}: nothing was imported. Run the "
                 "same command again"
@@ -167,50 +192,51 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
 
     with interruptible(progress, stopped):
         progress.phase("reading")
-        lines = source.readlines()
+        if source_format == "jsonl":
+            records = _jsonl_records(source)
+        else:
+            records = [(r.where, r.fields) for r in read_records(source_format, source)]
         state["phase"] = "checking"
-        progress.phase("checking entries", len(lines))
-        for number, line in enumerate(lines, 1):
+        progress.phase("checking entries", len(records))
+        for where, item in records:
             progress.advance()
-            if not line.strip():
-                continue
-            where = f"{source.name}:{number}"
-            try:
-                text = line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise UsageError(
-                    f"{where}: not UTF-8 (byte {exc.start + 1} of the line); save the file as "
-                    "UTF-8, e.g. with iconv -t UTF-8"
-                ) from None
-            try:
-                item = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{where}: not JSON ({exc.msg})") from exc
             if not isinstance(item, dict):
                 raise UsageError(f"{where}: each line must be a JSON object")
             unknown = sorted(set(item) - allowed)
             if unknown:
                 raise UsageError(f"{where}: unknown field(s) {', '.join(unknown)}")
+            if "memory_path" in item:
+                item = _at_memory_path(item, where)
             missing = [f for f in ("kind", "key", "body") if not isinstance(item.get(f), str)]
             if missing:
                 raise UsageError(f"{where}: needs string field(s) {', '.join(missing)}")
             try:
-                entries.append(
-                    store.new_entry(
-                        item["kind"],
-                        item["key"],
-                        item["body"],
-                        layer=item.get("layer", "task"),
-                        scope=item.get("scope"),
-                        author=item.get("author"),
-                        produced_by=item.get("source") or f"import:{store.principal()}",
-                        sources=item.get("sources", ()),
-                        salience=item.get("salience", 0.5),
-                        checks=item.get("checks", ()),
-                    )
+                entry = store.new_entry(
+                    item["kind"],
+                    item["key"],
+                    item["body"],
+                    layer=item.get("layer", "task"),
+                    scope=item.get("scope"),
+                    author=item.get("author"),
+                    produced_by=item.get("source") or f"import:{store.principal()}",
+                    sources=item.get("sources", ()),
+                    salience=item.get("salience", 0.5),
+                    checks=item.get("checks", ()),
                 )
             except TrussError as exc:
                 raise UsageError(f"{where}: {exc.message}") from exc
+            if "memory_path" in item:
+                # The memory tool's file: its text byte for byte, as the tool stores it.
+                entry = dataclasses.replace(
+                    entry, body=item["body"], memory_path=item["memory_path"]
+                )
+            if "id" in item and item["id"] != entry.id:
+                raise UsageError(
+                    f"{where}: the fields make id {entry.id}, not {item['id']}: the line was "
+                    "changed after export (or is another store's with other fields); remove "
+                    "the id field to import it as a new entry"
+                )
+            entries.append(entry)
         state["phase"] = "committing"
         progress.phase(f"committing {len(entries)} entries in one signed commit")
         stored = store.write_many(entries)
@@ -219,6 +245,59 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
         {"imported": len(stored), "ids": [e.id for e in stored]},
         f"imported {len(stored)} entries (unverified until a panel verifies them)",
     )
+
+
+def _jsonl_records(source: str) -> list[tuple[str, Any]]:
+    """Each non-blank line of ``source`` (a file or -), parsed, with where it was."""
+    try:
+        with click.open_file(source, "rb") as handle:
+            lines = handle.readlines()
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot read it ({exc.strerror})") from exc
+    name = "<stdin>" if source == "-" else source
+    out: list[tuple[str, Any]] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{name}:{number}"
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(
+                f"{where}: not UTF-8 (byte {exc.start + 1} of the line); save the file as "
+                "UTF-8, e.g. with iconv -t UTF-8"
+            ) from None
+        try:
+            out.append((where, json.loads(text)))
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}: not JSON ({exc.msg})") from exc
+    return out
+
+
+def _at_memory_path(item: dict[str, Any], where: str) -> dict[str, Any]:
+    """A record of a memory tool's file: the kind and key its path names (as the memory
+    tool maps them), checked as the tool checks a path the model gives."""
+    try:
+        vp = parse_memory_path(item["memory_path"])
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc.message}") from exc
+    if vp.key is None:
+        raise UsageError(f"{where}: memory_path {item['memory_path']} names a folder, not a file")
+    mapped = {"kind": vp.kind.value if vp.kind else "fact", "key": vp.key}
+    for name, value in mapped.items():
+        if name in item and item[name] != value:
+            raise UsageError(
+                f"{where}: memory_path {item['memory_path']} names {name} {value}, not {item[name]}"
+            )
+    if not isinstance(item.get("body"), str):
+        raise UsageError(f"{where}: needs string field(s) body")
+    if body_size(item["body"]) > MAX_BODY:
+        raise UsageError(
+            f"{where}: body is {body_size(item['body'])} bytes; the limit is {MAX_BODY}"
+        )
+    if item["body"].startswith(TOMBSTONE_MARK):
+        raise UsageError(f"{where}: a memory may not start with {TOMBSTONE_MARK}")
+    return {**item, **mapped, "memory_path": vp.norm}
 
 
 @cli.group()
