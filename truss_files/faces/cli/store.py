@@ -142,6 +142,7 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
 
     progress = Progress("import", enabled(fmt == "json"))
     entries: list[Any] = []
+    labels: list[str] = []
     tip = store.git.tip()
     before = str(tip.id) if tip is not None else None
     state = {"phase": "reading"}
@@ -211,9 +212,11 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
                 )
             except TrussError as exc:
                 raise UsageError(f"{where}: {exc.message}") from exc
+            labels.append(where)
         state["phase"] = "committing"
         progress.phase(f"committing {len(entries)} entries in one signed commit")
-        stored = store.write_many(entries)
+        # A credential anywhere refuses the file whole, naming each FILE:LINE (SecretFound).
+        stored = store.write_many(entries, labels=labels)
     emit(
         fmt,
         {"imported": len(stored), "ids": [e.id for e in stored]},
