@@ -352,3 +352,42 @@ def test_an_unsigned_layer_cannot_allow_a_value(store: MemoryStore, tmp_path: Pa
     assert error["code"] in ("config", "secret")
     silent(done.stdout + done.stderr, value)
     repo.untouched(value)
+
+
+# -- what is learned unattended: masked, not refused ---------------------------------------------
+
+
+def test_an_unattended_write_keeps_the_lesson_with_the_value_masked(store: MemoryStore) -> None:
+    value = CREDENTIALS["github-token"]
+    transcript = (
+        f"Deploys failed until the token {value} was rotated. "
+        "<private>The on-call phone is 555-0100.</private>Rotate before Friday."
+    )
+    before = store.git.tip()
+    entry = store.write("lesson", "deploy-token", transcript, unattended=True)
+    assert entry.body == (
+        "Deploys failed until the token [secret:github-token] was rotated. Rotate before Friday."
+    )
+    assert entry.provenance.masked == ("github-token",)
+    stored = store.get(entry.id)
+    assert stored.provenance.masked == ("github-token",) and stored.body == entry.body
+    # Learning the same transcript twice stores nothing new.
+    tip = store.git.tip()
+    again = store.write("lesson", "deploy-token", transcript, unattended=True)
+    assert again.id == entry.id and store.git.tip() == tip and tip != before
+    # The recall index reads the masked note back the same (its fast path hands a file with
+    # a provenance.masked line to the strict parser).
+    found = store.query("deploys failed token rotated", min_trust="unverified")
+    assert [h.entry.id for h in found.hits] == [entry.id]
+    assert found.hits[0].entry.provenance.masked == ("github-token",)
+    repo = Repo(store)
+    assert repo.holds(value) == [] and repo.holds("555-0100") == []
+
+
+def test_an_unattended_write_still_refuses_a_credential_outside_the_body(
+    store: MemoryStore,
+) -> None:
+    repo = Repo(store)
+    with pytest.raises(SecretFound):
+        store.write("lesson", "k", "Plain.", scope={"project": GITHUB}, unattended=True)
+    repo.untouched(GITHUB)

@@ -144,3 +144,12 @@ def test_a_read_never_imports_the_detector() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_private_text_is_dropped_whole_and_an_unclosed_tag_hides_the_rest() -> None:
+    from truss_files.trust.secrets import without_private
+
+    text = "Keep this. <private>my salary is 10k</private> Keep that. <PRIVATE>x</Private>!"
+    assert without_private(text) == "Keep this.  Keep that. !"
+    assert without_private("a <private>never closed\nmore") == "a "
+    assert without_private("no tags here") == "no tags here"

@@ -58,7 +58,7 @@ from ..trust import authority
 from ..trust.attest import describe_note, read_notes, transition_attest
 from ..trust.audit import SpentVerdicts, check_note, citation_problems
 from ..trust.readgate import advance, check_write, gate, refusal
-from ..trust.secrets import Allow, entry_fields, refuse, scan_fields
+from ..trust.secrets import Allow, entry_fields, mask, refuse, scan_fields, without_private
 from ..trust.verdict import (
     Verdict,
     check_keyless,
@@ -399,14 +399,27 @@ class Store:
         sources: Iterable[str] = (),
         salience: float = 0.5,
         checks: Iterable[str] = (),
+        unattended: bool = False,
     ) -> Entry:
-        """A validated, unverified entry, not yet stored."""
+        """A validated, unverified entry, not yet stored.
+
+        ``unattended``: what a learner writes with no one watching (``learn``, a host hook).
+        Its body is kept with each credential replaced by ``[secret:KIND]`` and the kinds in
+        ``provenance.masked``, and text inside ``<private>...</private>`` is dropped, instead
+        of the write being refused; a credential anywhere else is still refused."""
         sources = tuple(sources)
+        masked: tuple[str, ...] = ()
+        if unattended:
+            body, masked = mask(without_private(body), self.allow())
         try:
-            return self._new_entry(
+            entry = self._new_entry(
                 kind, key, body, layer=layer, scope=scope, author=author,
                 produced_by=produced_by, sources=sources, salience=salience, checks=checks,
             )  # fmt: skip
+            if masked:
+                provenance = dataclasses.replace(entry.provenance, masked=masked)
+                entry = dataclasses.replace(entry, provenance=provenance)
+            return entry
         except TrussError:
             # A refusal that would quote a credential back (a ledger ref's shape rule names
             # what it was given) names it as one instead; the write was refused either way.

@@ -30,7 +30,17 @@ from typing import Any
 from ..errors import ConfigError, SecretFound
 from ..model import Entry
 
-__all__ = ["Allow", "Hit", "entry_fields", "find", "mask", "refuse", "scan_fields", "where"]
+__all__ = [
+    "Allow",
+    "Hit",
+    "entry_fields",
+    "find",
+    "mask",
+    "refuse",
+    "scan_fields",
+    "where",
+    "without_private",
+]
 
 # detect-secrets plugin class -> the kinds a message names (one per regex of the plugin, the
 # last for the rest: AWS finds the key id, then a secret key assigned to a name), its gate,
@@ -294,6 +304,15 @@ def mask(text: str, allow: Allow = Allow()) -> tuple[str, tuple[str, ...]]:
         at = hit.end
     parts.append(text[at:])
     return "".join(parts), tuple(dict.fromkeys(h.kind for h in hits))
+
+
+_PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.IGNORECASE | re.DOTALL)
+
+
+def without_private(text: str) -> str:
+    """``text`` less what a person wrapped in ``<private>...</private>`` (claude-mem's
+    convention, which its users already type); an unclosed tag hides the rest."""
+    return _PRIVATE.sub("", text) if "<" in text else text
 
 
 def where(text: str, offset: int) -> str:
