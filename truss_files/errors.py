@@ -6,6 +6,7 @@ with ``raise ... from exc``.
 
     TrussError
     ├── UsageError            bad input from a person or a tool call (exit 1 / code "invalid_input")
+    │   ├── SecretFound       a credential-shaped value in text on its way into memory
     │   ├── NotFound          no entry, commit or key by that name
     │   │   └── UnknownTool   a tool name no face serves
     │   ├── BadCursor         a context/delta cursor that is garbage, damaged or foreign
@@ -34,6 +35,8 @@ Each error has its own ``code``; the HTTP face may answer several with one statu
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class TrussError(Exception):
@@ -76,6 +79,25 @@ class NoRunContext(UsageError):
 
 class ToolNotServed(UsageError):
     code = "tool_not_served"
+
+
+class SecretFound(UsageError):
+    """A credential-shaped value in something a write would store: nothing was written.
+    ``places`` name the field (or import line) and where in it, with the kind; the message
+    never holds the value itself. (HTTP 422; exit 1.)"""
+
+    code = "secret"
+
+    def __init__(self, places: Sequence[str], *, what: str = "the write") -> None:
+        self.places = tuple(places)
+        count = len(self.places)
+        super().__init__(
+            f"{what} holds {count} credential-shaped value{'s' if count != 1 else ''}, so "
+            "nothing was stored: "
+            + "; ".join(self.places)
+            + ". Take the value out (write where it is kept, not what it is); an operator "
+            "allows a value known harmless with [secrets] allow in truss.toml (docs/secrets.md)"
+        )
 
 
 class EntryError(TrussError):

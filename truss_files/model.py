@@ -202,6 +202,9 @@ class Provenance:
     produced_by: str | None = None
     sources: tuple[str, ...] = ()
     verified_by: Mapping[str, Any] | None = None
+    # The kinds of credential an unattended write replaced by ``[secret:KIND]`` in the body
+    # (trust/secrets.py); empty for every other write, and then not in the file at all.
+    masked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -258,6 +261,8 @@ class Entry:
         }
         if self.memory_path is not None:
             fields["memory_path"] = self.memory_path
+        if self.provenance.masked:
+            fields["masked"] = list(self.provenance.masked)
         return fields
 
 

@@ -86,6 +86,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -134,6 +135,7 @@ DEFAULTS: dict[str, Any] = {
     "recall.mode": "exact",
     "memory.scope": "per-agent",
     "identity.policy": "propose",
+    "secrets.allow": (),
     "policy.salience": "off",
     "policy.provenance": "optional",
     "context.repin_every": 10,
@@ -245,6 +247,24 @@ def _budget(value: Any, where: str) -> Any:
         else:
             out[name] = float(item)
     return out
+
+
+def _allow_list(value: Any, where: str) -> Any:
+    """``[secrets] allow``: exact values or regular expressions a whole value matches. A
+    pattern that matches the empty string (``.*``) would switch the check off: refused."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f'{where} must be a list of values or patterns, e.g. [".*EXAMPLE"]')
+    for item in value:
+        try:
+            empty = re.compile(item).fullmatch("") is not None
+        except re.error:
+            continue  # not a pattern: the exact value
+        if empty:
+            raise ConfigError(
+                f"{where}: {item!r} matches the empty string, which would allow every value; "
+                "name the values (or a pattern of them) that are known harmless"
+            )
+    return tuple(value)
 
 
 def _boolean(value: Any, where: str) -> Any:
@@ -489,6 +509,13 @@ SETTINGS: Final[dict[str, Setting]] = {
         None,
         ("Remember that every change is approved.",),
     ),
+    "secrets.allow": Setting(
+        _allow_list,
+        OPERATOR,
+        "a value allowed here is stored and pushed to every clone",
+        None,
+        (["[A-Za-z0-9_]+"],),
+    ),
     # Sections other readers own, read from truss.toml alone.
     "roles": Setting(
         None, OPERATOR, "roles are granted by an operator's commit", None, ({"panel": ["me"]},)
@@ -577,6 +604,12 @@ def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> 
                 found.update(_checks_layer(table, source))
             elif dotted == "panel.judges":
                 found.update(_judges_layer(value, source))
+            elif dotted == "secrets.allow" and source != STORE_SOURCE:
+                # The write check reads truss.toml's top level alone (trust/secrets.py).
+                raise ConfigError(
+                    f"{where}: [secrets] allow is read from the top level of the store's "
+                    "signed truss.toml only; move it there and commit it with an operator key"
+                )
             elif dotted == "context.instruction" and isinstance(value, dict):
                 # [context.instruction]: default, a provider, or a model pattern -> text
                 # (context/instruction.py picks the most specific one).

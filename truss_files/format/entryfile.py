@@ -58,7 +58,7 @@ FIELD_ORDER = (
     "checks",
 )
 REQUIRED = ("id", "kind", "key", "trust", "layer", "author", "created")
-PROVENANCE_FIELDS = ("produced_by", "sources", "verified_by")
+PROVENANCE_FIELDS = ("produced_by", "sources", "masked", "verified_by")
 
 _CREATED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 _HEX = re.compile(r"^[0-9a-f]{32}$")
@@ -146,6 +146,8 @@ def serialize(entry: Entry) -> str:
     lines.append("provenance:")
     lines.append(f"  produced_by: {_scalar(prov.produced_by)}")
     lines.append(f"  sources: {_scalar(list(prov.sources))}")
+    if prov.masked:
+        lines.append(f"  masked: {_scalar(list(prov.masked))}")
     if prov.verified_by is None:
         lines.append("  verified_by: null")
     else:
@@ -316,6 +318,10 @@ def _parse_yaml(text: str | bytes, path: str | None, *, check_path: bool) -> Ent
     verified_by = prov_data.get("verified_by")
     if verified_by is not None:
         _want(verified_by, dict, "provenance.verified_by", path)
+    masked = prov_data.get("masked") or []
+    _want(masked, list, "provenance.masked", path)
+    for m in masked:
+        _want(m, str, "provenance.masked", path)
     checks = data.get("checks") or []
     _want(checks, list, "checks", path)
     for c in checks:
@@ -345,7 +351,10 @@ def _parse_yaml(text: str | bytes, path: str | None, *, check_path: bool) -> Ent
         created=created,
         salience=float(salience),
         provenance=Provenance(
-            produced_by=produced_by, sources=tuple(sources), verified_by=verified_by
+            produced_by=produced_by,
+            sources=tuple(sources),
+            verified_by=verified_by,
+            masked=tuple(masked),
         ),
         supersedes=_opt_id(data.get("supersedes"), "supersedes", path),
         superseded_by=_opt_id(data.get("superseded_by"), "superseded_by", path),

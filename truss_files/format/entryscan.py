@@ -224,7 +224,9 @@ def entry_of_fields(fields: Sequence[Any]) -> Entry:
         checks,
     ) = fields
     provenance = _new(Provenance)
-    provenance.__dict__.update(produced_by=produced_by, sources=sources, verified_by=verified_by)
+    provenance.__dict__.update(
+        produced_by=produced_by, sources=sources, verified_by=verified_by, masked=()
+    )
     entry = _new(Entry)
     entry.__dict__.update(
         kind=kind,

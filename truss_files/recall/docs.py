@@ -59,6 +59,9 @@ def record_of(entry: Entry) -> tuple[Any, ...]:
         verdict += (verified_by.text,)
     elif verified_by is not None:
         verdict = (1, dict(verified_by))
+    # A masked note's kinds ride at the end, only when there are any: records of every
+    # other entry stay as they were, so an index built before reads on.
+    masked = (tuple(prov.masked),) if prov.masked else ()
     return (
         entry.kind.value,
         entry.key,
@@ -75,6 +78,7 @@ def record_of(entry: Entry) -> tuple[Any, ...]:
         entry.supersedes,
         entry.superseded_by,
         tuple(entry.checks),
+        *masked,
     )
 
 
@@ -83,7 +87,7 @@ def entry_of(record: tuple[Any, ...], entry_id: str | None = None) -> Entry:
     checked is the content address of the file (``entryfile.parse``) -- given, the
     entry need not hash its fields again (nor a query import hashlib) to know it."""
     (kind, key, body, trust, layer, scope, author, created, salience, produced_by, sources,
-     verdict, supersedes, superseded_by, checks) = record  # fmt: skip
+     verdict, supersedes, superseded_by, checks) = record[:15]  # fmt: skip
     verified_by: Any = None
     if verdict is not None:
         if verdict[0] == 0:
@@ -98,6 +102,8 @@ def entry_of(record: tuple[Any, ...], entry_id: str | None = None) -> Entry:
          salience, produced_by, tuple(sources), verified_by, supersedes, superseded_by,
          tuple(checks))
     )  # fmt: skip
+    if len(record) > 15:
+        entry.provenance.__dict__["masked"] = tuple(record[15])  # built here, not shared
     if entry_id is not None:
         entry.__dict__["_id"] = entry_id  # the frozen id cache ``Entry.id`` reads
     return entry

@@ -12,7 +12,7 @@ import datetime
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -64,6 +64,7 @@ from ..trust import authority
 from ..trust.attest import describe_note, read_notes, transition_attest
 from ..trust.audit import SpentVerdicts, check_note, citation_problems
 from ..trust.readgate import advance, check_write, gate, refusal
+from ..trust.secrets import Allow, entry_fields, mask, refuse, scan_fields, without_private
 from ..trust.verdict import (
     Verdict,
     check_keyless,
@@ -339,9 +340,22 @@ class Store:
     # -- writing -------------------------------------------------------------------------
 
     def _apply(
-        self, plan: Callable[[Snapshot], Plan], need: set[str]
+        self,
+        plan: Callable[[Snapshot], Plan],
+        need: set[str],
+        *,
+        vetted: Callable[[], frozenset[str]] = frozenset,
     ) -> tuple[pygit2.Commit, Plan] | None:
+        """The one way a change of the store becomes a signed commit: ``plan`` against the
+        tip, each new text under memories/ or identity/ refused when it holds a credential
+        (``refuse_secrets``; ``vetted()``: paths the caller has just checked itself), then
+        the commit checked (signature, roles, authority) before the branch moves."""
         signer = self.signer
+
+        def secret_free(snap: Snapshot) -> Plan:
+            made = plan(snap)
+            self.refuse_secrets(made.changes, snap, vetted())
+            return made
 
         def check(commit: pygit2.Commit, parent: Snapshot) -> None:
             # No write on a history the audit rejects: its labels cannot be believed, and a
@@ -360,11 +374,42 @@ class Store:
         # must not answer as if stored on a history the audit rejects.
         check_write(self.git, str(tip.id) if tip is not None else None, self.environ)
         principal = self.principal()
-        done = self.git.apply(plan, signer, self.identity(principal), check=check)
+        done = self.git.apply(secret_free, signer, self.identity(principal), check=check)
         if done is not None:
             # The commit is ours and checked: the next read need not audit it again.
             advance(self.git, done[0], self.environ)
         return done
+
+    def allow(self, snap: Snapshot | None = None) -> Allow:
+        """truss.toml's ``[secrets] allow`` at ``snap`` (the tip): the operator's exceptions."""
+        return Allow.from_config(self.config(snap).raw)
+
+    def refuse_secrets(
+        self,
+        changes: Mapping[str, bytes | None],
+        snap: Snapshot,
+        vetted: frozenset[str] = frozenset(),
+    ) -> None:
+        """Raise ``SecretFound`` when a text ``changes`` adds under memories/ or identity/
+        holds a credential-shaped value. An entry file already at its path is a trust change
+        of text stored before (its path is its content's address): it passes, so a note that
+        got in before can still be rejected, demoted or erased."""
+        allow: Allow | None = None
+        places: list[str] = []
+        for path, data in changes.items():
+            if data is None or path in vetted or not path.startswith(("memories/", "identity/")):
+                continue
+            if path.startswith("memories/"):
+                if snap.blob_id(path) is not None:
+                    continue
+                fields = entry_fields(entryfile.parse(data, path, check_path=False))
+            elif snap.read(path) == data:
+                continue
+            else:
+                fields = [(path, data.decode("utf-8", "replace"))]
+            allow = allow or self.allow(snap)
+            places += [f"{path}: {place}" for place in scan_fields(fields, allow)]
+        refuse(places)
 
     def new_entry(
         self,
@@ -379,8 +424,51 @@ class Store:
         sources: Iterable[str] = (),
         salience: float = 0.5,
         checks: Iterable[str] = (),
+        unattended: bool = False,
     ) -> Entry:
-        """A validated, unverified entry, not yet stored."""
+        """A validated, unverified entry, not yet stored.
+
+        ``unattended``: what a learner writes with no one watching (``learn``, a host hook).
+        Its body is kept with each credential replaced by ``[secret:KIND]`` and the kinds in
+        ``provenance.masked``, and text inside ``<private>...</private>`` is dropped, instead
+        of the write being refused; a credential anywhere else is still refused."""
+        sources = tuple(sources)
+        masked: tuple[str, ...] = ()
+        if unattended:
+            body, masked = mask(without_private(body), self.allow())
+        try:
+            entry = self._new_entry(
+                kind, key, body, layer=layer, scope=scope, author=author,
+                produced_by=produced_by, sources=sources, salience=salience, checks=checks,
+            )  # fmt: skip
+            if masked:
+                provenance = dataclasses.replace(entry.provenance, masked=masked)
+                entry = dataclasses.replace(entry, provenance=provenance)
+            return entry
+        except TrussError:
+            # A refusal that would quote a credential back (a ledger ref's shape rule names
+            # what it was given) names it as one instead; the write was refused either way.
+            given = [("key", str(key)), ("author", str(author or ""))]
+            given += [("provenance.produced_by", str(produced_by or ""))]
+            given += [(f"scope.{k}", f"{k}={v}") for k, v in dict(scope or {}).items()]
+            given += [(f"provenance.sources[{n}]", str(s)) for n, s in enumerate(sources)]
+            refuse(list(scan_fields(given, self.allow())))
+            raise
+
+    def _new_entry(
+        self,
+        kind: Kind | str,
+        key: str,
+        body: str,
+        *,
+        layer: Layer | str,
+        scope: Mapping[str, str] | None,
+        author: str | None,
+        produced_by: str | None,
+        sources: Iterable[str],
+        salience: float,
+        checks: Iterable[str],
+    ) -> Entry:
         kind = Kind.parse(kind) if isinstance(kind, str) else kind
         layer = Layer.parse(layer) if isinstance(layer, str) else layer
         check_key(key)
@@ -435,7 +523,13 @@ class Store:
         """
         return self.write_many([self.new_entry(kind, key, body, **fields)])[0]
 
-    def write_many(self, entries: Iterable[Entry], *, subject: str | None = None) -> list[Entry]:
+    def write_many(
+        self,
+        entries: Iterable[Entry],
+        *,
+        subject: str | None = None,
+        labels: Sequence[str] | None = None,
+    ) -> list[Entry]:
         """Store many unverified entries in one signed commit (a bulk import).
 
         Returns each entry as stored: an entry whose content is already there comes back as
@@ -444,15 +538,38 @@ class Store:
         key holds ``trainer`` (``authority.write_problems``), and ``UntrustedHistory`` on a
         history the audit rejects (as every write does). ``subject``: the commit's first
         line (default: ``truss: write KIND KEY``, or ``truss: write N entries``).
+
+        A credential-shaped value in any entry's key, body or front matter refuses the whole
+        batch with ``SecretFound`` (nothing is written), naming each place: ``labels`` name
+        the entries there (an import's ``FILE:LINE``), else ``entry N``.
         """
-        return self._write_batch(entries, subject)[0]
+        return self._write_batch(entries, subject, labels)[0]
 
     def _write_batch(
-        self, entries: Iterable[Entry], subject: str | None = None
+        self,
+        entries: Iterable[Entry],
+        subject: str | None = None,
+        labels: Sequence[str] | None = None,
     ) -> tuple[list[Entry], frozenset[str]]:
         """``write_many``, and the ids of the entries its commit added (those not there
         before): what a write's eager panel runs on (``MemoryStore.write_entries``)."""
         batch = list(entries)
+        checked: set[Allow] = set()
+
+        def vet(snap: Snapshot) -> None:
+            # Once per allow list, not once per retry of the CAS commit.
+            allow = self.allow(snap)
+            if allow in checked:
+                return
+            places: list[str] = []
+            for n, entry in enumerate(batch):
+                label = labels[n] if labels is not None else f"entry {n + 1}"
+                found = scan_fields(entry_fields(entry), allow)
+                prefix = f"{label}: " if labels is not None or len(batch) > 1 else ""
+                places += [prefix + place for place in found]
+            refuse(places)
+            checked.add(allow)
+
         for entry in batch:
             if entry.trust is not Trust.UNVERIFIED or entry.provenance.verified_by:
                 raise TransitionError(
@@ -465,6 +582,7 @@ class Store:
             # Runs again on every retry of the CAS commit: both end as the last attempt's.
             stored.clear()
             added.clear()
+            vet(snap)
             changes: dict[str, bytes | None] = {}
             for entry in batch:
                 # Against the truss.toml this commit goes onto: a check removed since the
@@ -503,7 +621,8 @@ class Store:
             message += "\n" + trailers(trust="none -> unverified")
             return Plan(changes, message)
 
-        self._apply(plan, {"agent", "operator"})
+        paths = frozenset(e.path for e in batch)
+        self._apply(plan, {"agent", "operator"}, vetted=lambda: paths)
         return [stored[e.id] for e in batch], frozenset(added)
 
     def _transition(

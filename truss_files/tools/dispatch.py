@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import TrussError, UnknownTool, UsageError
+from ..errors import SecretFound, TrussError, UnknownTool, UsageError
 from ..format import entryfile
 from ..format.scope import Reader
 from ..git.gitdir import GitDir
@@ -447,6 +447,10 @@ class ToolSession:
             )
         seq = ledger.next_seq()
         outcome, call = self._run(tool, tool_input, seq, call_id)
+        if outcome.error is not None and outcome.error.get("code") == SecretFound.code:
+            # Refused before anything was stored: the ledger keeps no memo of it either (a
+            # replay of the same input is refused again, by the same check).
+            return outcome
         # If recording fails the error says so, rather than hand back an observation a
         # replay could never reproduce.
         entry = ledger.record(

@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import NotFound, TrussError, UntrustedHistory, UsageError
+from ..errors import NotFound, SecretFound, TrussError, UntrustedHistory, UsageError
 from ..format import entryfile
 from ..format.trailers import trailers
 from ..format.views import entry_view
@@ -71,6 +71,7 @@ from ..recall.pipeline import Filter
 from ..recall.tokenize import tokenize
 from ..runs.asked import echoes
 from ..trust.readgate import check_write
+from ..trust.secrets import entry_fields, refuse, scan_fields
 from .registry import Annotations, Tool, register
 from .schema import check_input, check_json
 from .tenancy import (
@@ -158,6 +159,9 @@ def train(
     try:
         _trusted(store)
         entry, key_match = _note(store, ctx, inp, body, call_id, run_id, seq)
+        # Before the body is compared with anything or indexed: a credential refuses the
+        # call (SecretFound, code "secret") instead of answering "failed" with a 200.
+        refuse(list(scan_fields(entry_fields(entry), store.allow())))
         _not_an_echo(store, run_id, body, entry.id)
         similarity, near = _overlap(store, ctx, entry)
         usage["similarity"] = round(similarity, 3)
@@ -426,6 +430,8 @@ def _commit(
 
     try:
         done = store._apply(plan, {"agent", "operator"})
+    except SecretFound:
+        raise
     except TrussError as exc:
         raise _Refused(f"the note could not be stored: {exc.message}") from exc
     if found:

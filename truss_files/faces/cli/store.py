@@ -167,6 +167,7 @@ def import_(obj: Ctx, source: str, source_format: str, fmt: str | None) -> None:
 
     progress = Progress("import", enabled(fmt == "json"))
     entries: list[Any] = []
+    labels: list[str] = []
     tip = store.git.tip()
     before = str(tip.id) if tip is not None else None
     state = {"phase": "reading"}
@@ -237,9 +238,11 @@ def import_(obj: Ctx, source: str, source_format: str, fmt: str | None) -> None:
                     "the id field to import it as a new entry"
                 )
             entries.append(entry)
+            labels.append(where)
         state["phase"] = "committing"
         progress.phase(f"committing {len(entries)} entries in one signed commit")
-        stored = store.write_many(entries)
+        # A credential anywhere refuses the file whole, naming each FILE:LINE (SecretFound).
+        stored = store.write_many(entries, labels=labels)
     emit(
         fmt,
         {"imported": len(stored), "ids": [e.id for e in stored]},

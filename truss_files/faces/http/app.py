@@ -49,6 +49,7 @@ from ...errors import (
     Forbidden,
     IndexUnavailable,
     ScopeError,
+    SecretFound,
     TrussError,
     UsageError,
 )
@@ -404,7 +405,8 @@ def _answer(exc: Exception) -> Response:
             503, "unavailable", "the server's configuration cannot be read; tell its operator"
         )
     if isinstance(exc, UsageError):
-        return error_response(422, "invalid_input", exc.message)
+        code = exc.code if isinstance(exc, SecretFound) else "invalid_input"
+        return error_response(422, code, exc.message)
     if isinstance(exc, ConflictError):
         return error_response(409, exc.code, exc.message)
     if isinstance(exc, IndexUnavailable):
