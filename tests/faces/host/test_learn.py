@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from examples.fake_provider import FakeProvider
+from tests.support.credentials import CREDENTIALS
 from tests.support.host_support import Transcript
 from tests.support.model_judges import add_to_config, with_env
 from truss_files.config.settings import load_settings, settings_for
@@ -233,3 +234,23 @@ def test_learn_for_an_agent_shows_its_notes_to_the_agents_next_session(
     assert PENDING_HEAD in text and "staging lives in eu-west-1" in text
     other = CliRunner().invoke(cli, [*base, "--agent", "agent-other", "--format", "json"])
     assert other.exit_code == 1 and "already a child of agent-app-1" in other.output
+
+
+def test_a_credential_in_what_is_learned_is_masked_not_stored(
+    store: MemoryStore, tmp_path: Path, fake: FakeProvider
+) -> None:
+    """Learning is unattended: the lesson is kept with the value replaced by its kind, and
+    the value reaches no blob of the repository."""
+    token = CREDENTIALS["github-token"]
+    add_to_config(store, LEARN.format(provider="anthropic"))
+    store = with_env(store, _env(fake))
+    t = Transcript(tmp_path / "s.jsonl", "sess-9", tmp_path)
+    t.user("Deploy with the bot account.")
+    t.assistant(f"Fact: the deploy bot authenticates with {token} from the vault.")
+    done = _learn(store, t.path, tmp_path / "state")
+    (note,) = done.to_dict()["notes"]  # type: ignore[attr-defined]
+    entry = store.get(note["id"])
+    assert "[secret:github-token]" in entry.body and token not in entry.body
+    assert entry.provenance.masked == ("github-token",)
+    repo = store.git.repo
+    assert not any(token.encode() in repo[oid].read_raw() for oid in repo.odb)

@@ -261,7 +261,11 @@ def learn(
             continue
         try:
             entry = store.new_entry(
-                note.kind, note.key, note.body, produced_by=f"run:{run_id}/{note.seq}"
+                note.kind,
+                note.key,
+                note.body,
+                produced_by=f"run:{run_id}/{note.seq}",
+                unattended=True,  # no one watches: a credential is masked, not refused
             )
         except UsageError as exc:
             out.dropped.append(f"{note.kind}/{note.key[:60]}: {exc.message}")
