@@ -483,31 +483,34 @@ class GitStore:
             if followed and landed is not None and tip.oid == landed and stamp is not None:
                 git.mark_synced(landed, stamp)
 
-    def _contents(
-        self, tip: Snapshot, changes: Changes, landed: str | None
-    ) -> dict[str, bytes | None]:
+    def _contents(self, tip: Snapshot, changes: Changes, landed: str | None) -> Changes:
         """What each changed path holds at the tip. When the tip is the commit just made,
-        that is what is in hand (a blob id is read once, by id); else each path is looked up
-        in the tip's tree, so a sync that runs late cannot put an older version back."""
-        if landed is None or tip.oid != landed:
-            return {path: tip.read(path) for path in changes}
-        out: dict[str, bytes | None] = {}
-        for path, data in changes.items():
-            if isinstance(data, pygit2.Oid):
-                blob = self.repo[data]
-                assert isinstance(blob, pygit2.Blob)
-                out[path] = blob.data
-            else:
-                out[path] = data
+        that is what is in hand; else each path's blob is looked up in the tip's tree, so a
+        sync that runs late cannot put an older version back. A blob id is read when its
+        file is written, one at a time (a bulk import's bodies are never all in memory)."""
+        if landed is not None and tip.oid == landed:
+            return changes
+        out: dict[str, bytes | pygit2.Oid | None] = {}
+        for path in changes:
+            found = tip.blob_id(path)
+            out[path] = pygit2.Oid(hex=found) if found is not None else None
         return out
 
-    def _sync_paths(self, changes: Mapping[str, bytes | None]) -> None:
+    def _sync_paths(self, changes: Changes) -> None:
         tree = self.worktree
         for path, data in changes.items():
             if data is None:
                 tree.remove(path)
-        tree.write_all({path: data for path, data in changes.items() if data is not None})
+        tree.write_all(
+            {path: data for path, data in changes.items() if data is not None}, self._blob
+        )
         self._stage({path: data is not None for path, data in changes.items()})
+
+    def _blob(self, oid: pygit2.Oid) -> bytes:
+        blob = self.repo[oid]
+        if not isinstance(blob, pygit2.Blob):
+            raise StoreError(f"{oid} is not a blob; run `git fsck` on {self.git_dir}")
+        return blob.data
 
     def _stage(self, paths: Mapping[str, bool]) -> None:
         """Index entries follow the work tree; the caller holds ``worktree.lock``."""

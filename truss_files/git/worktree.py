@@ -12,7 +12,7 @@ import contextlib
 import errno
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pygit2
@@ -114,10 +114,15 @@ class WorkTree:
         with self._folder(f"{folder}/-", create=False) as fd:
             return None if fd is None else set(os.listdir(fd))
 
-    def write_all(self, files: Mapping[str, bytes]) -> None:
+    def write_all(
+        self,
+        files: Mapping[str, bytes | pygit2.Oid],
+        read: Callable[[pygit2.Oid], bytes],
+    ) -> None:
         """``write`` for many files, each folder reached once (a bulk import writes a
-        hundred thousand files into a thousand folders)."""
-        by_folder: dict[str, list[tuple[str, bytes]]] = {}
+        hundred thousand files into a thousand folders); a blob id is ``read`` just before
+        its file is written, so the bodies are never all in memory."""
+        by_folder: dict[str, list[tuple[str, bytes | pygit2.Oid]]] = {}
         for rel, data in files.items():
             folder, _, name = rel.rpartition("/")
             by_folder.setdefault(folder, []).append((name, data))
@@ -130,7 +135,7 @@ class WorkTree:
                     tmp = f".{name}.{tag}.tmp"
                     handle = os.open(tmp, flags, 0o666, dir_fd=fd)
                     with os.fdopen(handle, "wb") as f:
-                        f.write(data)
+                        f.write(read(data) if isinstance(data, pygit2.Oid) else data)
                     os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
 
     def blob_id(self, rel: str) -> str | None:

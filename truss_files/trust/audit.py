@@ -18,6 +18,7 @@ entry, which changes no belief and needs only the agent role (``_joined_adds``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import re
@@ -797,7 +798,7 @@ def _check_entry(
     required = authority.provenance_required(policy.config.raw)
     if status == "A":
         if added is not None:
-            added.append((path, new))
+            added.append((path, _slim(new)))
         if new.trust is not Trust.UNVERIFIED:
             report(path, "lands-unverified", f"a new entry must land unverified, not {new.trust}")
         if required and new.provenance.produced_by is None:
@@ -869,6 +870,14 @@ def _check_entry(
         if unarbitrated:
             report(path, "arbitration", unarbitrated)
     return {"panel"}
+
+
+def _slim(entry: Entry) -> Entry:
+    """What the layer and author rules read of an added entry (its id, layer and author),
+    without its body: a commit that adds a million entries holds no million bodies."""
+    slim = dataclasses.replace(entry, body="")
+    object.__setattr__(slim, "_id", entry.id)  # the id stays the entry's own (Entry.id)
+    return slim
 
 
 def _unarbitrated(snap: Snapshot, rival: Entry) -> str | None:

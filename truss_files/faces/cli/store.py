@@ -149,7 +149,7 @@ def import_(obj: Ctx, source: Any, fmt: str | None) -> None:
 
     def stopped() -> str:
         if state["phase"] != "committing":
-            where = source.name if not state["read"] else f"line {state['read']}"
+            where = source.name if state["phase"] == "reading" else f"line {state['read']}"
             return (
                 f"interrupted while {state['phase']} {where}: nothing was imported. Run the "
                 "same command again"
