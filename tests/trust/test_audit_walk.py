@@ -71,3 +71,27 @@ def test_a_big_import_audits_clean_and_each_tampered_file_is_named(
         [(promoted.path, "verdict"), (edited.path, "entry"), (landed.path, "lands-unverified")]
     )
     assert _found(store) == sorted((sha, path, rule) for path, rule in rules)
+
+
+def test_a_read_that_must_audit_first_says_so_rather_than_look_frozen(
+    store: MemoryStore, signed_commit: Commit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit the library did not make (here a hand commit of 200 entries) is audited by
+    the next read; when that takes longer than ``SLOW_AUDIT`` the read says what it does."""
+    from truss_files.git.gitdir import GitDir
+    from truss_files.trust import readgate
+
+    entries = [store.new_entry("fact", "hand", f"hand {i}") for i in range(200)]
+    sha = signed_commit(
+        store,
+        {e.path: entryfile.serialize(e).encode() for e in entries},
+        message="truss: write 200 entries\n\nTruss-Op: write",
+    )
+    said: list[str] = []
+    store.git.note = said.append
+    monkeypatch.setattr(readgate, "SLOW_AUDIT", 0.0)  # every audit counts as slow here
+    assert readgate.refusal(GitDir(store.git.git_dir), sha, store=store.git) is None
+    assert len(said) == 1 and f"up to {sha[:12]}" in said[0] and "auditing" in said[0], said
+    said.clear()
+    assert readgate.refusal(GitDir(store.git.git_dir), sha, store=store.git) is None
+    assert said == []  # the verdict is kept: the next read neither audits nor says anything
