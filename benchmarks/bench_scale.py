@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -80,10 +79,6 @@ def disk(path: Path) -> tuple[int, int]:
     )
     objects = sum(len(files) for _, _, files in os.walk(path / "objects"))
     return used, objects
-
-
-def _child_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
 def _env(home: Path) -> dict[str, str]:

@@ -205,3 +205,35 @@ def test_bench_recall_prints_the_side_by_side_table(tmp_path: Path) -> None:
     assert "common-word, " in text and " identifier, " in text and " plain " in text
     figures = json.loads(out.read_text())[0]["figures"]
     assert any(f["name"].startswith("300: target full rebuild") for f in figures)
+
+
+def test_the_scale_floor_checks_out_the_very_files_the_import_wrote(tmp_path: Path) -> None:
+    """bench_scale's baseline is fair only if git fast-import is fed the same entry files:
+    its tree must be the import commit's tree, object for object."""
+    from benchmarks.bench_scale import fast_import_stream, floor, truss_import, write_notes
+
+    source = tmp_path / "notes.jsonl"
+    write_notes(source, 150)
+    truss_import(tmp_path, source)
+    listing = subprocess.run(
+        ["git", "-C", str(tmp_path / "store"), "ls-tree", "-r", "HEAD", "memories"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    blobs = [row.split()[2] for row in listing]
+    assert len(blobs) == 150
+    objects = tmp_path / "store" / ".git" / "objects"
+    assert not [b for b in blobs if (objects / b[:2] / b[2:]).exists()]  # packed, none loose
+    fast_import_stream(tmp_path / "store", tmp_path / "floor.fi")
+    floor(tmp_path, tmp_path / "floor.fi")
+
+    def tree(repo: Path) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD^{tree}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    assert tree(tmp_path / "floor") == tree(tmp_path / "store")
