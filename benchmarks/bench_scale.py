@@ -126,13 +126,12 @@ def fast_import_stream(store: Path, out: Path) -> None:
         [*git, "ls-tree", "-r", "-z", "HEAD"], capture_output=True, check=True
     ).stdout
     rows = [r.split(b"\t", 1) for r in listing.split(b"\0") if r]
-    ids = b"".join(meta.split()[2] + b"\n" for meta, _ in rows)
-    batch = subprocess.Popen(
-        [*git, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    assert batch.stdin is not None and batch.stdout is not None
-    batch.stdin.write(ids)
-    batch.stdin.close()
+    ids = out.with_suffix(".ids")
+    ids.write_bytes(b"".join(meta.split()[2] + b"\n" for meta, _ in rows))
+    # Ids from a file, not a pipe we write while it writes to us: 100k ids fill both pipes.
+    with ids.open("rb") as feed:
+        batch = subprocess.Popen([*git, "cat-file", "--batch"], stdin=feed, stdout=subprocess.PIPE)
+    assert batch.stdout is not None
     with out.open("wb") as stream:
         stream.write(b"commit refs/heads/main\ncommitter Bench <b@example.test> 0 +0000\n")
         stream.write(b"data 6\nfloor\n")
