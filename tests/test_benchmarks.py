@@ -235,3 +235,35 @@ def test_markdown_replaces_the_sections_it_ran_and_keeps_the_others(tmp_path: Pa
     assert "20.0 ms" not in text  # the old run's figure is gone
     assert "`python -m benchmarks cli` on " in text and "`python -m benchmarks audit` on " in text
     assert "--markdown" not in text.split("## ", 1)[1]
+
+
+def test_the_scale_floor_checks_out_the_very_files_the_import_wrote(tmp_path: Path) -> None:
+    """bench_scale's baseline is fair only if git fast-import is fed the same entry files:
+    its tree must be the import commit's tree, object for object."""
+    from benchmarks.bench_scale import fast_import_stream, floor, truss_import, write_notes
+
+    source = tmp_path / "notes.jsonl"
+    write_notes(source, 150)
+    truss_import(tmp_path, source)
+    listing = subprocess.run(
+        ["git", "-C", str(tmp_path / "store"), "ls-tree", "-r", "HEAD", "memories"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    blobs = [row.split()[2] for row in listing]
+    assert len(blobs) == 150
+    objects = tmp_path / "store" / ".git" / "objects"
+    assert not [b for b in blobs if (objects / b[:2] / b[2:]).exists()]  # packed, none loose
+    fast_import_stream(tmp_path / "store", tmp_path / "floor.fi")
+    floor(tmp_path, tmp_path / "floor.fi")
+
+    def tree(repo: Path) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD^{tree}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    assert tree(tmp_path / "floor") == tree(tmp_path / "store")

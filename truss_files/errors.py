@@ -21,6 +21,8 @@ with ``raise ... from exc``.
     ├── TransitionError       a trust change the state machine does not allow
     ├── ConflictError         the store moved under us, or a work tree path has local edits
     ├── ConfigError           truss.toml / allowed_signers / user config problems
+    │   └── NotConfigured     learn asked with no [learn] model: nothing sent, nothing stored
+    ├── LearnFailed           the learn model could not be asked, or did not answer as asked
     ├── Forbidden             a write the signing key's roles do not allow (layer, author)
     ├── UntrustedHistory      a read above unverified from a history the audit rejects
     ├── IndexUnavailable      a recall cache that is damaged and cannot be rebuilt right now
@@ -130,6 +132,16 @@ class ConflictError(TrussError):
 
 class ConfigError(TrussError):
     code = "config"
+
+
+class NotConfigured(ConfigError):
+    """No ``[learn]`` model: nothing is sent and nothing stored."""
+
+
+class LearnFailed(TrussError):
+    """The model could not be asked, or did not answer as asked."""
+
+    code = "learn_failed"
 
 
 class Forbidden(TrussError):

@@ -28,7 +28,7 @@ from truss_files.errors import SecretFound
 from truss_files.facade import MemoryStore
 from truss_files.git.gitstore import Snapshot
 from truss_files.identity.amend import propose
-from truss_files.signing.config import CONFIG_PATH
+from truss_files.signing.trustpolicy import CONFIG_PATH
 from truss_files.tools import ToolSession
 from truss_files.trust.secrets import find
 

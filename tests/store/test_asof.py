@@ -18,7 +18,7 @@ from truss_files.faces.cli.main import cli
 from truss_files.format.scope import Reader
 from truss_files.git.gitstore import Snapshot
 from truss_files.model import Entry, Trust
-from truss_files.signing.config import CONFIG_PATH
+from truss_files.signing.trustpolicy import CONFIG_PATH
 from truss_files.store.asof import parse_date
 from truss_files.tools import ToolSession
 

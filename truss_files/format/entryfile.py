@@ -69,10 +69,22 @@ def _scalar(value: Any) -> str:
     # A rewrite of every entry (salience update) dumps the same keys, authors and values
     # again and again: each dump costs more than its lookup.
     if type(value) is str:
+        # An id: 32 hex digits with a letter among them reads as no number, bool or null
+        # to YAML, so it is written plain; dumping each (every id is new) cost an import a
+        # fifth of its time. Only digits is an integer to YAML: that goes the long way.
+        if len(value) == 32 and _HEX.match(value) and not value.isdigit():
+            return value
         return _str_scalar(value)
     if type(value) is float:
         return _float_scalar(repr(value))  # by repr: 0.0 == -0.0, but not as YAML
+    if value is None or (type(value) in (dict, list) and not value):
+        return _empty_scalar(type(value).__name__)  # null, {} and [] of every entry file
     return _dump_scalar(value)
+
+
+@functools.lru_cache(maxsize=4)
+def _empty_scalar(name: str) -> str:
+    return _dump_scalar({"NoneType": None, "dict": {}, "list": []}[name])
 
 
 @functools.lru_cache(maxsize=4096)

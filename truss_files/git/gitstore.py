@@ -45,8 +45,9 @@ from .worktree import WorkTree, stage
 if TYPE_CHECKING:
     from ..signing.sshsig import Signer
 
-Changes = Mapping[str, bytes | None]
-"""Paths to write (bytes) or delete (None), relative to the repository root."""
+Changes = Mapping[str, bytes | pygit2.Oid | None]
+"""Paths to write (bytes, or the id of a blob already stored: a bulk write's pack) or delete
+(None), relative to the repository root."""
 
 _BLOB = pygit2.enums.FileMode.BLOB
 _TREE = pygit2.enums.FileMode.TREE
@@ -236,7 +237,7 @@ class GitStore:
     def write_tree(self, tree: pygit2.Tree | None, changes: Changes) -> pygit2.Oid | None:
         """Rebuild only the trees on the changed paths; an emptied tree disappears."""
         builder = self.repo.TreeBuilder(tree) if tree is not None else self.repo.TreeBuilder()
-        nested: dict[str, dict[str, bytes | None]] = {}
+        nested: dict[str, dict[str, bytes | pygit2.Oid | None]] = {}
         for path, data in changes.items():
             head, _, rest = path.partition("/")
             if rest:
@@ -244,6 +245,8 @@ class GitStore:
             elif data is None:
                 if builder.get(head) is not None:
                     builder.remove(head)
+            elif isinstance(data, pygit2.Oid):
+                builder.insert(head, data, _BLOB)
             else:
                 builder.insert(head, self.repo.create_blob(data), _BLOB)
         for head, sub in nested.items():
@@ -413,11 +416,18 @@ class GitStore:
             index.read(force=False)
         except pygit2.GitError as exc:
             raise self._damaged(f"cannot read {self.git_dir / 'index'} ({exc})") from exc
+        listed: dict[str, set[str] | None] = {}
         for path in changes:
             base_id = snap.blob_id(path)
             # Never through a link: a folder replaced by one stops the write here, before
-            # anything moves (the error names it and the fix).
-            disk_id = tree.blob_id(path)
+            # anything moves (the error names it and the fix). Each folder is listed once:
+            # a path it does not hold needs no look of its own (a bulk import's new files).
+            folder, _, name = path.rpartition("/")
+            if folder not in listed:
+                listed[folder] = tree.names(folder) if folder else None
+            held = listed[folder]
+            absent = folder != "" and (held is None or name not in held)
+            disk_id = None if absent else tree.blob_id(path)
             disk = tree.root / path
             if disk_id is not None:
                 if disk_id != base_id:
@@ -455,7 +465,7 @@ class GitStore:
             followed = base is not None and git.synced() == (base, git.index_stamp())
             try:
                 tip = Snapshot(self.repo, self.tip())
-                self._sync_paths({path: tip.read(path) for path in changes})
+                self._sync_paths(self._contents(tip, changes, landed))
             except (TrussError, OSError) as exc:
                 if record is not None:
                     abandon(record)  # the next write or `truss-files repair` replays it
@@ -469,14 +479,34 @@ class GitStore:
             if followed and landed is not None and tip.oid == landed and stamp is not None:
                 git.mark_synced(landed, stamp)
 
+    def _contents(self, tip: Snapshot, changes: Changes, landed: str | None) -> Changes:
+        """What each changed path holds at the tip. When the tip is the commit just made,
+        that is what is in hand; else each path's blob is looked up in the tip's tree, so a
+        sync that runs late cannot put an older version back. A blob id is read when its
+        file is written, one at a time (a bulk import's bodies are never all in memory)."""
+        if landed is not None and tip.oid == landed:
+            return changes
+        out: dict[str, bytes | pygit2.Oid | None] = {}
+        for path in changes:
+            found = tip.blob_id(path)
+            out[path] = pygit2.Oid(hex=found) if found is not None else None
+        return out
+
     def _sync_paths(self, changes: Changes) -> None:
         tree = self.worktree
         for path, data in changes.items():
             if data is None:
                 tree.remove(path)
-            else:
-                tree.write(path, data)
+        tree.write_all(
+            {path: data for path, data in changes.items() if data is not None}, self._blob
+        )
         self._stage({path: data is not None for path, data in changes.items()})
+
+    def _blob(self, oid: pygit2.Oid) -> bytes:
+        blob = self.repo[oid]
+        if not isinstance(blob, pygit2.Blob):
+            raise StoreError(f"{oid} is not a blob; run `git fsck` on {self.git_dir}")
+        return blob.data
 
     def _stage(self, paths: Mapping[str, bool]) -> None:
         """Index entries follow the work tree; the caller holds ``worktree.lock``."""

@@ -12,7 +12,7 @@ import contextlib
 import errno
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pygit2
@@ -107,6 +107,36 @@ class WorkTree:
                 raise
             with os.fdopen(handle, "rb") as f:
                 return f.read()
+
+    def names(self, folder: str) -> set[str] | None:
+        """The names in ``folder`` (reached without following a link); None when it, or a
+        folder on the way, does not exist. One listing answers for every path in it."""
+        with self._folder(f"{folder}/-", create=False) as fd:
+            return None if fd is None else set(os.listdir(fd))
+
+    def write_all(
+        self,
+        files: Mapping[str, bytes | pygit2.Oid],
+        read: Callable[[pygit2.Oid], bytes],
+    ) -> None:
+        """``write`` for many files, each folder reached once (a bulk import writes a
+        hundred thousand files into a thousand folders); a blob id is ``read`` just before
+        its file is written, so the bodies are never all in memory."""
+        by_folder: dict[str, list[tuple[str, bytes | pygit2.Oid]]] = {}
+        for rel, data in files.items():
+            folder, _, name = rel.rpartition("/")
+            by_folder.setdefault(folder, []).append((name, data))
+        tag = owner_tag()
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW
+        for folder, items in by_folder.items():
+            with self._folder(f"{folder}/-" if folder else "-", create=True) as fd:
+                assert fd is not None
+                for name, data in items:
+                    tmp = f".{name}.{tag}.tmp"
+                    handle = os.open(tmp, flags, 0o666, dir_fd=fd)
+                    with os.fdopen(handle, "wb") as f:
+                        f.write(read(data) if isinstance(data, pygit2.Oid) else data)
+                    os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
 
     def blob_id(self, rel: str) -> str | None:
         data = self.read(rel)

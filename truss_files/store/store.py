@@ -33,6 +33,7 @@ from ..errors import (
 )
 from ..format import entryfile
 from ..format.trailers import Clock, parse_trailers, stamp, trailers, utc_now
+from ..git.bulkpack import PackWriter
 from ..git.gitdir import GitDir
 from ..git.gitstore import GitStore, Identity, Plan, Snapshot
 from ..model import (
@@ -386,7 +387,7 @@ class Store:
 
     def refuse_secrets(
         self,
-        changes: Mapping[str, bytes | None],
+        changes: Mapping[str, bytes | pygit2.Oid | None],
         snap: Snapshot,
         vetted: frozenset[str] = frozenset(),
     ) -> None:
@@ -399,6 +400,10 @@ class Store:
         for path, data in changes.items():
             if data is None or path in vetted or not path.startswith(("memories/", "identity/")):
                 continue
+            if isinstance(data, pygit2.Oid):  # a blob a bulk write packed: read it by id
+                blob = self.git.repo[data]
+                assert isinstance(blob, pygit2.Blob)
+                data = blob.data
             if path.startswith("memories/"):
                 if snap.blob_id(path) is not None:
                     continue
@@ -603,27 +608,101 @@ class Store:
                     changes[entry.path] = entryfile.serialize(entry).encode()
                     stored[entry.id] = entry
                     added.add(entry.id)
-            if subject is not None:
-                first = " ".join(subject.split())  # one line: nothing of it reads as a trailer
-            elif len(changes) == 1:
-                only = next(e for e in batch if e.path in changes)
-                first = f"truss: write {only.kind.value} {only.key}"
-            else:
-                first = f"truss: write {len(changes)} entries"
             new_ids = [e.id for e in batch if e.path in changes]
-            # Name each entry in the trailers of ordinary writes; a bulk import just counts.
-            named = (
-                trailers(entry=new_ids)
-                if len(new_ids) <= 100
-                else trailers(entries=str(len(new_ids)))
-            )
-            message = f"{first}\n\n" + trailers(op="write") + "\n" + named
-            message += "\n" + trailers(trust="none -> unverified")
-            return Plan(changes, message)
+            only = next(e for e in batch if e.path in changes) if len(changes) == 1 else None
+            return Plan(changes, _write_message(subject, new_ids, only))
 
         paths = frozenset(e.path for e in batch)
         self._apply(plan, {"agent", "operator"}, vetted=lambda: paths)
         return [stored[e.id] for e in batch], frozenset(added)
+
+    def import_entries(
+        self,
+        entries: Iterable[Entry],
+        *,
+        subject: str | None = None,
+        on_entry: Callable[[int], None] | None = None,
+        where: Callable[[int], str] | None = None,
+    ) -> list[str]:
+        """``write_many`` for an import of any size: ``entries`` is read once, as it comes.
+
+        Each new entry's file goes straight into one pack (``bulkpack``: git fast-import) and
+        only its path and blob id are kept, so memory does not grow with the bodies; the
+        commit is signed and checked exactly as ``write_many``'s. Returns the id of every
+        entry, in order (those already stored included, as ``write_many`` returns them).
+        ``on_entry(n)`` is called after the n-th entry is read and packed (progress). An
+        error or interruption before the commit leaves the repository as it was.
+
+        A credential-shaped value in any entry refuses the whole import with ``SecretFound``
+        once every entry is read, naming each place (``where(n)`` names the n-th entry's
+        origin, say FILE:LINE): such an entry is never packed.
+        """
+        tip = self.git.tip()
+        # As every write: never on a history the audit rejects, whatever else is wrong.
+        check_write(self.git, str(tip.id) if tip is not None else None, self.environ)
+        base = Snapshot(self.git.repo, tip)
+        required = authority.provenance_required(self.config(base).raw)
+        fresh: dict[str, pygit2.Oid] = {}
+        fresh_ids: list[str] = []
+        ids: list[str] = []
+        allow = self.allow(base)
+        places: list[str] = []
+        with PackWriter(self.git.git_dir) as pack:
+            for n, entry in enumerate(entries, 1):
+                self._importable(entry, base, required)
+                found = scan_fields(entry_fields(entry), allow)
+                if found:
+                    label = where(n) if where is not None else f"entry {n}"
+                    places += [f"{label}: {place}" for place in found]
+                    continue
+                ids.append(entry.id)
+                if entry.path not in fresh and base.blob_id(entry.path) is None:
+                    fresh[entry.path] = pack.add(entryfile.serialize(entry).encode())
+                    fresh_ids.append(entry.id)
+                if on_entry is not None:
+                    on_entry(n)
+            refuse(places)  # before the pack lands: nothing of a refused import is kept
+            pack.finish()
+
+        def plan(snap: Snapshot) -> Plan:
+            if snap.oid == base.oid:
+                changes: dict[str, bytes | pygit2.Oid | None] = dict(fresh)
+                new_ids = fresh_ids
+            else:  # another writer won the race: keep what it stored as it stored it
+                if snap.blob_id(CONFIG_PATH) != base.blob_id(CONFIG_PATH):
+                    # The entries were judged against the truss.toml the import began on.
+                    raise ConflictError(
+                        "truss.toml changed while the import ran; nothing was imported, run "
+                        "the same command again"
+                    )
+                changes = {p: oid for p, oid in fresh.items() if snap.blob_id(p) is None}
+                new_ids = [i for i, p in zip(fresh_ids, fresh, strict=True) if p in changes]
+            only = None
+            if len(changes) == 1:
+                ((path, oid),) = changes.items()
+                assert isinstance(oid, pygit2.Oid)
+                blob = self.git.repo[oid]  # packed: read back by id for the subject alone
+                assert isinstance(blob, pygit2.Blob)
+                only = entryfile.parse(blob.data, path)
+            return Plan(changes, _write_message(subject, new_ids, only))
+
+        # Each fresh file was scanned above as it was read; the pack holds only blob ids.
+        self._apply(plan, {"agent", "operator"}, vetted=lambda: frozenset(fresh))
+        return ids
+
+    def _importable(self, entry: Entry, snap: Snapshot, required: bool) -> None:
+        """What ``write_many``'s plan refuses of one entry, refused as it is read."""
+        if entry.trust is not Trust.UNVERIFIED or entry.provenance.verified_by:
+            raise TransitionError(
+                f"entry {entry.id} is {entry.trust.value}; every write lands unverified"
+            )
+        self.check_names(entry.checks, snap)
+        if entry.provenance.produced_by is None and required:
+            raise UsageError(
+                f"entry {entry.id} has no provenance.produced_by; every new entry names where "
+                'it came from (truss.toml [policy] provenance = "required"). Make it with '
+                "Store.new_entry, which names this face"
+            )
 
     def _transition(
         self,
@@ -1124,6 +1203,20 @@ def _blob_at(commit: pygit2.Commit, path: str) -> pygit2.Oid | None:
         return None
 
 
+def _write_message(subject: str | None, new_ids: list[str], only: Entry | None) -> str:
+    """The message of a write of ``new_ids`` (``only``: the one entry, when one)."""
+    if subject is not None:
+        first = " ".join(subject.split())  # one line: nothing of it reads as a trailer
+    elif only is not None:
+        first = f"truss: write {only.kind.value} {only.key}"
+    else:
+        first = f"truss: write {len(new_ids)} entries"
+    # Name each entry in the trailers of ordinary writes; a bulk import just counts.
+    named = trailers(entry=new_ids) if len(new_ids) <= 100 else trailers(entries=str(len(new_ids)))
+    message = f"{first}\n\n" + trailers(op="write") + "\n" + named
+    return message + "\n" + trailers(trust="none -> unverified")
+
+
 def _added_entries(
     repo: pygit2.Repository, parent: Snapshot, commit: pygit2.Commit
 ) -> Iterator[Entry]:
@@ -1132,11 +1225,12 @@ def _added_entries(
         diff = commit.tree.diff_to_tree(swap=True)
     else:
         diff = parent.tree.diff_to_tree(commit.tree)
-    snap = Snapshot(repo, commit)
     for delta in diff.deltas:
         path = delta.new_file.path
         if delta.status_char() == "A" and path.startswith("memories/") and path.endswith(".md"):
-            yield entryfile.parse(snap.read(path) or b"", path)
+            # The blob id from the diff: one read each, no tree lookup per path.
+            blob = repo[delta.new_file.id]
+            yield entryfile.parse(blob.data if isinstance(blob, pygit2.Blob) else b"", path)
 
 
 def _changed_paths(repo: pygit2.Repository, a: pygit2.Commit, b: pygit2.Commit) -> list[str]:

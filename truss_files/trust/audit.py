@@ -18,6 +18,7 @@ entry, which changes no belief and needs only the agent role (``_joined_adds``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import re
@@ -41,6 +42,7 @@ from ..format.proposal import (
 )
 from ..format.proposal import parse as parse_proposal
 from ..format.trailers import parse_trailers
+from ..git.gitdamage import missing_object
 from ..git.gitstore import GitStore, Snapshot
 from ..model import LEGAL_TRANSITIONS, Entry, Kind, Trust, entry_path
 from ..signing import verify
@@ -312,6 +314,66 @@ def _diff(repo: pygit2.Repository, a: pygit2.Tree | None, b: pygit2.Tree) -> lis
     return out
 
 
+_GITLINK = int(pygit2.enums.FileMode.COMMIT)
+
+
+class _Known(Snapshot):
+    """A commit's snapshot that knows the changed paths' blobs from one tree diff, so a
+    check of a commit with a million entries reads each blob once, by id, and looks no path
+    up in a tree (a path not in the diff still is: the policy files, a rival's entry)."""
+
+    def __init__(
+        self,
+        repo: pygit2.Repository,
+        commit: pygit2.Commit | None,
+        known: dict[str, tuple[int, pygit2.Oid]],
+    ) -> None:
+        super().__init__(repo, commit)
+        self.known = known
+
+    def _obj(self, path: str) -> pygit2.Object | None:
+        found = self.known.get(path)
+        if found is None:
+            return super()._obj(path)
+        if found[0] == _GITLINK:
+            return None
+        try:
+            return self.repo[found[1]]
+        except KeyError as exc:  # the tree names it, no pack or file holds it
+            raise missing_object(self.repo.path, str(found[1])) from exc
+
+    def mode_blob(self, path: str) -> tuple[int, str] | None:
+        found = self.known.get(path)
+        return (found[0], str(found[1])) if found is not None else None
+
+
+def _one_walk(
+    repo: pygit2.Repository, base: pygit2.Commit | None, commit: pygit2.Commit
+) -> tuple[list[tuple[str, str]], _Known, _Known]:
+    """``_diff`` of ``base``..``commit``, and both sides as snapshots that know each changed
+    path's mode and blob from that same diff."""
+    a = base.tree if base is not None else None
+    diff = commit.tree.diff_to_tree(swap=True) if a is None else a.diff_to_tree(commit.tree)
+    before: dict[str, tuple[int, pygit2.Oid]] = {}
+    after: dict[str, tuple[int, pygit2.Oid]] = {}
+    out = []
+    for delta in diff.deltas:
+        status = delta.status_char()
+        old, new = delta.old_file, delta.new_file
+        if status != "A":
+            before[old.path] = (int(old.mode), old.id)
+        if status != "D":
+            after[new.path] = (int(new.mode), new.id)
+        if status == "R":  # renames are off by default; keep both sides honest anyway
+            out.append(("D", old.path))
+            out.append(("A", new.path))
+            continue
+        path = new.path if status != "D" else old.path
+        if is_store_path(path):
+            out.append((status, path))
+    return out, _Known(repo, base, before), _Known(repo, commit, after)
+
+
 def check_commit(
     repo: pygit2.Repository,
     commit: pygit2.Commit,
@@ -335,7 +397,8 @@ def check_commit(
     snap = Snapshot(repo, commit)
     joined: set[str] = set()
     if is_root or len(parents) < 2:
-        changes = [(status, path, base) for status, path in _diff(repo, base.tree, commit.tree)]
+        diffed, base, snap = _one_walk(repo, parents[0] if parents else None, commit)
+        changes: list[tuple[str, str, Snapshot]] = [(s, path, base) for s, path in diffed]
     else:
         sides = [Snapshot(repo, p) for p in parents]
         changes = _merge_changes(repo, snap, sides)
@@ -650,6 +713,10 @@ def _joined_adds(
 
 def _mode_blob(snap: Snapshot, path: str) -> tuple[int, str] | None:
     """What a tree holds at ``path``: its file mode and object id, or None."""
+    if isinstance(snap, _Known):
+        known = snap.mode_blob(path)
+        if known is not None:
+            return known
     if snap.tree is None:
         return None
     try:
@@ -731,7 +798,7 @@ def _check_entry(
     required = authority.provenance_required(policy.config.raw)
     if status == "A":
         if added is not None:
-            added.append((path, new))
+            added.append((path, _slim(new)))
         if new.trust is not Trust.UNVERIFIED:
             report(path, "lands-unverified", f"a new entry must land unverified, not {new.trust}")
         if required and new.provenance.produced_by is None:
@@ -803,6 +870,14 @@ def _check_entry(
         if unarbitrated:
             report(path, "arbitration", unarbitrated)
     return {"panel"}
+
+
+def _slim(entry: Entry) -> Entry:
+    """What the layer and author rules read of an added entry (its id, layer and author),
+    without its body: a commit that adds a million entries holds no million bodies."""
+    slim = dataclasses.replace(entry, body="")
+    object.__setattr__(slim, "_id", entry.id)  # the id stays the entry's own (Entry.id)
+    return slim
 
 
 def _unarbitrated(snap: Snapshot, rival: Entry) -> str | None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, NamedTuple
 
@@ -170,6 +171,11 @@ def _audit(
                 _save(git, _Record(root, commit, record.bad, record.why))
                 return None
     rev = f"{start}..{commit}" if start else commit
+    # A read that must first audit a big change (a bulk import of a million entries: minutes)
+    # says so once it has taken a while, rather than look frozen.
+    said = threading.Timer(SLOW_AUDIT, store.note, [_slow_note(commit, start)])
+    said.daemon = True
+    said.start()
     try:
         # The record's clean commit was audited from this root: only the range is walked.
         # Attestations label no entry's trust, so a bad note is for the audit and the gate
@@ -190,6 +196,8 @@ def _audit(
             f"refusing to serve entries above unverified: the history of {commit[:12]} cannot "
             f"be audited ({exc.message}). Run `truss-files audit` to see why."
         )
+    finally:
+        said.cancel()
     if report.ok:
         _save(git, _Record(report.root, commit, None, ""))
         return None
@@ -197,6 +205,17 @@ def _audit(
     clean = record.clean if record is not None and record.root == report.root else None
     _save(git, _Record(report.root, clean, commit, why))
     return why
+
+
+SLOW_AUDIT = 2.0  # seconds an audit before a read runs before the read says why it waits
+
+
+def _slow_note(commit: str, start: str | None) -> str:
+    since = f"the commits since {start[:12]}" if start else "its history"
+    return (
+        f"truss-files: auditing {since} up to {commit[:12]} before this read can serve "
+        "verified entries (once: the next read reuses the verdict; a big import takes a while)"
+    )
 
 
 def advance(store: GitStore, commit: pygit2.Commit, environ: Mapping[str, str]) -> bool:

@@ -17,10 +17,10 @@ from tests.support.credentials import CREDENTIALS
 from tests.support.host_support import Transcript
 from tests.support.model_judges import add_to_config, with_env
 from truss_files.config.settings import load_settings, settings_for
-from truss_files.errors import ConfigError
+from truss_files.errors import ConfigError, NotConfigured
 from truss_files.facade import MemoryStore
 from truss_files.faces.cli.main import cli
-from truss_files.faces.host.learn import NotConfigured, learn
+from truss_files.faces.host.learn import learn
 from truss_files.faces.host.transcript import read_transcript
 from truss_files.model import Trust
 

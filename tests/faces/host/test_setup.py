@@ -250,6 +250,7 @@ def test_the_command_is_absolute_and_beside_the_interpreter(tmp_path: Path) -> N
 mcp = pytest.importorskip("mcp")
 
 
+@pytest.mark.spawns  # the mcp client starts the server setup wrote
 def test_the_written_server_starts_as_a_host_starts_it(store: MemoryStore, tmp_path: Path) -> None:
     """The entry setup wrote, run by the mcp client with an empty PATH: the absolute command
     starts, names the store, and serves the read tools and the write binding."""

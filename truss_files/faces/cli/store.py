@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from ...format.imports import FORMATS as IMPORT_FORMATS
 from ...format.imports import read_records
 from ...format.scope import parse_scope_pairs, stamp
 from ...git.gitstore import GitStore
-from ...model import MAX_BODY, TOMBSTONE_MARK, body_size, check_ledger_ref
+from ...model import MAX_BODY, TOMBSTONE_MARK, Entry, body_size, check_ledger_ref
 from ...tools.memory_paths import parse_path as parse_memory_path
 from ...trust.verdict import Verdict, check_keyless, check_verdict, check_votes
 from .app import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
@@ -166,115 +168,133 @@ def import_(obj: Ctx, source: str, source_format: str, fmt: str | None) -> None:
     }
 
     progress = Progress("import", enabled(fmt == "json"))
-    entries: list[Any] = []
-    labels: list[str] = []
     tip = store.git.tip()
     before = str(tip.id) if tip is not None else None
-    state = {"phase": "reading"}
+    state: dict[str, Any] = {"phase": "reading", "where": source, "entries": 0}
 
     def stopped() -> str:
         if state["phase"] != "committing":
-            where = source if state["phase"] == "reading" else f"line {progress.done}"
             return (
-                f"interrupted while {state['phase']} {where}: nothing was imported. Run the "
-                "same command again"
+                f"interrupted while {state['phase']} {state['where']}: nothing was imported. "
+                "Run the same command again"
             )
         now = store.git.tip()
         landed = now is not None and str(now.id) != before
         return (
             "interrupted while committing: the import is one commit, and "
             + (
-                f"it landed ({len(entries)} entries)"
+                f"it landed ({state['entries']} entries)"
                 if landed
                 else "it did not land: nothing was imported"
             )
             + ". Running the same command again skips entries already stored"
         )
 
-    with interruptible(progress, stopped):
-        progress.phase("reading")
+    def entries() -> Iterator[Entry]:
+        # One record at a time: the file is never held whole (an import may be larger than
+        # memory); each entry's file goes into the pack as it is read (Store.import_entries).
+        principal = store.principal()
         if source_format == "jsonl":
             records = _jsonl_records(source)
         else:
-            records = [(r.where, r.fields) for r in read_records(source_format, source)]
-        state["phase"] = "checking"
-        progress.phase("checking entries", len(records))
+            records = ((r.where, r.fields) for r in read_records(source_format, source))
         for where, item in records:
-            progress.advance()
-            if not isinstance(item, dict):
-                raise UsageError(f"{where}: each line must be a JSON object")
-            unknown = sorted(set(item) - allowed)
-            if unknown:
-                raise UsageError(f"{where}: unknown field(s) {', '.join(unknown)}")
-            if "memory_path" in item:
-                item = _at_memory_path(item, where)
-            missing = [f for f in ("kind", "key", "body") if not isinstance(item.get(f), str)]
-            if missing:
-                raise UsageError(f"{where}: needs string field(s) {', '.join(missing)}")
-            try:
-                entry = store.new_entry(
-                    item["kind"],
-                    item["key"],
-                    item["body"],
-                    layer=item.get("layer", "task"),
-                    scope=item.get("scope"),
-                    author=item.get("author"),
-                    produced_by=item.get("source") or f"import:{store.principal()}",
-                    sources=item.get("sources", ()),
-                    salience=item.get("salience", 0.5),
-                    checks=item.get("checks", ()),
-                )
-            except TrussError as exc:
-                raise UsageError(f"{where}: {exc.message}") from exc
-            if "memory_path" in item:
-                # The memory tool's file: its text byte for byte, as the tool stores it.
-                entry = dataclasses.replace(
-                    entry, body=item["body"], memory_path=item["memory_path"]
-                )
-            if "id" in item and item["id"] != entry.id:
-                raise UsageError(
-                    f"{where}: the fields make id {entry.id}, not {item['id']}: the line was "
-                    "changed after export (or is another store's with other fields); remove "
-                    "the id field to import it as a new entry"
-                )
-            entries.append(entry)
-            labels.append(where)
+            state["where"] = where
+            yield _import_record(store, item, where, allowed, principal)
         state["phase"] = "committing"
-        progress.phase(f"committing {len(entries)} entries in one signed commit")
+        progress.phase(f"committing {state['entries']} entries in one signed commit")
+
+    def packed(n: int) -> None:
+        state["entries"] = n
+        progress.advance()
+
+    with interruptible(progress, stopped):
+        state["phase"] = "checking"
+        progress.phase("checking entries", _lines(source) if source_format == "jsonl" else None)
         # A credential anywhere refuses the file whole, naming each FILE:LINE (SecretFound).
-        stored = store.write_many(entries, labels=labels)
+        ids = store.import_entries(entries(), on_entry=packed, where=lambda n: state["where"])
     emit(
         fmt,
-        {"imported": len(stored), "ids": [e.id for e in stored]},
-        f"imported {len(stored)} entries (unverified until a panel verifies them)",
+        {"imported": len(ids), "ids": ids},
+        f"imported {len(ids)} entries (unverified until a panel verifies them)",
     )
 
 
-def _jsonl_records(source: str) -> list[tuple[str, Any]]:
-    """Each non-blank line of ``source`` (a file or -), parsed, with where it was."""
+def _lines(source: str) -> int | None:
+    """How many lines a regular file holds (a cheap pass for the progress bar), else None."""
     try:
-        with click.open_file(source, "rb") as handle:
-            lines = handle.readlines()
+        if source == "-" or not os.path.isfile(source):
+            return None
+        with open(source, "rb") as again:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: again.read(1 << 20), b""))
+    except OSError:
+        return None
+
+
+def _jsonl_records(source: str) -> Iterator[tuple[str, Any]]:
+    """Each non-blank line of ``source`` (a file or -), parsed, with where it was: read one
+    line at a time."""
+    try:
+        handle = click.open_file(source, "rb")
     except OSError as exc:
         raise UsageError(f"{source}: cannot read it ({exc.strerror})") from exc
     name = "<stdin>" if source == "-" else source
-    out: list[tuple[str, Any]] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{name}:{number}"
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UsageError(
-                f"{where}: not UTF-8 (byte {exc.start + 1} of the line); save the file as "
-                "UTF-8, e.g. with iconv -t UTF-8"
-            ) from None
-        try:
-            out.append((where, json.loads(text)))
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{where}: not JSON ({exc.msg})") from exc
-    return out
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            where = f"{name}:{number}"
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise UsageError(
+                    f"{where}: not UTF-8 (byte {exc.start + 1} of the line); save the file as "
+                    "UTF-8, e.g. with iconv -t UTF-8"
+                ) from None
+            try:
+                yield where, json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{where}: not JSON ({exc.msg})") from exc
+
+
+def _import_record(store: Any, item: Any, where: str, allowed: set[str], principal: str) -> Entry:
+    """One import record as a new entry, or a ``UsageError`` naming where it was."""
+    if not isinstance(item, dict):
+        raise UsageError(f"{where}: each line must be a JSON object")
+    unknown = sorted(set(item) - allowed)
+    if unknown:
+        raise UsageError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    if "memory_path" in item:
+        item = _at_memory_path(item, where)
+    missing = [f for f in ("kind", "key", "body") if not isinstance(item.get(f), str)]
+    if missing:
+        raise UsageError(f"{where}: needs string field(s) {', '.join(missing)}")
+    try:
+        entry: Entry = store.new_entry(
+            item["kind"],
+            item["key"],
+            item["body"],
+            layer=item.get("layer", "task"),
+            scope=item.get("scope"),
+            # The signer's name, looked up once per import, not twice per record.
+            author=item.get("author") or f"agent:{principal}",
+            produced_by=item.get("source") or f"import:{principal}",
+            sources=item.get("sources", ()),
+            salience=item.get("salience", 0.5),
+            checks=item.get("checks", ()),
+        )
+    except TrussError as exc:
+        raise UsageError(f"{where}: {exc.message}") from exc
+    if "memory_path" in item:
+        # The memory tool's file: its text byte for byte, as the tool stores it.
+        entry = dataclasses.replace(entry, body=item["body"], memory_path=item["memory_path"])
+    if "id" in item and item["id"] != entry.id:
+        raise UsageError(
+            f"{where}: the fields make id {entry.id}, not {item['id']}: the line was "
+            "changed after export (or is another store's with other fields); remove "
+            "the id field to import it as a new entry"
+        )
+    return entry
 
 
 def _at_memory_path(item: dict[str, Any], where: str) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ...config.judgespec import PROVIDER_ENV, PROVIDERS
-from ...errors import ConfigError, NotFound, TrussError, UsageError
+from ...errors import ConfigError, LearnFailed, NotConfigured, NotFound, UsageError
 from ...model import MAX_KEY, Kind
 from ...panel.modeljudge import data_line, data_message
 from .state import read_json, write_json
@@ -117,16 +117,6 @@ CONFIGURE: Final = (
     '    model = "claude-haiku-4-5"\n\n'
     "and set the provider's key in the environment (ANTHROPIC_API_KEY or OPENAI_API_KEY)"
 )
-
-
-class NotConfigured(ConfigError):
-    """No ``[learn]`` model: nothing is sent and nothing stored."""
-
-
-class LearnFailed(TrussError):
-    """The model could not be asked, or did not answer as asked."""
-
-    code = "learn_failed"
 
 
 @dataclass(frozen=True)

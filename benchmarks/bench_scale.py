@@ -1,0 +1,254 @@
+"""Bulk writes at scale: ``truss-files import`` beside git's own floor for the same files.
+
+A store is written with the real console script from a JSON-lines file of synthetic notes
+(sentences of LoCoMo's conversations when ``TRUSS_LOCOMO`` or /work/shared/data/locomo-dev.json
+is there, else the synthetic vocabulary), then the very entry files that import wrote are fed
+to ``git fast-import`` and checked out (``git reset --hard``) in a fresh repository: the floor.
+Figures: import wall and CPU time (user + system, which a busy machine disturbs less),
+``.git`` disk used (as ``du`` counts) and object files, the peak RSS of the import; each
+a median of ``--runs`` runs beside the floor's median in the same run.
+
+``python -m benchmarks scale`` runs the modest default (5k notes, 3 runs; ``--quick``: 1k, 1
+run); ``python -m benchmarks.bench_scale --notes 100000 --runs 3`` measures one size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from .common import Figure, label, progress, scaled, scratch, vocabulary
+
+LOCOMO = Path(os.environ.get("TRUSS_LOCOMO", "/work/shared/data/locomo-dev.json"))
+KINDS = ("fact", "lesson", "decision", "preference")
+
+
+def sentences() -> list[str]:
+    """Every turn of LoCoMo's conversations (read in place), else synthetic sentences."""
+    if LOCOMO.exists():
+        found = []
+        for sample in json.loads(LOCOMO.read_text()):
+            for name, turns in sample.get("conversation", {}).items():
+                if name.startswith("session_") and isinstance(turns, list):
+                    found += [t["text"] for t in turns if isinstance(t, dict) and t.get("text")]
+        if found:
+            return found
+    rng = random.Random(3)
+    words = vocabulary()
+    return [" ".join(rng.choices(words, k=rng.randint(6, 18))) + "." for _ in range(5000)]
+
+
+def notes(n: int, seed: int = 0) -> Iterator[str]:
+    """``n`` JSON lines for ``truss-files import``: 2-6 sentences each, distinct bodies."""
+    rng = random.Random(seed)
+    pool = sentences()
+    for i in range(n):
+        body = " ".join(rng.choices(pool, k=rng.randint(2, 6)))
+        yield json.dumps(
+            {"kind": KINDS[i % len(KINDS)], "key": f"note-{i % 5000}", "body": f"{body} (#{i})"}
+        )
+
+
+def write_notes(path: Path, n: int) -> None:
+    with path.open("w") as out:
+        for line in notes(n):
+            out.write(line + "\n")
+
+
+def console_script() -> str:
+    beside = Path(sys.executable).with_name("truss-files")
+    return str(beside) if beside.exists() else "truss-files"
+
+
+def disk(path: Path) -> tuple[int, int]:
+    """(bytes used as ``du`` counts, object files) of a ``.git`` folder."""
+    used = (
+        int(
+            subprocess.run(
+                ["du", "-sk", str(path)], capture_output=True, text=True, check=True
+            ).stdout.split()[0]
+        )
+        * 1024
+    )
+    objects = sum(len(files) for _, _, files in os.walk(path / "objects"))
+    return used, objects
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRUSS_", "GIT_"))}
+    env.update(
+        HOME=str(home),
+        TRUSS_CONFIG_DIR=str(home / "config"),
+        GIT_AUTHOR_NAME="Bench",
+        GIT_AUTHOR_EMAIL="bench@example.test",
+        GIT_COMMITTER_NAME="Bench",
+        GIT_COMMITTER_EMAIL="bench@example.test",
+    )
+    return env
+
+
+def truss_import(tmp: Path, source: Path) -> dict[str, float]:
+    """One import into a new store, timed as a user runs it: one process, wall clock."""
+    store = tmp / "store"
+    env = _env(tmp)
+    exe = console_script()
+    subprocess.run([exe, "init", str(store)], env=env, check=True, capture_output=True)
+    argv = ["/usr/bin/time", "-f", "%M %U %S", exe, "--store", str(store), "import", str(source)]
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"import exited {done.returncode}: {done.stderr[-2000:]}")
+    rss_kb, user, system = (float(x) for x in done.stderr.strip().splitlines()[-1].split())
+    used, objects = disk(store / ".git")
+    return {
+        "seconds": took,
+        "cpu": user + system,
+        "disk": used,
+        "objects": objects,
+        "rss": rss_kb / 1024,
+    }
+
+
+def fast_import_stream(store: Path, out: Path) -> None:
+    """A ``git fast-import`` stream of one commit holding the import's files, byte for byte."""
+    git = ["git", "-C", str(store)]
+    listing = subprocess.run(
+        [*git, "ls-tree", "-r", "-z", "HEAD"], capture_output=True, check=True
+    ).stdout
+    rows = [r.split(b"\t", 1) for r in listing.split(b"\0") if r]
+    ids = out.with_suffix(".ids")
+    ids.write_bytes(b"".join(meta.split()[2] + b"\n" for meta, _ in rows))
+    # Ids from a file, not a pipe we write while it writes to us: 100k ids fill both pipes.
+    with ids.open("rb") as feed:
+        batch = subprocess.Popen([*git, "cat-file", "--batch"], stdin=feed, stdout=subprocess.PIPE)
+    assert batch.stdout is not None
+    with out.open("wb") as stream:
+        stream.write(b"commit refs/heads/main\ncommitter Bench <b@example.test> 0 +0000\n")
+        stream.write(b"data 6\nfloor\n")
+        for _, path in rows:
+            header = batch.stdout.readline().split()
+            data = batch.stdout.read(int(header[2]) + 1)[:-1]
+            stream.write(b"M 100644 inline " + path + b"\ndata %d\n" % len(data) + data + b"\n")
+        stream.write(b"done\n")
+    batch.wait()
+
+
+def floor(tmp: Path, stream: Path) -> dict[str, float]:
+    """git's own: fast-import the same files, then check them out."""
+    repo = tmp / "floor"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    start = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with stream.open("rb") as feed:
+        subprocess.run(
+            ["git", "-C", str(repo), "fast-import", "--quiet", "--done"], stdin=feed, check=True
+        )
+    subprocess.run(["git", "-C", str(repo), "reset", "-q", "--hard"], check=True)
+    took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    used, objects = disk(repo / ".git")
+    return {"seconds": took, "cpu": cpu, "disk": used, "objects": objects}
+
+
+def measure(n: int, runs: int) -> list[Figure]:
+    ours: list[dict[str, float]] = []
+    git: list[dict[str, float]] = []
+    with scratch("scale") as tmp:
+        source = tmp / "notes.jsonl"
+        write_notes(source, n)
+        stream = tmp / "floor.fi"
+        for run in range(runs):
+            progress(f"{label(n)} notes: run {run + 1}/{runs}: truss-files import")
+            here = tmp / f"run{run}"
+            here.mkdir()
+            ours.append(truss_import(here, source))
+            if not stream.exists():
+                fast_import_stream(here / "store", stream)
+            progress(f"{label(n)} notes: run {run + 1}/{runs}: git fast-import + reset --hard")
+            git.append(floor(here, stream))
+            subprocess.run(["rm", "-rf", str(here)], check=True)
+
+    def med(rows: list[dict[str, float]], key: str) -> float:
+        return statistics.median(r[key] for r in rows)
+
+    size = label(n)
+    seconds, floor_seconds = med(ours, "seconds"), med(git, "seconds")
+    used, floor_used = med(ours, "disk") / 1e6, med(git, "disk") / 1e6
+    return [
+        Figure(
+            f"import {size} notes (median of {runs})",
+            seconds,
+            "s",
+            "git fast-import + reset --hard",
+            floor_seconds,
+            target=2.0 * floor_seconds,
+            note="target: 2x the floor",
+        ),
+        Figure(
+            f"import {size} notes, CPU time (median of {runs})",
+            med(ours, "cpu"),
+            "s",
+            "git fast-import + reset --hard",
+            med(git, "cpu"),
+            target=2.0 * med(git, "cpu"),
+            note="user + system: fair on a busy machine",
+        ),
+        Figure(
+            f".git after {size} notes (du)",
+            used,
+            "MB",
+            "the floor's .git",
+            floor_used,
+            target=1.5 * floor_used,
+            note="target: 1.5x the floor",
+        ),
+        Figure(
+            f"object files after {size} notes",
+            med(ours, "objects"),
+            "files",
+            "the floor's",
+            med(git, "objects"),
+        ),
+        Figure(
+            f"peak RSS of the {size} import",
+            med(ours, "rss"),
+            "MB",
+            "1 GB (the 1M target)",
+            1024.0,
+            target=1024.0,
+        ),
+    ]
+
+
+def run(quick: bool) -> list[Figure]:
+    return measure(scaled(1000 if quick else 5000), 1 if quick else 3)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_scale")
+    parser.add_argument("--notes", type=int, default=5000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--write", metavar="PATH", help="only write the notes file and exit")
+    args = parser.parse_args(argv)
+    if args.write:
+        write_notes(Path(args.write), args.notes)
+        return 0
+    from .common import print_table
+
+    print_table(measure(args.notes, args.runs))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
