@@ -650,7 +650,7 @@ class Store:
         with PackWriter(self.git.git_dir) as pack:
             for n, entry in enumerate(entries, 1):
                 self._importable(entry, base, required)
-                found = scan_fields(entry_fields(entry), allow)
+                found = list(scan_fields(entry_fields(entry), allow))
                 if found:
                     label = where(n) if where is not None else f"entry {n}"
                     places += [f"{label}: {place}" for place in found]
