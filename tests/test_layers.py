@@ -157,14 +157,10 @@ def _importers(name: str) -> list[str]:
 def test_only_the_store_opens_a_read_through_the_gate() -> None:
     """``readgate.gate`` is called from one place, ``Store.open_read``: every read path
     (the facade, tools, context, panel, faces) starts there, so none can forget it. Recall
-    is given the gate's verdict (``Store.gate``); only the two cold query paths, which never
-    open a store, hand it ``readgate.refusal`` themselves."""
+    is given the gate's verdict (``Store.gate``); only the one query assembly, whose cold
+    path never opens a store, hands it ``readgate.refusal`` itself."""
     assert _importers("gate") == ["truss_files.store.store"]
-    assert _importers("refusal") == [
-        "truss_files.faces.cli.query",
-        "truss_files.store.store",
-        "truss_files.tools.query",
-    ]
+    assert _importers("refusal") == ["truss_files.recall.query", "truss_files.store.store"]
 
 
 def _late_imports() -> Iterator[tuple[str, int, list[str]]]:

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .config.settings import Settings, settings_for
+from .config.storeprobe import has_layers_above_store
 from .context.assemble import Prefix, build_context
 from .context.compact import compact as _compact
 from .context.delta import Delta
@@ -36,14 +37,14 @@ from .format.scope import Reader
 from .git.gitdir import GitDir
 from .git.usage import record
 from .model import Entry, Kind, Layer, Trust
-from .recall.engine import RecallResult, search_snapshot
+from .recall.engine import RecallResult
 from .recall.pipeline import Filter
+from .recall.query import answer, query_filter
 from .review.why import explain
 from .runs.ledger import resolve_call
 from .runs.runcontext import RunContext
 from .store import belief
 from .store.store import Store
-from .tools.storeprobe import has_layers_above_store
 from .trust.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -145,25 +146,22 @@ class MemoryStore(Store):
             reader = dataclasses.replace(
                 reader, mode=str(config.get("memory", "scope", "per-agent"))
             )
-        flt = Filter(
-            min_trust=Trust.floor(min_trust),
-            kind=Kind.parse(kind) if isinstance(kind, str) else kind,
-            key=key,
-            layers=None
-            if layer is None
-            else frozenset({Layer.parse(layer) if isinstance(layer, str) else layer}),
-            reader=reader,
-        )
-        if salience is None and has_layers_above_store(self.environ):
-            # The layered settings, as the CLI's query and the read tools take them.
-            salience = settings_for(self, snap=snap).salience
-        elif salience is None:
+        layered = has_layers_above_store(self.environ)
+        if salience is None and not layered:
             salience = str(config.get("policy", "salience", "off"))
-        result = search_snapshot(
-            self, snap, text, flt, limit, gate=self.gate, mode=mode, salience=salience
+        return answer(
+            text,
+            query_filter(min_trust, kind=kind, key=key, layer=layer, reader=reader),
+            limit,
+            at=(self, snap),
+            usage=self._gitdir,
+            origin=self.origin,
+            mode=mode,
+            salience=salience,
+            # The layered settings, as the CLI's query and the read tools take them.
+            settings=(lambda: settings_for(self, snap=snap)) if layered else None,
+            environ=self.environ,
         )
-        record(self._gitdir, [h.entry.id for h in result.hits], self.origin, environ=self.environ)
-        return result
 
     @functools.cached_property
     def _gitdir(self) -> GitDir:

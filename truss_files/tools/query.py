@@ -29,20 +29,14 @@ from ..format.views import entry_view
 from ..git.usage import record
 from ..model import Entry, Kind, Trust
 from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
-from ..recall.engine import (
-    RecallResult,
-    conflicts_snapshot,
-    run_deleted_snapshot,
-    search,
-    search_snapshot,
-)
+from ..recall.engine import RecallResult, conflicts_snapshot, run_deleted_snapshot
 from ..recall.pipeline import Filter
-from ..trust.readgate import refusal
+from ..recall.query import answer, document, query_filter
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
+    from ..config.tipconfig import ConfigLike
     from .dispatch import Call
-    from .tipconfig import ConfigLike
 
 RECALL_MODES = ("exact", "semantic", "hybrid")
 KINDS = [k.value for k in Kind]
@@ -153,9 +147,10 @@ def recall_mode(call: Call) -> str:
 
 
 def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
-    """The recall engine over this call's snapshot (through the index cache under .git/truss/):
-    the filter first — trust floor, kind, key, the run's own unverified writes let through,
-    tombstones left out — then ranking in the recall mode of the settings."""
+    """The one query assembly (``recall.query.answer``) over this call's snapshot, or cold at
+    the branch tip before the store is open (no pygit2): the filter first — trust floor, kind,
+    key, the run's own unverified writes let through, tombstones left out — then ranking in
+    the recall mode of the settings, then the usage note under the session's face."""
     # A run's own pending deletes hide what they delete from that run, as its memory view does.
     # Own notes and deletes are proven by signature (``authority``): the run's principal.
     view = call.run_view()
@@ -168,21 +163,20 @@ def _recall(call: Call, text: str, flt: Filter, limit: int) -> RecallResult:
         reader=call.reader(),
         run_deletes=True,
     )
-    mode = recall_mode(call)
-    salience = call.salience()
-    if call.store_open:
-        return search_snapshot(
-            call.store,
-            call.snapshot(),
-            text,
-            flt,
-            limit,
-            gate=refusal,
-            mode=mode,
-            salience=salience,
-        )
-    # A cold read: the index at the branch tip, without opening the store (no pygit2).
-    return search(call.path, text, flt, limit, gate=refusal, mode=mode, salience=salience)
+    layered = call.session.has_settings_layers()
+    return answer(
+        text,
+        flt,
+        limit,
+        at=(call.store, call.snapshot()) if call.store_open else call.path,
+        usage=call.path,
+        origin=call.session.origin,
+        # No layer above truss.toml: truss.toml decides alone, and the settings module is not
+        # even imported -- the cold read path stays as it was.
+        mode=None if layered else store_recall_mode(call.config),
+        salience=None if layered else str(call.config.get("policy", "salience", "off")),
+        settings=call.settings if layered else None,
+    )
 
 
 def _query_text(inp: Mapping[str, Any]) -> str:
@@ -202,21 +196,8 @@ def memory_query(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     text = _query_text(inp)
     floor = Trust.floor(inp.get("min_trust", "verified"))
     kind = Kind.parse(inp["kind"]) if inp.get("kind") else None
-    flt = Filter(min_trust=floor, kind=kind, key=inp.get("key"))
-    result = _recall(call, text, flt, int(inp.get("limit", DEFAULT_LIMIT)))
-    record(call.path, [h.entry.id for h in result.hits], call.session.origin)
-    out: dict[str, Any] = {
-        "recall_mode": result.mode,
-        "min_trust": floor.value,
-        "entries": [entry_view(h.entry, h.score) for h in result.hits],
-    }
-    if result.withheld:
-        out["withheld"] = result.withheld
-    if result.below_floor:
-        out["below_floor"] = result.below_floor
-    if result.conflicts:
-        out["conflicts"] = [c.to_dict() for c in result.conflicts]
-    return out
+    flt = query_filter(floor, kind=kind, key=inp.get("key"))
+    return document(_recall(call, text, flt, int(inp.get("limit", DEFAULT_LIMIT))))
 
 
 def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:

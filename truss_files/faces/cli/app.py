@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
+from ...config.storeprobe import require_store
 from ...errors import TrussError
 from ...git.gitdamage import damage_at
 from ...model import Kind, Layer, Trust
-from ...tools.storeprobe import require_store
 from .output import fail, reader_gone
 
 if TYPE_CHECKING:
