@@ -301,5 +301,96 @@ def test_few_modules_at_the_top() -> None:
     assert len(top) <= TOP_LEVEL_MAX, f"{len(top)} modules at the top of the package: {top}"
 
 
+# -- the front door ----------------------------------------------------------------------------
+# A face (faces/, and the two public shims drawn on its floor) parses, calls the facade and
+# prints. It may import the facade, the values (errors, model), its own floor, and what is named
+# below, each with its reason. FACE_DOORS are meant to stay: presentation, or a door the
+# facade cannot be on a path that must not load the store. FACE_DEBT is what faces still reach
+# past the door for; an entry leaves when its last importer calls the facade instead, and the
+# test fails on an entry no face imports any more, so the list only shrinks.
+
+FACES = ("truss_files.faces", "truss_files.http", "truss_files.anthropic_adapter")
+FACE_MAY = ("truss_files", "truss_files.facade", "truss_files.errors", "truss_files.model")
+
+FACE_DOORS = {
+    "truss_files.recall.query": "the hook-time query: the facade imports the store (pygit2)",
+    "truss_files.format.views": "presentation: an entry as text and as its JSON view",
+    "truss_files.tools.registry": "the one tool registry every face serves (MCP, HTTP, CLI)",
+    "truss_files.tools.dispatch": "the tool call a serving face hands each request to",
+    "truss_files.tools.schema": "presentation: the tools' JSON schemas, checked and exported",
+    "truss_files.signing.keys": "which signing key a face loads, before any store is opened",
+    "truss_files.config.storeprobe": "is there a store here: said before opening it, cheaply",
+}
+
+FACE_DEBT = {
+    "truss_files.context.assemble": "context repin / run settings / goal ledger for MCP",
+    "truss_files.format.quorum": "queue: PASS/FAIL vote words",
+    "truss_files.format.scope": "scope stamps and readers built by the CLI and MCP",
+    "truss_files.format.trailers": "verify: counts decisions from commit trailers",
+    "truss_files.git.gitdamage": "the error handler names repository damage",
+    "truss_files.git.gitlocks": "the sync loop's lock",
+    "truss_files.git.gitstore": "read/review/store/hooks open the repository directly",
+    "truss_files.git.recovery": "hooks: history versions and orphans",
+    "truss_files.identity.amend": "identity propose",
+    "truss_files.identity.changes": "identity approve/decline/log/set/show",
+    "truss_files.identity.judge": "verify judges pending identity amendments",
+    "truss_files.identity.layers": "MCP reads identity layers",
+    "truss_files.identity.principals": "identity principal set/show",
+    "truss_files.panel.runner": "verify / recheck run the panel",
+    "truss_files.review.belief": "review page: provenance and timeline",
+    "truss_files.review.diff": "diff: the change set",
+    "truss_files.review.merge": "the merge driver",
+    "truss_files.review.page": "review page HTML",
+    "truss_files.review.queue": "the pending queue (CLI and review page)",
+    "truss_files.review.render": "diff rendering",
+    "truss_files.review.textconv": "the textconv driver",
+    "truss_files.review.whytext": "why as text/markdown",
+    "truss_files.runs.ledger": "tools runs: the run ledger",
+    "truss_files.runs.runcontext": "run context files (CLI, adapter, server tasks)",
+    "truss_files.runs.start": "MCP loads a run's start",
+    "truss_files.signing": "the server checks its public key",
+    "truss_files.signing.config": "operator roles; hooks' signer paths",
+    "truss_files.store.initstore": "init",
+    "truss_files.store.operators": "operator roles; pinning the sigstore root",
+    "truss_files.store.sync": "sync (CLI and the server's loop)",
+    "truss_files.tools.ask": "HTTP memory.ask",
+    "truss_files.tools.blocks": "tools call: tool_use blocks",
+    "truss_files.tools.train": "HTTP memory.train",
+    "truss_files.trust.attest": "attest; hooks check notes",
+    "truss_files.trust.audit": "audit (CLI and hooks)",
+    "truss_files.trust.trustroot": "hooks find the trust root",
+    "truss_files.trust.verdict": "promote/reject check verdict files",
+}
+
+
+def face_reach() -> dict[str, list[str]]:
+    """Each module outside the faces' floor that a face imports (at run time) -> its faces."""
+    reach: dict[str, list[str]] = {}
+    for face, targets in graph().items():
+        if not face.startswith(FACES):
+            continue
+        for target in sorted(targets):
+            if not target.startswith(FACES) and target not in FACE_MAY:
+                reach.setdefault(target, []).append(face)
+    return reach
+
+
+def test_faces_come_in_through_the_facade() -> None:
+    """A face imports the facade, the values, its own floor and the modules named above."""
+    reach = face_reach()
+    print(f"\nfaces reach {len(reach)} modules past the facade:")
+    for target, faces in sorted(reach.items()):
+        print(f"  {target}: {', '.join(faces)}")
+    allowed = {**FACE_DOORS, **FACE_DEBT}
+    past = [f"{t} <- {', '.join(reach[t])}" for t in sorted(set(reach) - set(allowed))]
+    assert not past, (
+        "faces import past the facade (call MemoryStore or a facade function instead):\n"
+        + "\n".join(past)
+    )
+    stale = sorted(set(allowed) - set(reach))
+    assert not stale, f"no face imports these any more: drop them from the list: {stale}"
+    assert len(FACE_DOORS) <= 8
+
+
 if __name__ == "__main__":
     print(describe())

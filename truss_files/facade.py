@@ -21,18 +21,21 @@ protocol that faces and tools depend on.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .config.settings import Settings, settings_for
+from .config.settings import Settings, load_settings, settings_for
 from .config.storeprobe import has_layers_above_store
 from .context.assemble import Prefix, build_context
 from .context.compact import compact as _compact
 from .context.delta import Delta
 from .context.delta import delta_since as _delta_since
-from .errors import NotFound
+from .context.instruction import BUILT_IN, instruction_table, pick
+from .errors import NotFound, StoreError
 from .format.scope import Reader
 from .git.gitdir import GitDir
 from .git.usage import record
@@ -50,12 +53,20 @@ from .trust.verdict import Verdict
 if TYPE_CHECKING:
     from .panel.eager import Written
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemoryStore", "effective_settings"]
 
 
 class MemoryStore(Store):
     """A store at a path: ``Store``'s writes and transitions under the layered policies, and
     the gated reads."""
+
+    def settings(
+        self, *, agent: str | None = None, contract: str | os.PathLike[str] | None = None
+    ) -> Settings:
+        """The layered settings a command runs under: truss.toml at the tip, the user config,
+        ``[agents.agent]`` (default ``$TRUSS_AGENT``), the ``contract`` file (default
+        ``$TRUSS_CONTRACT``) -- ``settings_for(self)``, as every face passes it on."""
+        return settings_for(self, agent=agent, contract=contract)
 
     # -- writes and transitions: the policies every face gets ---------------------------
 
@@ -267,3 +278,33 @@ class MemoryStore(Store):
         unverified entry, the run's own, that stands in for the notes it covers in the run's
         L4 (they stay in the store); ``context`` shows it first."""
         return _compact(self, run, summary)
+
+
+# -- what faces ask besides a store's own operations ------------------------------------------
+
+
+def effective_settings(
+    store: MemoryStore | None,
+    *,
+    agent: str | None = None,
+    contract: str | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+) -> tuple[Settings, dict[str, Any]]:
+    """The layered settings (built-in defaults, ``store``'s truss.toml, the user config,
+    ``[agents.agent]``, ``contract``) and which ``[context.instruction]`` entry applies for
+    ``provider`` and ``model``: ``{"applies", "provider", "model", "source"}``. Outside a
+    store (None, or one whose truss.toml cannot be read) only the user config file and the
+    contract apply (``truss-files config show``)."""
+    raw = None
+    if store is not None:
+        with contextlib.suppress(StoreError):
+            raw = store.config().raw
+    settings = load_settings(raw, agent=agent, contract=contract)
+    found = pick(instruction_table(settings), provider, model)
+    name = found[0] if found is not None else BUILT_IN
+    key = f"context.instruction.{name}"
+    if key not in settings.values and name == "default":
+        key = "context.instruction"
+    source = settings.values[key].source if key in settings.values else "default"
+    return settings, {"applies": name, "provider": provider, "model": model, "source": source}

@@ -2,7 +2,7 @@
 error handler every command is wrapped in.
 
 The commands live in ``setup``, ``store``, ``read``, ``query``, ``review``,
-``panel``, ``queue``, ``tools``, ``operator``, ``identity``, ``context``,
+``panel``, ``config``, ``queue``, ``tools``, ``operator``, ``identity``, ``context``,
 ``serve`` and ``sigstore``. The group imports only the module of the command being
 run, and lists the commands (``--help``, a bare ``truss-files``) from its own table of names,
 modules and short helps, so listing them imports none. Each module imports what it needs at
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import click
 
 from ...config.storeprobe import require_store
-from ...errors import TrussError
+from ...errors import StoreError, TrussError
 from ...git.gitdamage import damage_at
 from ...model import Kind, Layer, Trust
 from .output import fail, reader_gone
@@ -58,6 +58,13 @@ class Ctx:
     def store_path(self, value: str | None) -> None:
         # `--store '~/m'` and TRUSS_STORE=~/m reach us unexpanded (quoted, or no shell at all).
         self._store_path = os.path.expanduser(value) if value else value
+
+    def store_or_none(self) -> MemoryStore | None:
+        """The store, or None outside one (a command that also works without a store)."""
+        try:
+            return self.store()
+        except StoreError:
+            return None
 
     def store(self) -> MemoryStore:
         if self._store is None:
@@ -99,7 +106,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "Re-check history from the trust root: signatures, roles, entries, verdicts.",
     ),
     "config": (
-        "panel",
+        "config",
         "Layered settings: truss.toml → user config → [agents.NAME] → --contract FILE.",
     ),
     "context": (

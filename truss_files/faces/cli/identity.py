@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from ...config.settings import settings_for
 from ...errors import UsageError
 from ...identity.amend import propose
 from ...identity.changes import approve, decline, log, proposals, set_identity, show
@@ -78,7 +77,7 @@ def identity_propose(
       truss-files identity propose new-self.md
     """
     store = obj.store()
-    settings = settings_for(store, agent=agent, contract=contract)
+    settings = store.settings(agent=agent, contract=contract)
     done = propose(store, _read(source), settings=settings)
 
     def text(d: dict[str, Any]) -> str:

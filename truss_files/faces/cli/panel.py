@@ -9,9 +9,6 @@ from typing import Any
 
 import click
 
-from ...config.settings import load_settings, settings_for
-from ...context.instruction import BUILT_IN, instruction_table, pick
-from ...errors import StoreError
 from ...format.trailers import parse_trailers
 from ...identity.judge import judge_pending
 from ...panel.runner import recheck as run_recheck
@@ -127,7 +124,7 @@ def verify(
       truss-files verify 5b0c8f3e --contract ci-contract.toml --format json
     """
     store = obj.store()
-    settings = settings_for(store, agent=agent, contract=contract)
+    settings = store.settings(agent=agent, contract=contract)
     again = "truss-files verify " + ("--pending" if pending else " ".join(ids))
     with _run_panel(store, "verify", fmt, again) as run:
         report = run(run_verify, store, ids, pending=pending, settings=settings)
@@ -176,69 +173,11 @@ def recheck(
       truss-files recheck 5b0c8f3e
     """
     store = obj.store()
-    settings = settings_for(store, agent=agent, contract=contract)
+    settings = store.settings(agent=agent, contract=contract)
     again = "truss-files recheck " + ("--all" if all_ else " ".join(ids))
     with _run_panel(store, "recheck", fmt, again) as run:
         report = run(run_recheck, store, ids, all_verified=all_, settings=settings)
     emit(fmt, report.to_dict(), lambda _d: report.text())
-
-
-@cli.group("config")
-def config_group() -> None:
-    """Layered settings: truss.toml → user config → [agents.NAME] → --contract FILE.
-
-    \b
-    Example:
-      truss-files config show --agent build-bot
-    """
-
-
-@config_group.command("show")
-@AGENT_OPTION
-@CONTRACT_OPTION
-@click.option(
-    "--provider",
-    type=click.Choice(["anthropic", "openai"]),
-    help="Name the [context.instruction] entry that applies for this provider.",
-)
-@click.option("--model", metavar="MODEL", help="... and for this model (its patterns).")
-@FORMAT_OPTION
-@pass_ctx
-@handled
-def config_show(
-    obj: Ctx,
-    agent: str | None,
-    contract: str | None,
-    provider: str | None,
-    model: str | None,
-    fmt: str | None,
-) -> None:
-    """Print the effective settings and the file each value came from.
-
-    Layers, the later overriding the earlier: built-in defaults, the store's truss.toml,
-    <user config dir>/config.toml, truss.toml's [agents.NAME] table, a contract file.
-    Outside a store only the user config file and the contract apply.
-
-    \b
-    Example:
-      truss-files config show --agent build-bot --contract contract.toml
-      truss-files config show --provider anthropic --model claude-sonnet-4-5
-    """
-    raw = None
-    # Outside a repository only the global and contract layers apply.
-    with contextlib.suppress(StoreError):
-        raw = obj.store().config().raw
-    settings = load_settings(raw, agent=agent, contract=contract)
-    data = settings.to_dict()
-    found = pick(instruction_table(settings), provider, model)
-    name = found[0] if found is not None else BUILT_IN
-    key = f"context.instruction.{name}"
-    if key not in settings.values and name == "default":
-        key = "context.instruction"
-    source = settings.values[key].source if key in settings.values else "default"
-    data["instruction"] = {"applies": name, "provider": provider, "model": model, "source": source}
-    said = f"instruction in force: {name} (# {source})"
-    emit(fmt, data, lambda _d: settings.to_text() + "\n" + said)
 
 
 __all__ = ["cli"]

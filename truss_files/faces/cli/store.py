@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 
-from ...config.settings import settings_for
 from ...errors import TrussError, UsageError
 from ...format.scope import parse_scope_pairs, stamp
 from ...git.gitstore import GitStore
@@ -432,7 +431,7 @@ def promote(
       truss-files promote 5b0c8f3e --verdict v.json --contract ci-contract.toml
     """
     store = obj.store()
-    settings = settings_for(store, agent=agent, contract=contract)
+    settings = store.settings(agent=agent, contract=contract)
     entry = store.promote(entry_id, _load_verdict(verdict_file), settings=settings)
     _trust_result(fmt, entry, "promote")
 
