@@ -25,35 +25,65 @@ import contextlib
 import dataclasses
 import functools
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .config.settings import Settings, load_settings, settings_for
 from .config.storeprobe import has_layers_above_store
-from .context.assemble import Prefix, build_context
+from .context.assemble import Prefix, build_context, goal_ledger, run_settings
 from .context.compact import compact as _compact
 from .context.delta import Delta
 from .context.delta import delta_since as _delta_since
 from .context.instruction import BUILT_IN, instruction_table, pick
 from .errors import NotFound, StoreError
-from .format.scope import Reader
+from .format.scope import Reader, parse_scope_pairs, stamp
+from .format.trailers import parse_trailers
 from .git.gitdir import GitDir
+from .git.gitstore import GitStore
 from .git.usage import record
+from .identity import changes as identity_changes
+from .identity.layers import identity_layers
+from .identity.principals import set_principal, show_principal
 from .model import Entry, Kind, Layer, Trust
 from .recall.engine import RecallResult
 from .recall.pipeline import Filter
 from .recall.query import answer, query_filter
+from .review.diff import change_set as diff_change_set
 from .review.why import explain
 from .runs.ledger import resolve_call
-from .runs.runcontext import RunContext
+from .runs.start import load_start
 from .store import belief
+from .store.initstore import init_store
 from .store.store import Store
-from .trust.verdict import Verdict
+from .trust.audit import audit
+from .trust.verdict import Verdict, check_keyless, check_verdict, check_votes
 
 if TYPE_CHECKING:
+    from .format.proposal import Proposal
+    from .git.gitstore import Snapshot
+    from .git.recovery import Repaired
+    from .identity.amend import Proposed
+    from .identity.changes import Amendment
+    from .identity.judge import Judged
+    from .memory import Memory
     from .panel.eager import Written
+    from .panel.report import Report
+    from .review.diff import ChangeSet
+    from .signing import Signer
+    from .store.initstore import InitResult
+    from .trust.audit import AuditReport
 
-__all__ = ["MemoryStore", "effective_settings"]
+__all__ = [
+    "MemoryStore",
+    "audit_history",
+    "change_set",
+    "effective_settings",
+    "init",
+    "read_verdict",
+    "repair",
+    "run_resource",
+    "scope_stamp",
+]
 
 
 class MemoryStore(Store):
@@ -133,6 +163,73 @@ class MemoryStore(Store):
             conflict = (settings or settings_for(self)).conflict
         return super().promote(ref, verdict, conflict=conflict)
 
+    def verify(
+        self,
+        ids: Iterable[str] = (),
+        *,
+        pending: bool = False,
+        settings: Settings | None = None,
+        on_start: Callable[[int], None] | None = None,
+        on_done: Callable[[Any], None] | None = None,
+    ) -> Report:
+        """Run the verification panel over the named (or, with ``pending``, every)
+        unverified entries under ``settings`` (default ``settings_for(self)``): each PASS
+        or FAIL its own signed commit (``truss-files verify``). ``on_start`` hears how many
+        entries, ``on_done`` each outcome."""
+        from .panel.runner import verify  # the panel loads only when it runs
+
+        return verify(
+            self, ids, pending=pending, settings=settings, on_start=on_start, on_done=on_done
+        )
+
+    def recheck(
+        self,
+        ids: Iterable[str] = (),
+        *,
+        all_verified: bool = False,
+        settings: Settings | None = None,
+        on_start: Callable[[int], None] | None = None,
+        on_done: Callable[[Any], None] | None = None,
+    ) -> Report:
+        """Re-run the checks of the named verified or stale entries (or, with
+        ``all_verified``, every verified one): a FAIL demotes to stale, a named stale entry
+        that passes is verified again (``truss-files recheck``)."""
+        from .panel.runner import recheck  # the panel loads only when it runs
+
+        return recheck(
+            self,
+            ids,
+            all_verified=all_verified,
+            settings=settings,
+            on_start=on_start,
+            on_done=on_done,
+        )
+
+    def judge_identity(self, settings: Settings | None = None) -> tuple[list[Judged], str | None]:
+        """Judge every pending identity proposal against core when ``[identity] policy`` is
+        self_amend (``verify --pending``'s identity half); otherwise nothing, and None. The
+        note says why a panel could not run."""
+        from .identity.judge import judge_pending  # the panel loads only when it runs
+
+        return judge_pending(self, settings or settings_for(self))
+
+    def decisions_since(self, since: Any) -> dict[str, int]:
+        """How many promote, reject and demote commits the branch gained after commit
+        ``since`` (None: in all its history), read from their ``Truss-Op`` trailers."""
+        ops = {"promote": "promoted", "reject": "rejected", "demote": "demoted"}
+        found: dict[str, int] = {}
+        tip = self.git.tip()
+        if tip is None:
+            return found
+        walker = self.git.repo.walk(tip.id)
+        if since is not None:
+            walker.hide(since)
+        for commit in walker:
+            op = (parse_trailers(commit.message).get("Truss-Op") or [""])[0]
+            if op in ops:
+                found[ops[op]] = found.get(ops[op], 0) + 1
+        return found
+
     # -- reads -----------------------------------------------------------------------------
 
     def query(
@@ -202,6 +299,69 @@ class MemoryStore(Store):
         record(self._gitdir, list(out), self.origin, environ=self.environ)
         return list(out.values())
 
+    def check_verdict(self, verdict: Verdict) -> dict[str, Any] | None:
+        """Whether this store accepts ``verdict``: an SSH-signed one against
+        .truss/allowed_signers, a keyless one against the trusted root and truss.toml's panel
+        role (then its identity, issuer and log index are returned; None for an SSH one). A
+        verdict this store refuses raises ``VerdictError`` naming the rule it breaks."""
+        policy = self.policy()
+        if verdict.bundle is not None or verdict.signer.startswith("sigstore:"):
+            keyless = check_keyless(verdict, policy).to_dict()
+            check_votes(verdict)
+            return keyless
+        check_verdict(verdict, verdict.entry, verdict.outcome, policy)
+        return None
+
+    def reader_for(self, agent: str, snap: Snapshot | None = None) -> Reader:
+        """What ``agent`` may read under the layered ``[memory] scope`` at ``snap`` (the
+        branch tip)."""
+        snap = snap or self.snapshot()
+        return Reader(run_settings(self, snap, agent).memory_scope, agent)
+
+    # -- identity and principals (identity/): the same operations as the CLI's commands ------
+
+    def identity_show(self) -> dict[str, Any]:
+        """core.md and self.md in force at the branch tip, through the read gate."""
+        return identity_changes.show(self)
+
+    def identity_propose(
+        self, text: str, *, settings: Settings | None = None, run: str | None = None
+    ) -> Proposed:
+        """Store a signed proposal for a new self.md; under self_amend the panel judges it
+        when verification is eager for kind ``identity`` (``identity.amend.propose``)."""
+        # The panel (through the proposal's eager judging) loads only on a proposal.
+        from .identity.amend import propose
+
+        return propose(self, text, settings=settings, run=run)
+
+    def identity_proposals(self, *, status: str | None = "pending") -> list[Proposal]:
+        """Identity proposals with ``status`` (None: all), oldest first."""
+        return identity_changes.proposals(self, status=status)
+
+    def identity_approve(self, ref: str) -> dict[str, Any]:
+        """An operator's approval: self.md becomes proposal ``ref``'s text, one commit."""
+        return identity_changes.approve(self, ref)
+
+    def identity_decline(self, ref: str) -> dict[str, Any]:
+        """An operator declines proposal ``ref``; it is kept, declined, for the record."""
+        return identity_changes.decline(self, ref)
+
+    def identity_set(self, which: str, text: str) -> dict[str, Any]:
+        """An operator's change of core.md or self.md (``which``: core, self)."""
+        return identity_changes.set_identity(self, which, text)
+
+    def identity_log(self) -> list[Amendment]:
+        """Every commit on the branch that changed core.md or self.md, oldest first."""
+        return identity_changes.log(self)
+
+    def principal_set(self, name: str, text: str) -> dict[str, Any]:
+        """Write principals/NAME.md (that principal's own key or an operator's)."""
+        return set_principal(self, name, text)
+
+    def principal_show(self, name: str) -> dict[str, Any]:
+        """principals/NAME.md at the branch tip, through the read gate."""
+        return show_principal(self, name)
+
     # -- a belief's life (store/belief.py): the same operations as the CLI's commands ----------
 
     def salience_update(self, *, dry_run: bool = False) -> belief.Done:
@@ -223,40 +383,10 @@ class MemoryStore(Store):
         delta), with a new cursor; a bad or unknown cursor raises ``BadCursor``."""
         return _delta_since(self, cursor, reader=reader)
 
-    def context(
-        self,
-        run: str,
-        *,
-        principal: str | None = None,
-        agent: str | None = None,
-        project: str | None = None,
-        gates: Iterable[str] = (),
-        parent: str | None = None,
-        fmt: str | None = None,
-        model: str | None = None,
-        run_context: RunContext | None = None,
-        purpose: str | None = None,
-    ) -> Prefix:
-        """The prefix of run ``run`` (tools, system, messages, cursor); the first call for a
-        run starts it at the branch tip, and later calls keep its tools and system bytes.
-        ``parent``: the run is a child of that run (they share their own notes). ``fmt``
-        (anthropic, openai) and ``model`` pick the memory instruction of
-        ``[context.instruction]`` (``context.instruction.pick``). ``run_context`` and
-        ``purpose``: what a first context asks memory.ask under ``[enterprise]
-        consult_at_start`` (``context.consult``)."""
-        return build_context(
-            self,
-            run,
-            principal=principal,
-            agent=agent,
-            project=project,
-            gates=tuple(gates),
-            parent=parent,
-            fmt=fmt,
-            model=model,
-            run_context=run_context,
-            purpose=purpose,
-        )
+    # The prefix of a run, as a method: its signature and docs are ``build_context``'s, so
+    # the options a run starts with are written once (``Memory.context`` declares the same
+    # for the type checker, which holds the two equal below).
+    context = build_context
 
     def why(self, ref: str) -> dict[str, Any]:
         """Why the store believes entry ``ref`` (an id or a unique 8+ hex prefix), for
@@ -308,3 +438,70 @@ def effective_settings(
         key = "context.instruction"
     source = settings.values[key].source if key in settings.values else "default"
     return settings, {"applies": name, "provider": provider, "model": model, "source": source}
+
+
+def read_verdict(text: str, source: str) -> Verdict:
+    """A verdict file's text as a ``Verdict`` (``source`` names it in errors); check it with
+    ``MemoryStore.check_verdict``."""
+    return Verdict.from_json(text, source)
+
+
+def scope_stamp(pairs: Iterable[str], *, agent: str | None = None) -> dict[str, str]:
+    """The scope stamp of a write from ``KEY=VALUE`` pairs and the writing agent."""
+    return dict(stamp(parse_scope_pairs(tuple(pairs)), agent=agent))
+
+
+def init(path: str | os.PathLike[str], signer: Signer, principal: str) -> InitResult:
+    """Make (or join) a store at ``path``: the trust root, ``signer``'s key as ``principal``
+    with the operator role, in one signed commit (``truss-files init``)."""
+    return init_store(path, signer, principal)
+
+
+def audit_history(
+    path: str | os.PathLike[str],
+    rev_range: str | None = None,
+    *,
+    root: str | None = None,
+    on_commit: Callable[[str, int, int], None] | None = None,
+) -> AuditReport:
+    """Re-check the history of the repository at ``path`` (``A..B``, one commit, or the
+    branch) from the trust root, without opening the store (``truss-files audit``)."""
+    return audit(GitStore(path), rev_range, root=root, on_commit=on_commit)
+
+
+def repair(path: str | os.PathLike[str], *, force: bool = False) -> Repaired:
+    """Clear stale locks, replay interrupted writes and bring the store paths of the work
+    tree back in step with the branch, without opening the store (``truss-files repair``)."""
+    return GitStore(path).repair(force=force)
+
+
+def change_set(
+    path: str | os.PathLike[str], rev_range: str, *, root: str | None = None
+) -> ChangeSet:
+    """The semantic change set of ``rev_range`` in the repository at ``path`` (``truss-files
+    diff``)."""
+    return diff_change_set(GitStore(path), rev_range, root=root)
+
+
+def run_resource(store: Store, run: str, uri: str, agent: str | None) -> str:
+    """An MCP resource's text as run ``run`` sees it: identity (``truss://identity/core``,
+    ``truss://identity/self``) as of the run's start (the tip when the run has not started),
+    goals (``truss://goals``) at the tip -- through the read gate, like the context."""
+    tip = store.open_read(Trust.VERIFIED).snap
+    start = load_start(store, run)
+    if uri == "truss://goals":
+        agent = start.agent if start is not None else agent
+        reader = Reader(run_settings(store, tip, agent).memory_scope, agent)
+        goals = tuple(goal_ledger(store, tip, reader))
+        if start is None:
+            return "\n".join(f"- {g.key} ({g.id[:12]}): {g.body}" for g in goals)
+        return Prefix(start.run, start, False, (), (), goals, (), "", "").goal_text()
+    snap = store.snapshot(start.commit) if start is not None else tip
+    core, self_ = identity_layers(snap, None)
+    return (core if uri.endswith("/core") else self_).text
+
+
+if TYPE_CHECKING:
+
+    def _conforms(store: MemoryStore) -> Memory:
+        return store  # the type checker holds MemoryStore to the Memory protocol

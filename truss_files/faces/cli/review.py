@@ -11,9 +11,7 @@ from typing import Any
 import click
 
 from ...errors import TrussError, UsageError
-from ...facade import MemoryStore
-from ...git.gitstore import GitStore
-from ...review.diff import change_set
+from ...facade import MemoryStore, change_set
 from ...review.merge import merge_files
 from ...review.render import render
 from ...review.textconv import textconv as convert
@@ -53,7 +51,7 @@ def diff_cmd(obj: Ctx, rev_range: str, fmt: str | None, root: str | None) -> Non
       truss-files diff origin/main...HEAD
       truss-files diff "$BASE..$HEAD" --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
-    changes = change_set(GitStore(obj.store_path or "."), rev_range, root=root)
+    changes = change_set(obj.store_path or ".", rev_range, root=root)
     if fmt == "json" or (fmt is None and want_json(None)):
         emit("json", changes.to_dict())
         return
