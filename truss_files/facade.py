@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .config.settings import Settings, load_settings, settings_for
@@ -50,11 +50,16 @@ from .recall.pipeline import Filter
 from .recall.query import answer, query_filter
 from .review.diff import change_set as diff_change_set
 from .review.why import explain
-from .runs.ledger import resolve_call
+from .runs.ledger import RunLedger, RunSummary, list_runs, resolve_call
+from .runs.runcontext import RunContext
 from .runs.start import load_start
-from .store import belief
+from .signing.config import ROLES
+from .store import belief, operators
 from .store.initstore import init_store
+from .store.operators import DEFAULT_NAMESPACES, Change, SignerInfo
 from .store.store import Store
+from .store.sync import SyncResult, sync
+from .trust.attest import NOTES_REF, Attested, attest
 from .trust.audit import audit
 from .trust.verdict import Verdict, check_keyless, check_verdict, check_votes
 
@@ -73,7 +78,10 @@ if TYPE_CHECKING:
     from .store.initstore import InitResult
     from .trust.audit import AuditReport
 
+# ROLES and NOTES_REF: the role names a face offers, and where attestations are kept.
 __all__ = [
+    "NOTES_REF",
+    "ROLES",
     "MemoryStore",
     "audit_history",
     "change_set",
@@ -362,6 +370,62 @@ class MemoryStore(Store):
         """principals/NAME.md at the branch tip, through the read gate."""
         return show_principal(self, name)
 
+    def runs(self) -> list[RunSummary]:
+        """Every durable run recorded in this store: its calls, last update and tip."""
+        return list_runs(self)
+
+    def run_ledger(self, run: str) -> RunLedger:
+        """The signed ledger of durable run ``run``: its records and whether a replay would
+        trust it."""
+        return RunLedger(self, run)
+
+    # -- signers, roles, remotes and attestations: the operator's commands ------------------
+
+    def signers(self) -> list[SignerInfo]:
+        """Each principal of .truss/allowed_signers, its key, namespaces and roles."""
+        return operators.list_signers(self)
+
+    def add_signer(
+        self,
+        principal: str,
+        key: str,
+        *,
+        source: str,
+        namespaces: Sequence[str] = DEFAULT_NAMESPACES,
+    ) -> Change:
+        """Add ``principal``'s public key (the one ssh-ed25519 line of a .pub file's text
+        ``key``, read from ``source``) to .truss/allowed_signers, in one signed commit; the key
+        alone grants no role."""
+        found = operators.read_public_key(key, source)
+        return operators.add_signer(self, principal, found, namespaces)
+
+    def remove_signer(self, principal: str) -> Change:
+        """Remove ``principal``'s key from .truss/allowed_signers, in one signed commit."""
+        return operators.remove_signer(self, principal)
+
+    def grant_role(self, role: str, principal: str) -> Change:
+        """Give ``principal`` ``role`` in truss.toml [roles] (one of ``ROLES``)."""
+        return operators.grant_role(self, role, principal)
+
+    def revoke_role(self, role: str, principal: str) -> Change:
+        """Take ``role`` from ``principal`` in truss.toml [roles]."""
+        return operators.revoke_role(self, role, principal)
+
+    def pin_trusted_root(self, data: bytes) -> Change:
+        """Pin a private sigstore deployment's trusted root at .truss/trusted_root.json."""
+        return operators.pin_trusted_root(self, data)
+
+    def attest(
+        self, rev: str | None = None, *, token: str | None = None, trust_config: str | None = None
+    ) -> list[Attested]:
+        """Attest ``rev`` (a commit, or ``A..B``; default the tip) keylessly: a sigstore
+        bundle over each commit id, as a git note under ``NOTES_REF``."""
+        return attest(self, rev, token=token, trust_config=trust_config)
+
+    def sync(self, remote: str = "origin", *, root: str | None = None) -> SyncResult:
+        """Bring the store's branch and ``remote``'s in line (``store.sync``)."""
+        return sync(self, remote, root=root)
+
     # -- a belief's life (store/belief.py): the same operations as the CLI's commands ----------
 
     def salience_update(self, *, dry_run: bool = False) -> belief.Done:
@@ -383,10 +447,36 @@ class MemoryStore(Store):
         delta), with a new cursor; a bad or unknown cursor raises ``BadCursor``."""
         return _delta_since(self, cursor, reader=reader)
 
-    # The prefix of a run, as a method: its signature and docs are ``build_context``'s, so
-    # the options a run starts with are written once (``Memory.context`` declares the same
-    # for the type checker, which holds the two equal below).
-    context = build_context
+    def context(
+        self,
+        run: str,
+        *,
+        principal: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        gates: Iterable[str] = (),
+        parent: str | None = None,
+        fmt: str | None = None,
+        model: str | None = None,
+        run_context: RunContext | None = None,
+        purpose: str | None = None,
+    ) -> Prefix:
+        """The prefix of run ``run``: ``context.assemble.build_context`` (its docstring says
+        what each option does). The signature is ``Memory.context``'s, which the type
+        checker holds this method to (below) and the conformance suite compares."""
+        return build_context(
+            self,
+            run,
+            principal=principal,
+            agent=agent,
+            project=project,
+            gates=gates,
+            parent=parent,
+            fmt=fmt,
+            model=model,
+            run_context=run_context,
+            purpose=purpose,
+        )
 
     def why(self, ref: str) -> dict[str, Any]:
         """Why the store believes entry ``ref`` (an id or a unique 8+ hex prefix), for

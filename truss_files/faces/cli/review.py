@@ -15,7 +15,6 @@ from ...facade import MemoryStore, change_set
 from ...review.merge import merge_files
 from ...review.render import render
 from ...review.textconv import textconv as convert
-from ...store.sync import sync
 from ..drivers import install_drivers
 from ..hooks import HOOK_NAMES, install_hooks, run_hook
 from .app import Ctx, cli, handled, pass_ctx
@@ -250,7 +249,7 @@ def sync_cmd(obj: Ctx, remote: str, root: str | None, fmt: str | None) -> None:
       truss-files sync            # with origin
       truss-files sync backup
     """
-    result = sync(obj.store(), remote, root=root)
+    result = obj.store().sync(remote, root=root)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
     emit(fmt, dataclasses.asdict(result), result.summary())
