@@ -22,13 +22,13 @@ import pytest
 from tests.support.fastloop import starts_processes
 from tests.support.tools_support import PRINCIPAL, call, cli, content, error, out, promote
 from truss_files.config.settings import global_config_path
+from truss_files.config.tipconfig import user_config_file
 from truss_files.facade import MemoryStore
 from truss_files.format.trailers import trailers
 from truss_files.git.gitstore import Plan
 from truss_files.model import Kind, Trust
 from truss_files.signing import Ed25519Signer
 from truss_files.tools import ToolSession
-from truss_files.tools.tipconfig import user_config_file
 from truss_files.trust.audit import audit
 from truss_files.trust.verdict import Verdict
 

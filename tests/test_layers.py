@@ -168,14 +168,10 @@ def _importers(name: str) -> list[str]:
 def test_only_the_store_opens_a_read_through_the_gate() -> None:
     """``readgate.gate`` is called from one place, ``Store.open_read``: every read path
     (the facade, tools, context, panel, faces) starts there, so none can forget it. Recall
-    is given the gate's verdict (``Store.gate``); only the two cold query paths, which never
-    open a store, hand it ``readgate.refusal`` themselves."""
+    is given the gate's verdict (``Store.gate``); only the one query assembly, whose cold
+    path never opens a store, hands it ``readgate.refusal`` itself."""
     assert _importers("gate") == ["truss_files.store.store"]
-    assert _importers("refusal") == [
-        "truss_files.faces.cli.query",
-        "truss_files.store.store",
-        "truss_files.tools.query",
-    ]
+    assert _importers("refusal") == ["truss_files.recall.query", "truss_files.store.store"]
 
 
 def _late_imports() -> Iterator[tuple[str, int, list[str]]]:
@@ -325,6 +321,82 @@ def test_imports_point_down() -> None:
 def test_few_modules_at_the_top() -> None:
     top = sorted(u for u in tree() if u.endswith(".py"))
     assert len(top) <= TOP_LEVEL_MAX, f"{len(top)} modules at the top of the package: {top}"
+
+
+# -- the front door ----------------------------------------------------------------------------
+# A face (faces/, and the two public shims drawn on its floor) parses, calls the facade and
+# prints. It may import the facade, the values (errors, model), its own floor, and what is named
+# below, each with its reason. FACE_DOORS are meant to stay: presentation, or a door the
+# facade cannot be on a path that must not load the store. FACE_DEBT is what faces still reach
+# past the door for; an entry leaves when its last importer calls the facade instead, and the
+# test fails on an entry no face imports any more, so the list only shrinks.
+
+FACES = ("truss_files.faces", "truss_files.http", "truss_files.anthropic_adapter")
+FACE_MAY = ("truss_files", "truss_files.facade", "truss_files.errors", "truss_files.model")
+
+FACE_DOORS = {
+    "truss_files.recall.query": "the hook-time query: the facade imports the store (pygit2)",
+    "truss_files.format.views": "presentation: an entry as text and as its JSON view",
+    "truss_files.tools.registry": "the one tool registry every face serves (MCP, HTTP, CLI)",
+    "truss_files.tools.dispatch": "the tool call a serving face hands each request to",
+    "truss_files.tools.schema": "presentation: the tools' JSON schemas, checked and exported",
+    "truss_files.signing.keys": "which signing key a face loads, before any store is opened",
+    "truss_files.config.storeprobe": "is there a store here: said before opening it, cheaply",
+}
+
+FACE_DEBT = {
+    "truss_files.context.assemble": "context repin; MCP builds a run prompt from a session",
+    "truss_files.format.quorum": "queue: PASS/FAIL vote words",
+    "truss_files.git.gitdamage": "the error handler names repository damage",
+    "truss_files.git.gitlocks": "the sync loop's lock",
+    "truss_files.git.gitstore": "hooks: the commit being checked, read from the repository",
+    "truss_files.git.recovery": "hooks: history versions and orphans",
+    "truss_files.review.belief": "review page: provenance and timeline",
+    "truss_files.review.merge": "the merge driver",
+    "truss_files.review.page": "review page HTML",
+    "truss_files.review.queue": "the pending queue (CLI and review page)",
+    "truss_files.review.render": "presentation: a change set as text",
+    "truss_files.review.textconv": "the textconv driver",
+    "truss_files.review.whytext": "presentation: why as text and markdown",
+    "truss_files.runs.runcontext": "run context files (CLI, the adapter, server tasks)",
+    "truss_files.signing": "the server checks its own public key",
+    "truss_files.signing.config": "hooks: which paths are the signers file",
+    "truss_files.tools.ask": "HTTP memory.ask",
+    "truss_files.tools.blocks": "tools call: tool_use blocks",
+    "truss_files.tools.train": "HTTP memory.train",
+    "truss_files.trust.attest": "hooks: attestation notes on pushed commits",
+    "truss_files.trust.audit": "hooks: the audit of each commit",
+    "truss_files.trust.trustroot": "hooks find the trust root",
+}
+
+
+def face_reach() -> dict[str, list[str]]:
+    """Each module outside the faces' floor that a face imports (at run time) -> its faces."""
+    reach: dict[str, list[str]] = {}
+    for face, targets in graph().items():
+        if not face.startswith(FACES):
+            continue
+        for target in sorted(targets):
+            if not target.startswith(FACES) and target not in FACE_MAY:
+                reach.setdefault(target, []).append(face)
+    return reach
+
+
+def test_faces_come_in_through_the_facade() -> None:
+    """A face imports the facade, the values, its own floor and the modules named above."""
+    reach = face_reach()
+    print(f"\nfaces reach {len(reach)} modules past the facade:")
+    for target, faces in sorted(reach.items()):
+        print(f"  {target}: {', '.join(faces)}")
+    allowed = {**FACE_DOORS, **FACE_DEBT}
+    past = [f"{t} <- {', '.join(reach[t])}" for t in sorted(set(reach) - set(allowed))]
+    assert not past, (
+        "faces import past the facade (call MemoryStore or a facade function instead):\n"
+        + "\n".join(past)
+    )
+    stale = sorted(set(allowed) - set(reach))
+    assert not stale, f"no face imports these any more: drop them from the list: {stale}"
+    assert len(FACE_DOORS) <= 8
 
 
 if __name__ == "__main__":

@@ -21,41 +21,90 @@ protocol that faces and tools depend on.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .config.settings import Settings, settings_for
-from .context.assemble import Prefix, build_context
+from .config.settings import Settings, load_settings, settings_for
+from .config.storeprobe import has_layers_above_store
+from .context.assemble import Prefix, build_context, goal_ledger, run_settings
 from .context.compact import compact as _compact
 from .context.delta import Delta
 from .context.delta import delta_since as _delta_since
-from .errors import NotFound
-from .format.scope import Reader
+from .context.instruction import BUILT_IN, instruction_table, pick
+from .errors import NotFound, StoreError
+from .format.scope import Reader, parse_scope_pairs, stamp
+from .format.trailers import parse_trailers
 from .git.gitdir import GitDir
+from .git.gitstore import GitStore
 from .git.usage import record
+from .identity import changes as identity_changes
+from .identity.layers import identity_layers
+from .identity.principals import set_principal, show_principal
 from .model import Entry, Kind, Layer, Trust
-from .recall.engine import RecallResult, search_snapshot
+from .recall.engine import RecallResult
 from .recall.pipeline import Filter
+from .recall.query import answer, query_filter
+from .review.diff import change_set as diff_change_set
 from .review.why import explain
-from .runs.ledger import resolve_call
+from .runs.ledger import RunLedger, RunSummary, list_runs, resolve_call
 from .runs.runcontext import RunContext
-from .store import belief
-from .store.asof import Judged
+from .runs.start import load_start
+from .signing.trustpolicy import ROLES
+from .store import asof, belief, operators
+from .store.initstore import init_store
+from .store.operators import DEFAULT_NAMESPACES, OperatorResult, SignerInfo
 from .store.store import Store
-from .tools.storeprobe import has_layers_above_store
-from .trust.verdict import Verdict
+from .store.sync import SyncResult, sync
+from .trust.attest import NOTES_REF, Attested, attest
+from .trust.audit import audit
+from .trust.verdict import Verdict, check_keyless, check_verdict, check_votes
 
 if TYPE_CHECKING:
+    from .format.proposal import Proposal
+    from .git.gitstore import Snapshot
+    from .git.recovery import Repaired
+    from .identity.amend import Proposed
+    from .identity.changes import Amendment
+    from .identity.judge import Judged
+    from .memory import Memory
     from .panel.eager import Written
+    from .panel.report import Report
+    from .review.diff import ChangeSet
+    from .signing import Signer
+    from .store.initstore import InitResult
+    from .trust.audit import AuditReport
 
-__all__ = ["MemoryStore"]
+# ROLES and NOTES_REF: the role names a face offers, and where attestations are kept.
+__all__ = [
+    "NOTES_REF",
+    "ROLES",
+    "MemoryStore",
+    "audit_history",
+    "change_set",
+    "effective_settings",
+    "init",
+    "read_verdict",
+    "repair",
+    "run_resource",
+    "scope_stamp",
+]
 
 
 class MemoryStore(Store):
     """A store at a path: ``Store``'s writes and transitions under the layered policies, and
     the gated reads."""
+
+    def settings(
+        self, *, agent: str | None = None, contract: str | os.PathLike[str] | None = None
+    ) -> Settings:
+        """The layered settings a command runs under: truss.toml at the tip, the user config,
+        ``[agents.agent]`` (default ``$TRUSS_AGENT``), the ``contract`` file (default
+        ``$TRUSS_CONTRACT``) -- ``settings_for(self)``, as every face passes it on."""
+        return settings_for(self, agent=agent, contract=contract)
 
     # -- writes and transitions: the policies every face gets ---------------------------
 
@@ -122,6 +171,73 @@ class MemoryStore(Store):
             conflict = (settings or settings_for(self)).conflict
         return super().promote(ref, verdict, conflict=conflict)
 
+    def verify(
+        self,
+        ids: Iterable[str] = (),
+        *,
+        pending: bool = False,
+        settings: Settings | None = None,
+        on_start: Callable[[int], None] | None = None,
+        on_done: Callable[[Any], None] | None = None,
+    ) -> Report:
+        """Run the verification panel over the named (or, with ``pending``, every)
+        unverified entries under ``settings`` (default ``settings_for(self)``): each PASS
+        or FAIL its own signed commit (``truss-files verify``). ``on_start`` hears how many
+        entries, ``on_done`` each outcome."""
+        from .panel.runner import verify  # the panel loads only when it runs
+
+        return verify(
+            self, ids, pending=pending, settings=settings, on_start=on_start, on_done=on_done
+        )
+
+    def recheck(
+        self,
+        ids: Iterable[str] = (),
+        *,
+        all_verified: bool = False,
+        settings: Settings | None = None,
+        on_start: Callable[[int], None] | None = None,
+        on_done: Callable[[Any], None] | None = None,
+    ) -> Report:
+        """Re-run the checks of the named verified or stale entries (or, with
+        ``all_verified``, every verified one): a FAIL demotes to stale, a named stale entry
+        that passes is verified again (``truss-files recheck``)."""
+        from .panel.runner import recheck  # the panel loads only when it runs
+
+        return recheck(
+            self,
+            ids,
+            all_verified=all_verified,
+            settings=settings,
+            on_start=on_start,
+            on_done=on_done,
+        )
+
+    def judge_identity(self, settings: Settings | None = None) -> tuple[list[Judged], str | None]:
+        """Judge every pending identity proposal against core when ``[identity] policy`` is
+        self_amend (``verify --pending``'s identity half); otherwise nothing, and None. The
+        note says why a panel could not run."""
+        from .identity.judge import judge_pending  # the panel loads only when it runs
+
+        return judge_pending(self, settings or settings_for(self))
+
+    def decisions_since(self, since: Any) -> dict[str, int]:
+        """How many promote, reject and demote commits the branch gained after commit
+        ``since`` (None: in all its history), read from their ``Truss-Op`` trailers."""
+        ops = {"promote": "promoted", "reject": "rejected", "demote": "demoted"}
+        found: dict[str, int] = {}
+        tip = self.git.tip()
+        if tip is None:
+            return found
+        walker = self.git.repo.walk(tip.id)
+        if since is not None:
+            walker.hide(since)
+        for commit in walker:
+            op = (parse_trailers(commit.message).get("Truss-Op") or [""])[0]
+            if op in ops:
+                found[ops[op]] = found.get(ops[op], 0) + 1
+        return found
+
     # -- reads -----------------------------------------------------------------------------
 
     def query(
@@ -147,31 +263,29 @@ class MemoryStore(Store):
             snap = self.snapshot()
         else:
             past = self.open_read(Trust.floor(min_trust), at=at)
-            snap, gate = past.snap, Judged(past.withheld)
+            snap, gate = past.snap, asof.Judged(past.withheld)
         config = self.config(snap)
         if reader is not None and reader.mode is None:
             reader = dataclasses.replace(
                 reader, mode=str(config.get("memory", "scope", "per-agent"))
             )
-        flt = Filter(
-            min_trust=Trust.floor(min_trust),
-            kind=Kind.parse(kind) if isinstance(kind, str) else kind,
-            key=key,
-            layers=None
-            if layer is None
-            else frozenset({Layer.parse(layer) if isinstance(layer, str) else layer}),
-            reader=reader,
-        )
-        if salience is None and has_layers_above_store(self.environ):
-            # The layered settings, as the CLI's query and the read tools take them.
-            salience = settings_for(self, snap=snap).salience
-        elif salience is None:
+        layered = has_layers_above_store(self.environ)
+        if salience is None and not layered:
             salience = str(config.get("policy", "salience", "off"))
-        result = search_snapshot(
-            self, snap, text, flt, limit, gate=gate, mode=mode, salience=salience
+        return answer(
+            text,
+            query_filter(min_trust, kind=kind, key=key, layer=layer, reader=reader),
+            limit,
+            at=(self, snap),
+            gate=gate,
+            usage=self._gitdir,
+            origin=self.origin,
+            mode=mode,
+            salience=salience,
+            # The layered settings, as the CLI's query and the read tools take them.
+            settings=(lambda: settings_for(self, snap=snap)) if layered else None,
+            environ=self.environ,
         )
-        record(self._gitdir, [h.entry.id for h in result.hits], self.origin, environ=self.environ)
-        return result
 
     @functools.cached_property
     def _gitdir(self) -> GitDir:
@@ -202,6 +316,125 @@ class MemoryStore(Store):
                 out.setdefault(entry.id, entry)
         record(self._gitdir, list(out), self.origin, environ=self.environ)
         return list(out.values())
+
+    def check_verdict(self, verdict: Verdict) -> dict[str, Any] | None:
+        """Whether this store accepts ``verdict``: an SSH-signed one against
+        .truss/allowed_signers, a keyless one against the trusted root and truss.toml's panel
+        role (then its identity, issuer and log index are returned; None for an SSH one). A
+        verdict this store refuses raises ``VerdictError`` naming the rule it breaks."""
+        policy = self.policy()
+        if verdict.bundle is not None or verdict.signer.startswith("sigstore:"):
+            keyless = check_keyless(verdict, policy).to_dict()
+            check_votes(verdict)
+            return keyless
+        check_verdict(verdict, verdict.entry, verdict.outcome, policy)
+        return None
+
+    def reader_for(self, agent: str, snap: Snapshot | None = None) -> Reader:
+        """What ``agent`` may read under the layered ``[memory] scope`` at ``snap`` (the
+        branch tip)."""
+        snap = snap or self.snapshot()
+        return Reader(run_settings(self, snap, agent).memory_scope, agent)
+
+    # -- identity and principals (identity/): the same operations as the CLI's commands ------
+
+    def identity_show(self) -> dict[str, Any]:
+        """core.md and self.md in force at the branch tip, through the read gate."""
+        return identity_changes.show(self)
+
+    def identity_propose(
+        self, text: str, *, settings: Settings | None = None, run: str | None = None
+    ) -> Proposed:
+        """Store a signed proposal for a new self.md; under self_amend the panel judges it
+        when verification is eager for kind ``identity`` (``identity.amend.propose``)."""
+        # The panel (through the proposal's eager judging) loads only on a proposal.
+        from .identity.amend import propose
+
+        return propose(self, text, settings=settings, run=run)
+
+    def identity_proposals(self, *, status: str | None = "pending") -> list[Proposal]:
+        """Identity proposals with ``status`` (None: all), oldest first."""
+        return identity_changes.proposals(self, status=status)
+
+    def identity_approve(self, ref: str) -> dict[str, Any]:
+        """An operator's approval: self.md becomes proposal ``ref``'s text, one commit."""
+        return identity_changes.approve(self, ref)
+
+    def identity_decline(self, ref: str) -> dict[str, Any]:
+        """An operator declines proposal ``ref``; it is kept, declined, for the record."""
+        return identity_changes.decline(self, ref)
+
+    def identity_set(self, which: str, text: str) -> dict[str, Any]:
+        """An operator's change of core.md or self.md (``which``: core, self)."""
+        return identity_changes.set_identity(self, which, text)
+
+    def identity_log(self) -> list[Amendment]:
+        """Every commit on the branch that changed core.md or self.md, oldest first."""
+        return identity_changes.log(self)
+
+    def principal_set(self, name: str, text: str) -> dict[str, Any]:
+        """Write principals/NAME.md (that principal's own key or an operator's)."""
+        return set_principal(self, name, text)
+
+    def principal_show(self, name: str) -> dict[str, Any]:
+        """principals/NAME.md at the branch tip, through the read gate."""
+        return show_principal(self, name)
+
+    def runs(self) -> list[RunSummary]:
+        """Every durable run recorded in this store: its calls, last update and tip."""
+        return list_runs(self)
+
+    def run_ledger(self, run: str) -> RunLedger:
+        """The signed ledger of durable run ``run``: its records and whether a replay would
+        trust it."""
+        return RunLedger(self, run)
+
+    # -- signers, roles, remotes and attestations: the operator's commands ------------------
+
+    def signers(self) -> list[SignerInfo]:
+        """Each principal of .truss/allowed_signers, its key, namespaces and roles."""
+        return operators.list_signers(self)
+
+    def add_signer(
+        self,
+        principal: str,
+        key: str,
+        *,
+        source: str,
+        namespaces: Sequence[str] = DEFAULT_NAMESPACES,
+    ) -> OperatorResult:
+        """Add ``principal``'s public key (the one ssh-ed25519 line of a .pub file's text
+        ``key``, read from ``source``) to .truss/allowed_signers, in one signed commit; the key
+        alone grants no role."""
+        found = operators.read_public_key(key, source)
+        return operators.add_signer(self, principal, found, namespaces)
+
+    def remove_signer(self, principal: str) -> OperatorResult:
+        """Remove ``principal``'s key from .truss/allowed_signers, in one signed commit."""
+        return operators.remove_signer(self, principal)
+
+    def grant_role(self, role: str, principal: str) -> OperatorResult:
+        """Give ``principal`` ``role`` in truss.toml [roles] (one of ``ROLES``)."""
+        return operators.grant_role(self, role, principal)
+
+    def revoke_role(self, role: str, principal: str) -> OperatorResult:
+        """Take ``role`` from ``principal`` in truss.toml [roles]."""
+        return operators.revoke_role(self, role, principal)
+
+    def pin_trusted_root(self, data: bytes) -> OperatorResult:
+        """Pin a private sigstore deployment's trusted root at .truss/trusted_root.json."""
+        return operators.pin_trusted_root(self, data)
+
+    def attest(
+        self, rev: str | None = None, *, token: str | None = None, trust_config: str | None = None
+    ) -> list[Attested]:
+        """Attest ``rev`` (a commit, or ``A..B``; default the tip) keylessly: a sigstore
+        bundle over each commit id, as a git note under ``NOTES_REF``."""
+        return attest(self, rev, token=token, trust_config=trust_config)
+
+    def sync(self, remote: str = "origin", *, root: str | None = None) -> SyncResult:
+        """Bring the store's branch and ``remote``'s in line (``store.sync``)."""
+        return sync(self, remote, root=root)
 
     # -- a belief's life (store/belief.py): the same operations as the CLI's commands ----------
 
@@ -238,20 +471,16 @@ class MemoryStore(Store):
         run_context: RunContext | None = None,
         purpose: str | None = None,
     ) -> Prefix:
-        """The prefix of run ``run`` (tools, system, messages, cursor); the first call for a
-        run starts it at the branch tip, and later calls keep its tools and system bytes.
-        ``parent``: the run is a child of that run (they share their own notes). ``fmt``
-        (anthropic, openai) and ``model`` pick the memory instruction of
-        ``[context.instruction]`` (``context.instruction.pick``). ``run_context`` and
-        ``purpose``: what a first context asks memory.ask under ``[enterprise]
-        consult_at_start`` (``context.consult``)."""
+        """The prefix of run ``run``: ``context.assemble.build_context`` (its docstring says
+        what each option does). The signature is ``Memory.context``'s, which the type
+        checker holds this method to (below) and the conformance suite compares."""
         return build_context(
             self,
             run,
             principal=principal,
             agent=agent,
             project=project,
-            gates=tuple(gates),
+            gates=gates,
             parent=parent,
             fmt=fmt,
             model=model,
@@ -279,3 +508,100 @@ class MemoryStore(Store):
         unverified entry, the run's own, that stands in for the notes it covers in the run's
         L4 (they stay in the store); ``context`` shows it first."""
         return _compact(self, run, summary)
+
+
+# -- what faces ask besides a store's own operations ------------------------------------------
+
+
+def effective_settings(
+    store: MemoryStore | None,
+    *,
+    agent: str | None = None,
+    contract: str | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+) -> tuple[Settings, dict[str, Any]]:
+    """The layered settings (built-in defaults, ``store``'s truss.toml, the user config,
+    ``[agents.agent]``, ``contract``) and which ``[context.instruction]`` entry applies for
+    ``provider`` and ``model``: ``{"applies", "provider", "model", "source"}``. Outside a
+    store (None, or one whose truss.toml cannot be read) only the user config file and the
+    contract apply (``truss-files config show``)."""
+    raw = None
+    if store is not None:
+        with contextlib.suppress(StoreError):
+            raw = store.config().raw
+    settings = load_settings(raw, agent=agent, contract=contract)
+    found = pick(instruction_table(settings), provider, model)
+    name = found[0] if found is not None else BUILT_IN
+    key = f"context.instruction.{name}"
+    if key not in settings.values and name == "default":
+        key = "context.instruction"
+    source = settings.values[key].source if key in settings.values else "default"
+    return settings, {"applies": name, "provider": provider, "model": model, "source": source}
+
+
+def read_verdict(text: str, source: str) -> Verdict:
+    """A verdict file's text as a ``Verdict`` (``source`` names it in errors); check it with
+    ``MemoryStore.check_verdict``."""
+    return Verdict.from_json(text, source)
+
+
+def scope_stamp(pairs: Iterable[str], *, agent: str | None = None) -> dict[str, str]:
+    """The scope stamp of a write from ``KEY=VALUE`` pairs and the writing agent."""
+    return dict(stamp(parse_scope_pairs(tuple(pairs)), agent=agent))
+
+
+def init(path: str | os.PathLike[str], signer: Signer, principal: str) -> InitResult:
+    """Make (or join) a store at ``path``: the trust root, ``signer``'s key as ``principal``
+    with the operator role, in one signed commit (``truss-files init``)."""
+    return init_store(path, signer, principal)
+
+
+def audit_history(
+    path: str | os.PathLike[str],
+    rev_range: str | None = None,
+    *,
+    root: str | None = None,
+    on_commit: Callable[[str, int, int], None] | None = None,
+) -> AuditReport:
+    """Re-check the history of the repository at ``path`` (``A..B``, one commit, or the
+    branch) from the trust root, without opening the store (``truss-files audit``)."""
+    return audit(GitStore(path), rev_range, root=root, on_commit=on_commit)
+
+
+def repair(path: str | os.PathLike[str], *, force: bool = False) -> Repaired:
+    """Clear stale locks, replay interrupted writes and bring the store paths of the work
+    tree back in step with the branch, without opening the store (``truss-files repair``)."""
+    return GitStore(path).repair(force=force)
+
+
+def change_set(
+    path: str | os.PathLike[str], rev_range: str, *, root: str | None = None
+) -> ChangeSet:
+    """The semantic change set of ``rev_range`` in the repository at ``path`` (``truss-files
+    diff``)."""
+    return diff_change_set(GitStore(path), rev_range, root=root)
+
+
+def run_resource(store: Store, run: str, uri: str, agent: str | None) -> str:
+    """An MCP resource's text as run ``run`` sees it: identity (``truss://identity/core``,
+    ``truss://identity/self``) as of the run's start (the tip when the run has not started),
+    goals (``truss://goals``) at the tip -- through the read gate, like the context."""
+    tip = store.open_read(Trust.VERIFIED).snap
+    start = load_start(store, run)
+    if uri == "truss://goals":
+        agent = start.agent if start is not None else agent
+        reader = Reader(run_settings(store, tip, agent).memory_scope, agent)
+        goals = tuple(goal_ledger(store, tip, reader))
+        if start is None:
+            return "\n".join(f"- {g.key} ({g.id[:12]}): {g.body}" for g in goals)
+        return Prefix(start.run, start, False, (), (), goals, (), "", "").goal_text()
+    snap = store.snapshot(start.commit) if start is not None else tip
+    core, self_ = identity_layers(snap, None)
+    return (core if uri.endswith("/core") else self_).text
+
+
+if TYPE_CHECKING:
+
+    def _conforms(store: MemoryStore) -> Memory:
+        return store  # the type checker holds MemoryStore to the Memory protocol

@@ -21,7 +21,7 @@ tools as functions, the system text as the first message). Each also carries ``c
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -294,15 +294,21 @@ def build_context(
     principal: str | None = None,
     agent: str | None = None,
     project: str | None = None,
-    gates: Sequence[str] = (),
+    gates: Iterable[str] = (),
     parent: str | None = None,
     fmt: str | None = None,
     model: str | None = None,
     run_context: RunContext | None = None,
     purpose: str | None = None,
 ) -> Prefix:
-    """The prefix of run ``run``; its first call starts the run (``runstart``). ``parent``:
-    link the run as a child of that run (``runlinks``: they share their own notes)."""
+    """The prefix of run ``run`` (tools, system, messages, cursor); the first call for a
+    run starts it at the branch tip (``runstart``), and later calls keep its tools and system
+    bytes. ``parent``: the run is a child of that run (``runlinks``: they share their own
+    notes). ``fmt`` (anthropic, openai) and ``model`` pick the memory instruction of
+    ``[context.instruction]`` (``context.instruction.pick``). ``run_context`` and
+    ``purpose``: what a first context asks memory.ask under ``[enterprise]
+    consult_at_start`` (``context.consult``). ``MemoryStore.context`` is this function."""
+    gates = tuple(gates)
     check_run_id(run)
     if principal is not None:
         check_principal(principal)

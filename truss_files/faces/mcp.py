@@ -19,12 +19,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..context.assemble import Prefix, build_context, goal_ledger, run_settings
+from ..context.assemble import build_context
 from ..errors import ConfigError
-from ..format.scope import Reader
-from ..identity.layers import identity_layers
-from ..model import Trust
-from ..runs.start import load_start
+from ..facade import run_resource
 from ..tools.dispatch import Outcome
 from ..tools.registry import lookup
 
@@ -92,19 +89,7 @@ RESOURCES = {
 def _read_resource(session: ToolSession, run: str, uri: str) -> str:
     """A resource's text as the run sees it: identity as of the run's start (the tip when the
     run has not started), goals at the tip -- through the read gate, like the context."""
-    store = session.store
-    tip = store.open_read(Trust.VERIFIED).snap
-    start = load_start(store, run)
-    if uri == "truss://goals":
-        agent = start.agent if start is not None else session.agent
-        reader = Reader(run_settings(store, tip, agent).memory_scope, agent)
-        goals = tuple(goal_ledger(store, tip, reader))
-        if start is None:
-            return "\n".join(f"- {g.key} ({g.id[:12]}): {g.body}" for g in goals)
-        return Prefix(start.run, start, False, (), (), goals, (), "", "").goal_text()
-    snap = store.snapshot(start.commit) if start is not None else tip
-    core, self_ = identity_layers(snap, None)
-    return (core if uri.endswith("/core") else self_).text
+    return run_resource(session.store, run, uri, session.agent)
 
 
 def _resources(session: ToolSession, run: str) -> list[Any]:

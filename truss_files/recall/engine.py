@@ -126,6 +126,8 @@ class RecallResult:
     below_floor: int = 0
     # Words the query also looked for at a lower weight (``related``), in exact and hybrid.
     related_words: tuple[str, ...] = ()
+    # A read as of a past commit (``at``): the commit it read.
+    at: str | None = None
 
     def __iter__(self) -> Iterator[Hit]:
         """The hits, best first: ``for hit in store.query(...)`` reads ``hit.entry``."""

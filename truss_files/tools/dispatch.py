@@ -16,6 +16,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..config.tipconfig import (
+    ConfigLike,
+    has_layers_above_store,
+    require_store,
+    tip_config,
+    user_config_file,
+)
 from ..errors import SecretFound, TrussError, UnknownTool, UsageError
 from ..format import entryfile
 from ..format.scope import Reader
@@ -27,13 +34,6 @@ from ..runs.runcontext import RunContext
 from ..trust.authority import is_own, viewer
 from .registry import Serving, Tool
 from .schema import check_input, check_json
-from .tipconfig import (
-    ConfigLike,
-    has_layers_above_store,
-    require_store,
-    tip_config,
-    user_config_file,
-)
 
 if TYPE_CHECKING:
     from ..config.settings import Settings

@@ -29,21 +29,15 @@ from ..format.views import entry_view
 from ..git.usage import record
 from ..model import Entry, Kind, Trust
 from ..recall.bounds import MAX_QUERY_CHARS, MAX_QUERY_TERMS
-from ..recall.engine import (
-    RecallResult,
-    conflicts_snapshot,
-    run_deleted_snapshot,
-    search,
-    search_snapshot,
-)
+from ..recall.engine import RecallResult, conflicts_snapshot, run_deleted_snapshot
 from ..recall.pipeline import Filter
+from ..recall.query import answer, document, query_filter
 from ..store.asof import Judged
-from ..trust.readgate import refusal
 from .registry import Annotations, Tool, register
 
 if TYPE_CHECKING:
+    from ..config.tipconfig import ConfigLike
     from .dispatch import Call
-    from .tipconfig import ConfigLike
 
 RECALL_MODES = ("exact", "semantic", "hybrid")
 KINDS = [k.value for k in Kind]
@@ -162,9 +156,11 @@ def recall_mode(call: Call) -> str:
 
 
 def _recall(call: Call, text: str, flt: Filter, limit: int, at: str | None = None) -> RecallResult:
-    """The recall engine over this call's snapshot (through the index cache under .git/truss/):
-    the filter first — trust floor, kind, key, the run's own unverified writes let through,
-    tombstones left out — then ranking in the recall mode of the settings."""
+    """The one query assembly (``recall.query.answer``) over this call's snapshot, or cold at
+    the branch tip before the store is open (no pygit2): the filter first — trust floor, kind,
+    key, the run's own unverified writes let through, tombstones left out — then ranking in
+    the recall mode of the settings, then the usage note under the session's face. ``at``:
+    the store as it was then (``Store.open_read``), judged by the gate of the tip."""
     # A run's own pending deletes hide what they delete from that run, as its memory view does.
     # Own notes and deletes are proven by signature (``authority``): the run's principal.
     view = call.run_view()
@@ -177,34 +173,26 @@ def _recall(call: Call, text: str, flt: Filter, limit: int, at: str | None = Non
         reader=call.reader(),
         run_deletes=True,
     )
-    mode = recall_mode(call)
-    salience = call.salience()
+    layered = call.session.has_settings_layers()
+    where: Any = (call.store, call.snapshot()) if call.store_open else call.path
+    gate = None
     if at is not None:
-        # The store as it was (``Store.open_read``): judged by the gate of the tip.
         past = call.store.open_read(flt.min_trust, at=at)
-        return search_snapshot(
-            call.store,
-            past.snap,
-            text,
-            flt,
-            limit,
-            gate=Judged(past.withheld),
-            mode=mode,
-            salience=salience,
-        )
-    if call.store_open:
-        return search_snapshot(
-            call.store,
-            call.snapshot(),
-            text,
-            flt,
-            limit,
-            gate=refusal,
-            mode=mode,
-            salience=salience,
-        )
-    # A cold read: the index at the branch tip, without opening the store (no pygit2).
-    return search(call.path, text, flt, limit, gate=refusal, mode=mode, salience=salience)
+        where, gate = (call.store, past.snap), Judged(past.withheld)
+    return answer(
+        text,
+        flt,
+        limit,
+        at=where,
+        gate=gate,
+        usage=call.path,
+        origin=call.session.origin,
+        # No layer above truss.toml: truss.toml decides alone, and the settings module is not
+        # even imported -- the cold read path stays as it was.
+        mode=None if layered else store_recall_mode(call.config),
+        salience=None if layered else str(call.config.get("policy", "salience", "off")),
+        settings=call.settings if layered else None,
+    )
 
 
 def _query_text(inp: Mapping[str, Any]) -> str:
@@ -224,21 +212,8 @@ def memory_query(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:
     text = _query_text(inp)
     floor = Trust.floor(inp.get("min_trust", "verified"))
     kind = Kind.parse(inp["kind"]) if inp.get("kind") else None
-    flt = Filter(min_trust=floor, kind=kind, key=inp.get("key"))
-    result = _recall(call, text, flt, int(inp.get("limit", DEFAULT_LIMIT)), _at(inp))
-    record(call.path, [h.entry.id for h in result.hits], call.session.origin)
-    out: dict[str, Any] = {
-        "recall_mode": result.mode,
-        "min_trust": floor.value,
-        "entries": [entry_view(h.entry, h.score) for h in result.hits],
-    }
-    if result.withheld:
-        out["withheld"] = result.withheld
-    if result.below_floor:
-        out["below_floor"] = result.below_floor
-    if result.conflicts:
-        out["conflicts"] = [c.to_dict() for c in result.conflicts]
-    return out
+    flt = query_filter(floor, kind=kind, key=inp.get("key"))
+    return document(_recall(call, text, flt, int(inp.get("limit", DEFAULT_LIMIT)), _at(inp)))
 
 
 def memory_view(call: Call, inp: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, ToolNotServed, UnknownTool, UsageError
 
 if TYPE_CHECKING:
-    from .tipconfig import ConfigLike
+    from ..config.tipconfig import ConfigLike
 
 # A handler takes a ``dispatch.Call`` and the tool's input; the registry does not name the
 # call's type, so that it imports nothing of the dispatcher that imports it.

@@ -168,7 +168,7 @@ OFF_THE_QUERY_PATH = (
     "truss_files.tools.dispatch",
     "truss_files.runs.runcontext",
     "truss_files.tools.registry",
-    "truss_files.tools.tipconfig",
+    "truss_files.config.tipconfig",
     "truss_files.recall.salience",
     "truss_files.config.settings",
     "truss_files.facade",

@@ -1,8 +1,8 @@
 """The click side of ``truss-files``: the group, the context its commands share, and the
 error handler every command is wrapped in.
 
-The commands live in ``setup``, ``host``, ``hookcmd``, ``store``, ``read``, ``query``, ``review``,
-``panel``, ``queue``, ``tools``, ``operator``, ``identity``, ``context``,
+The commands live in ``setup``, ``host``, ``hookcmd``, ``store``, ``read``, ``query``,
+``review``, ``panel``, ``config``, ``queue``, ``tools``, ``operator``, ``identity``, ``context``,
 ``serve`` and ``sigstore``. The group imports only the module of the command being
 run, and lists the commands (``--help``, a bare ``truss-files``) from its own table of names,
 modules and short helps, so listing them imports none. Each module imports what it needs at
@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
-from ...errors import TrussError
+from ...config.storeprobe import require_store
+from ...errors import StoreError, TrussError
 from ...git.gitdamage import damage_at
 from ...model import Kind, Layer, Trust
-from ...tools.storeprobe import require_store
 from .output import fail, reader_gone
 
 if TYPE_CHECKING:
@@ -58,6 +58,13 @@ class Ctx:
     def store_path(self, value: str | None) -> None:
         # `--store '~/m'` and TRUSS_STORE=~/m reach us unexpanded (quoted, or no shell at all).
         self._store_path = os.path.expanduser(value) if value else value
+
+    def store_or_none(self) -> MemoryStore | None:
+        """The store, or None outside one (a command that also works without a store)."""
+        try:
+            return self.store()
+        except StoreError:
+            return None
 
     def store(self) -> MemoryStore:
         if self._store is None:
@@ -99,7 +106,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "Re-check history from the trust root: signatures, roles, entries, verdicts.",
     ),
     "config": (
-        "panel",
+        "config",
         "Layered settings: truss.toml → user config → [agents.NAME] → --contract FILE.",
     ),
     "context": (

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ...config.settings import settings_for
-from ...store.belief import Done, consolidate, evict, salience_update
 from .app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
+
+if TYPE_CHECKING:
+    from ...store.belief import Done
 
 DRY_RUN = click.option(
     "--dry-run", is_flag=True, help="List what would change; make no commit, change nothing."
@@ -61,7 +62,7 @@ def salience_update_cmd(obj: Ctx, dry_run: bool, fmt: str | None) -> None:
       truss-files salience update --dry-run
       truss-files salience update
     """
-    _show(fmt, salience_update(obj.store(), dry_run=dry_run), "set salience of")
+    _show(fmt, obj.store().salience_update(dry_run=dry_run), "set salience of")
 
 
 @cli.command("evict")
@@ -86,8 +87,8 @@ def evict_cmd(
       truss-files evict
     """
     store = obj.store()
-    settings = settings_for(store, agent=agent, contract=contract)
-    _show(fmt, evict(store, dry_run=dry_run, settings=settings), "evict")
+    settings = store.settings(agent=agent, contract=contract)
+    _show(fmt, store.evict(dry_run=dry_run, settings=settings), "evict")
 
 
 @cli.command("consolidate")
@@ -107,4 +108,4 @@ def consolidate_cmd(obj: Ctx, dry_run: bool, fmt: str | None) -> None:
       truss-files consolidate --dry-run
       truss-files consolidate
     """
-    _show(fmt, consolidate(obj.store(), dry_run=dry_run), "write merged notes for")
+    _show(fmt, obj.store().consolidate(dry_run=dry_run), "write merged notes for")

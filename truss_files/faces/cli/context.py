@@ -14,9 +14,8 @@ from typing import Any, TypeVar
 
 import click
 
-from ...context.assemble import repin, run_settings
+from ...context.assemble import repin
 from ...errors import UsageError
-from ...format.scope import Reader
 from ...runs.runcontext import RunContext, load_run_context
 from .app import Ctx, cli, handled, pass_ctx
 from .switches import gates, memory_switches
@@ -217,6 +216,5 @@ def delta(obj: Ctx, cursor: str, agent: str | None, fmt: str) -> None:
     """
     reader = None
     if agent is not None:
-        store = obj.store()
-        reader = Reader(run_settings(store, store.snapshot(), agent).memory_scope, agent)
+        reader = obj.store().reader_for(agent)
     _print(obj.store().delta_since(cursor, reader=reader).to_dict())

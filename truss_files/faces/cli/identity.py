@@ -9,11 +9,7 @@ from typing import Any
 
 import click
 
-from ...config.settings import settings_for
 from ...errors import UsageError
-from ...identity.amend import propose
-from ...identity.changes import approve, decline, log, proposals, set_identity, show
-from ...identity.principals import set_principal, show_principal
 from .app import Ctx, cli, handled, pass_ctx
 from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit
 
@@ -53,7 +49,7 @@ def identity_show(obj: Ctx, fmt: str | None) -> None:
     Example:
       truss-files identity show --format json
     """
-    data = show(obj.store())
+    data = obj.store().identity_show()
     emit(fmt, data, lambda d: f"{d['core']}\n---\n\n{d['self']}".rstrip("\n"))
 
 
@@ -78,8 +74,8 @@ def identity_propose(
       truss-files identity propose new-self.md
     """
     store = obj.store()
-    settings = settings_for(store, agent=agent, contract=contract)
-    done = propose(store, _read(source), settings=settings)
+    settings = store.settings(agent=agent, contract=contract)
+    done = store.identity_propose(_read(source), settings=settings)
 
     def text(d: dict[str, Any]) -> str:
         lines = [f"proposal {d['id']} ({d['status']}, policy {d['policy']})"]
@@ -104,7 +100,7 @@ def identity_proposals(obj: Ctx, all_: bool, fmt: str | None) -> None:
     Example:
       truss-files identity proposals --format json
     """
-    found = proposals(obj.store(), status=None if all_ else "pending")
+    found = obj.store().identity_proposals(status=None if all_ else "pending")
     data = {
         "proposals": [
             {
@@ -144,7 +140,7 @@ def identity_approve(obj: Ctx, proposal_id: str, fmt: str | None) -> None:
     Example:
       truss-files identity approve 5b0c8f3e
     """
-    data = approve(obj.store(), proposal_id)
+    data = obj.store().identity_approve(proposal_id)
     emit(fmt, data, lambda d: f"approved {d['id'][:12]} in {d['commit'][:12]}")
 
 
@@ -160,7 +156,7 @@ def identity_decline(obj: Ctx, proposal_id: str, fmt: str | None) -> None:
     Example:
       truss-files identity decline 5b0c8f3e
     """
-    data = decline(obj.store(), proposal_id)
+    data = obj.store().identity_decline(proposal_id)
     emit(fmt, data, lambda d: f"declined {d['id'][:12]} in {d['commit'][:12]}")
 
 
@@ -175,7 +171,7 @@ def identity_log(obj: Ctx, fmt: str | None) -> None:
     Example:
       truss-files identity log --format json
     """
-    found = log(obj.store())
+    found = obj.store().identity_log()
     data = {"amendments": [a.to_dict() for a in found]}
 
     def text(d: dict[str, Any]) -> str:
@@ -201,7 +197,7 @@ def identity_set(obj: Ctx, which: str, source: str, fmt: str | None) -> None:
     Example:
       truss-files identity set core core.md
     """
-    data = set_identity(obj.store(), which, _read(source))
+    data = obj.store().identity_set(which, _read(source))
     emit(fmt, data, lambda d: f"set {d['path']} in {d['commit'][:12]}")
 
 
@@ -230,7 +226,7 @@ def principal_set(obj: Ctx, name: str, source: str, fmt: str | None) -> None:
     Example:
       echo "Prefers short answers." | truss-files principal set alice@example.com -
     """
-    data = set_principal(obj.store(), name, _read(source))
+    data = obj.store().principal_set(name, _read(source))
     emit(fmt, data, lambda d: f"set {d['path']} in {d['commit'][:12]}")
 
 
@@ -246,7 +242,7 @@ def principal_show(obj: Ctx, name: str, fmt: str | None) -> None:
     Example:
       truss-files principal show alice@example.com
     """
-    data = show_principal(obj.store(), name)
+    data = obj.store().principal_show(name)
     emit(fmt, data, lambda d: d["text"].rstrip("\n"))
 
 

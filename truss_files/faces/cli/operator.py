@@ -12,15 +12,7 @@ from typing import Any
 import click
 
 from ...errors import UsageError
-from ...signing.trustpolicy import ROLES
-from ...store.operators import (
-    add_signer,
-    grant_role,
-    list_signers,
-    read_public_key,
-    remove_signer,
-    revoke_role,
-)
+from ...facade import ROLES
 from .app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 
@@ -77,9 +69,8 @@ def signers_add(obj: Ctx, principal: str, pubkey: str, namespaces: str, fmt: str
             text, source = path.read_text(encoding="utf-8"), str(path)
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read the public key file {path}: {exc}") from exc
-    key = read_public_key(text, source)
     spaces = tuple(ns.strip() for ns in namespaces.split(",") if ns.strip())
-    _emit_change(fmt, add_signer(obj.store(), principal, key, spaces))
+    _emit_change(fmt, obj.store().add_signer(principal, text, source=source, namespaces=spaces))
 
 
 @signers_group.command("remove")
@@ -96,7 +87,7 @@ def signers_remove(obj: Ctx, principal: str, fmt: str | None) -> None:
     Example:
       truss-files signers remove alice@example.com
     """
-    _emit_change(fmt, remove_signer(obj.store(), principal))
+    _emit_change(fmt, obj.store().remove_signer(principal))
 
 
 @signers_group.command("list")
@@ -118,7 +109,7 @@ def signers_list(obj: Ctx, fmt: str | None) -> None:
             "namespaces": list(s.namespaces) if s.namespaces is not None else None,
             "roles": list(s.roles),
         }
-        for s in list_signers(obj.store())
+        for s in obj.store().signers()
     ]
 
     def text(data: list[dict[str, Any]]) -> str:
@@ -156,7 +147,7 @@ def roles_grant(obj: Ctx, role: str, principal: str, fmt: str | None) -> None:
     Example:
       truss-files roles grant panel alice@example.com
     """
-    _emit_change(fmt, grant_role(obj.store(), role, principal))
+    _emit_change(fmt, obj.store().grant_role(role, principal))
 
 
 @roles_group.command("revoke")
@@ -174,7 +165,7 @@ def roles_revoke(obj: Ctx, role: str, principal: str, fmt: str | None) -> None:
     Example:
       truss-files roles revoke agent alice@example.com
     """
-    _emit_change(fmt, revoke_role(obj.store(), role, principal))
+    _emit_change(fmt, obj.store().revoke_role(role, principal))
 
 
 __all__ = ["cli"]

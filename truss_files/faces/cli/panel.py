@@ -1,4 +1,4 @@
-"""Verification commands: `verify`, `recheck`, `config show`."""
+"""Verification commands: `verify`, `recheck`."""
 
 from __future__ import annotations
 
@@ -9,36 +9,12 @@ from typing import Any
 
 import click
 
-from ...config.settings import load_settings, settings_for
-from ...context.instruction import BUILT_IN, instruction_table, pick
-from ...errors import StoreError
-from ...format.trailers import parse_trailers
-from ...identity.judge import judge_pending
-from ...panel.runner import recheck as run_recheck
-from ...panel.runner import verify as run_verify
 from .app import Ctx, cli, handled, pass_ctx
 from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit
 from .progress import Progress, enabled, interruptible
 
-# Outcomes that are a commit (counted from the branch), and the name each op is shown by.
+# Outcomes that are a commit (counted from the branch, ``MemoryStore.decisions_since``).
 _COMMITS = frozenset({"promoted", "rejected", "demoted", "reverified"})
-_COMMITTED = {"promoted": "promote", "rejected": "reject", "demoted": "demote"}
-
-
-def _decisions(store: Any, since: Any) -> dict[str, int]:
-    ops = {op: status for status, op in _COMMITTED.items()}
-    found: dict[str, int] = {}
-    tip = store.git.tip()
-    if tip is None:
-        return found
-    walker = store.git.repo.walk(tip.id)
-    if since is not None:
-        walker.hide(since)
-    for commit in walker:
-        op = (parse_trailers(commit.message).get("Truss-Op") or [""])[0]
-        if op in ops:
-            found[ops[op]] = found.get(ops[op], 0) + 1
-    return found
 
 
 def _terminate(signum: int, _frame: Any) -> None:
@@ -68,7 +44,7 @@ def _run_panel(
     def stopped() -> str:
         # Decisions are read from the branch, not from the callbacks: a commit that landed
         # just before the ^C is counted even if its callback never ran.
-        found = _decisions(store, start_tip)
+        found = store.decisions_since(start_tip)
         found.update((k, v) for k, v in progress.counts.items() if k not in _COMMITS and v)
         counts = ", ".join(f"{v} {k}" for k, v in found.items() if v)
         return (
@@ -127,16 +103,16 @@ def verify(
       truss-files verify 5b0c8f3e --contract ci-contract.toml --format json
     """
     store = obj.store()
-    settings = settings_for(store, agent=agent, contract=contract)
+    settings = store.settings(agent=agent, contract=contract)
     again = "truss-files verify " + ("--pending" if pending else " ".join(ids))
     with _run_panel(store, "verify", fmt, again) as run:
-        report = run(run_verify, store, ids, pending=pending, settings=settings)
+        report = run(store.verify, ids, pending=pending, settings=settings)
     data = report.to_dict()
     lines = [report.text()]
     if pending:
         # Under [identity] policy = "self_amend", pending identity proposals are judged
         # against core here too (lazy verification).
-        judged, note = judge_pending(store, settings)
+        judged, note = store.judge_identity(settings)
         if judged or note:
             data["identity"] = [j.to_dict() for j in judged]
             lines.extend(j.line() for j in judged)
@@ -176,69 +152,11 @@ def recheck(
       truss-files recheck 5b0c8f3e
     """
     store = obj.store()
-    settings = settings_for(store, agent=agent, contract=contract)
+    settings = store.settings(agent=agent, contract=contract)
     again = "truss-files recheck " + ("--all" if all_ else " ".join(ids))
     with _run_panel(store, "recheck", fmt, again) as run:
-        report = run(run_recheck, store, ids, all_verified=all_, settings=settings)
+        report = run(store.recheck, ids, all_verified=all_, settings=settings)
     emit(fmt, report.to_dict(), lambda _d: report.text())
-
-
-@cli.group("config")
-def config_group() -> None:
-    """Layered settings: truss.toml → user config → [agents.NAME] → --contract FILE.
-
-    \b
-    Example:
-      truss-files config show --agent build-bot
-    """
-
-
-@config_group.command("show")
-@AGENT_OPTION
-@CONTRACT_OPTION
-@click.option(
-    "--provider",
-    type=click.Choice(["anthropic", "openai"]),
-    help="Name the [context.instruction] entry that applies for this provider.",
-)
-@click.option("--model", metavar="MODEL", help="... and for this model (its patterns).")
-@FORMAT_OPTION
-@pass_ctx
-@handled
-def config_show(
-    obj: Ctx,
-    agent: str | None,
-    contract: str | None,
-    provider: str | None,
-    model: str | None,
-    fmt: str | None,
-) -> None:
-    """Print the effective settings and the file each value came from.
-
-    Layers, the later overriding the earlier: built-in defaults, the store's truss.toml,
-    <user config dir>/config.toml, truss.toml's [agents.NAME] table, a contract file.
-    Outside a store only the user config file and the contract apply.
-
-    \b
-    Example:
-      truss-files config show --agent build-bot --contract contract.toml
-      truss-files config show --provider anthropic --model claude-sonnet-4-5
-    """
-    raw = None
-    # Outside a repository only the global and contract layers apply.
-    with contextlib.suppress(StoreError):
-        raw = obj.store().config().raw
-    settings = load_settings(raw, agent=agent, contract=contract)
-    data = settings.to_dict()
-    found = pick(instruction_table(settings), provider, model)
-    name = found[0] if found is not None else BUILT_IN
-    key = f"context.instruction.{name}"
-    if key not in settings.values and name == "default":
-        key = "context.instruction"
-    source = settings.values[key].source if key in settings.values else "default"
-    data["instruction"] = {"applies": name, "provider": provider, "model": model, "source": source}
-    said = f"instruction in force: {name} (# {source})"
-    emit(fmt, data, lambda _d: settings.to_text() + "\n" + said)
 
 
 __all__ = ["cli"]

@@ -8,26 +8,16 @@ tip reader cannot read); ``tests/faces/cli/test_cli_startup.py`` holds that.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from ...format.scope import MEMORY_SCOPES, Reader
-from ...format.views import entry_text, entry_view
-from ...git.usage import record
-from ...model import Kind, Layer, Trust
-from ...recall.engine import RECALL_MODES, RecallResult, search
-from ...recall.pipeline import Filter
-from ...recall.related import shown_words
-from ...tools.storeprobe import has_layers_above_store, require_store, user_config_file
-from ...trust.readgate import refusal
+from ...format.views import entry_text
+from ...model import Trust
+from ...recall.query import MEMORY_SCOPES, RECALL_MODES, document, query_at
 from .app import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
-
-if TYPE_CHECKING:
-    from ...config.settings import Settings
 
 # The floors a query may ask for, highest first (rejected is never one).
 FLOORS = tuple(t.value for t in sorted(Trust, key=lambda t: -t.rank) if t is not Trust.REJECTED)
@@ -132,112 +122,40 @@ def run_query(
     ``agent``/``project``/``scope`` read as that agent under ``memory.scope`` (``scope``
     overrides the store's mode); with none of them, a person reads every scope. The recall
     mode and memory scope not given come from the layered settings, as ``config show`` prints
-    them and the read tools use them."""
-    require_store(store)
-    floor = Trust.floor(min_trust)
-    settings = layered_settings(store, os.environ)
-    if settings is not None and mode is None:
-        mode = settings.recall_mode
-    reader = None
-    if agent is not None or project is not None or scope is not None:
-        if scope is None and settings is not None:
-            scope = settings.memory_scope
-        reader = Reader(scope, agent, project)  # mode None: the store's [memory] scope
-    flt = Filter(
-        min_trust=floor,
-        kind=Kind(kind) if kind else None,
+    them and the read tools use them (``recall.query.query_at``)."""
+    result = query_at(
+        store,
+        text,
+        min_trust=min_trust,
+        kind=kind,
         key=key,
-        layers=frozenset({Layer(layer)}) if layer else None,
-        reader=reader,
+        layer=layer,
+        limit=limit,
+        mode=mode,
+        agent=agent,
+        project=project,
+        scope=scope,
+        origin="cli",
+        at=at,
     )
-    # The layered policy.salience, as the read tools take it (None: truss.toml at the tip).
-    salience = settings.salience if settings is not None else None
-    if at is None:
-        result = search(store, text, flt, limit, gate=refusal, mode=mode, salience=salience)
-        record(store, [h.entry.id for h in result.hits], "cli")
-    else:
-        result, read_at = _query_at(store, text, flt, limit, mode, salience, at)
     hits = result.hits
-    data: dict[str, Any] = {
-        "recall_mode": result.mode,
-        "min_trust": floor.value,
-        "entries": [entry_view(h.entry, h.score) for h in hits],
-    }
-    if at is not None:
-        data["at"] = read_at
-    if result.withheld:
-        data["withheld"] = result.withheld  # the history fails the audit: unverified only
-    if result.below_floor:
-        data["below_floor"] = result.below_floor
-    if result.related_words:  # also looked for, at half weight (recall/related.py)
-        data["related_words"] = shown_words(result.related_words, [h.entry.body for h in hits])
-    # keep-both-flagged leaves two verified entries on one key: reads must say so.
-    conflicts = result.conflicts
-    if conflicts:
-        data["conflicts"] = [c.to_dict() for c in conflicts]
+    data = document(result, related_words=True)
+    if result.at is not None:
+        data["at"] = result.at
     flags = "".join(
         f"\n\nconflict: {c.kind}/{c.key} is held by verified {', '.join(i[:12] for i in c.ids)}"
-        for c in conflicts
+        for c in result.conflicts
     )
 
     def render(_data: Any) -> str:
         found = "\n\n".join(entry_text(h.entry, h.score) for h in hits)
         note = f"\n\nwithheld: {result.withheld}" if result.withheld else ""
-        when = f"as of commit {data['at'][:12]}\n\n" if "at" in data else ""
-        return when + (found or f"nothing at or above {floor.value} matches") + flags + note
+        when = f"as of commit {result.at[:12]}\n\n" if result.at else ""
+        return (
+            when + (found or f"nothing at or above {result.min_trust.value} matches") + flags + note
+        )
 
     return data, render
-
-
-def _query_at(
-    store: str,
-    text: str,
-    flt: Filter,
-    limit: int,
-    mode: str | None,
-    salience: str | None,
-    at: str,
-) -> tuple[RecallResult, str]:
-    """The same query as the store was ``at`` (``MemoryStore.query``), and the commit that
-    is."""
-    from ...facade import MemoryStore  # pygit2: only a query into the past needs the store
-    from ...store.asof import resolve_at
-
-    memory = MemoryStore(store)
-    memory.origin = "cli"
-    commit = str(resolve_at(memory.git, at, memory.environ).id)
-    return memory.query(
-        text,
-        kind=flt.kind,
-        key=flt.key,
-        layer=next(iter(flt.layers)) if flt.layers else None,
-        min_trust=flt.min_trust,
-        limit=limit,
-        mode=mode,
-        reader=flt.reader,
-        salience=salience,
-        at=commit,
-    ), commit
-
-
-def layered_settings(store: str, environ: Mapping[str, str]) -> Settings | None:
-    """truss.toml → user config → ``[agents.$TRUSS_AGENT]`` → ``$TRUSS_CONTRACT``, as the read
-    tools load them; None when no layer above truss.toml is in play (the engine then reads
-    truss.toml at the tip itself)."""
-    if not has_layers_above_store(environ):
-        return None
-    # tomllib and the settings layers: only when a layer above truss.toml is in play.
-    from ...config.settings import load_settings
-    from ...tools.tipconfig import tip_config
-
-    config = tip_config(store)
-    if config is None:  # refs this reader cannot read: ask the store
-        from ...facade import MemoryStore  # pygit2: only for refs the tip reader cannot read
-
-        raw: Mapping[str, Any] = MemoryStore(store).config().raw
-    else:
-        raw = config.raw
-    return load_settings(raw, environ=environ, global_path=user_config_file(environ))
 
 
 def floor_note(data: Mapping[str, Any]) -> str | None:

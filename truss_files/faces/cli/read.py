@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ...errors import EntryError
+from ...facade import audit_history
 from ...format.views import entry_detail, entry_view, skipped_report
-from ...git.gitstore import GitStore
 from ...model import Kind, Layer, Trust
 from ...review.whytext import to_markdown, to_text
-from ...trust.audit import audit
 from .app import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit, want_json
 
@@ -237,7 +236,7 @@ def audit_cmd(obj: Ctx, rev_range: str | None, root: str | None, fmt: str | None
 
     with interruptible(progress, stopped):
         progress.phase("listing commits")
-        report = audit(GitStore(obj.store_path or "."), rev_range, root=root, on_commit=step)
+        report = audit_history(obj.store_path or ".", rev_range, root=root, on_commit=step)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
     emit(

@@ -11,13 +11,10 @@ from typing import Any
 import click
 
 from ...errors import TrussError, UsageError
-from ...facade import MemoryStore
-from ...git.gitstore import GitStore
-from ...review.diff import change_set
+from ...facade import MemoryStore, change_set
 from ...review.merge import merge_files
 from ...review.render import render
 from ...review.textconv import textconv as convert
-from ...store.sync import sync
 from ..drivers import install_drivers
 from ..hooks import install_hooks
 from .app import Ctx, cli, handled, pass_ctx
@@ -52,7 +49,7 @@ def diff_cmd(obj: Ctx, rev_range: str, fmt: str | None, root: str | None) -> Non
       truss-files diff origin/main...HEAD
       truss-files diff "$BASE..$HEAD" --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
-    changes = change_set(GitStore(obj.store_path or "."), rev_range, root=root)
+    changes = change_set(obj.store_path or ".", rev_range, root=root)
     if fmt == "json" or (fmt is None and want_json(None)):
         emit("json", changes.to_dict())
         return
@@ -229,7 +226,7 @@ def sync_cmd(obj: Ctx, remote: str, root: str | None, fmt: str | None) -> None:
       truss-files sync            # with origin
       truss-files sync backup
     """
-    result = sync(obj.store(), remote, root=root)
+    result = obj.store().sync(remote, root=root)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
     emit(fmt, dataclasses.asdict(result), result.summary())

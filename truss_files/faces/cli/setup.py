@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ...facade import init as init_store
 from ...signing.keys import (
     default_principal,
     default_signer_or_new,
@@ -15,7 +16,6 @@ from ...signing.keys import (
     load_signer,
     new_key,
 )
-from ...store.initstore import init_store
 from .app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 

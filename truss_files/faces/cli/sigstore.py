@@ -10,9 +10,7 @@ from pathlib import Path
 
 import click
 
-from ...store.operators import pin_trusted_root
-from ...trust.attest import NOTES_REF
-from ...trust.attest import attest as run
+from ...facade import NOTES_REF
 from .app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 
@@ -56,7 +54,7 @@ def attest(
       truss-files attest
       truss-files attest HEAD~3..HEAD --trust-config trust_config.json
     """
-    done = run(obj.store(), rev, token=identity_token, trust_config=trust_config)
+    done = obj.store().attest(rev, token=identity_token, trust_config=trust_config)
     data = {
         "ref": NOTES_REF,
         "attested": [
@@ -97,7 +95,7 @@ def pin_root(obj: Ctx, path: str, fmt: str | None) -> None:
     Example:
       truss-files sigstore pin-root trusted_root.json
     """
-    change = pin_trusted_root(obj.store(), Path(path).read_bytes())
+    change = obj.store().pin_trusted_root(Path(path).read_bytes())
     emit(
         fmt,
         {"commit": change.commit, "summary": change.summary},

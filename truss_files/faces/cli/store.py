@@ -13,15 +13,13 @@ from typing import Any
 
 import click
 
-from ...config.settings import settings_for
 from ...errors import TrussError, UsageError
+from ...facade import read_verdict, scope_stamp
+from ...facade import repair as repair_store
 from ...format.imports import FORMATS as IMPORT_FORMATS
 from ...format.imports import read_records
-from ...format.scope import parse_scope_pairs, stamp
-from ...git.gitstore import GitStore
 from ...model import MAX_BODY, TOMBSTONE_MARK, Entry, body_size, check_ledger_ref
 from ...tools.memory_paths import parse_path as parse_memory_path
-from ...trust.verdict import Verdict, check_keyless, check_verdict, check_votes
 from .app import KINDS, LAYERS, Ctx, cli, handled, pass_ctx
 from .output import AGENT_OPTION, CONTRACT_OPTION, FORMAT_OPTION, emit, write_out
 from .progress import Progress, enabled, interruptible
@@ -94,7 +92,7 @@ def write(
       truss-files write --kind fact --key db --agent build-bot --scope project=p-3 "PG 16."
       truss-files write --kind lesson --key ci --check tests "The suite is green."
     """
-    scope = stamp(parse_scope_pairs(scope_pairs), agent=agent or None)
+    scope = scope_stamp(scope_pairs, agent=agent or None)
     store = obj.store()
     entry = store.new_entry(
         kind,
@@ -452,13 +450,7 @@ def verdict_verify(obj: Ctx, path: str, fmt: str | None) -> None:
     """
     found = _load_verdict(path)
     store = obj.store()
-    policy = store.policy()
-    keyless = None
-    if found.bundle is not None or found.signer.startswith("sigstore:"):
-        keyless = check_keyless(found, policy).to_dict()
-        check_votes(found)
-    else:
-        check_verdict(found, found.entry, found.outcome, policy)
+    keyless = store.check_verdict(found)
     try:
         trust: str | None = store.get(found.entry).trust.value
     except TrussError:
@@ -484,7 +476,7 @@ def _load_verdict(path: str) -> Any:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
     except OSError as exc:
         raise UsageError(f"cannot read verdict file {path}: {exc.strerror}") from exc
-    return Verdict.from_json(text, path)
+    return read_verdict(text, path)
 
 
 def _trust_result(fmt: str | None, entry: Any, verb: str) -> None:
@@ -534,7 +526,7 @@ def promote(
       truss-files promote 5b0c8f3e --verdict v.json --contract ci-contract.toml
     """
     store = obj.store()
-    settings = settings_for(store, agent=agent, contract=contract)
+    settings = store.settings(agent=agent, contract=contract)
     entry = store.promote(entry_id, _load_verdict(verdict_file), settings=settings)
     _trust_result(fmt, entry, "promote")
 
@@ -640,7 +632,7 @@ def repair(obj: Ctx, force: bool, fmt: str | None) -> None:
       truss-files repair            # after a crash, or when the pre-commit hook asks for it
       git status --short memories/  # nothing left to show
     """
-    done = GitStore(obj.store_path or ".").repair(force=force)
+    done = repair_store(obj.store_path or ".", force=force)
     data = {
         "fixed": list(done.fixed),
         "kept": list(done.kept),

@@ -18,7 +18,6 @@ import click
 
 from ...errors import StoreError, TrussError
 from ...git.gitdamage import damage_at
-from ...runs.ledger import RunLedger, list_runs
 from ...runs.runcontext import load_run_context
 from ...tools.blocks import parse_tool_use, tool_result
 from ...tools.dispatch import ToolSession
@@ -334,7 +333,7 @@ def runs_list(obj: Ctx, store_path: str | None, fmt: str | None) -> None:
     """
     if store_path:
         obj.store_path = store_path
-    runs = list_runs(obj.store())
+    runs = obj.store().runs()
     emit(
         fmt,
         [r.to_dict() for r in runs],
@@ -363,7 +362,7 @@ def runs_show(obj: Ctx, run_id: str, store_path: str | None, fmt: str | None) ->
     """
     if store_path:
         obj.store_path = store_path
-    ledger = RunLedger(obj.store(), run_id)
+    ledger = obj.store().run_ledger(run_id)
     records = ledger.records()
     status = ledger.status()
 

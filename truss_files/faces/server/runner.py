@@ -22,7 +22,6 @@ from ...errors import ConfigError, TrussError
 from ...facade import MemoryStore
 from ...git.gitlocks import flock
 from ...signing import PublicKey
-from ...store.sync import sync
 
 log = logging.getLogger("truss_files.http")
 # What a server's key holds, exactly: it writes notes, in members' names and above the task.
@@ -87,7 +86,7 @@ class SyncLoop:
 
     def once(self, store: MemoryStore) -> None:
         with flock(store.git.git_dir, "write.lock"):
-            result = sync(store, self.remote)
+            result = store.sync(self.remote)
         if result.integrated != "none" or result.pushed:
             log.info("sync: %s", result.summary())
 

@@ -67,7 +67,7 @@ def _user_config_path(environ: Mapping[str, str]) -> str:
     )
     if sys.platform != "linux" or android or not os.path.isabs(home):
         # settings (and the signing stack through keys) stay off the cold read path.
-        from ..config.settings import global_config_path
+        from .settings import global_config_path
 
         return str(global_config_path(environ))
     xdg = os.environ.get("XDG_CONFIG_HOME", "")
