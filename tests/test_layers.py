@@ -351,7 +351,7 @@ FACE_DEBT = {
     "truss_files.git.gitlocks": "the sync loop's lock",
     "truss_files.git.gitstore": "hooks: the commit being checked, read from the repository",
     "truss_files.git.recovery": "hooks: history versions and orphans",
-    "truss_files.review.belief": "review page: provenance and timeline",
+    "truss_files.review.history": "review page: provenance and timeline",
     "truss_files.review.merge": "the merge driver",
     "truss_files.review.page": "review page HTML",
     "truss_files.review.queue": "the pending queue (CLI and review page)",
@@ -360,13 +360,24 @@ FACE_DEBT = {
     "truss_files.review.whytext": "presentation: why as text and markdown",
     "truss_files.runs.runcontext": "run context files (CLI, the adapter, server tasks)",
     "truss_files.signing": "the server checks its own public key",
-    "truss_files.signing.config": "hooks: which paths are the signers file",
+    "truss_files.signing.trustpolicy": "hooks: which paths are the signers file",
     "truss_files.tools.ask": "HTTP memory.ask",
     "truss_files.tools.blocks": "tools call: tool_use blocks",
     "truss_files.tools.train": "HTTP memory.train",
     "truss_files.trust.attest": "hooks: attestation notes on pushed commits",
     "truss_files.trust.audit": "hooks: the audit of each commit",
     "truss_files.trust.trustroot": "hooks find the trust root",
+    # The host faces (setup, host hooks, learn, doctor) and the transfer commands came in
+    # beside the facade's rework: what they reach for is the next step of the door.
+    "truss_files.config.judgespec": "doctor and learn: the [learn] model's provider spec",
+    "truss_files.config.settings": "host setup, hooks and doctor: the layered settings",
+    "truss_files.context.resume": "session-start: what changed since the agent's last session",
+    "truss_files.git.gitdir": "host hooks: the log beside the store, before opening it",
+    "truss_files.panel.modeljudge": "learn: the model call the judges make",
+    "truss_files.runs.links": "host hooks: each session a run of the project's agent",
+    "truss_files.format.imports": "import --from: the parsers of other tools' exports",
+    "truss_files.tools.memory_paths": "import: a memory tool path, checked as the tool checks it",
+    "truss_files.store.export": "export: the writers of each format",
 }
 
 

@@ -55,6 +55,7 @@ from .runs.runcontext import RunContext
 from .runs.start import load_start
 from .signing.trustpolicy import ROLES
 from .store import asof, belief, operators
+from .store.erase import ErasurePlan, plan_erasure
 from .store.initstore import init_store
 from .store.operators import DEFAULT_NAMESPACES, OperatorResult, SignerInfo
 from .store.store import Store
@@ -286,6 +287,13 @@ class MemoryStore(Store):
             settings=(lambda: settings_for(self, snap=snap)) if layered else None,
             environ=self.environ,
         )
+
+    def plan_erasure(
+        self, refs: Sequence[str], reason: str, *, member: str | None = None
+    ) -> ErasurePlan:
+        """Every place the entries ``refs`` (and, with ``member``, every entry by or about
+        that member) live: what an erasure would rewrite (``store.erase``); operators only."""
+        return plan_erasure(self, refs, reason, member=member)
 
     @functools.cached_property
     def _gitdir(self) -> GitDir:

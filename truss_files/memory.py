@@ -96,6 +96,7 @@ class Memory(Protocol):
         mode: str | None = None,
         reader: Reader | None = None,
         salience: str | None = None,
+        at: str | None = None,
     ) -> RecallResult:
         """Entries at or above ``min_trust`` ranked for ``text``; scores of entries at the
         floor are computed from entries at the floor only. ``salience`` ("prior" or "off"; None
@@ -108,6 +109,7 @@ class Memory(Protocol):
         *,
         min_trust: Trust | str = Trust.VERIFIED,
         reader: Reader | None = None,
+        at: str | None = None,
     ) -> list[Entry]:
         """The entries named by id (or unique prefix) at or above ``min_trust``."""
         ...

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from ...errors import UsageError
-from ...store.erase import plan_erasure
 from .app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 
@@ -38,7 +37,7 @@ def erase(
       truss-files erase 5b0c8f3e --reason "GDPR request 2026-114" --dry-run
       truss-files erase --member alice --reason "left the company" --dry-run
     """
-    plan = plan_erasure(obj.store(), entry_ids, reason, member=member)
+    plan = obj.store().plan_erasure(entry_ids, reason, member=member)
     if not dry_run:
         raise UsageError(
             "erase can plan an erasure but not yet rewrite history (docs/forgetting.md says "
