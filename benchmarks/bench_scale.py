@@ -1,9 +1,10 @@
 """Bulk writes at scale: ``truss-files import`` beside git's own floor for the same files.
 
 A store is written with the real console script from a JSON-lines file of synthetic notes
-(sentences of LoCoMo's conversations when ``TRUSS_LOCOMO`` or /work/shared/data/locomo-dev.json
-is there, else the synthetic vocabulary), then the very entry files that import wrote are fed
-to ``git fast-import`` and checked out (``git reset --hard``) in a fresh repository: the floor.
+(sentences of LoCoMo's conversations when ``TRUSS_LOCOMO`` or shared/data/locomo-dev.json beside
+the checkout is there, else the synthetic vocabulary), then the very entry files that import
+wrote are fed to ``git fast-import`` and checked out (``git reset --hard``) in a fresh
+repository: the floor.
 Figures: import wall and CPU time (user + system, which a busy machine disturbs less),
 ``.git`` disk used (as ``du`` counts) and object files, the peak RSS of the import; each
 a median of ``--runs`` runs beside the floor's median in the same run.
@@ -28,7 +29,12 @@ from pathlib import Path
 
 from .common import Figure, label, progress, scaled, scratch, vocabulary
 
-LOCOMO = Path(os.environ.get("TRUSS_LOCOMO", "/work/shared/data/locomo-dev.json"))
+LOCOMO = Path(
+    os.environ.get(
+        "TRUSS_LOCOMO",
+        Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json",
+    )
+)
 KINDS = ("fact", "lesson", "decision", "preference")
 
 

@@ -168,13 +168,14 @@ def import_(obj: Ctx, source: str, source_format: str, fmt: str | None) -> None:
     progress = Progress("import", enabled(fmt == "json"))
     tip = store.git.tip()
     before = str(tip.id) if tip is not None else None
-    state: dict[str, Any] = {"phase": "reading", "where": source, "entries": 0}
+    state: dict[str, Any] = {"phase": "reading", "where": source, "read": 0, "entries": 0}
 
     def stopped() -> str:
         if state["phase"] != "committing":
+            where = source if state["phase"] == "reading" else f"line {state['read']}"
             return (
-                f"interrupted while {state['phase']} {state['where']}: nothing was imported. "
-                "Run the same command again"
+                f"interrupted while {state['phase']} {where}: nothing was imported. Run the "
+                "same command again"
             )
         now = store.git.tip()
         landed = now is not None and str(now.id) != before
@@ -196,8 +197,8 @@ def import_(obj: Ctx, source: str, source_format: str, fmt: str | None) -> None:
             records = _jsonl_records(source)
         else:
             records = ((r.where, r.fields) for r in read_records(source_format, source))
-        for where, item in records:
-            state["where"] = where
+        for number, (where, item) in enumerate(records, 1):
+            state["where"], state["read"] = where, number
             yield _import_record(store, item, where, allowed, principal)
         state["phase"] = "committing"
         progress.phase(f"committing {state['entries']} entries in one signed commit")

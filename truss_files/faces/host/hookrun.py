@@ -181,8 +181,8 @@ def _where(store_path: str | None, payload: Mapping[str, Any]) -> str:
 
 def _open(path: str) -> MemoryStore:
     # the facade (pygit2): only once a hook has its input
+    from ...config.storeprobe import require_store
     from ...facade import MemoryStore
-    from ...tools.storeprobe import require_store
 
     store = MemoryStore(path)
     require_store(path)
