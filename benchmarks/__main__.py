@@ -1,5 +1,5 @@
 """``python -m benchmarks [NAME...] [--quick] [--scale F] [--json PATH] [--markdown PATH]``
-(``make bench``).
+(``make bench``); ``python -m benchmarks locomo --data PATH [--conversations N]`` for LoCoMo.
 
 Runs every ``benchmarks/bench_*.py`` (or the named ones; ``write`` means ``bench_write``), each
 in its own Python process so one benchmark's heap and peak RSS do not colour the next, and
@@ -22,6 +22,10 @@ from pathlib import Path
 
 from . import common
 from .common import Figure
+
+# The locomo benchmark's options, passed to its child process (benchmarks/bench_locomo.py).
+LOCOMO_DATA_ENV = "TRUSS_LOCOMO"
+LOCOMO_CONVERSATIONS_ENV = "TRUSS_LOCOMO_CONVERSATIONS"
 
 PACKAGE = "benchmarks"
 
@@ -95,6 +99,15 @@ def main(argv: list[str] | None = None) -> int:
         help="also write the figures as a docs page here (e.g. docs/reference/figures.md): "
         "the sections of the benchmarks run are replaced, the others kept",
     )
+    parser.add_argument(
+        "--data", metavar="PATH", help="LoCoMo's JSON for the locomo benchmark (read in place)"
+    )
+    parser.add_argument(
+        "--conversations",
+        type=int,
+        metavar="N",
+        help="how many LoCoMo conversations the locomo benchmark asks (default 1)",
+    )
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--emit", help=argparse.SUPPRESS)
@@ -102,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.scale is not None:
         os.environ[common.SCALE_ENV] = str(args.scale)
+    if args.data is not None:
+        os.environ[LOCOMO_DATA_ENV] = str(Path(args.data).resolve())
+    if args.conversations is not None:
+        if args.conversations < 1:
+            parser.error("--conversations must be at least 1")
+        os.environ[LOCOMO_CONVERSATIONS_ENV] = str(args.conversations)
     if args.child:
         run_child(args.child, args.quick, Path(args.emit))
         return 0

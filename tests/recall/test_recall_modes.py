@@ -51,18 +51,17 @@ pytestmark = pytest.mark.heavy  # the models and the relevance sets
 RELEVANCE = Path(__file__).parents[1] / "relevance"
 
 # Floors = the measurement rounded down to 0.01 (152 notes, 70 queries; minilm, hybrid =
-# score fusion at HYBRID_WEIGHTS): semantic recall@5 0.964 MRR 0.934; hybrid 0.957 / 0.937
-# (exact: 0.871 / 0.836, tests/recall/test_relevance.py). Before, with wordllama: semantic 0.893 /
-# 0.827, hybrid 0.907 / 0.851.
-SEMANTIC_FLOORS = {"semantic": (0.96, 0.93), "hybrid": (0.95, 0.93)}
-# tests/relevance/hard, hybrid measured: dev 0.972 / 0.917, held-out test 0.875 / 0.764 (with
-# wordllama and equal weights: dev 0.962 / 0.880, test 0.846 / 0.701).
+# score fusion at HYBRID_WEIGHTS, lexical 0.6): semantic recall@5 0.964 MRR 0.934; hybrid
+# 0.929 / 0.882 (exact: 0.871 / 0.836, tests/recall/test_relevance.py). Hybrid at lexical 0.25
+# scored 0.957 / 0.937 here but fell below exact on LoCoMo (recall/fusion.py).
+SEMANTIC_FLOORS = {"semantic": (0.96, 0.93), "hybrid": (0.92, 0.88)}
+# tests/relevance/hard, hybrid measured: dev 0.953 / 0.895, held-out test 0.913 / 0.754.
 HARD = RELEVANCE / "hard"
-HARD_HYBRID_FLOORS = {"dev": (0.97, 0.91), "test": (0.87, 0.76)}
+HARD_HYBRID_FLOORS = {"dev": (0.95, 0.89), "test": (0.91, 0.75)}
 # tests/relevance/conversations (89 dialog turns, 52 questions), measured recall@5 / MRR:
-# exact 0.728 / 0.650, plain BM25 0.728, semantic 0.962 / 0.817, hybrid 0.962 / 0.823.
+# exact 0.728 / 0.650, plain BM25 0.728, semantic 0.962 / 0.817, hybrid 0.942 / 0.716.
 CONVERSATIONS = RELEVANCE / "conversations"
-CONVERSATION_FLOORS = {"exact": (0.72, 0.64), "semantic": (0.96, 0.81), "hybrid": (0.96, 0.82)}
+CONVERSATION_FLOORS = {"exact": (0.72, 0.64), "semantic": (0.96, 0.81), "hybrid": (0.94, 0.71)}
 
 
 class CountingEmbedder(MiniLMEmbedder):

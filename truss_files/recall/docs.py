@@ -32,9 +32,14 @@ _LAYERS: Final = {x.value: x for x in Layer}
 _KINDS: Final = {k.value: k for k in Kind}
 
 
-def embed_text(key: str, body: str) -> str:
-    """What an entry's vector is computed from (and cached by the hash of)."""
-    return f"{key}\n{body}"
+def embed_text(body: str) -> str:
+    """What an entry's vector is computed from (and cached by the hash of): its body alone.
+
+    The key is a handle (``conv-26-D1:3``, ``deploy-2``, an id), not prose: embedded in front
+    of the body it pulled every vector toward the key's tokens, and the semantic mode ranked
+    below its own encoder used on the bodies (LoCoMo recall@5 0.369 against 0.431;
+    ``docs/recall-quality.md``). Exact mode still matches the key's words."""
+    return body
 
 
 def content_hash(text: str) -> bytes:

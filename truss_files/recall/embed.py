@@ -235,7 +235,7 @@ def _rows(
     missing = {h: m for h, m in zip(hashes, cands, strict=True) if h not in where}
     if missing:
         entries = [view.entry(m.floor, m.hit) for m in missing.values()]
-        vectors = embedder.embed_documents([embed_text(e.key, e.body) for e in entries])
+        vectors = embedder.embed_documents([embed_text(e.body) for e in entries])
         # A cache that cannot be written (a full disk, its folder removed) costs the next
         # query this embedding again, never this answer.
         with contextlib.suppress(OSError):

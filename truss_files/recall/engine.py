@@ -10,7 +10,7 @@ query, so it never answers from an old tree). Modes (``RECALL_MODES``):
 ``semantic``
     cosine similarity between the query's embedding and each admitted entry's (``embed``).
 ``hybrid``
-    both rankings, fused by their min-max normalised scores (``fusion``).
+    both rankings, fused by their min-max normalised scores, lexical 0.6 (``fusion``).
 
 In every mode the query is widened by the acronyms the admitted entries define (``acronyms``);
 in exact and hybrid mode its words' related words are also looked for at half weight

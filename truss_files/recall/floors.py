@@ -199,7 +199,7 @@ DocParts = tuple[str, str, list[str], int, bytes, int, int, "bytes | None"]
 
 
 def doc_parts(entry: Entry, body: str, acronyms: Sequence[Any] = ()) -> DocParts:
-    digest = content_hash(embed_text(entry.key, entry.body))
+    digest = content_hash(embed_text(entry.body))
     acr = marshal.dumps(list(acronyms)) if acronyms else None
     group = group_code(entry.kind.value, entry.key)
     created = created_code(entry.created)

@@ -68,7 +68,7 @@ from .tokenize import TOKENIZER_VERSION
 
 __all__ = ["HEAD_FORMAT", "Gate", "Index", "IndexView", "TipInfo"]
 
-HEAD_FORMAT: Final = 6
+HEAD_FORMAT: Final = 7  # 7: content hashes of the body alone (docs.embed_text)
 # What decoding a record whose bytes changed in place raises: marshal's errors, a tuple of
 # another shape, a code no table holds.
 _UNDECODABLE: Final = (EOFError, ValueError, TypeError, KeyError, IndexError)
