@@ -573,8 +573,9 @@ def audit_history(
     on_commit: Callable[[str, int, int], None] | None = None,
 ) -> AuditReport:
     """Re-check the history of the repository at ``path`` (``A..B``, one commit, or the
-    branch) from the trust root, without opening the store (``truss-files audit``)."""
-    return audit(GitStore(path), rev_range, root=root, on_commit=on_commit)
+    branch) from the trust root, without opening the store (``truss-files audit``), naming
+    the entries it adds that hold a credential too (``AuditReport.secrets``)."""
+    return audit(GitStore(path), rev_range, root=root, on_commit=on_commit, secrets=True)
 
 
 def repair(path: str | os.PathLike[str], *, force: bool = False) -> Repaired:

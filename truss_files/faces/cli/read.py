@@ -207,6 +207,8 @@ def audit_cmd(obj: Ctx, rev_range: str | None, root: str | None, fmt: str | None
     """Re-check history from the trust root: signatures, roles, entries, verdicts.
 
     Exit 0 when clean; otherwise one line per violation naming commit, file and rule, exit 1.
+    An entry the history adds holding a credential is named too (rule secret: its id, the
+    commit, the kind; never the value) and exits 1, though reads still serve verified memory.
 
     \b
     Example:
@@ -239,18 +241,20 @@ def audit_cmd(obj: Ctx, rev_range: str | None, root: str | None, fmt: str | None
         report = audit_history(obj.store_path or ".", rev_range, root=root, on_commit=step)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
+    found = report.violations + report.secrets
     emit(
         fmt,
         {
             "root": report.root,
             "checked": report.checked,
-            "ok": report.ok,
+            "ok": report.clean,
             "violations": [v.__dict__ for v in report.violations],
+            "secrets": [v.__dict__ for v in report.secrets],
         },
         lambda _d: (
-            "\n".join(str(v) for v in report.violations)
+            "\n".join(str(v) for v in found)
             or f"ok: {report.checked} commits audited from root {report.root[:12]}"
         ),
     )
-    if not report.ok:
+    if not report.clean:
         sys.exit(1)
