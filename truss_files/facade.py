@@ -37,6 +37,7 @@ from .context.delta import delta_since as _delta_since
 from .context.instruction import BUILT_IN, instruction_table, pick
 from .errors import NotFound, StoreError
 from .format.scope import Reader, parse_scope_pairs, stamp
+from .format.secrets import shown
 from .format.trailers import parse_trailers
 from .git.gitdir import GitDir
 from .git.gitstore import GitStore
@@ -603,7 +604,7 @@ def run_resource(store: Store, run: str, uri: str, agent: str | None) -> str:
         reader = Reader(run_settings(store, tip, agent).memory_scope, agent)
         goals = tuple(goal_ledger(store, tip, reader))
         if start is None:
-            return "\n".join(f"- {g.key} ({g.id[:12]}): {g.body}" for g in goals)
+            return "\n".join(f"- {g.key} ({g.id[:12]}): {g.body}" for g in map(shown, goals))
         return Prefix(start.run, start, False, (), (), goals, (), "", "").goal_text()
     snap = store.snapshot(start.commit) if start is not None else tip
     core, self_ = identity_layers(snap, None)

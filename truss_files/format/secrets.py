@@ -350,11 +350,14 @@ def shown(entry: Entry) -> Entry:
     seen = hash((entry.key, entry.body))
     cached = _SHOWN.get(entry.id)
     if cached is None or cached[0] != seen:
-        key, kinds = mask(entry.key)
-        body, more = mask(entry.body)
+        found: tuple[str, str] | None = None
+        if _candidate(f"{entry.key}\n{entry.body}"):  # one cheap look at both, most often all
+            key, kinds = mask(entry.key)
+            body, more = mask(entry.body)
+            found = (key, body) if kinds or more else None
         if len(_SHOWN) >= _SHOWN_MAX:
             _SHOWN.clear()
-        cached = _SHOWN[entry.id] = (seen, (key, body) if kinds or more else None)
+        cached = _SHOWN[entry.id] = (seen, found)
     if cached[1] is None:
         return entry
     key, body = cached[1]

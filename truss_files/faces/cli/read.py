@@ -9,7 +9,7 @@ import click
 
 from ...errors import EntryError
 from ...facade import audit_history
-from ...format.views import entry_detail, entry_view, skipped_report
+from ...format.views import entry_detail, entry_view, shown, skipped_report
 from ...model import Kind, Layer, Trust
 from ...review.whytext import to_markdown, to_text
 from .app import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
@@ -128,7 +128,10 @@ def list_(
         fmt,
         [entry_view(e, full=True) for e in entries],
         lambda _d: (
-            "\n".join(f"{e.id[:12]}  {e.trust.value:<10}  {e.kind.value}/{e.key}" for e in entries)
+            "\n".join(
+                f"{e.id[:12]}  {e.trust.value:<10}  {e.kind.value}/{e.key}"
+                for e in map(shown, entries)
+            )
             or "no entries match"
         ),
     )
