@@ -7,7 +7,10 @@ baseline by replacing the store's scanner with one that finds nothing -- the sam
 ``MemoryStore.write`` and ``write_many`` otherwise, into fresh bare repositories.
 
 Also here: the detector alone on 10 KB of prose (the part of a write that grows with the
-text), and what importing detect-secrets costs the first write of a process (never a read).
+text), what importing detect-secrets costs the first write of a process, and what masking
+the stored text an output returns (format/secrets.py ``shown``) adds to a query: the same
+query and JSON answer with ``shown`` replaced by the identity for the baseline, its per-id
+cache emptied before every query (each hit scanned: the worst case).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from truss_files.format import secrets as format_secrets
+from truss_files.format import views
+from truss_files.recall.query import document
 from truss_files.store import store as store_module
 from truss_files.trust import secrets
 
@@ -131,7 +137,7 @@ def bench_import(quick: bool, root: Path) -> Figure:
 def bench_import_cost(quick: bool) -> Figure:
     """detect-secrets' import (with requests under it), paid once by a process's first write,
     beside the interpreter's bare start."""
-    code = "import truss_files.trust.secrets as s; s._detectors()"
+    code = "import truss_files.format.secrets as s; s._detectors()"
     with_ds: list[float] = []
     bare: list[float] = []
     for _ in range(3 if quick else 9):
@@ -147,6 +153,78 @@ def bench_import_cost(quick: bool) -> Figure:
     )
 
 
+def scan_all(text: str) -> None:
+    """What ``find`` did for every text before its cheap check: each detector's gate."""
+    lowered = text.lower()
+    gated: dict[str, object] = {}
+    for detector in format_secrets._detectors():
+        list(detector.matches(text, lowered, gated))  # type: ignore[arg-type]
+
+
+@contextmanager
+def masking_off() -> Iterator[None]:
+    real = views.shown
+    views.shown = lambda entry: entry
+    try:
+        yield
+    finally:
+        views.shown = real
+
+
+def bench_output(quick: bool, root: Path) -> Figure:
+    n = scaled(2_000 if quick else 20_000, floor=200)
+    store = new_store(root / "output.git")
+    store.write_many(Synth(seed=5).entries(n))
+    words = [w for w in Synth(seed=5).words[:40] if len(w) > 3][:8]
+    turn = iter(range(10**9))
+
+    def query() -> None:
+        format_secrets._SHOWN.clear()  # every hit scanned afresh
+        word = words[next(turn) % len(words)]
+        document(store.query(word, min_trust="unverified", limit=10))
+
+    def query_off() -> None:
+        with masking_off():
+            query()
+
+    query()  # the recall index is built outside the timings
+    freeze_heap()
+    on, off = measure_pair(query, query_off, 21 if quick else 81, warmup=3)
+    return Figure(
+        f"query of {label(n)} notes, 10 hits: with / without masking",
+        on.p50 / off.p50,
+        "x",
+        "the same query and JSON answer without it",
+        1.0,
+        target=1.10,
+        note=f"with {on.p50 * 1000:.2f} ms, without {off.p50 * 1000:.2f} ms (medians, cache cold)",
+    )
+
+
+def bench_shown(quick: bool) -> Figure:
+    """``shown`` on a 10 KB note with nothing credential-shaped, its cache emptied (the cheap
+    check that no detector could find anything), beside the detector's gates on that text."""
+    from truss_files.model import Entry, Kind
+
+    entry = Entry(Kind.FACT, "k", prose(10 * 1024, seed=11), created="2026-12-07T11:00:00Z")
+    secrets.find("warm aws")  # the detector's load, outside the timings
+
+    def once() -> None:
+        format_secrets._SHOWN.clear()
+        format_secrets.shown(entry)
+
+    runs = [timed(once) for _ in range(15 if quick else 60)]
+    gates = [timed(lambda: scan_all(entry.body)) for _ in range(15 if quick else 60)]
+    return Figure(
+        "mask check of a 10 KB note for output",
+        statistics.median(runs) * 1000,
+        "ms",
+        "the detector on the same text",
+        statistics.median(gates) * 1000,
+        note="the detectors run only on a text that may hold a credential (prose: not)",
+    )
+
+
 def run(quick: bool) -> list[Figure]:
     with scratch("secrets") as root:
         return [
@@ -154,4 +232,6 @@ def run(quick: bool) -> list[Figure]:
             bench_write(quick, root),
             bench_import(quick, root),
             bench_import_cost(quick),
+            bench_output(quick, root),
+            bench_shown(quick),
         ]

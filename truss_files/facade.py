@@ -37,6 +37,7 @@ from .context.delta import delta_since as _delta_since
 from .context.instruction import BUILT_IN, instruction_table, pick
 from .errors import NotFound, StoreError
 from .format.scope import Reader, parse_scope_pairs, stamp
+from .format.secrets import shown
 from .format.trailers import parse_trailers
 from .git.gitdir import GitDir
 from .git.gitstore import GitStore
@@ -573,8 +574,9 @@ def audit_history(
     on_commit: Callable[[str, int, int], None] | None = None,
 ) -> AuditReport:
     """Re-check the history of the repository at ``path`` (``A..B``, one commit, or the
-    branch) from the trust root, without opening the store (``truss-files audit``)."""
-    return audit(GitStore(path), rev_range, root=root, on_commit=on_commit)
+    branch) from the trust root, without opening the store (``truss-files audit``), naming
+    the entries it adds that hold a credential too (``AuditReport.secrets``)."""
+    return audit(GitStore(path), rev_range, root=root, on_commit=on_commit, secrets=True)
 
 
 def repair(path: str | os.PathLike[str], *, force: bool = False) -> Repaired:
@@ -602,7 +604,7 @@ def run_resource(store: Store, run: str, uri: str, agent: str | None) -> str:
         reader = Reader(run_settings(store, tip, agent).memory_scope, agent)
         goals = tuple(goal_ledger(store, tip, reader))
         if start is None:
-            return "\n".join(f"- {g.key} ({g.id[:12]}): {g.body}" for g in goals)
+            return "\n".join(f"- {g.key} ({g.id[:12]}): {g.body}" for g in map(shown, goals))
         return Prefix(start.run, start, False, (), (), goals, (), "", "").goal_text()
     snap = store.snapshot(start.commit) if start is not None else tip
     core, self_ = identity_layers(snap, None)

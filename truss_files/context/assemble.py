@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import NotFound, StoreError, UsageError
 from ..format.scope import Reader
+from ..format.secrets import shown
 from ..identity.layers import SystemBlock, check_principal, identity_layers
 from ..model import Entry, Kind, Trust
 from ..runs.ledger import check_run_id
@@ -60,6 +61,7 @@ TAIL_HEAD = "Working notes of this run (unverified unless marked verified; newes
 
 
 def _note_line(note: Entry) -> str:
+    note = shown(note)
     body = note.body if len(note.body) <= NOTE_CHARS else note.body[:NOTE_CHARS] + " [...]"
     return f"- [{note.trust.value}] {note.kind.value}/{note.key} ({note.id[:12]}): " + body.replace(
         "\n", "\n  "
@@ -116,7 +118,7 @@ class Prefix:
         if not self.goals:
             return ""
         lines = [GOALS_HEAD]
-        for goal in self.goals:
+        for goal in map(shown, self.goals):
             lines.append(f"- {goal.key} ({goal.id[:12]}): " + goal.body.replace("\n", "\n  "))
         return "\n".join(lines)
 

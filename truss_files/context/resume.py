@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import BadCursor, NotFound
+from ..format.secrets import shown
 from ..git.gitdir import GitDir
 from ..model import Trust
 from ..runs.ledger import check_run_id
@@ -100,7 +101,7 @@ def resume_delta(
         body = None
         if change.to == Trust.VERIFIED.value:
             with contextlib.suppress(NotFound):  # gone from the tip since the diff: no body
-                body = store.get(change.id, snap).body
+                body = shown(store.get(change.id, snap)).body
         out.append(Changed(change.id, change.kind, change.key, change.from_, change.to, body))
     return tuple(out), delta.cursor
 

@@ -2,11 +2,13 @@
 
 libgit2 never runs hooks, so the library checks its own commits; these guard commits and
 pushes made with the git CLI. Client side (honest clients): ``pre-commit`` validates the
-staged store files (parse, path, id, new entries land unverified, verdicts), ``commit-msg``
-wants ``Truss-Op`` trailers on store commits (and judges trust moves with the real message),
-``pre-push`` audits the pushed range. Server side, the real gate: ``pre-receive`` judges every
-new commit by its parent's policy — reading the quarantined objects of the push through
-``RepositoryOpenFlag.FROM_ENV`` — and refuses deletions and non-fast-forward updates of
+staged store files (parse, path, id, new entries land unverified, verdicts, no new entry
+holding a credential: rule ``secret``, trust/leaks.py), ``commit-msg`` wants ``Truss-Op``
+trailers on store commits (and judges trust moves with the real message), ``pre-push``
+audits the pushed range. Server side, the real gate: ``pre-receive`` judges every new commit
+by its parent's policy (and refuses one adding an entry that holds a credential) — reading
+the quarantined objects of the push through ``RepositoryOpenFlag.FROM_ENV`` — and refuses
+deletions and non-fast-forward updates of
 protected branches: the default branch, the ``truss.protected`` patterns and every branch
 whose history holds the pinned trust root (whatever the bare repository's HEAD names).
 Under the pre-commit framework a push it names no range for is audited from what the remote
@@ -37,7 +39,7 @@ from ..git.gitstore import GitStore, Snapshot
 from ..git.recovery import history_versions, orphans
 from ..signing.trustpolicy import SIGNERS_PATH, is_store_path
 from ..trust.attest import NOTES_REF, notes_of
-from ..trust.audit import Violation, check_commit, check_commits, check_note
+from ..trust.audit import Violation, check_commit, check_commits, check_note, secret_violations
 from ..trust.trustroot import ROOT_CONFIG, find_root, pinned_root
 
 CLIENT_HOOKS = ("pre-commit", "commit-msg", "pre-push")
@@ -287,14 +289,18 @@ def check_new_commits(
     for oid in known:
         walker.hide(oid)
     seen = set() if seen is None else seen
+    walked: list[pygit2.Commit] = []
 
     def fresh() -> Iterator[pygit2.Commit]:
         for commit in walker:
             if str(commit.id) not in seen:
                 seen.add(str(commit.id))
+                walked.append(commit)
                 yield commit
 
-    return [v for found in check_commits(repo, fresh(), root) for v in found]
+    found = [v for each in check_commits(repo, fresh(), root) for v in each]
+    # Rule secret: a commit made by hand never met the write path's check (trust/leaks.py).
+    return found + [v for commit in walked for v in secret_violations(repo, commit)]
 
 
 # -- the hooks ---------------------------------------------------------------------------------
@@ -370,6 +376,7 @@ def pre_commit(repo: pygit2.Repository) -> list[str]:
     commit, is_root = staged
     skip = _UNSIGNED_RULES | {"transition"}
     found = [v for v in check_commit(repo, commit, is_root) if v.rule not in skip]
+    found += secret_violations(repo, commit)
     lines = [
         f"{line}; {_REPAIR_HINT}" if v.rule == "no-delete" else line
         for v, line in zip(found, _staged_lines("pre-commit", found), strict=True)

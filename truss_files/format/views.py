@@ -1,4 +1,8 @@
-"""How an entry looks outside the library: the JSON shape tools return, and a text form."""
+"""How an entry looks outside the library: the JSON shape tools return, and a text form.
+
+Every form here shows the entry with each credential-shaped value in its text masked
+(format/secrets.py ``shown``): whatever face returns stored text through these returns no
+credential that got into the store past the write path, and the ids stay the stored ones."""
 
 from __future__ import annotations
 
@@ -7,6 +11,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..model import Entry
+from .secrets import shown
+
+__all__ = ["entry_detail", "entry_text", "entry_view", "shown", "skipped_report", "verdict_summary"]
 
 if TYPE_CHECKING:
     from ..store.store import Skipped
@@ -24,6 +31,7 @@ def verdict_summary(verified_by: Any) -> dict[str, Any] | None:
 
 def entry_view(entry: Entry, score: float | None = None, *, full: bool = False) -> dict[str, Any]:
     """The entry object of memory_query / memory_view (the shape agents depend on)."""
+    entry = shown(entry)
     data: dict[str, Any] = {
         "id": entry.id,
         "kind": entry.kind.value,
@@ -54,6 +62,7 @@ def entry_view(entry: Entry, score: float | None = None, *, full: bool = False) 
 
 
 def entry_text(entry: Entry, score: float | None = None) -> str:
+    entry = shown(entry)
     head = f"{entry.id[:12]}  {entry.kind.value}/{entry.key}  [{entry.trust.value}]"
     if score is not None:
         head += f"  score {score:.2f}"
@@ -63,6 +72,7 @@ def entry_text(entry: Entry, score: float | None = None) -> str:
 
 def entry_detail(entry: Entry) -> str:
     """``show`` for a person: the belief and who vouched for it, not the file (``--raw``)."""
+    entry = shown(entry)
     lines = [f"{entry.id[:12]}  {entry.kind.value}/{entry.key}  [{entry.trust.value}]"]
     lines.append(
         f"layer {entry.layer.value}, written by {entry.author or 'unknown'} at {entry.created}"

@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ..errors import ConfigError, NotFound, TrussError, UsageError
+from ..format.secrets import shown
 from ..git.gitdir import GitDir
 from ..git.usage import record
 from ..model import Entry, Kind, Trust
@@ -281,7 +282,7 @@ def _reply(
     evidence: list[dict[str, Any]] = []
     omitted: list[dict[str, Any]] = []
     used = 0
-    for n, entry in enumerate(hits):
+    for n, entry in enumerate(map(shown, hits)):
         size = len(entry.body)
         if budget is None or used + size <= budget:
             evidence.append(_evidence(entry, entry.body, False))

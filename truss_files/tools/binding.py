@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BindingError, ConfigError, UsageError
 from ..format import entryfile
+from ..format.secrets import shown
 from ..model import Entry, Kind, Trust, body_size
 from .dispatch import seq_of
 from .memory_paths import (
@@ -292,7 +293,7 @@ def cmd_view(call: Call, inp: Mapping[str, Any], dk: Kind) -> str:
 
 
 def _view_file(path: str, item: Visible, view_range: Any) -> str:
-    lines = item.body.split("\n")
+    lines = shown(item.entry).body.split("\n")  # what the run sees, not what is stored
     if len(lines) > MAX_LINES:
         raise BindingError(f"File {path} exceeds maximum line limit of 999,999 lines.")
     start = 1

@@ -41,6 +41,7 @@ from ..format.proposal import (
     principal_of_path,
 )
 from ..format.proposal import parse as parse_proposal
+from ..format.secrets import Allow
 from ..format.trailers import parse_trailers
 from ..git.gitdamage import missing_object
 from ..git.gitstore import GitStore, Snapshot
@@ -56,6 +57,7 @@ from ..signing.trustpolicy import (
 )
 from . import authority
 from .attest import note_problems, read_notes
+from .leaks import allow_at, leaks
 from .trustroot import find_root, pinned_root
 from .verdict import Verdict, check_verdict
 
@@ -81,10 +83,21 @@ class AuditReport:
     checked: int
     violations: tuple[Violation, ...]
     notes: tuple[str, ...] = ()
+    # Entries the history adds holding a credential (rule ``secret``, trust/leaks.py), with
+    # ``audit(secrets=True)``. Not violations: the read gate, which weighs ``ok``, keeps
+    # serving verified memory, and the remedy (demote, reject, erase) stays possible.
+    secrets: tuple[Violation, ...] = ()
 
     @property
     def ok(self) -> bool:
+        """The history keeps the store's rules (what the read gate asks)."""
         return not self.violations
+
+    @property
+    def clean(self) -> bool:
+        """Nothing to report at all: ``ok``, and no stored credential (``truss-files audit``
+        exits 0)."""
+        return not self.violations and not self.secrets
 
 
 class _Policies:
@@ -146,6 +159,7 @@ def audit(
     start_audited: bool = False,
     on_commit: Callable[[str, int, int], None] | None = None,
     attestations: bool = True,
+    secrets: bool = False,
 ) -> AuditReport:
     """Audit ``rev_range`` (``A..B``, one commit, or the branch) from the trust root.
 
@@ -153,7 +167,9 @@ def audit(
     already (the read gate's record), so ``B`` descends from the root when it descends from
     ``A``, which a walk of ``A..B`` alone shows. ``on_commit(commit id, checked, total)``
     follows a long audit (once with 0 first). ``attestations``: also verify the sigstore
-    notes on the commits (refs/notes/truss-sigstore).
+    notes on the commits (refs/notes/truss-sigstore). ``secrets``: also name each entry the
+    range adds that holds a credential (``AuditReport.secrets``; the operator's ``[secrets]
+    allow`` at the audited tip applies), each entry text scanned once.
     """
     env = os.environ if environ is None else environ
     repo = git.repo
@@ -183,12 +199,37 @@ def audit(
         )
         return AuditReport(root_id, 0, tuple(violations), tuple(notes))
     commits: Iterable[pygit2.Commit] = _commits(repo, tip, root_commit, start)
+    walked: list[pygit2.Commit] = []
+    if secrets:
+        commits = walked = list(commits)
     if on_commit is not None:
         commits = _counted(list(commits), on_commit)
     for broken in check_commits(repo, commits, root_id, attestations=attestations):
         checked += 1
         violations.extend(broken)
-    return AuditReport(root_id, checked, tuple(violations), tuple(notes))
+    leaked: list[Violation] = []
+    if secrets:
+        allow, seen = allow_at(tip), set[pygit2.Oid]()
+        for commit in walked:
+            leaked += secret_violations(repo, commit, allow, seen)
+    return AuditReport(root_id, checked, tuple(violations), tuple(notes), tuple(leaked))
+
+
+def secret_violations(
+    repo: pygit2.Repository,
+    commit: pygit2.Commit,
+    allow: Allow | None = None,
+    seen: set[pygit2.Oid] | None = None,
+) -> list[Violation]:
+    """Rule ``secret``: each entry ``commit`` adds that holds a credential (trust/leaks.py),
+    named by path, id and kind, never the value. ``allow``: the operator's exceptions (by
+    default those of the commit's first parent, the policy it is judged by)."""
+    if allow is None:
+        allow = allow_at(commit.parents[0] if commit.parents else commit)
+    return [
+        Violation(str(commit.id), leak.path, "secret", leak.message())
+        for leak in leaks(repo, commit, allow, seen)
+    ]
 
 
 def check_commits(

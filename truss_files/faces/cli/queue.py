@@ -18,6 +18,7 @@ import click
 
 from ...errors import TransitionError, UsageError
 from ...format.quorum import FAIL, PASS
+from ...format.views import shown
 from ...model import Kind
 from ...review.queue import Pending, Queue, decide, pending, reviewer
 from ..review_web import (
@@ -276,7 +277,7 @@ def _answer(lines: Iterator[tuple[int, str | None]], terminal: bool) -> tuple[st
 
 
 def _show(item: Pending, n: int, total: int) -> str:
-    e = item.entry
+    e = shown(item.entry)
     lines = [f"[{n}/{total}] {_safe(e.kind.value)}/{_safe(e.key)}  {e.id[:12]}  (unverified)"]
     lines.append(f"  written by {_safe(e.author)} at {e.created}")
     if e.provenance.produced_by:

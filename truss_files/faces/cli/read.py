@@ -9,7 +9,7 @@ import click
 
 from ...errors import EntryError
 from ...facade import audit_history
-from ...format.views import entry_detail, entry_view, skipped_report
+from ...format.views import entry_detail, entry_view, shown, skipped_report
 from ...model import Kind, Layer, Trust
 from ...review.whytext import to_markdown, to_text
 from .app import KINDS, LAYERS, TRUSTS, Ctx, cli, handled, pass_ctx
@@ -128,7 +128,10 @@ def list_(
         fmt,
         [entry_view(e, full=True) for e in entries],
         lambda _d: (
-            "\n".join(f"{e.id[:12]}  {e.trust.value:<10}  {e.kind.value}/{e.key}" for e in entries)
+            "\n".join(
+                f"{e.id[:12]}  {e.trust.value:<10}  {e.kind.value}/{e.key}"
+                for e in map(shown, entries)
+            )
             or "no entries match"
         ),
     )
@@ -207,6 +210,8 @@ def audit_cmd(obj: Ctx, rev_range: str | None, root: str | None, fmt: str | None
     """Re-check history from the trust root: signatures, roles, entries, verdicts.
 
     Exit 0 when clean; otherwise one line per violation naming commit, file and rule, exit 1.
+    An entry the history adds holding a credential is named too (rule secret: its id, the
+    commit, the kind; never the value) and exits 1, though reads still serve verified memory.
 
     \b
     Example:
@@ -239,18 +244,20 @@ def audit_cmd(obj: Ctx, rev_range: str | None, root: str | None, fmt: str | None
         report = audit_history(obj.store_path or ".", rev_range, root=root, on_commit=step)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
+    found = report.violations + report.secrets
     emit(
         fmt,
         {
             "root": report.root,
             "checked": report.checked,
-            "ok": report.ok,
+            "ok": report.clean,
             "violations": [v.__dict__ for v in report.violations],
+            "secrets": [v.__dict__ for v in report.secrets],
         },
         lambda _d: (
-            "\n".join(str(v) for v in report.violations)
+            "\n".join(str(v) for v in found)
             or f"ok: {report.checked} commits audited from root {report.root[:12]}"
         ),
     )
-    if not report.ok:
+    if not report.clean:
         sys.exit(1)

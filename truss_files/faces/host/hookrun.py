@@ -42,6 +42,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from ...errors import TrussError
+from ...format.views import shown
 from ...git.gitdir import GitDir
 from ...model import Entry, Trust
 from .state import host_dir, record_run
@@ -287,6 +288,7 @@ def session_text(
 
 
 def _note(note: Entry) -> str:
+    note = shown(note)
     body = note.body if len(note.body) <= NOTE_CHARS else note.body[:NOTE_CHARS] + " [...]"
     head = f"- [{note.trust.value}] {note.kind.value}/{note.key} ({note.id[:12]}): "
     return head + body.replace("\n", "\n  ")
