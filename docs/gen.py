@@ -79,9 +79,13 @@ def tools_page() -> str:
         "# Agent tools\n",
         "One registry defines each tool once; the CLI (`truss-files tool NAME`), the MCP server",
         "and the Anthropic SDK adapter serve it from there. A tool is served when its gate is",
-        "open: by its flag or its truss.toml line, then filtered by `[policy] allow_tools`.\n",
-        "| tool | gate | opened by | read-only | memoized in a durable run |",
-        "|---|---|---|---|---|",
+        "open: by its flag or its truss.toml line, then filtered by `[policy] allow_tools`.",
+        "A tool that needs a run context (the task and enterprise a run works for: `--run-context",
+        "FILE` or `TRUSS_RUN_CONTEXT`) is listed only where the serving process has one; called",
+        "without one it answers `no_run_context`. `truss-files tools schema` lists it regardless,",
+        "for a harness that passes the context with each call.\n",
+        "| tool | gate | opened by | read-only | memoized in a durable run | needs a run context |",
+        "|---|---|---|---|---|---|",
     ]
     tools = all_tools()
     for tool in tools:
@@ -90,13 +94,19 @@ def tools_page() -> str:
         out.append(
             f"| [`{tool.name}`](#{_anchor(tool.name)}) | `{tool.gate}` | {opened} "
             f"| {'yes' if tool.annotations.read_only else 'no'} "
-            f"| {'yes' if tool.memoized else 'no'} |"
+            f"| {'yes' if tool.memoized else 'no'} "
+            f"| {'yes' if tool.needs_context else 'no'} |"
         )
     out.append("")
     for tool in tools:
         out.append(f"## {tool.name}\n")
         if tool.provider_name != tool.name:
             out.append(f"Offered to model providers as `{tool.provider_name}`.\n")
+        if tool.needs_context:
+            out.append(
+                "Listed only in a session with a run context (`--run-context FILE` or "
+                "`TRUSS_RUN_CONTEXT`); without one a call is refused with `no_run_context`.\n"
+            )
         out.append(f"{tool.description}\n")
         hints = tool.annotations.to_mcp()
         out.append(

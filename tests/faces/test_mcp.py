@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.tools_support import configure, promote
 from truss_files.facade import MemoryStore
+from truss_files.runs.runcontext import RunContext
 from truss_files.tools import ToolSession
 
 mcp = pytest.importorskip("mcp")
@@ -22,15 +23,31 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 
 from truss_files.faces.mcp import build_server  # noqa: E402
 
+CONTEXT = RunContext(task="T-1", team="platform", enterprise="acme")
+
 
 def run(coro: Any) -> Any:
     return anyio.run(coro)
 
 
+def _stdio(store: MemoryStore, tmp_path: Path, *args: str, **env: str) -> Any:
+    """The installed console script as a host starts it: `truss-files mcp` over stdio."""
+    environ = {
+        k: v for k, v in os.environ.items() if k.startswith(("GIT_", "HOME", "XDG_", "PATH"))
+    }
+    environ["TRUSS_KEY"] = str(tmp_path / "operator_key")
+    environ.update(env)
+    return StdioServerParameters(
+        command=str(Path(sys.executable).with_name("truss-files")),
+        args=["mcp", "--store", str(store.git.workdir), *args],
+        env=environ,
+    )
+
+
 def test_tools_annotations_and_calls_in_process(store: MemoryStore) -> None:
     entry = store.write("lesson", "ci", "Retry flaky network tests once.")
     promote(store, entry.id)
-    session = ToolSession(store, flags=["memory", "memory_write"], run_id="M1")
+    session = ToolSession(store, flags=["memory", "memory_write"], run_id="M1", context=CONTEXT)
 
     async def main() -> None:
         async with Client(build_server(session)) as client:
@@ -108,7 +125,7 @@ def test_only_served_tools_are_listed(store: MemoryStore) -> None:
         configure(store, memory=True, memory_write=False)
         async with Client(build_server(ToolSession(store, run_id="M3"))) as client:
             names = [t.name for t in (await client.list_tools()).tools]
-            assert names == ["memory_query", "memory_view", "read_memory", "memory_ask"]
+            assert names == ["memory_query", "memory_view", "read_memory"]
 
     run(reads_only)
 
@@ -142,8 +159,6 @@ def test_stdio_subprocess(store: MemoryStore, tmp_path: Path) -> None:
                 "read_memory",
                 "memory",
                 "write_memory",
-                "memory_ask",
-                "memory_train",
             ]
             found = await client.call_tool("memory_query", {"query": "postgres"})
             assert not found.is_error and found.structured_content is not None
@@ -159,6 +174,53 @@ def test_stdio_subprocess(store: MemoryStore, tmp_path: Path) -> None:
 
     records = RunLedger(store, "S1").records()
     assert [r.entry.tool for r in records] == ["memory_query", "write_memory"]
+
+
+def test_a_session_without_a_run_context_is_not_offered_the_context_tools(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    """What `setup claude-code` starts (--memory-tools --memory-write --parent, no context)
+    lists neither memory_ask nor memory_train, and refuses them as before when called anyway;
+    the same server given a run context, by file or by TRUSS_RUN_CONTEXT, lists both."""
+    context = tmp_path / "ctx.json"
+    context.write_text(json.dumps({"taskId": "T-1", "teamId": "platform", "enterpriseId": "acme"}))
+    gates = ("--memory-tools", "--memory-write")
+    bare = _stdio(store, tmp_path, *gates, "--run", "H-1a", "--parent", "agent-h")
+    by_file = _stdio(store, tmp_path, *gates, "--run", "H-2", "--run-context", str(context))
+    by_env = _stdio(store, tmp_path, *gates, "--run", "H-3", TRUSS_RUN_CONTEXT=str(context))
+    # a context without its enterprise is no context these tools can work in
+    partial = _stdio(store, tmp_path, *gates, "--run", "H-4", TRUSS_RUN_CONTEXT='{"taskId": "T-1"}')
+    calls = {
+        "memory_ask": {"purpose": "what is the database"},
+        "memory_train": {"body": "Redis 7.", "source": {"eventId": "evt_1", "revision": "1"}},
+    }
+
+    async def listed(params: Any) -> list[str]:
+        async with Client(params) as client:
+            return [t.name for t in (await client.list_tools()).tools]
+
+    async def refused(params: Any) -> dict[str, dict[str, Any]]:
+        out = {}
+        async with Client(params) as client:
+            for name, arguments in calls.items():
+                done = await client.call_tool(name, arguments)
+                assert done.is_error and done.structured_content is not None, name
+                out[name] = done.structured_content["error"]
+        return out
+
+    async def main() -> None:
+        for params in (bare, partial):
+            names = await listed(params)
+            assert names[:3] == ["memory_query", "memory_view", "read_memory"]
+            assert "memory_ask" not in names and "memory_train" not in names
+            errors = await refused(params)
+            assert {e["code"] for e in errors.values()} == {"no_run_context"}
+            assert "--run-context FILE" in errors["memory_ask"]["message"]
+        for params in (by_file, by_env):
+            assert (await listed(params))[-2:] == ["memory_ask", "memory_train"]
+
+    run(main)
+    assert store.list_entries() == []  # no refused call wrote anything
 
 
 @pytest.mark.spawns  # the eager panel runs a shell check

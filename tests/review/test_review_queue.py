@@ -26,6 +26,7 @@ from truss_files.signing.trustpolicy import CONFIG_PATH
 
 EXE = str(Path(sys.executable).with_name("truss-files"))
 CONTRACT_KEYS = {
+    "session",
     "id",
     "kind",
     "key",
@@ -125,25 +126,30 @@ def test_terminal_pass_fail_skip_quit_each_decision_one_signed_commit(
         timeout=60,
         dimensions=(50, 200),
     )
-    child.expect(r"4 pending, oldest first; deciding as operator@example\.test")
+    child.expect(r"4 pending, newest session first; deciding as operator@example\.test")
+    child.expect(r"== written outside a run: 4 notes ==")
     child.expect(r"\[1/4\] lesson/ci  " + a[:12])
     child.expect(r"Retry the network tests once\.")
     child.expect(r"q quit .*\?")
-    child.sendline("maybe")  # not an answer: on a terminal it asks again
-    child.expect("answer p, f, s or q")
+    child.send("m")  # not an answer: on a terminal it asks again
+    child.expect("'m'\\? press p, f, s, q or n")
     child.expect(r"q quit .*\?")
-    child.sendline("p")
+    child.send("p")  # one key decides, no Enter
     child.expect(a[:12] + r" is now verified: PASS signed by operator@example\.test, commit")
     child.expect(r"\[2/4\] fact/db")
     child.expect(r"q quit .*\?")
-    child.sendline("f not reproduced on staging")
+    child.send("n")
+    child.expect("note: ")
+    child.sendline("not reproduced on staging")
+    child.expect(r"q quit .*\?")
+    child.send("f")
     child.expect(b[:12] + r" is now rejected: FAIL")
     child.expect(r"\[3/4\] lesson/dns")
     child.expect(r"q quit .*\?")
-    child.sendline("s")
+    child.sendline("s")  # an Enter after a key is ignored, never taken for the next answer
     child.expect(r"\[4/4\] decision/queue")
     child.expect(r"q quit .*\?")
-    child.sendline("q")
+    child.send("q")
     child.expect(r"done: 1 promoted, 1 rejected, 1 skipped, each in its own signed commit; 2 still")
     child.expect(pexpect.EOF)
     child.close()
@@ -415,3 +421,83 @@ def test_a_file_that_does_not_parse_is_named_not_fatal(
     assert data["skipped"] == [broken]
     done = _run(store, key, "review", "--answers", "-", stdin="q\n")
     assert f"note: {broken} does not parse and is not in the queue" in done.stderr
+
+
+# -- newest session first ----------------------------------------------------------------
+
+
+def _sessions(store: MemoryStore) -> dict[str, list[str]]:
+    """Notes from two host sessions (child runs of the project's agent run) and one written
+    outside a run, interleaved in time: session one, outside, session two, session one."""
+    from truss_files.tools import ToolSession
+
+    def write(session: ToolSession, key: str, body: str) -> str:
+        done = session.call("write_memory", {"kind": "lesson", "key": key, "body": body})
+        assert done.ok, done.payload
+        return str(done.payload["id"])
+
+    one = ToolSession(store, flags=["memory_write"], run_id="host-1", parent="agent-proj")
+    two = ToolSession(store, flags=["memory_write"], run_id="host-2", parent="agent-proj")
+    first = write(one, "ci", "Retry the network tests once.")
+    outside = store.write("fact", "db", "Postgres 16 in prod.").id
+    second = write(two, "dns", "Pin the resolver.")
+    third = write(two, "cache", "Redis 7 holds sessions.")
+    late = write(one, "queue", "Use SQS for the mailer.")  # session one goes on after two
+    return {"host-1": [first, late], "host-2": [second, third], "": [outside]}
+
+
+def test_the_queue_comes_newest_session_first_grouped_oldest_first_within(
+    store: MemoryStore, key: Path
+) -> None:
+    made = _sessions(store)
+    data = json.loads(_run(store, key, "review", "--format", "json").stdout)
+    order = [(p["session"], p["id"]) for p in data["pending"]]
+    # host-1 wrote last, so it comes first, with its earlier note; then host-2; then the
+    # note written outside a run, the oldest group
+    assert order == [
+        *(("host-1", i) for i in made["host-1"]),
+        *(("host-2", i) for i in made["host-2"]),
+        (None, made[""][0]),
+    ]
+    for item in data["pending"]:
+        assert set(item) == CONTRACT_KEYS
+        if item["session"] is not None:
+            assert item["produced_by"].startswith(f"run:{item['session']}/")
+
+    # --limit takes from the front: the newest session's notes
+    limited = json.loads(_run(store, key, "review", "--format", "json", "--limit", "2").stdout)
+    assert [p["id"] for p in limited["pending"]] == made["host-1"] and limited["more"] == 3
+
+    # The terminal queue says where each group starts, and decides in the same order.
+    done = _run(store, key, "review", "--answers", "-", stdin="p\ns\nf\ns\ns\n")
+    assert done.returncode == 0, done.stderr
+    heads = [line for line in done.stdout.splitlines() if line.startswith("==")]
+    assert heads == [
+        "== session host-1: 2 notes ==",
+        "== session host-2: 2 notes ==",
+        "== written outside a run: 1 note ==",
+    ]
+    assert store.get(made["host-1"][0]).trust is Trust.VERIFIED
+    assert store.get(made["host-1"][1]).trust is Trust.UNVERIFIED  # skipped
+    assert store.get(made["host-2"][0]).trust is Trust.REJECTED
+
+
+def test_the_page_groups_by_session_and_gives_the_first_entry_its_keys(
+    store: MemoryStore,
+) -> None:
+    from truss_files.review.page import index_page
+
+    made = _sessions(store)
+    html = index_page(pending(store), "tok", store="s")
+    heads = [
+        html.index('<h2 class="session">session <code>host-1</code>: 2 notes</h2>'),
+        html.index('<h2 class="session">session <code>host-2</code>: 2 notes</h2>'),
+        html.index('<h2 class="session">written outside a run: 1 note</h2>'),
+    ]
+    assert heads == sorted(heads)
+    places = [html.index(f'data-id="{i}"') for i in [*made["host-1"], *made["host-2"]]]
+    assert places == sorted(places) and places[2] < heads[1] < places[3]  # inside its first
+    # one access key each, on the first entry's form only
+    for key in ("p", "f", "n"):
+        assert html.count(f'accesskey="{key}"') == 1
+    assert html.index('accesskey="p"') < places[1]

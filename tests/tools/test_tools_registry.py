@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.tools_support import cli, configure, out
 from truss_files.facade import MemoryStore
+from truss_files.runs.runcontext import RunContext
 from truss_files.signing.trustpolicy import StoreConfig
 from truss_files.tools import Serving, ToolSession, all_tools, lookup
 from truss_files.tools.schema import check_input, export
@@ -151,12 +152,48 @@ def test_export_formats() -> None:
     ]
 
 
+@pytest.mark.parametrize(("memory", "write", "flags", "allow", "served"), COMBINATIONS)
+def test_without_a_run_context_the_context_tools_are_neither_served_nor_run(
+    memory: bool | None,
+    write: bool | None,
+    flags: list[str],
+    allow: list[str] | None,
+    served: set[str],
+) -> None:
+    """Every gate and allow_tools combination, served by a process with no run context:
+    the same tools less memory.ask and memory.train, which are refused as they refuse
+    themselves without one (no_run_context), after the gate and allow_tools checks."""
+    serving = Serving.resolve(config(memory, write, allow), flags, context=False)
+    needing = {t.name for t in all_tools() if t.needs_context}
+    assert needing == {"memory.ask", "memory.train"}
+    assert {t.name for t in serving.served()} == served - needing
+    for name in needing & served:
+        with pytest.raises(Exception) as caught:
+            serving.require(name)
+        assert getattr(caught.value, "code", None) == "no_run_context"
+        assert "--run-context FILE" in str(caught.value)
+    with_context = Serving.resolve(config(memory, write, allow), flags, context=True)
+    assert {t.name for t in with_context.served()} == served
+
+
+def test_a_context_without_task_or_enterprise_serves_no_context_tool(store: MemoryStore) -> None:
+    for partial in (RunContext(task="T-1"), RunContext(enterprise="acme"), RunContext()):
+        session = ToolSession(store, flags=["memory", "memory_write"], context=partial)
+        names = {t.name for t in session.served()}
+        assert names == ALL - {"memory.ask", "memory.train"}
+        for name in ("memory_ask", "memory.train"):
+            refused = session.call(name, {"purpose": "x"})
+            assert refused.error is not None and refused.error["code"] == "no_run_context"
+
+
 # -- the same switches through the store and the CLI --------------------------------------
 
 
 def test_init_serves_read_tools_and_not_the_write_binding(store: MemoryStore) -> None:
     session = ToolSession(store)
-    assert {t.name for t in session.served()} == READS
+    assert {t.name for t in session.served()} == READS - {"memory.ask"}  # no run context
+    with_context = ToolSession(store, context=RunContext(task="T-1", enterprise="acme"))
+    assert {t.name for t in with_context.served()} == READS
     refused = session.call("memory", {"command": "view", "path": "/memories"})
     assert refused.error is not None and refused.error["code"] == "tool_not_served"
     assert "memory_write = true" in refused.error["message"]

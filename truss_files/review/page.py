@@ -80,15 +80,28 @@ def _trust(trust: str | None, absent: str = "absent") -> str:
     return f'<span class="trust {_e(name)}">{_e(name)}</span>'
 
 
-def _form(entry_id: str, token: str) -> str:
+def _form(entry_id: str, token: str, keys: bool = False) -> str:
+    """The pass / fail form; with ``keys``, the access keys that decide it (the page's first
+    entry: p passes, f fails, n goes to the note -- with the browser's access-key modifier,
+    Alt or Alt+Shift, as the page carries no script to read plain keys)."""
+    note, passes, fails = (
+        (' accesskey="n"', ' accesskey="p"', ' accesskey="f"') if keys else ("", "", "")
+    )
     return (
         '<form class="decide" method="post" action="/decide">'
         f'<input type="hidden" name="token" value="{_e(token)}">'
         f'<input type="hidden" name="id" value="{_e(entry_id)}">'
-        '<input name="note" maxlength="2000" placeholder="note for the verdict (optional)">'
-        '<button class="pass" name="outcome" value="PASS">Pass</button>'
-        '<button class="fail" name="outcome" value="FAIL">Fail</button></form>'
+        f'<input name="note"{note} maxlength="2000" '
+        'placeholder="note for the verdict (optional)">'
+        f'<button class="pass" name="outcome" value="PASS"{passes}>Pass</button>'
+        f'<button class="fail" name="outcome" value="FAIL"{fails}>Fail</button></form>'
     )
+
+
+def _session_head(session: str | None, count: int) -> str:
+    notes = f"{count} note" + ("" if count == 1 else "s")
+    what = "written outside a run" if session is None else f"session <code>{_e(session)}</code>"
+    return f'<h2 class="session">{what}: {_e(notes)}</h2>'
 
 
 def _votes(item: Pending) -> str:
@@ -131,7 +144,11 @@ def index_page(
     count = f"{len(queue.items)} pending" + (
         f" (of {queue.total}; the rest after these)" if queue.total > len(queue.items) else ""
     )
-    parts.append(f'<p class="meta">{_e(count)} in <code>{_e(store)}</code>, oldest first</p>')
+    parts.append(
+        f'<p class="meta">{_e(count)} in <code>{_e(store)}</code>, newest session first, '
+        "oldest first within a session; on the first entry access key p passes, f fails, "
+        "n writes a note</p>"
+    )
     parts.append("</header>")
     if flash:
         parts.append(f'<p class="flash" role="status">{_e(flash)}</p>')
@@ -142,17 +159,22 @@ def index_page(
     if not queue.items:
         parts.append('<p id="empty">Nothing is waiting for review.</p>')
     parts.append('<ol class="pending" id="pending">')
-    for item in queue.items:
-        e = item.entry
-        parts.append(
-            f'<li class="pending-entry" data-id="{_e(e.id)}">'
-            f'<a class="entry-link" href="{_url("/entry/" + e.id, token)}">'
-            f"{_e(e.kind.value)}/{_e(e.key)}</a> <code>{_e(e.id[:12])}</code>"
-            f'<div class="meta">written by {_e(e.author)} at {_e(e.created)}'
-            f"{_produced(e)}</div>"
-            f'<pre class="body">{_e(e.body)}</pre>'
-            f"{_supersedes(item, token)}{_votes(item)}{_form(e.id, token)}</li>"
-        )
+    first = True
+    for session, items in queue.sessions():
+        for n, item in enumerate(items):
+            e = item.entry
+            head = _session_head(session, len(items)) if n == 0 else ""
+            parts.append(
+                f'<li class="pending-entry" data-id="{_e(e.id)}" '
+                f'data-session="{_e(session or "")}">{head}'
+                f'<a class="entry-link" href="{_url("/entry/" + e.id, token)}">'
+                f"{_e(e.kind.value)}/{_e(e.key)}</a> <code>{_e(e.id[:12])}</code>"
+                f'<div class="meta">written by {_e(e.author)} at {_e(e.created)}'
+                f"{_produced(e)}</div>"
+                f'<pre class="body">{_e(e.body)}</pre>'
+                f"{_supersedes(item, token)}{_votes(item)}{_form(e.id, token, first)}</li>"
+            )
+            first = False
     parts.append("</ol>")
     return _page("truss-files review", "".join(parts))
 
@@ -189,7 +211,7 @@ def entry_page(
     else:
         parts.append(f'<p class="error">body withheld: {_e(chain.withheld)}</p>')
     if item is not None:
-        parts.append(_supersedes(item, token) + _votes(item) + _form(entry.id, token))
+        parts.append(_supersedes(item, token) + _votes(item) + _form(entry.id, token, True))
     parts.append('<h2 id="timeline-heading">Belief timeline</h2>')
     parts.append(f'<figure id="timeline">{timeline_svg(marks)}</figure>')
     parts.append(_timeline_table(marks))

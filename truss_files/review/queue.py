@@ -8,6 +8,13 @@ is a verdict signed with the reviewer's panel key and the promote or reject it c
 one signed commit, the same transition ``verdict sign | promote`` makes, so the audit
 cannot tell a queue decision from a hand-made one.
 
+The queue comes newest session first: a person reviewing between an agent's sessions wants
+what the last one wrote. A session is the run an entry was produced by (``produced_by``
+``run:<run-id>/<n>``; each host session is a child run of its project's agent run, so each
+has its own); entries written outside a run form one group of their own. Groups are ordered
+by their newest entry, newest first, and keep the oldest-first order inside; ``--limit``
+takes from the front of that order.
+
 "Votes so far" are those the store recorded: a verdict that decided the entry once and was
 reverted since, or a failed re-check's verdict in a demote commit. An undecided panel run
 (abstentions) commits nothing, so it leaves no votes to show.
@@ -26,7 +33,7 @@ from ..format.quorum import FAIL, PASS
 from ..format.trailers import parse_trailers
 from ..model import Entry, Kind, Trust, merged_notes
 from ..signing import PublicKey
-from ..trust.authority import may_retire
+from ..trust.authority import may_retire, run_of
 
 if TYPE_CHECKING:
     import pygit2
@@ -41,6 +48,7 @@ __all__ = [
     "Rival",
     "Rivals",
     "Vote",
+    "by_session",
     "decide",
     "pending",
     "reviewer",
@@ -88,10 +96,16 @@ class Pending:
     supersedes: tuple[Rival, ...]
     votes: tuple[Vote, ...]
 
+    @property
+    def session(self) -> str | None:
+        """The run (session) that produced the entry, None for one written outside a run."""
+        return run_of(self.entry.provenance.produced_by)
+
     def to_dict(self) -> dict[str, Any]:
         """The queue as ``review --format json`` prints it (a shape harnesses depend on)."""
         e = self.entry
         return {
+            "session": self.session,
             "id": e.id,
             "kind": e.kind.value,
             "key": e.key,
@@ -110,6 +124,15 @@ class Queue:
     total: int  # pending entries matching the filter, before --limit
     withheld: str | None  # why verified bodies (rivals) are held back, else None
     skipped: tuple[str, ...] = ()  # files under memories/ that do not parse
+
+    def sessions(self) -> list[tuple[str | None, tuple[Pending, ...]]]:
+        """The items as consecutive (session, items) groups, in queue order."""
+        groups: list[tuple[str | None, list[Pending]]] = []
+        for item in self.items:
+            if not groups or groups[-1][0] != item.session:
+                groups.append((item.session, []))
+            groups[-1][1].append(item)
+        return [(session, tuple(items)) for session, items in groups]
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"pending": [p.to_dict() for p in self.items]}
@@ -146,7 +169,8 @@ class QueueDecision:
 
 
 def pending(store: Store, *, kind: Kind | None = None, limit: int | None = None) -> Queue:
-    """The unverified entries (of ``kind``), oldest first, at most ``limit`` of them. Reads
+    """The unverified entries (of ``kind``), newest session first and oldest first within
+    a session (``by_session``), at most ``limit`` of them. Reads
     only: nothing in the repository changes. A file under memories/ that does not parse is
     left out and named in ``skipped`` (the audit names the commit that brought it in)."""
     if limit is not None and limit < 1:
@@ -155,9 +179,8 @@ def pending(store: Store, *, kind: Kind | None = None, limit: int | None = None)
     snap = read.snap
     skipped: list[Skipped] = []
     everything = list(store.iter_entries(snap, skipped=skipped))  # one walk, not one per entry
-    entries = sorted(
-        (e for e in everything if e.trust is Trust.UNVERIFIED and (kind is None or e.kind is kind)),
-        key=lambda e: (e.created, e.id),
+    entries = by_session(
+        e for e in everything if e.trust is Trust.UNVERIFIED and (kind is None or e.kind is kind)
     )
     total = len(entries)
     if limit is not None:
@@ -173,6 +196,16 @@ def pending(store: Store, *, kind: Kind | None = None, limit: int | None = None)
         for e in entries
     )
     return Queue(items, total, read.withheld, tuple(s.path for s in skipped))
+
+
+def by_session(entries: Iterable[Entry]) -> list[Entry]:
+    """``entries`` grouped by the run that produced them, the group with the newest entry
+    first, oldest first inside each group."""
+    groups: dict[str | None, list[Entry]] = {}
+    for e in sorted(entries, key=lambda e: (e.created, e.id)):
+        groups.setdefault(run_of(e.provenance.produced_by), []).append(e)
+    newest_first = sorted(groups.values(), key=lambda g: (g[-1].created, g[-1].id), reverse=True)
+    return [e for group in newest_first for e in group]
 
 
 class Rivals:

@@ -153,6 +153,12 @@ def _grants(value: Any, source: str) -> tuple[Grant, ...]:
     return tuple(out)
 
 
+def has_context(context: RunContext | None) -> bool:
+    """Whether ``context`` is one the context tools (memory.ask, memory.train) can work in:
+    it names at least a task and an enterprise."""
+    return context is not None and bool(context.task) and bool(context.enterprise)
+
+
 def load_run_context(
     path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> RunContext | None:

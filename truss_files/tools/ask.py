@@ -428,5 +428,6 @@ register(
         annotations=Annotations(title="Ask memory", read_only=True, idempotent=True),
         gate="memory",
         memoized=True,
+        needs_context=True,
     )
 )

@@ -30,7 +30,7 @@ from ..git.gitdir import GitDir
 from ..model import Entry, Trust
 from ..runs.ledger import CALL_ID, RunLedger, check_run_id, memo_key
 from ..runs.links import link_run, mark_seen, run_view
-from ..runs.runcontext import RunContext
+from ..runs.runcontext import RunContext, has_context
 from ..trust.authority import is_own, viewer
 from .registry import Serving, Tool
 from .schema import check_input, check_json
@@ -378,7 +378,9 @@ class ToolSession:
     @property
     def serving(self) -> Serving:
         if self._serving is None:
-            self._serving = Serving.resolve(self.config(), self.flags)
+            self._serving = Serving.resolve(
+                self.config(), self.flags, context=has_context(self.context)
+            )
         return self._serving
 
     def served(self) -> list[Tool]:

@@ -5,6 +5,10 @@ its annotations. Which tools a store *serves* is decided by ``Serving``: a tool 
 gate (``memory`` for the read tools, ``memory_write`` for the write binding), a gate opens by
 ``[tools] <gate> = true`` in truss.toml or by its command-line flag, and ``[policy]
 allow_tools`` then filters by exact name. Enabling the read gate never opens a write path.
+A tool that works only in a run with a context (``needs_context``: the task and enterprise it
+works for) is served only where the serving process has one: a host session started without
+``--run-context`` is not offered a tool that could only answer ``no_run_context``, and a call
+of it anyway is refused with that same error.
 
 Tool modules register themselves at import; ``all_tools()`` imports the built-in ones on first
 use so that merely importing the registry stays cheap (the CLI's cold start is measured).
@@ -88,6 +92,8 @@ class Tool:
     # The JSON schema of a structured result (MCP's outputSchema); a text result's is
     # {"content": string}.
     output_schema: Mapping[str, Any] | None = None
+    # Works only with a run context (taskId and enterpriseId): not offered without one.
+    needs_context: bool = False
 
     @property
     def provider_name(self) -> str:
@@ -130,13 +136,18 @@ def lookup(name: str) -> Tool | None:
 
 @dataclass(frozen=True)
 class Serving:
-    """Which tools this store serves: the open gates, then the allow_tools filter."""
+    """Which tools this store serves: the open gates, then the allow_tools filter, then
+    whether the serving process has a run context (``context``; an export for a harness to
+    configure, which passes the context with each call, leaves it true)."""
 
     gates: frozenset[str]
     allow: frozenset[str] | None = None
+    context: bool = True
 
     @classmethod
-    def resolve(cls, config: ConfigLike | None, flags: Iterable[str] = ()) -> Serving:
+    def resolve(
+        cls, config: ConfigLike | None, flags: Iterable[str] = (), *, context: bool = True
+    ) -> Serving:
         """Gates open from truss.toml [tools] and from flags (gate names, e.g. "memory")."""
         gates = set(flags)
         flagless = sorted(g for g in gates if g in GATES and GATES[g][0] is None)
@@ -164,13 +175,17 @@ class Serving:
         unknown = gates - set(GATES)
         if unknown:
             raise UsageError(f"unknown tool gate(s): {', '.join(sorted(unknown))}")
-        return cls(frozenset(gates), allow)
+        return cls(frozenset(gates), allow, context)
 
     def allowed(self, tool: Tool) -> bool:
         return self.allow is None or bool({tool.name, tool.provider_name} & self.allow)
 
     def serves(self, tool: Tool) -> bool:
-        return tool.gate in self.gates and self.allowed(tool)
+        return (
+            tool.gate in self.gates
+            and self.allowed(tool)
+            and (self.context or not tool.needs_context)
+        )
 
     def served(self) -> list[Tool]:
         return [t for t in all_tools() if self.serves(t)]
@@ -192,4 +207,9 @@ class Serving:
                 f'tool {tool.name} is not in [policy] allow_tools; add "{tool.name}" to '
                 "allow_tools in truss.toml to serve it"
             )
+        if tool.needs_context and not self.context:
+            # the refusal the tool itself gives without a context, word for word
+            from .tenancy import require_context
+
+            require_context(None, tool.name)
         return tool

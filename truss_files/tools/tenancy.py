@@ -21,7 +21,7 @@ from typing import Final
 from ..errors import NoRunContext
 from ..model import Entry, Layer
 from ..recall.pipeline import Area
-from ..runs.runcontext import RunContext
+from ..runs.runcontext import RunContext, has_context
 
 READ_LAYERS: Final = (Layer.TASK, Layer.TEAM, Layer.ENTERPRISE)
 # Event ids the platform itself uses (team decisions, gate results): no tool input may claim
@@ -36,7 +36,7 @@ _EVENT_REF: Final = re.compile(r"event:([^\s#]+)(?:#([^\s#]+))?")
 
 def require_context(context: RunContext | None, tool: str) -> RunContext:
     """The run context, holding at least a task and an enterprise."""
-    if context is None or not context.task or not context.enterprise:
+    if context is None or not has_context(context):
         missing = "a run context" if context is None else "taskId and enterpriseId"
         raise NoRunContext(
             f"{tool} needs {missing}: the caller says which task, team and enterprise this "

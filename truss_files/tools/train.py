@@ -535,5 +535,6 @@ register(
             title="Train memory", read_only=False, destructive=False, idempotent=True
         ),
         gate="memory_write",
+        needs_context=True,
     )
 )

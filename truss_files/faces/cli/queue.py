@@ -34,6 +34,10 @@ from .output import FORMAT_OPTION, emit
 _ANSWERS = {"p": "pass", "pass": "pass", "f": "fail", "fail": "fail"}
 _ANSWERS |= {"s": "skip", "skip": "skip", "q": "quit", "quit": "quit"}
 _PROMPT = "p pass, f fail, s skip, q quit (a note may follow: f not reproduced)?"
+# On a terminal one key decides, no Enter; n first writes the verdict's note on a line.
+_KEYS = {"p": "pass", "f": "fail", "s": "skip", "q": "quit"}
+_KEY_PROMPT = "p pass, f fail, s skip, q quit (n: a note first)?"
+_IGNORED = frozenset("\r\n \t")
 
 _NOT_A_TERMINAL = (
     "review asks about each entry on a terminal, and stdin here is not one. For a tool: "
@@ -47,7 +51,10 @@ _NOT_A_TERMINAL = (
 @cli.command()
 @click.option("--kind", type=click.Choice(KINDS), help="Only entries of this kind.")
 @click.option(
-    "--limit", type=click.IntRange(min=1), metavar="N", help="At most N entries (oldest)."
+    "--limit",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="At most N entries (from the newest session).",
 )
 @click.option(
     "--answers",
@@ -101,12 +108,15 @@ def review(
     body_timeout: float,
     fmt: str | None,
 ) -> None:
-    """Review pending entries: pass, fail or skip each, oldest first.
+    """Review pending entries: pass, fail or skip each, newest session first.
 
-    Each entry is shown with its body, where it came from, what a pass would turn stale
+    Entries come grouped by the session (run) that wrote them, the newest session first and
+    oldest first within it; entries written outside a run form one group. Each is shown with
+    its body, where it came from, what a pass would turn stale
     (under the store's conflict policy) and the votes recorded on it so far. On a terminal
-    you answer p (pass), f (fail), s (skip) or q (quit), a note may follow the letter; a pass
-    or fail signs a verdict with your panel key and promotes or rejects the entry in one
+    one key decides, no Enter: p (pass), f (fail), s (skip) or q (quit); n first asks for
+    the verdict's note. With --answers, one line per entry: the letter, a note may follow.
+    A pass or fail signs a verdict with your panel key and promotes or rejects the entry in one
     signed commit, at once. --format json lists the queue for a tool and changes nothing.
     --web serves the same queue as a page on 127.0.0.1, with each entry's belief timeline
     and provenance chain, at the one URL it prints (the token in it is new each start). A
@@ -201,7 +211,7 @@ def _ask(store: Any, queue: Queue, stream: IO[str], terminal: bool) -> None:
     click.echo(
         f"{len(queue.items)} pending"
         + (f" (of {queue.total})" if queue.total > len(queue.items) else "")
-        + f", oldest first; deciding as {who}"
+        + f", newest session first; deciding as {who}"
     )
     if queue.withheld:
         click.echo(f"note: verified bodies withheld: {queue.withheld}", err=True)
@@ -210,11 +220,14 @@ def _ask(store: Any, queue: Queue, stream: IO[str], terminal: bool) -> None:
     counts = {"promoted": 0, "rejected": 0, "skipped": 0}
     lines = _lines(stream)
     gone = 0  # decided by someone else meanwhile: no longer pending, though not by us
+    heads = {id(items[0]): (session, len(items)) for session, items in queue.sessions()}
     try:
         for n, item in enumerate(queue.items, 1):
             click.echo("")
+            if id(item) in heads:
+                click.echo(_session_line(*heads[id(item)]))
             click.echo(_show(item, n, len(queue.items)))
-            answer, note = _answer(lines, terminal)
+            answer, note = _keypress() if terminal else _answer(lines, terminal)
             if answer == "quit":
                 break
             if answer == "skip":
@@ -237,6 +250,13 @@ def _ask(store: Any, queue: Queue, stream: IO[str], terminal: bool) -> None:
     click.echo(_summary(counts, queue.total - gone))
 
 
+def _session_line(session: str | None, count: int) -> str:
+    notes = f"{count} note" + ("" if count == 1 else "s")
+    if session is None:
+        return f"== written outside a run: {notes} =="
+    return f"== session {_safe(session)}: {notes} =="
+
+
 def _summary(counts: dict[str, int], total: int, *, stopped: bool = False) -> str:
     said = ", ".join(f"{v} {k}" for k, v in counts.items())
     left = total - counts["promoted"] - counts["rejected"]
@@ -253,6 +273,36 @@ def _lines(stream: IO[str]) -> Iterator[tuple[int, str | None]]:
         line = stream.readline()
         number += 1
         yield number, (line if line else None)
+
+
+def _keypress() -> tuple[str, str]:
+    """One key on the terminal: p, f, s or q decides at once; n asks for a note first."""
+    note = ""
+    click.echo(f"  {_KEY_PROMPT} ", nl=False)
+    while True:
+        sys.stdout.flush()
+        try:
+            # ^C arrives as KeyboardInterrupt, ^D as EOFError; keys typed quickly come
+            # together ("p" and the Enter a habit adds after it): the first one counts.
+            typed = click.getchar()
+        except EOFError:
+            click.echo("")
+            return "quit", ""
+        key = typed.lstrip("".join(_IGNORED))[:1]
+        if not key:
+            continue
+        answer = _KEYS.get(key.lower())
+        if answer is not None:
+            click.echo(key)
+            return answer, note
+        if key.lower() == "n":
+            click.echo(key)
+            note = click.prompt("  note", default="", show_default=False).strip()
+            click.echo(f"  {_KEY_PROMPT} ", nl=False)
+            continue
+        click.echo("")
+        click.echo(f"  {_safe(key)!r}? press p, f, s, q or n")
+        click.echo(f"  {_KEY_PROMPT} ", nl=False)
 
 
 def _answer(lines: Iterator[tuple[int, str | None]], terminal: bool) -> tuple[str, str]:
