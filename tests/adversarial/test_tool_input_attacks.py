@@ -68,6 +68,7 @@ KNOWN_CODES = frozenset(
         "ambiguous",
         "invalid_line",
         "already_exists",
+        "no_run_context",
     }
 )
 

@@ -200,7 +200,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "store",
         "Bring the work tree and index back in step with the branch after a crash.",
     ),
-    "review": ("queue", "Review pending entries: pass, fail or skip each, oldest first."),
+    "review": ("queue", "Review pending entries: pass, fail or skip each, newest session first."),
     "revert": (
         "store",
         "Undo a trust transition or identity amendment with a signed revert commit.",
