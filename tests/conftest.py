@@ -55,11 +55,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the fast tests (before ``-m`` deselects), then put the others first: xdist hands
-    out tests in collection order, so a long test collected last ends the run alone."""
+    """Mark the fast tests (before ``-m`` deselects), skip the long variants (``slow``) unless
+    ``TRUSS_SLOW=1``, then put the others first: xdist hands out tests in collection order,
+    so a long test collected last ends the run alone."""
+    long_run = os.environ.get("TRUSS_SLOW") == "1"
     for item in items:
         if item.get_closest_marker("fast") is None and fastloop.is_fast(item):
             item.add_marker(pytest.mark.fast)
+        if not long_run and item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.skip(reason="a long variant: set TRUSS_SLOW=1"))
     items.sort(key=lambda item: item.get_closest_marker("fast") is not None)
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.support import console
 from truss_files.facade import MemoryStore
 
 RUN = "E2E-1"
@@ -69,7 +70,7 @@ class Harness:
         self.env = env
 
     def run(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return console.run(
             [self.exe, "--store", self.store, *args],
             input=stdin,
             capture_output=True,

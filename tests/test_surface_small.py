@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import truss_files
+from tests.support import console
 from tests.support.tools_support import promote
 from truss_files.facade import MemoryStore
 
@@ -44,7 +45,7 @@ def test_repair_counts_what_an_interrupted_import_left_staged(
     # the index has them removed (staged deletions), the work tree still holds the files.
     _git(root, "rm", "-q", "-r", "--cached", "memories")
     assert _git(root, "status", "--porcelain").count("D  memories/") == 30
-    done = subprocess.run(
+    done = console.run(
         [SCRIPT, "--store", str(root), "repair", "--format", "text"],
         capture_output=True,
         text=True,
@@ -55,14 +56,14 @@ def test_repair_counts_what_an_interrupted_import_left_staged(
     assert last.startswith("repaired: 30 store path(s) restored"), done.stdout
     assert "... and 10 more" in done.stdout  # twenty listed, the rest counted
     assert _git(root, "status", "--porcelain").strip() == ""
-    again = subprocess.run(
+    again = console.run(
         [SCRIPT, "--store", str(root), "repair", "--format", "json"],
         capture_output=True,
         text=True,
         env=_env(tmp_path),
     )
     assert json.loads(again.stdout)["counts"] == {"restored": 0, "kept": 0, "notes": 0}
-    plain = subprocess.run(
+    plain = console.run(
         [SCRIPT, "--store", str(root), "repair", "--format", "text"],
         capture_output=True,
         text=True,

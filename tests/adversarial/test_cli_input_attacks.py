@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import console
 from truss_files.facade import MemoryStore
 from truss_files.model import Trust
 
@@ -27,7 +28,7 @@ def run(
     store: MemoryStore, *args: str, stdin: bytes | None = None, cwd: Path | None = None
 ) -> tuple[int, str, str]:
     where = Path(str(store.git.workdir))
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), "--store", str(where), "--key", str(where.parent / "operator_key"), *args],
         input=stdin,
         capture_output=True,
@@ -225,7 +226,7 @@ def test_a_git_repository_without_a_store_is_said_alike_by_every_command(
         ["git", "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty",
          "-m", "x"], cwd=repo, check=True,
     )  # fmt: skip
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), *args, "--format", "json"], cwd=repo, capture_output=True, text=True
     )
     assert done.returncode == 1, done.stdout

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import console
 from truss_files.facade import MemoryStore
 from truss_files.model import Entry
 
@@ -25,7 +26,7 @@ SCRIPT = Path(sys.executable).with_name("truss-files")
 
 
 def _cli(store: MemoryStore, *args: str, stdin: str | None = None) -> dict[str, Any]:
-    proc = subprocess.run(
+    proc = console.run(
         [str(SCRIPT), "--store", str(store.git.workdir), *args],
         input=stdin,
         capture_output=True,

@@ -26,6 +26,7 @@ from typing import Any
 import pygit2
 import pytest
 
+from tests.support import console
 from truss_files.facade import MemoryStore
 from truss_files.format.entryfile import parse, serialize
 from truss_files.git.gitstore import Identity
@@ -71,7 +72,7 @@ class Deployment:
 def cli(
     where: Path, key: Path, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return console.run(
         [str(SCRIPT), "--store", str(where), "--key", str(key), *args],
         input=stdin,
         capture_output=True,

@@ -27,8 +27,10 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.support import console
 from tests.support.http_support import Served, served_fixture  # noqa: F401 - the fixture
 from tests.support.recall_support import commit_toml, mixed_store
+from tests.support.sample import covering
 from truss_files.facade import MemoryStore
 from truss_files.signing.trustpolicy import CONFIG_PATH
 
@@ -126,10 +128,14 @@ print(json.dumps({"before": before, "after": after, "again": ask()}))
 """
 
 
-@pytest.mark.parametrize("head", ["head", "no-head"])
 @pytest.mark.parametrize(
-    ("mode", "how"),
-    [("exact", how) for how in DAMAGES] + [("hybrid", how) for how in HYBRID_DAMAGES],
+    ("mode", "how", "head"),
+    covering(
+        (mode, how, head)
+        for head in ("head", "no-head")
+        for mode, hows in (("exact", DAMAGES), ("hybrid", HYBRID_DAMAGES))
+        for how in hows
+    ),
 )
 def test_a_python_caller_outlives_its_caches_damaged_under_it(
     store: MemoryStore, tmp_path: Path, mode: str, how: str, head: str
@@ -170,7 +176,7 @@ def test_a_python_caller_outlives_its_caches_damaged_under_it(
 
 # The hybrid and semantic cases of a server, damage during asks included, are in
 # test_damage_during_asks_attacks.py.
-@pytest.mark.parametrize(("mode", "how", "part"), [c for c in SERVED if c[0] == "exact"])
+@pytest.mark.parametrize(("mode", "how", "part"), covering(c for c in SERVED if c[0] == "exact"))
 def test_serve_outlives_its_caches_damaged_under_it(
     served: Callable[..., Served],
     store: MemoryStore,
@@ -213,7 +219,7 @@ def test_serve_outlives_its_caches_damaged_under_it(
 # -- a real MCP server ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("mode", "how", "part"), SERVED)
+@pytest.mark.parametrize(("mode", "how", "part"), covering(SERVED))
 def test_mcp_outlives_its_caches_damaged_under_it(
     store: MemoryStore, tmp_path: Path, mode: str, how: str, part: str
 ) -> None:
@@ -275,7 +281,7 @@ def _break(store: MemoryStore, what: str) -> Path:
 
 
 def _run(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return console.run(
         [str(SCRIPT), *args], input=stdin, capture_output=True, text=True, timeout=120
     )
 

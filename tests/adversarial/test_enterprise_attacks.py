@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import console
 from truss_files.facade import MemoryStore
 from truss_files.model import Trust
 from truss_files.tools import RunContext
@@ -45,7 +46,7 @@ def tool(
     store: MemoryStore, name: str, inp: Any, ctx: Path, *extra: str
 ) -> tuple[int, dict[str, Any]]:
     """``truss-files --store S tool NAME --run-context CTX`` as a process: exit, the object."""
-    done = subprocess.run(
+    done = console.run(
         [
             str(SCRIPT),
             "--store",

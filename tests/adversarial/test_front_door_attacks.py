@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import console
 from truss_files.facade import MemoryStore
 from truss_files.git.gitstore import Snapshot
 from truss_files.model import Entry, Trust
@@ -76,7 +77,7 @@ def truss(
     """The console script as the operator (who holds the panel role): exit status and the
     JSON it printed (its output is a pipe, so JSON)."""
     where = _where(store)
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), "--store", str(where), "--key", str(where.parent / "operator_key"), *args],
         input=stdin,
         capture_output=True,

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import console
 from truss_files.facade import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,7 +184,7 @@ def test_the_client_pre_push_refuses_rewriting_a_store_branch_as_the_server_does
     remote = tmp_path / "plain.git"
     git(tmp_path, "init", "-q", "--bare", str(remote))
     git(work, "remote", "add", "origin", str(remote))
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), "hooks", "install"], cwd=work, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -347,7 +348,7 @@ def test_a_push_of_several_branches_is_audited_ref_by_ref_with_the_native_hook_c
     forged = _forge_verified(work)
     git(work, "switch", "-q", "main")
     store.write("fact", "clean", "A clean write on main.")
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), "hooks", "install"], cwd=work, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout + done.stderr

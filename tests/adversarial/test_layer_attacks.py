@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 import tests.support.hand_commits as hand
+from tests.support import console
 from tests.support.http_support import Served, served_fixture  # noqa: F401 - the fixture
 from truss_files.facade import MemoryStore
 from truss_files.signing import Ed25519Signer
@@ -64,7 +65,7 @@ def cli(
     store: MemoryStore, key: Path, *args: str, stdin: str | None = None
 ) -> tuple[int, dict[str, Any] | None, str]:
     """The installed console script as a process: exit code, its JSON object, stderr."""
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), "--store", str(store.git.workdir), "--key", str(key), *args],
         input=stdin,
         capture_output=True,
@@ -274,7 +275,7 @@ def test_a_hand_signed_entry_is_named_by_the_audit_and_refused_by_the_gate(
     """A valid agent signature on a commit the library never checked: the audit names it
     (``layer-role``, ``author``) and the real pre-receive gate refuses the push."""
     server = bare_store.git.git_dir
-    installed = subprocess.run(
+    installed = console.run(
         [str(SCRIPT), "--store", str(server), "hooks", "install", "--server"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tests.support import console
 from tests.support.gated import search
 from truss_files.errors import UntrustedHistory
 from truss_files.facade import MemoryStore
@@ -96,7 +97,7 @@ def test_a_forged_promotion_is_refused_by_every_read(
     # The CLI: query (click and the click-free path), show, list.
     code, out, err = cli_run(store, "query", "flaky network", "--format", "json")
     assert code == 1 and json.loads(out)["error"]["code"] == "untrusted_history", err
-    fast = subprocess.run(
+    fast = console.run(
         [str(SCRIPT), "--store", str(store.git.workdir), "query", "flaky network"],
         capture_output=True,
         text=True,
@@ -260,7 +261,7 @@ def test_concurrent_readers_in_processes_keep_the_record_whole(
     leftovers = [p.name for p in (store.git.git_dir / "truss").iterdir() if p.suffix == ".tmp"]
     assert leftovers == []
     forged = forge_verified(store, git, draft)
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), "--store", str(work), "query", "flaky network"],
         capture_output=True,
         text=True,

@@ -16,13 +16,13 @@ from __future__ import annotations
 import os
 import select
 import socket
-import subprocess
 import time
 import urllib.parse
 from pathlib import Path
 
 import pytest
 
+from tests.support import console
 from tests.support.review_browser import (  # noqa: F401 - the fixtures
     EXE,
     Served,
@@ -105,7 +105,7 @@ def test_each_start_makes_a_new_token(store: MemoryStore, key: Path, page_of: Se
 
 def test_a_host_other_than_127_0_0_1_is_refused(store: MemoryStore, key: Path) -> None:
     for host in ("0.0.0.0", "localhost", "::", "192.168.1.10"):
-        done = subprocess.run(
+        done = console.run(
             [EXE, "--store", str(store.git.workdir), "review", "--web", "--host", host],
             capture_output=True,
             text=True,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import console
 from tests.support.tools_support import configure, promote
 from truss_files.facade import MemoryStore
 from truss_files.model import Trust
@@ -39,7 +39,7 @@ class Faces:
         self.keys = {"victim": victim, "attacker": attacker}
 
     def run(self, who: str, *args: str, stdin: Any = None) -> tuple[int, str]:
-        done = subprocess.run(
+        done = console.run(
             [str(SCRIPT), "--store", str(self.store.git.workdir), "--key", str(self.keys[who])]
             + list(args),
             input=json.dumps(stdin).encode() if stdin is not None else None,

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import console
 from tests.support.extras import needs_minilm
 from tests.support.http_support import (  # noqa: F401 - the fixtures
     SCRIPT,
@@ -60,7 +61,7 @@ enterprise = "evilcorp"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return console.run(
         [str(SCRIPT), *args], capture_output=True, text=True, timeout=60, check=False
     )
 

@@ -8,7 +8,8 @@ exactly as they were. Then a hypothesis fuzz drives every tool in the registry w
 JSON values and with schema-shaped inputs full of hostile strings, numbers and nesting.
 
 Examples: ``TRUSS_FUZZ_EXAMPLES=N`` sets the fuzz's examples per tool and strategy (default
-300: thousands in all, in-process); the process fuzz runs a tenth of that (at least 10).
+100, 300 with ``TRUSS_SLOW=1``: thousands in all, in-process); the process fuzz runs a
+tenth of that (at least 10).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support import console
 from tests.support.gated import search
 from truss_files.errors import UsageError
 from truss_files.facade import MemoryStore
@@ -35,7 +37,10 @@ from truss_files.tools import RunContext, ToolSession
 from truss_files.tools.registry import all_tools
 from truss_files.tools.schema import MAX_DEPTH, check_json
 
-FUZZ_EXAMPLES = int(os.environ.get("TRUSS_FUZZ_EXAMPLES", "300"))
+# A bounded sample by default; the long run (``TRUSS_SLOW=1``) tries three times as many.
+FUZZ_EXAMPLES = int(
+    os.environ.get("TRUSS_FUZZ_EXAMPLES", "300" if os.environ.get("TRUSS_SLOW") == "1" else "100")
+)
 settings.register_profile(
     "tool-fuzz",
     max_examples=FUZZ_EXAMPLES,
@@ -105,7 +110,7 @@ def git_state(store: MemoryStore) -> tuple[dict[str, str], str]:
 
 def run_tool(store: MemoryStore, args: list[str], stdin: bytes) -> tuple[int, Any, str]:
     """``truss-files --store S tool ARGS`` as a process: exit code, the one object, stderr."""
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), "--store", str(store.git.workdir), "tool", *args],
         input=stdin,
         capture_output=True,
@@ -372,7 +377,7 @@ def test_a_repeated_term_is_scored_once(seeded: MemoryStore) -> None:
 
 
 def test_query_bound_through_the_cli_query(seeded: MemoryStore) -> None:
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), "--store", str(seeded.git.workdir), "query", "--format", "json"]
         + ["word " * 20_000],
         capture_output=True,

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import console
+
 SCRIPT = Path(sys.executable).with_name("truss-files")
 pytestmark = [
     pytest.mark.skipif(not SCRIPT.exists(), reason="console script not installed"),
@@ -48,7 +50,7 @@ def provider(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 def run(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return console.run(
         [str(SCRIPT), *args], cwd=repo, capture_output=True, text=True, timeout=120, env=env
     )
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tests.support import console
 from tests.support.recall_support import mixed_store
 from truss_files.facade import MemoryStore
 from truss_files.faces.cli.main import cli
@@ -55,7 +56,7 @@ def test_semantic_without_the_extra_says_how_to_install(
 def test_console_script_end_to_end(store: MemoryStore) -> None:
     made = mixed_store(store)
     for _ in range(2):  # cold (builds the index), then warm
-        done = subprocess.run(
+        done = console.run(
             [str(SCRIPT), "--store", str(store.git.workdir), "query", "postgres pgbouncer"],
             capture_output=True,
             text=True,
@@ -72,7 +73,7 @@ def query_three_ways(workdir: Path, *args: str) -> list[tuple[int, dict[str, Any
     """The console script (the click-free path), the click command, and the read tool."""
     from truss_files.tools.dispatch import ToolSession
 
-    script = subprocess.run(
+    script = console.run(
         [str(SCRIPT), "--store", str(workdir), "query", *args, "--format", "json"],
         capture_output=True,
         text=True,
@@ -148,7 +149,7 @@ def test_query_and_read_tools_in_a_repository_without_a_store_fail(
     session = ToolSession(str(repo), flags=["memory"])
     got = session.call("read_memory", {"id": "0" * 32})
     assert got.error is not None and got.error["code"] == "store"
-    text = subprocess.run(
+    text = console.run(
         [str(SCRIPT), "--store", str(repo), "query", "flaky", "--format", "text"],
         capture_output=True,
         text=True,
@@ -167,7 +168,7 @@ def test_an_empty_answer_at_the_floor_says_how_many_match_below_it(store: Memory
     code, out = run(store, "canary", "--min-trust", "unverified")
     assert [e["id"] for e in json.loads(out)["entries"]] == [made["u2"].id]
     assert "below_floor" not in json.loads(out)
-    text = subprocess.run(
+    text = console.run(
         [str(SCRIPT), "--store", str(workdir), "query", "canary", "--format", "text"],
         capture_output=True,
         text=True,

@@ -15,6 +15,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests.support import console
 from truss_files.errors import TransitionError, UsageError
 from truss_files.facade import MemoryStore
 from truss_files.format.trailers import parse_trailers
@@ -46,7 +47,7 @@ def _env(key: Path) -> dict[str, str]:
 def _run(
     store: MemoryStore, key: Path, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return console.run(
         [EXE, "--store", str(store.git.workdir), *args],
         input=stdin,
         capture_output=True,

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import console
 from truss_files.facade import MemoryStore
 from truss_files.format import entryfile
 from truss_files.model import Trust
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="console script not 
 
 
 def tf(repo: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return console.run(
         [str(SCRIPT), *args],
         cwd=repo,
         input=input,

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from tests.support import console
 from tests.support.sigstore_local import DEFAULT_IDENTITY, GITHUB_ACTIONS_ISSUER, LocalSigstore
 from tests.support.sigstore_local import fixture as sigstore_fixtures
 from tests.support.sigstore_support import (
@@ -63,7 +63,7 @@ def test_ci_signs_keylessly_then_promote_push_and_offline_audit(
     clone("ci")
     verdict_file = tmp_path / "verdict.json"
     ci_env = {**os.environ, **sigstore_local.ambient_env(CI_IDENTITY)}
-    signed = subprocess.run(
+    signed = console.run(
         [SCRIPT, "--store", str(tmp_path / "ci"), "verdict", "sign", entry.id[:12], "--pass",
          "--sigstore", "--trust-config", str(sigstore_local.trust_config_json),
          "-o", str(verdict_file)],
@@ -89,7 +89,7 @@ def test_ci_signs_keylessly_then_promote_push_and_offline_audit(
     )
 
     # A developer promotes on it; the commit is signed with their SSH key as always.
-    promoted = subprocess.run(
+    promoted = console.run(
         [SCRIPT, "--store", str(tmp_path / "work"), "--key", str(tmp_path / "operator_key"),
          "promote", entry.id, "--verdict", str(verdict_file)],
         capture_output=True, text=True, timeout=120,

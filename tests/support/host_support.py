@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.support import console
 from tests.support.script import SCRIPT
 
 
@@ -20,7 +21,7 @@ def cli(
     *args: str, cwd: Path, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``truss-files ARGS`` as a process in ``cwd``; it never prints a traceback."""
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), *args],
         cwd=cwd,
         capture_output=True,

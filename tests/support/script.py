@@ -1,18 +1,18 @@
-"""The installed console script as an attacker or an operator runs it: a real process, one
-store, the key file named by ``--key`` (saved beside the store by the fixtures)."""
+"""The console script as an attacker or an operator runs it: a real process (the script's
+``main`` in a forked child, tests/support/console.py), one store, the key file named by
+``--key`` (saved beside the store by the fixtures)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support import console
+from tests.support.console import SCRIPT
 from truss_files.facade import MemoryStore
-
-SCRIPT = Path(sys.executable).with_name("truss-files")
 
 
 def run(
@@ -21,12 +21,9 @@ def run(
     """``truss-files --store S --key K ARGS`` as a process, signing with the key file K;
     whatever it does, it never prints a traceback."""
     where = Path(str(store.git.workdir))
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), "--store", str(where), "--key", str(where.parent / key), *args],
         input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
         env={**os.environ, **env},
     )
     assert "Traceback" not in done.stderr, done.stderr

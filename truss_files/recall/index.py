@@ -219,6 +219,8 @@ class IndexView:
 # for an earlier ``Index`` of the same store (a server opens one per call) answers right for
 # as long as a head names that record.
 _OPEN_FLOORS: dict[tuple[str, FloorMeta], Floor] = {}
+# A searcher's native threads do not survive a fork: a forked child opens its own.
+os.register_at_fork(after_in_child=_OPEN_FLOORS.clear)
 
 
 class Index:

@@ -15,6 +15,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
+from tests.support import console
 from truss_files.facade import MemoryStore
 from truss_files.faces.cli.main import cli
 from truss_files.signing import Ed25519Signer
@@ -121,7 +122,7 @@ def test_dash_v_prints_the_version() -> None:
         result = CliRunner().invoke(cli, [flag])
         assert result.exit_code == 0
         assert result.output == f"truss-files, version {version('truss-files')}\n"
-    done = subprocess.run([str(SCRIPT), "-V"], capture_output=True, text=True, timeout=60)
+    done = console.run([str(SCRIPT), "-V"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and version("truss-files") in done.stdout
 
 
@@ -129,13 +130,13 @@ def test_shell_completion_prints_a_script(tmp_path: Path) -> None:
     """The line the docs give for bash completion prints a script that completes our
     commands (run through the installed console script, as a shell would)."""
     env = dict(os.environ, _TRUSS_FILES_COMPLETE="bash_source")
-    done = subprocess.run([str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+    done = console.run([str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "_truss_files_completion" in done.stdout and "complete " in done.stdout
     # The script asks the program back for completions: that answer names our commands.
     asked = {"COMP_WORDS": "truss-files ver", "COMP_CWORD": "1"}
     env = dict(os.environ, _TRUSS_FILES_COMPLETE="bash_complete", **asked)
-    done = subprocess.run([str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+    done = console.run([str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "plain,verdict" in done.stdout.split(), done.stdout
     assert "plain,verify" in done.stdout.split()
 
@@ -448,7 +449,7 @@ def test_audit_reports_violations_with_exit_1(tf: Cli, signed_commit: Callable[.
 
 
 def _script(*args: str, cwd: Path, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return console.run(
         [str(SCRIPT), *args],
         cwd=cwd,
         input=input,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import console
 from tests.support.tools_support import cli, out, promote
 from truss_files.facade import MemoryStore
 
@@ -108,7 +109,7 @@ def test_block_round_trip(store: MemoryStore, path: str, key: str) -> None:
 def test_console_script_end_to_end(store: MemoryStore, path: str, key: str) -> None:
     exe = Path(sys.executable).with_name("truss-files")
     env = dict(os.environ, TRUSS_KEY=key)
-    done = subprocess.run(
+    done = console.run(
         [str(exe), "--store", path, "tool", "write_memory", "--memory-write"],
         input=json.dumps({"kind": "fact", "key": "db", "body": "postgres"}),
         capture_output=True,
@@ -120,7 +121,7 @@ def test_console_script_end_to_end(store: MemoryStore, path: str, key: str) -> N
     result = json.loads(done.stdout)
     assert result == {"id": result["id"], "trust": "unverified"}
     assert done.stdout.count("\n") == 1
-    bad = subprocess.run(
+    bad = console.run(
         [str(exe), "--store", path, "tool", "write_memory"],
         input="{}",
         capture_output=True,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support import console
 from tests.support.tools_support import configure, promote
 from truss_files.facade import MemoryStore
 from truss_files.format.trailers import trailers
@@ -42,7 +42,7 @@ def run(
         path = Path(store.git.workdir).parent / "ctx.json"
         path.write_text(json.dumps(ctx))
         extra = ["--run-context", str(path)]
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), "--store", str(store.git.workdir), "tool", *args, "--memory-write", *extra],
         input=json.dumps(stdin),
         capture_output=True,
@@ -158,7 +158,7 @@ def test_unavailable_when_history_is_forged(store: MemoryStore, git: Any) -> Non
 
 
 def test_schema_offers_both_tools(store: MemoryStore) -> None:
-    done = subprocess.run(
+    done = console.run(
         [
             str(SCRIPT),
             "--store",

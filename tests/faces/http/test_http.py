@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import console
 from tests.support.http_support import Served, served_fixture  # noqa: F401 - the fixture
 from truss_files.facade import MemoryStore
 from truss_files.trust.audit import audit
@@ -129,7 +130,7 @@ def test_serve_refuses_a_key_that_holds_more_than_the_agent_role(
 
     (tmp_path / "tasks.toml").write_text(TASKS)
     key = tmp_path / "operator_key"
-    done = subprocess.run(
+    done = console.run(
         [str(SCRIPT), "--store", str(store.git.workdir), "--key", str(key), "serve",
          "--tasks", str(tmp_path / "tasks.toml"), "--tokens", str(tmp_path / "tokens.toml"),
          "--port", "0"],
@@ -212,7 +213,7 @@ def test_tokens_new_prints_the_token_once_and_stores_only_its_hash(tmp_path: Pat
     from tests.support.http_support import SCRIPT
 
     file = tmp_path / "tokens.toml"
-    made = subprocess.run(
+    made = console.run(
         [str(SCRIPT), "tokens", "new", "--file", str(file), "--scope", "tasks:read",
          "--scope", "tasks:write", "--name", "ci", "--enterprise", "acme"],
         capture_output=True, text=True, timeout=60,
@@ -224,7 +225,7 @@ def test_tokens_new_prints_the_token_once_and_stores_only_its_hash(tmp_path: Pat
     assert token not in stored and token[4:20] not in stored
     assert hashlib.sha256(token.encode()).hexdigest() in stored
     assert oct(file.stat().st_mode & 0o777) == "0o600"
-    as_json = subprocess.run(
+    as_json = console.run(
         [str(SCRIPT), "tokens", "new", "--file", str(file), "--scope", "tasks:read",
          "--task", "T-1", "--format", "json"],
         capture_output=True, text=True, timeout=60,
@@ -232,7 +233,7 @@ def test_tokens_new_prints_the_token_once_and_stores_only_its_hash(tmp_path: Pat
     shown = json.loads(as_json.stdout)
     assert set(shown) == {"token", "name", "scopes", "binding"}
     assert shown["scopes"] == ["tasks:read"] and shown["binding"] == {"tasks": ["T-1"]}
-    listed = subprocess.run(
+    listed = console.run(
         [str(SCRIPT), "tokens", "list", "--file", str(file), "--format", "json"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -241,7 +242,7 @@ def test_tokens_new_prints_the_token_once_and_stores_only_its_hash(tmp_path: Pat
     assert names[0]["binding"] == {"enterprises": ["acme"]}
     assert token not in listed.stdout and shown["token"] not in listed.stdout
     assert "sha256" not in listed.stdout
-    again = subprocess.run(
+    again = console.run(
         [str(SCRIPT), "tokens", "new", "--file", str(file), "--scope", "tasks:read",
          "--name", "ci", "--any-task"],
         capture_output=True, text=True, timeout=60,
