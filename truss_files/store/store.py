@@ -25,6 +25,7 @@ from ..errors import (
     EntryError,
     KeylessError,
     NotFound,
+    SignatureError,
     StoreError,
     TransitionError,
     TrussError,
@@ -190,6 +191,20 @@ class Store:
         key = PublicKey.from_line(self.signer.public_line)
         name, _ = self.policy(snap).roles_of(key)
         return name
+
+    def require_role(self, need: set[str], snap: Snapshot | None = None) -> str:
+        """The principal this store signs as, when it holds one of the ``need`` roles at
+        ``snap`` (the tip); else ``SignatureError``, as the check before the branch moves
+        would raise -- said before anything is signed."""
+        key = PublicKey.from_line(self.signer.public_line)
+        principal, held = self.policy(snap).roles_of(key)
+        if not held & need:
+            raise SignatureError(
+                f"signed by {principal} ({key.fingerprint}), who holds "
+                f"{', '.join(sorted(held)) or 'no role'}; this needs the "
+                f"{' or '.join(sorted(need))} role in truss.toml [roles]"
+            )
+        return principal
 
     def identity(self, principal: str) -> Identity:
         env = self.environ
@@ -783,6 +798,8 @@ class Store:
             return updates, {"verdict": verdict.id}
 
         op = "promote" if outcome == "PASS" else "reject"
+        # A key without the role would sign a commit only to have it refused: say so first.
+        self.require_role({"panel", "operator"})
         return self._transition(ref, op, {"panel", "operator"}, change)
 
     def _resolve_conflicts(

@@ -73,6 +73,13 @@ from .output import FORMAT_OPTION, emit, want_json
     type=click.FloatRange(0.1, 600),
     help="Seconds a client has to send a request's headers (the connection is closed after).",
 )
+@click.option(
+    "--panel-key",
+    envvar="TRUSS_PANEL_KEY",
+    metavar="FILE",
+    help="A key holding the panel role, to commit promotes and rejects sent with a panel "
+    "member's verdict (scope tasks:panel); without one they answer 403.",
+)
 @FORMAT_OPTION
 @pass_ctx
 @handled
@@ -88,13 +95,16 @@ def serve(
     max_body: int,
     body_timeout: float,
     header_timeout: float,
+    panel_key: str | None,
     fmt: str | None,
 ) -> None:
-    """Serve memory.ask and memory.train over HTTP (needs the [http] extra).
+    """Serve memory.ask, memory.train and the whole store over HTTP (needs the [http] extra).
 
     Each task of the registry (--tasks) is a run context; bearer tokens (--tokens) carry the
-    scopes tasks:read (ask) and tasks:write (train) and act only for the tasks they are bound
-    to (403 for any other). A client slower than --header-timeout to send a request's
+    scopes tasks:read (ask, query, view, why, export), tasks:write (train, write) and
+    tasks:panel (the review queue, promote, reject) and act only for the tasks they are
+    bound to (403 for any other); the store routes reach only the entries of the task's
+    enterprise. A client slower than --header-timeout to send a request's
     headers is dropped; a key file others can read is warned of at start.
     The server signs its writes with its own
     key, which must hold the agent role and no other. Edits to either file take effect
@@ -122,6 +132,7 @@ def serve(
         max_body=max_body,
         body_timeout=body_timeout,
         header_timeout=header_timeout,
+        panel_key=panel_key,
     )
     # Ctrl-C: uvicorn has shut down cleanly and hands the signal back; not an error.
     with contextlib.suppress(KeyboardInterrupt):
@@ -161,8 +172,9 @@ def tokens() -> None:
     "scopes",
     multiple=True,
     required=True,
-    type=click.Choice(["tasks:read", "tasks:write"]),
-    help="A scope the token carries (repeat for both).",
+    type=click.Choice(list(token_file.SCOPES)),
+    help="A scope the token carries (repeatable): tasks:read reads, tasks:write writes, "
+    "tasks:panel lists the review queue and promotes or rejects on a verdict.",
 )
 @click.option(
     "--enterprise",
