@@ -300,11 +300,18 @@ STORE_TOKENS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
 }
 
 
-def start_store_server(where: Path, *, panel: bool) -> Iterator[StoreServer]:
+def start_store_server(
+    where: Path,
+    *,
+    panel: bool,
+    extra: tuple[str, ...] = (),
+    prepare: Callable[[MemoryStore], None] | None = None,
+) -> Iterator[StoreServer]:
     """A store, a server key (agent and trainer), with ``panel`` a panel key for the server
     too, and one ``truss-files serve`` on 127.0.0.1 for a whole test module. The environment
     is the test's isolated one (HOME, git identity), set here since a module's fixture runs
-    before the per-test isolation does."""
+    before the per-test isolation does. ``prepare`` runs on the operator's store before the
+    server starts; ``extra`` are more options of ``serve``."""
     from truss_files.store.initstore import init_store
 
     home = where / "home"
@@ -338,7 +345,6 @@ def start_store_server(where: Path, *, panel: bool) -> Iterator[StoreServer]:
         store.add_signer("server@example.test", server_key.public_line, source="server_key.pub")
         for role in ("agent", "trainer"):
             store.grant_role(role, "server@example.test")
-        extra: tuple[str, ...] = ()
         principal = None
         if panel:
             principal = "panel-server@example.test"
@@ -346,7 +352,9 @@ def start_store_server(where: Path, *, panel: bool) -> Iterator[StoreServer]:
             panel_key.save(where / "panel_key")
             store.add_signer(principal, panel_key.public_line, source="panel_key.pub")
             store.grant_role("panel", principal)
-            extra = ("--panel-key", str(where / "panel_key"))
+            extra = (*extra, "--panel-key", str(where / "panel_key"))
+        if prepare is not None:
+            prepare(store)
         served = start(path, where / "server_key", where / "http", tasks=STORE_TASKS,
                        extra=extra, env=env)  # fmt: skip
         tokens = {}
