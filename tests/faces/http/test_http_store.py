@@ -69,6 +69,18 @@ def test_the_openapi_document_lists_each_store_route_with_the_tools_fields(
     assert "413" in write_op["responses"] and "409" in write_op["responses"]
 
 
+def test_serve_openapi_prints_the_document_the_server_serves(server: StoreServer) -> None:
+    done = CliRunner().invoke(cli, ["serve", "--openapi"], env=server.env)
+    assert done.exit_code == 0, done.output
+    printed = json.loads(done.stdout)
+    assert printed == server.call("GET", "/openapi.json", None).body
+    ops = {(p, m) for p, methods in printed["paths"].items() for m in methods}
+    assert ("/v1/tasks/{taskId}/store/entries", "post") in ops
+    assert ("/v1/tasks/{taskId}/memory/ask", "get") in ops
+    missing = CliRunner().invoke(cli, ["serve"], env=server.env)
+    assert missing.exit_code == 2 and "--tasks" in missing.output
+
+
 def test_a_write_lands_unverified_in_the_tasks_tenant_through_the_one_write_path(
     server: StoreServer,
 ) -> None:

@@ -20,8 +20,8 @@ from .output import FORMAT_OPTION, emit, want_json
 
 
 @cli.command()
-@click.option("--tasks", "tasks", required=True, metavar="FILE", help="The task registry (TOML).")
-@click.option("--tokens", "tokens", required=True, metavar="FILE", help="The token file (TOML).")
+@click.option("--tasks", "tasks", metavar="FILE", help="The task registry (TOML; required).")
+@click.option("--tokens", "tokens", metavar="FILE", help="The token file (TOML; required).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port",
@@ -80,13 +80,19 @@ from .output import FORMAT_OPTION, emit, want_json
     help="A key holding the panel role, to commit promotes and rejects sent with a panel "
     "member's verdict (scope tasks:panel); without one they answer 403.",
 )
+@click.option(
+    "--openapi",
+    "print_openapi",
+    is_flag=True,
+    help="Print the OpenAPI document (JSON) of every route and exit; needs no store or files.",
+)
 @FORMAT_OPTION
 @pass_ctx
 @handled
 def serve(
     obj: Ctx,
-    tasks: str,
-    tokens: str,
+    tasks: str | None,
+    tokens: str | None,
     host: str,
     port: int,
     workers: int,
@@ -96,6 +102,7 @@ def serve(
     body_timeout: float,
     header_timeout: float,
     panel_key: str | None,
+    print_openapi: bool,
     fmt: str | None,
 ) -> None:
     """Serve memory.ask, memory.train and the whole store over HTTP (needs the [http] extra).
@@ -115,6 +122,7 @@ def serve(
     Example (with --store and --key, or TRUSS_STORE and TRUSS_KEY, naming the store and the
     server's own key):
       truss-files serve --tasks tasks.toml --tokens tokens.toml --port 0
+      truss-files serve --openapi > openapi.json
     """
     try:
         # the [http] extra (Starlette, uvicorn): only for `serve`
@@ -123,6 +131,15 @@ def serve(
         raise ConfigError(
             "the HTTP API needs Starlette and uvicorn: pip install 'truss-files[http]'"
         ) from exc
+    if print_openapi:
+        from ..http import openapi
+
+        emit("json", openapi.document(max_body))
+        return
+    for value, name in ((tasks, "--tasks"), (tokens, "--tokens")):
+        if not value:
+            raise click.UsageError(f"Missing option '{name}' (or pass --openapi).")
+    assert tasks is not None and tokens is not None
     options = http.ServeOptions(
         store=obj.store_path or ".",
         tasks=tasks,
