@@ -45,7 +45,7 @@ from .git.usage import record
 from .identity import changes as identity_changes
 from .identity.layers import identity_layers
 from .identity.principals import set_principal, show_principal
-from .model import Entry, Kind, Layer, Trust
+from .model import Conflict, Entry, Kind, Layer, Trust
 from .recall.engine import RecallResult
 from .recall.pipeline import Filter
 from .recall.query import answer, query_filter
@@ -343,7 +343,7 @@ class MemoryStore(Store):
         layered = has_layers_above_store(self.environ)
         if salience is None and not layered:
             salience = str(config.get("policy", "salience", "off"))
-        return answer(
+        found = answer(
             text,
             query_filter(min_trust, kind=kind, key=key, layer=layer, reader=reader, scope=scope),
             limit,
@@ -357,6 +357,7 @@ class MemoryStore(Store):
             settings=(lambda: settings_for(self, snap=snap)) if layered else None,
             environ=self.environ,
         )
+        return found if not scope else _scoped(found, scope)
 
     def plan_erasure(
         self, refs: Sequence[str], reason: str, *, member: str | None = None
@@ -598,6 +599,25 @@ class MemoryStore(Store):
 
 def _holds(entry: Entry, scope: Mapping[str, str]) -> bool:
     return all(entry.scope.get(k) == v for k, v in scope.items())
+
+
+def _scoped(result: RecallResult, scope: Mapping[str, str]) -> RecallResult:
+    """``result`` whose conflicts and related entries keep to ``scope`` too: a rival of one
+    kind and key outside it is none of the reader's business, not even by id."""
+
+    def related() -> list[Entry]:
+        return [e for e in result.related if _holds(e, scope)]
+
+    def conflicts() -> list[Conflict]:
+        kept = {e.id for e in related()}
+        out = []
+        for found in result.conflicts:
+            ids = tuple(i for i in found.ids if i in kept)
+            if len(ids) > 1:
+                out.append(dataclasses.replace(found, ids=ids))
+        return out
+
+    return dataclasses.replace(result, _conflicts=conflicts, _related=related)
 
 
 def _within(entry: Entry, ref: str, scope: Mapping[str, str] | None) -> Entry:

@@ -168,6 +168,25 @@ def test_from_its_own_task_a_tenant_sees_nothing_of_another(server: StoreServer)
     assert entries(server.fresh()) == before | {planted.body["id"]}
 
 
+def test_a_rival_of_another_tenant_is_not_named_in_a_conflict(server: StoreServer) -> None:
+    """Two enterprises' verified notes on one kind and key, both kept (keep-both-flagged):
+    acme's query reports no conflict naming evilcorp's note, not even by id."""
+    ours = write(server, "acme-write", ACME, "shared-key", "Acme deploys on tuesdays.")
+    theirs = write(server, "evil-all", EVIL, "shared-key", "Evilcorp deploys on tuesdays too.")
+    mine = write(server, "acme-all", ACME, "shared-key", "Acme deploys on tuesdays at noon.")
+    store = server.fresh()
+    for answer in (ours, theirs, mine):
+        entry_id = answer.body["id"]
+        store.promote(entry_id, store.sign_verdict(entry_id, "PASS"), conflict="keep-both-flagged")
+    found = server.call("GET", f"{ACME}/query?query=deploys+tuesdays", "acme-read")
+    assert found.status == 200
+    assert {e["id"] for e in found.body["entries"]} == {ours.body["id"], mine.body["id"]}
+    assert found.body["conflicts"] == [
+        {"kind": "fact", "key": "shared-key", "ids": [ours.body["id"], mine.body["id"]]}
+    ]
+    assert theirs.body["id"] not in found.raw.decode()
+
+
 def test_an_entry_with_no_enterprise_is_no_tenants(server: StoreServer) -> None:
     loose = server.fresh().write("fact", "loose", "Written by the operator with no scope.")
     answer = server.call("GET", f"{ACME}/entries/{loose.id}?min_trust=unverified", "acme-all")
