@@ -11,7 +11,10 @@ here once, not in each face --
   user config, ``[agents.NAME]``, contract), as ``verify`` does; truss.toml's
   ``panel-arbitrated`` is the store's to enforce whatever is layered (``Store.promote``);
 - a read (``query``, ``view``) notes the entries it returned in the usage file, under this
-  store's face (``origin``).
+  store's face (``origin``);
+- a read or decision given a ``scope`` (``tenant_scope`` of a task: the HTTP face) keeps to
+  the entries holding it -- their conflicts, rivals and queue too -- and an entry outside
+  answers as no entry at all.
 
 Each read here opens one gated snapshot (``Store.open_read``) and hands it to the engine
 that answers -- recall for ``query``, the run context for ``context`` and ``delta_since``,
