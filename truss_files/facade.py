@@ -181,11 +181,12 @@ class MemoryStore(Store):
         the user config, ``$TRUSS_AGENT``, ``$TRUSS_CONTRACT``), as ``verify`` takes it;
         under ``keep-both-flagged`` both stay verified and every read names the conflict.
         truss.toml's ``panel-arbitrated`` holds whatever is layered (``Store.promote``).
-        ``scope``: fields the entry must hold (a tenant), else ``NotFound`` as for no entry."""
+        ``scope``: fields the entry must hold (a tenant), else ``NotFound`` as for no entry;
+        the conflict policy then settles only rivals that hold them too."""
         self.entry_within(ref, scope)
         if conflict is None:
             conflict = (settings or settings_for(self)).conflict
-        return super().promote(ref, verdict, conflict=conflict)
+        return super().promote(ref, verdict, conflict=conflict, scope=scope)
 
     def reject(
         self, ref: str, verdict: Verdict, *, scope: Mapping[str, str] | None = None

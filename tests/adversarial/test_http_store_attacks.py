@@ -1,14 +1,15 @@
 """Attacks on the whole store over HTTP (``faces/http/store.py``), against one running server
-for the module that holds no panel key, takes bodies of at most 4 KiB, and serves a store
+for the module that holds a panel key, takes bodies of at most 4 KiB, and serves a store
 whose trust root is pinned after its first notes.
 
 A token of another tenant reaches none of the store routes (403 on a task it is not bound to,
 and from its own task no entry of another enterprise: 404 as for no entry at all); a read
 token neither writes nor decides; a decision needs the panel scope, and then a key of the
 server's with the panel role -- without one the server signs nothing and answers with the
-CLI's code; bodies are bounded; an entry id is 32 hex digits and nothing else; ``at`` below
-the trust floor is refused as the CLI refuses it; a credential in a write is refused (422
-``secret``) and never echoed.
+CLI's code -- and it settles no other tenant's entry of the same kind and key; bodies are
+bounded; an entry id is 32 hex digits and nothing else; ``at`` below the trust floor is
+refused as the CLI refuses it; a credential in a write is refused (422 ``secret``) and never
+echoed.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoreServer]:
 
     where = tmp_path_factory.mktemp("store-attacks")
     for found in start_store_server(
-        where, panel=False, extra=("--max-body", "4096"), prepare=prepare
+        where, panel=True, extra=("--max-body", "4096"), prepare=prepare
     ):
         found.env["FLOOR_BEFORE"] = floor["before"]
         found.env["FLOOR_OLD"] = floor["old"]
@@ -221,34 +222,108 @@ def test_a_decision_needs_the_panel_scope(server: StoreServer) -> None:
     intact(server, before)
 
 
-def test_without_a_panel_key_the_server_signs_no_decision(
+def test_when_the_servers_key_lacks_the_panel_role_it_signs_no_decision(
     server: StoreServer, tmp_path: Path
 ) -> None:
-    entry_id = acme_note(server)
-    store = server.fresh()
-    tip = str(store.git.tip().id)  # type: ignore[union-attr]
-    objects = _loose_objects(store)
+    """The operator revokes the panel role of the server's panel key: the next promote is
+    refused with the CLI's code for that key, before anything is signed."""
+    entry_id = write(server, "acme-write", ACME, "revoked", "Decided once the role is back.")
+    entry_id = entry_id.body["id"]
     pass_verdict = verdict(server, entry_id)
-    answer = server.call("POST", f"{ACME}/entries/{entry_id}/promote", "acme-panel",
-                         raw=pass_verdict)  # fmt: skip
-    assert answer.status == 403, answer.raw
-    # The CLI's answer for the same key and verdict, code for code.
-    (tmp_path / "v.json").write_bytes(pass_verdict)
-    key = server.served.store_path.parent / "server_key"
-    done = CliRunner().invoke(
-        cli,
-        ["--store", str(server.served.store_path), "--key", str(key), "promote", entry_id,
-         "--verdict", str(tmp_path / "v.json"), "--format", "json"],
-        env=server.env,
-    )  # fmt: skip
-    assert done.exit_code == 1
-    assert answer.body["error"]["code"] == json.loads(done.stdout)["error"]["code"]
-    assert answer.body["error"]["code"] == "bad_signature"
-    # Nothing signed, nothing moved.
+    principal = server.panel_principal
+    assert principal is not None
+    server.store.revoke_role("panel", principal)
+    try:
+        store = server.fresh()
+        tip = str(store.git.tip().id)  # type: ignore[union-attr]
+        objects = _loose_objects(store)
+        answer = server.call("POST", f"{ACME}/entries/{entry_id}/promote", "acme-panel",
+                             raw=pass_verdict)  # fmt: skip
+        assert answer.status == 403, answer.raw
+        # The CLI's answer for the same key and verdict, code for code.
+        (tmp_path / "v.json").write_bytes(pass_verdict)
+        key = server.served.store_path.parent / "panel_key"
+        done = CliRunner().invoke(
+            cli,
+            ["--store", str(server.served.store_path), "--key", str(key), "promote", entry_id,
+             "--verdict", str(tmp_path / "v.json"), "--format", "json"],
+            env=server.env,
+        )  # fmt: skip
+        assert done.exit_code == 1
+        assert answer.body["error"]["code"] == json.loads(done.stdout)["error"]["code"]
+        assert answer.body["error"]["code"] == "bad_signature"
+        # Nothing signed, nothing moved.
+        after = server.fresh()
+        assert str(after.git.tip().id) == tip  # type: ignore[union-attr]
+        assert _loose_objects(after) == objects
+        assert after.get(entry_id).trust.value == "unverified"
+    finally:
+        server.store.grant_role("panel", principal)
+    # With the role back, the same verdict goes through.
+    again = server.call("POST", f"{ACME}/entries/{entry_id}/promote", "acme-panel",
+                        raw=pass_verdict)  # fmt: skip
+    assert again.status == 200 and again.body["trust"] == "verified"
+
+
+def test_without_a_panel_key_a_server_commits_with_its_own_key_and_is_refused(
+    server: StoreServer,
+) -> None:
+    """A server started without --panel-key answers a promote through its agent key, which
+    holds no panel role: refused before anything is signed (the route's 403)."""
+    from truss_files.errors import SignatureError
+    from truss_files.facade import read_verdict, tenant_scope
+    from truss_files.faces.http.app import Backend, ServeOptions
+    from truss_files.faces.server.tasks import TaskRegistry
+
+    fresh = write(server, "acme-write", ACME, "no-panel-key", "Promoted by nobody here.")
+    entry_id = fresh.body["id"]
+    pass_verdict = verdict(server, entry_id)
+    served = server.served
+    options = ServeOptions(
+        store=str(served.store_path),
+        tasks=str(served.tasks),
+        tokens=str(served.tokens),
+        key=str(served.store_path.parent / "server_key"),
+    )
+    backend = Backend(options)
+    context = TaskRegistry.parse(served.tasks.read_bytes()).get("T-1")
+    assert context is not None
+    scope = tenant_scope(context)
+    objects = _loose_objects(server.fresh())
+    with pytest.raises(SignatureError, match="operator or panel role"):
+        backend.decide(
+            lambda store: store.promote(
+                entry_id, read_verdict(pass_verdict.decode(), "v"), scope=scope
+            )
+        )
+    assert _loose_objects(server.fresh()) == objects
+    assert server.fresh().get(entry_id).trust.value == "unverified"
+
+
+def test_a_tenants_promotion_retires_no_other_tenants_entry(server: StoreServer) -> None:
+    """Under verified-wins a promotion stales the older verified entries of its kind and
+    key: only the tenant's own. evilcorp's note on acme's key leaves acme's note verified."""
+    ours = write(server, "acme-write", ACME, "release-day", "Acme releases on thursdays.")
+    promoted = server.call("POST", f"{ACME}/entries/{ours.body['id']}/promote", "acme-panel",
+                           raw=verdict(server, ours.body["id"]))  # fmt: skip
+    assert promoted.status == 200, promoted.raw
+    theirs = write(server, "evil-all", EVIL, "release-day", "Releases are cancelled forever.")
+    decided = server.call("POST", f"{EVIL}/entries/{theirs.body['id']}/promote", "evil-all",
+                          raw=verdict(server, theirs.body["id"]))  # fmt: skip
+    assert decided.status == 200, decided.raw
+    store = server.fresh()
+    assert store.get(ours.body["id"]).trust.value == "verified"
+    assert store.get(ours.body["id"]).superseded_by is None
+    assert store.get(theirs.body["id"]).trust.value == "verified"
+    # Within a tenant the policy holds as ever: acme's newer note retires its older one.
+    newer = write(server, "acme-write", ACME, "release-day", "Acme releases on fridays now.")
+    server.call("POST", f"{ACME}/entries/{newer.body['id']}/promote", "acme-panel",
+                raw=verdict(server, newer.body["id"]))  # fmt: skip
     after = server.fresh()
-    assert str(after.git.tip().id) == tip  # type: ignore[union-attr]
-    assert _loose_objects(after) == objects
-    assert after.get(entry_id).trust.value == "unverified"
+    assert after.get(ours.body["id"]).trust.value == "stale"
+    assert after.get(theirs.body["id"]).trust.value == "verified"
+    report = audit(after.git)
+    assert report.ok, [str(v) for v in report.violations]
 
 
 def test_a_panel_key_without_the_panel_role_stops_the_server_at_start(

@@ -749,11 +749,20 @@ class Store:
             transition_attest(self, done[0])
         return result[0]
 
-    def promote(self, ref: str, verdict: Verdict, *, conflict: str | None = None) -> Entry:
+    def promote(
+        self,
+        ref: str,
+        verdict: Verdict,
+        *,
+        conflict: str | None = None,
+        scope: Mapping[str, str] | None = None,
+    ) -> Entry:
         """``conflict`` overrides truss.toml's [policy] conflict (the layered settings, which
         ``MemoryStore.promote`` reads when it is not given); truss.toml's panel-arbitrated
-        holds whatever it says (``_resolve_conflicts``)."""
-        return self._decide(ref, verdict, "PASS", conflict)
+        holds whatever it says (``_resolve_conflicts``). ``scope``: fields a rival
+        must hold to be settled by the policy (a tenant's promotion leaves another tenant's
+        entries of the same kind and key as they are)."""
+        return self._decide(ref, verdict, "PASS", conflict, scope)
 
     def reject(self, ref: str, verdict: Verdict) -> Entry:
         """Unverified -> rejected, on a valid FAIL ``verdict`` signed for exactly this entry
@@ -763,7 +772,12 @@ class Store:
         return self._decide(ref, verdict, "FAIL")
 
     def _decide(
-        self, ref: str, verdict: Verdict, outcome: str, conflict: str | None = None
+        self,
+        ref: str,
+        verdict: Verdict,
+        outcome: str,
+        conflict: str | None = None,
+        within: Mapping[str, str] | None = None,
     ) -> Entry:
         verb = "promoted" if outcome == "PASS" else "rejected"
 
@@ -794,7 +808,7 @@ class Store:
             updated = _with_trust(entry, new_trust, verdict.to_dict())
             updates = {entry.id: updated}
             if outcome == "PASS":
-                updates = self._resolve_conflicts(updated, snap, conflict, verdict)
+                updates = self._resolve_conflicts(updated, snap, conflict, verdict, within)
             return updates, {"verdict": verdict.id}
 
         op = "promote" if outcome == "PASS" else "reject"
@@ -808,6 +822,7 @@ class Store:
         snap: Snapshot,
         policy: str | None = None,
         verdict: Verdict | None = None,
+        within: Mapping[str, str] | None = None,
     ) -> dict[str, Entry]:
         """Apply the conflict policy to older verified entries of the same kind and key.
 
@@ -832,7 +847,9 @@ class Store:
         rivals = [
             e
             for e in self.same_key(entry, snap)
-            if e.trust is Trust.VERIFIED and e.id not in updates
+            if e.trust is Trust.VERIFIED
+            and e.id not in updates
+            and all(e.scope.get(k) == v for k, v in (within or {}).items())
         ]
         if authority.ARBITRATED in (policy, stored):
             live = [e for e in rivals if e.superseded_by is None]
