@@ -262,6 +262,11 @@ def _http(said: dict[str, str]) -> None:
     assert trained["status"] == "accepted"
     asked = json.loads(next(line for line in lines if '"answer"' in line))
     assert asked["status"] == "answered" and "preview URL" in asked["answer"]
+    # The store routes: queued, promoted with the server's panel key, found, explained.
+    promoted = json.loads(next(line for line in lines if line.startswith('{"id"')))
+    assert promoted["trust"] == "verified"
+    assert "1" in lines and "['verified']" in lines
+    assert "[('write', 'unverified'), ('promote', 'verified')]" in lines
     assert lines[-1] == "401"
 
 

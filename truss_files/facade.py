@@ -11,7 +11,10 @@ here once, not in each face --
   user config, ``[agents.NAME]``, contract), as ``verify`` does; truss.toml's
   ``panel-arbitrated`` is the store's to enforce whatever is layered (``Store.promote``);
 - a read (``query``, ``view``) notes the entries it returned in the usage file, under this
-  store's face (``origin``).
+  store's face (``origin``);
+- a read or decision given a ``scope`` (``tenant_scope`` of a task: the HTTP face) keeps to
+  the entries holding it -- their conflicts, rivals and queue too -- and an entry outside
+  answers as no entry at all.
 
 Each read here opens one gated snapshot (``Store.open_read``) and hands it to the engine
 that answers -- recall for ``query``, the run context for ``context`` and ``delta_since``,
@@ -25,7 +28,7 @@ import contextlib
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .config.settings import Settings, load_settings, settings_for
@@ -45,11 +48,13 @@ from .git.usage import record
 from .identity import changes as identity_changes
 from .identity.layers import identity_layers
 from .identity.principals import set_principal, show_principal
-from .model import Entry, Kind, Layer, Trust
+from .model import Conflict, Entry, Kind, Layer, Trust
 from .recall.engine import RecallResult
 from .recall.pipeline import Filter
 from .recall.query import answer, query_filter
 from .review.diff import change_set as diff_change_set
+from .review.queue import Queue
+from .review.queue import pending as _pending
 from .review.why import explain
 from .runs.ledger import RunLedger, RunSummary, list_runs, resolve_call
 from .runs.runcontext import RunContext
@@ -57,10 +62,14 @@ from .runs.start import load_start
 from .signing.trustpolicy import ROLES
 from .store import asof, belief, operators
 from .store.erase import ErasurePlan, plan_erasure
+from .store.export import Exported, entries_to_export
+from .store.export import record as _export_record
 from .store.initstore import init_store
 from .store.operators import DEFAULT_NAMESPACES, OperatorResult, SignerInfo
 from .store.store import Store
 from .store.sync import SyncResult, sync
+from .tools.tenancy import scope_of
+from .tools.tenancy import tenant_scope as _tenant_scope
 from .trust.attest import NOTES_REF, Attested, attest
 from .trust.audit import audit
 from .trust.verdict import Verdict, check_keyless, check_verdict, check_votes
@@ -88,11 +97,13 @@ __all__ = [
     "audit_history",
     "change_set",
     "effective_settings",
+    "export_record",
     "init",
     "read_verdict",
     "repair",
     "run_resource",
     "scope_stamp",
+    "tenant_scope",
 ]
 
 
@@ -161,6 +172,7 @@ class MemoryStore(Store):
         *,
         conflict: str | None = None,
         settings: Settings | None = None,
+        scope: Mapping[str, str] | None = None,
     ) -> Entry:
         """Unverified (or stale) -> verified, on a valid PASS ``verdict`` signed for exactly
         this entry by a panel key: one signed commit, which also applies the conflict
@@ -168,10 +180,69 @@ class MemoryStore(Store):
         when given, else that of ``settings`` (default ``settings_for(self)``: truss.toml,
         the user config, ``$TRUSS_AGENT``, ``$TRUSS_CONTRACT``), as ``verify`` takes it;
         under ``keep-both-flagged`` both stay verified and every read names the conflict.
-        truss.toml's ``panel-arbitrated`` holds whatever is layered (``Store.promote``)."""
+        truss.toml's ``panel-arbitrated`` holds whatever is layered (``Store.promote``).
+        ``scope``: fields the entry must hold (a tenant), else ``NotFound`` as for no entry;
+        the conflict policy then settles only rivals that hold them too."""
+        self.entry_within(ref, scope)
         if conflict is None:
             conflict = (settings or settings_for(self)).conflict
-        return super().promote(ref, verdict, conflict=conflict)
+        return super().promote(ref, verdict, conflict=conflict, scope=scope)
+
+    def reject(
+        self, ref: str, verdict: Verdict, *, scope: Mapping[str, str] | None = None
+    ) -> Entry:
+        """Unverified -> rejected on a FAIL ``verdict`` (``Store.reject``); ``scope`` as for
+        ``promote``."""
+        self.entry_within(ref, scope)
+        return super().reject(ref, verdict)
+
+    def entry_within(self, ref: str, scope: Mapping[str, str] | None) -> Entry:
+        """The entry ``ref`` at the tip, when it holds every field of ``scope``; one outside
+        it raises ``NotFound`` worded as for an unknown id, so a tenant cannot tell another's
+        entries from none."""
+        return _within(self.get(ref), ref, scope)
+
+    def write_for(self, context: RunContext, kind: Kind | str, key: str, body: str) -> Written:
+        """A write for a task's run ``context`` (the HTTP face's ``POST .../entries``):
+        the task layer, the run's scope (task, team, enterprise, project), its member as
+        author, through the one write path (``write_entries``): landing unverified, the
+        credential check, the bounds and errors of every write."""
+        entry = self.new_entry(
+            kind,
+            key,
+            body,
+            layer=Layer.TASK,
+            scope=scope_of(context, Layer.TASK),
+            author=f"member:{context.member}" if context.member else None,
+        )
+        return self.write_entries([entry], subject=f"truss: write {entry.kind.value} {key}")
+
+    def pending(
+        self,
+        *,
+        kind: Kind | str | None = None,
+        limit: int | None = None,
+        scope: Mapping[str, str] | None = None,
+    ) -> Queue:
+        """The review queue: unverified entries waiting for a verdict, newest session first
+        (``review.queue.pending``); ``scope``: fields each must hold (a tenant)."""
+        found = Kind.parse(kind) if isinstance(kind, str) else kind
+        return _pending(self, kind=found, limit=limit, within=scope)
+
+    def export(
+        self,
+        min_trust: Trust | str = Trust.VERIFIED,
+        *,
+        at: str | None = None,
+        scope: Mapping[str, str] | None = None,
+    ) -> Exported:
+        """The entries at or above ``min_trust`` at the tip (or ``at``), oldest first, through
+        the read gate (``store.export``); ``scope``: fields each must hold (a tenant)."""
+        found = entries_to_export(self, min_trust, at=at)
+        if not scope:
+            return found
+        kept = tuple(e for e in found.entries if _holds(e, scope))
+        return dataclasses.replace(found, entries=kept)
 
     def verify(
         self,
@@ -255,11 +326,13 @@ class MemoryStore(Store):
         reader: Reader | None = None,
         salience: str | None = None,
         at: str | None = None,
+        scope: Mapping[str, str] | None = None,
     ) -> RecallResult:
         """Rank entries at or above ``min_trust`` at the branch tip (filter, then BM25 over
         the candidates, through the recall index and the read gate). ``reader`` applies
         ``memory.scope`` (``scope.Reader``); None reads every scope, as a reviewer does.
-        ``at`` (a date or a commit): the store as it was then (``Store.open_read``)."""
+        ``at`` (a date or a commit): the store as it was then (``Store.open_read``).
+        ``scope``: fields every entry returned holds (a tenant, over HTTP)."""
         gate: Any = self.gate
         if at is None:
             snap = self.snapshot()
@@ -274,9 +347,9 @@ class MemoryStore(Store):
         layered = has_layers_above_store(self.environ)
         if salience is None and not layered:
             salience = str(config.get("policy", "salience", "off"))
-        return answer(
+        found = answer(
             text,
-            query_filter(min_trust, kind=kind, key=key, layer=layer, reader=reader),
+            query_filter(min_trust, kind=kind, key=key, layer=layer, reader=reader, scope=scope),
             limit,
             at=(self, snap),
             gate=gate,
@@ -288,6 +361,7 @@ class MemoryStore(Store):
             settings=(lambda: settings_for(self, snap=snap)) if layered else None,
             environ=self.environ,
         )
+        return found if not scope else _scoped(found, scope)
 
     def plan_erasure(
         self, refs: Sequence[str], reason: str, *, member: str | None = None
@@ -308,13 +382,20 @@ class MemoryStore(Store):
         min_trust: Trust | str = Trust.VERIFIED,
         reader: Reader | None = None,
         at: str | None = None,
+        scope: Mapping[str, str] | None = None,
     ) -> list[Entry]:
         """The entries named by id (or unique 8+ hex prefix) at or above ``min_trust``, through
         the read gate; ids below the floor, rejected, out of scope or unknown are left out.
-        ``at`` (a date or a commit): as they were then (``Store.open_read``)."""
+        ``at`` (a date or a commit): as they were then (``Store.open_read``). ``scope``:
+        fields every entry returned holds (a tenant)."""
         floor = Trust.floor(min_trust)
         snap, withheld = self.open_read(floor, at=at)
-        flt = Filter(min_trust=floor, ceiling=Trust.UNVERIFIED if withheld else None, reader=reader)
+        flt = Filter(
+            min_trust=floor,
+            ceiling=Trust.UNVERIFIED if withheld else None,
+            reader=reader,
+            scope=dict(scope or {}),
+        )
         out: dict[str, Entry] = {}
         for ref in refs:
             try:
@@ -497,14 +578,15 @@ class MemoryStore(Store):
             purpose=purpose,
         )
 
-    def why(self, ref: str) -> dict[str, Any]:
+    def why(self, ref: str, *, scope: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Why the store believes entry ``ref`` (an id or a unique 8+ hex prefix), for
         people: ``{"entry", "history", "produced_by", "sources"}`` (``review.why``), plus
         ``withheld`` when the read gate holds back what is above unverified. As ``show``:
         any trust, and refused (``UntrustedHistory``) for an entry above unverified while
-        the branch's history fails the audit; an unknown id raises ``NotFound``."""
+        the branch's history fails the audit; an unknown id raises ``NotFound``, and so does
+        one outside ``scope`` (fields the entry must hold: a tenant)."""
         snap = self.snapshot()
-        entry = self.get(ref, snap)
+        entry = _within(self.get(ref, snap), ref, scope)
         floor = entry.trust if entry.trust.rank > 0 else Trust.UNVERIFIED
         read = self.open_read(floor, snap)
         answer = explain(self, entry, read.snap, lambda run, seq: resolve_call(self, run, seq))
@@ -517,6 +599,36 @@ class MemoryStore(Store):
         unverified entry, the run's own, that stands in for the notes it covers in the run's
         L4 (they stay in the store); ``context`` shows it first."""
         return _compact(self, run, summary)
+
+
+def _holds(entry: Entry, scope: Mapping[str, str]) -> bool:
+    return all(entry.scope.get(k) == v for k, v in scope.items())
+
+
+def _scoped(result: RecallResult, scope: Mapping[str, str]) -> RecallResult:
+    """``result`` whose conflicts and related entries keep to ``scope`` too: a rival of one
+    kind and key outside it is none of the reader's business, not even by id."""
+
+    def related() -> list[Entry]:
+        return [e for e in result.related if _holds(e, scope)]
+
+    def conflicts() -> list[Conflict]:
+        kept = {e.id for e in related()}
+        out = []
+        for found in result.conflicts:
+            ids = tuple(i for i in found.ids if i in kept)
+            if len(ids) > 1:
+                out.append(dataclasses.replace(found, ids=ids))
+        return out
+
+    return dataclasses.replace(result, _conflicts=conflicts, _related=related)
+
+
+def _within(entry: Entry, ref: str, scope: Mapping[str, str] | None) -> Entry:
+    # Worded as ``Store.resolve`` words an unknown id: outside the tenant reads as no entry.
+    if scope and not _holds(entry, scope):
+        raise NotFound(f"no entry with id {ref.strip().lower()}; list ids with `truss-files list`")
+    return entry
 
 
 # -- what faces ask besides a store's own operations ------------------------------------------
@@ -547,6 +659,18 @@ def effective_settings(
         key = "context.instruction"
     source = settings.values[key].source if key in settings.values else "default"
     return settings, {"applies": name, "provider": provider, "model": model, "source": source}
+
+
+def tenant_scope(context: RunContext) -> dict[str, str]:
+    """The scope fields every entry a task's tenant may reach holds (``tools.tenancy``): the
+    ``scope`` the HTTP face passes to every read and decision of the whole store."""
+    return _tenant_scope(context)
+
+
+def export_record(entry: Entry) -> dict[str, Any]:
+    """One entry as the JSON line ``export --format jsonl`` writes and ``import`` reads, a
+    credential found in it masked as every output of stored text masks it (``shown``)."""
+    return _export_record(shown(entry))
 
 
 def read_verdict(text: str, source: str) -> Verdict:

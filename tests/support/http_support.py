@@ -252,3 +252,116 @@ def served_fixture(
     yield make
     for found in running:
         found.stop()
+
+
+# --------------------------------------------------------------------------- the whole store
+
+STORE_TASKS = (
+    TASKS
+    + """
+[tasks.T-evil]
+member = "m-666"
+role = "reviewer"
+team = "red"
+enterprise = "evilcorp"
+"""
+)
+
+
+@dataclass
+class StoreServer:
+    """One running server for a test module, on a store of its own: tokens by name, the
+    operator's store (it signs verdicts: it holds the panel role) and the server's log."""
+
+    served: Served
+    store: MemoryStore
+    tokens: dict[str, str]
+    env: dict[str, str]
+    panel_principal: str | None
+
+    def call(self, method: str, path: str, token: str | None, **kwargs: Any) -> Answer:
+        return self.served.request(
+            method, path, token=self.tokens.get(token or "", token), **kwargs
+        )
+
+    def fresh(self) -> MemoryStore:
+        """The store as the server left it (a new handle: the server wrote behind ours)."""
+        return MemoryStore(self.served.store_path, signer=self.store.signer, environ=self.env)
+
+
+# name -> (scopes, binding)
+STORE_TOKENS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "acme-read": (("tasks:read",), {"enterprises": ["acme"]}),
+    "acme-write": (("tasks:write",), {"enterprises": ["acme"]}),
+    "acme-panel": (("tasks:panel",), {"enterprises": ["acme"]}),
+    "acme-all": (("tasks:read", "tasks:write", "tasks:panel"), {"enterprises": ["acme"]}),
+    "evil-all": (("tasks:read", "tasks:write", "tasks:panel"), {"enterprises": ["evilcorp"]}),
+    "t1-read": (("tasks:read",), {"tasks": ["T-1"]}),
+}
+
+
+def start_store_server(
+    where: Path,
+    *,
+    panel: bool,
+    extra: tuple[str, ...] = (),
+    prepare: Callable[[MemoryStore], None] | None = None,
+) -> Iterator[StoreServer]:
+    """A store, a server key (agent and trainer), with ``panel`` a panel key for the server
+    too, and one ``truss-files serve`` on 127.0.0.1 for a whole test module. The environment
+    is the test's isolated one (HOME, git identity), set here since a module's fixture runs
+    before the per-test isolation does. ``prepare`` runs on the operator's store before the
+    server starts; ``extra`` are more options of ``serve``."""
+    from truss_files.store.initstore import init_store
+
+    home = where / "home"
+    home.mkdir(parents=True)
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Test Operator\n\temail = operator@example.test\n"
+        "[init]\n\tdefaultBranch = main\n"
+    )
+    env = dict(os.environ)
+    for name in ("TRUSS_KEY", "TRUSS_SIGNER", "TRUSS_ROOT", "TRUSS_STORE", "TRUSS_PANEL_KEY"):
+        env.pop(name, None)
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        TRUSS_CONFIG_DIR=str(home / ".config" / "truss-files"),
+        GIT_AUTHOR_NAME="Test Operator",
+        GIT_AUTHOR_EMAIL="operator@example.test",
+        GIT_COMMITTER_NAME="Test Operator",
+        GIT_COMMITTER_EMAIL="operator@example.test",
+        GIT_CONFIG_NOSYSTEM="1",
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in env.items():
+            mp.setenv(name, value)
+        operator = Ed25519Signer.generate("operator@example.test")
+        path = where / "store"
+        init_store(path, operator, "operator@example.test")
+        store = MemoryStore(path, signer=operator, environ=env)
+        server_key = Ed25519Signer.generate("server@example.test")
+        server_key.save(where / "server_key")
+        store.add_signer("server@example.test", server_key.public_line, source="server_key.pub")
+        for role in ("agent", "trainer"):
+            store.grant_role(role, "server@example.test")
+        principal = None
+        if panel:
+            principal = "panel-server@example.test"
+            panel_key = Ed25519Signer.generate(principal)
+            panel_key.save(where / "panel_key")
+            store.add_signer(principal, panel_key.public_line, source="panel_key.pub")
+            store.grant_role("panel", principal)
+            extra = (*extra, "--panel-key", str(where / "panel_key"))
+        if prepare is not None:
+            prepare(store)
+        served = start(path, where / "server_key", where / "http", tasks=STORE_TASKS,
+                       extra=extra, env=env)  # fmt: skip
+        tokens = {}
+        for name, (scopes, binding) in STORE_TOKENS.items():
+            tokens[name], _ = new_token(served.tokens, scopes, name=name, **binding)
+        served.secrets.extend(tokens.values())
+        try:
+            yield StoreServer(served, store, tokens, env, principal)
+        finally:
+            served.stop()

@@ -50,10 +50,13 @@ def query_filter(
     key: str | None = None,
     layer: Layer | str | None = None,
     reader: Reader | None = None,
+    scope: Mapping[str, str] | None = None,
 ) -> Filter:
-    """The trust filter of a query: the floor (never rejected), and kind, key, layer and
-    reader when given (a string is parsed as the CLI and the tools give it)."""
+    """The trust filter of a query: the floor (never rejected), and kind, key, layer,
+    reader and scope fields every entry must hold when given (a string is parsed as the CLI
+    and the tools give it)."""
     return Filter(
+        scope=dict(scope or {}),
         min_trust=Trust.floor(min_trust),
         kind=Kind.parse(kind) if isinstance(kind, str) else kind,
         key=key,

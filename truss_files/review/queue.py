@@ -168,17 +168,27 @@ class QueueDecision:
         )
 
 
-def pending(store: Store, *, kind: Kind | None = None, limit: int | None = None) -> Queue:
+def pending(
+    store: Store,
+    *,
+    kind: Kind | None = None,
+    limit: int | None = None,
+    within: Mapping[str, str] | None = None,
+) -> Queue:
     """The unverified entries (of ``kind``), newest session first and oldest first within
     a session (``by_session``), at most ``limit`` of them. Reads
     only: nothing in the repository changes. A file under memories/ that does not parse is
-    left out and named in ``skipped`` (the audit names the commit that brought it in)."""
+    left out and named in ``skipped`` (the audit names the commit that brought it in).
+    ``within``: scope fields every entry must hold (a tenant, over HTTP) -- the queue's
+    entries and the rivals it names alike."""
     if limit is not None and limit < 1:
         raise UsageError(f"--limit {limit}: give a number of entries, 1 or more")
     read = store.open_read(Trust.UNVERIFIED)
     snap = read.snap
     skipped: list[Skipped] = []
     everything = list(store.iter_entries(snap, skipped=skipped))  # one walk, not one per entry
+    if within:
+        everything = [e for e in everything if all(e.scope.get(k) == v for k, v in within.items())]
     entries = by_session(
         e for e in everything if e.trust is Trust.UNVERIFIED and (kind is None or e.kind is kind)
     )

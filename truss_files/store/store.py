@@ -25,6 +25,7 @@ from ..errors import (
     EntryError,
     KeylessError,
     NotFound,
+    SignatureError,
     StoreError,
     TransitionError,
     TrussError,
@@ -190,6 +191,20 @@ class Store:
         key = PublicKey.from_line(self.signer.public_line)
         name, _ = self.policy(snap).roles_of(key)
         return name
+
+    def require_role(self, need: set[str], snap: Snapshot | None = None) -> str:
+        """The principal this store signs as, when it holds one of the ``need`` roles at
+        ``snap`` (the tip); else ``SignatureError``, as the check before the branch moves
+        would raise -- said before anything is signed."""
+        key = PublicKey.from_line(self.signer.public_line)
+        principal, held = self.policy(snap).roles_of(key)
+        if not held & need:
+            raise SignatureError(
+                f"signed by {principal} ({key.fingerprint}), who holds "
+                f"{', '.join(sorted(held)) or 'no role'}; this needs the "
+                f"{' or '.join(sorted(need))} role in truss.toml [roles]"
+            )
+        return principal
 
     def identity(self, principal: str) -> Identity:
         env = self.environ
@@ -734,11 +749,20 @@ class Store:
             transition_attest(self, done[0])
         return result[0]
 
-    def promote(self, ref: str, verdict: Verdict, *, conflict: str | None = None) -> Entry:
+    def promote(
+        self,
+        ref: str,
+        verdict: Verdict,
+        *,
+        conflict: str | None = None,
+        scope: Mapping[str, str] | None = None,
+    ) -> Entry:
         """``conflict`` overrides truss.toml's [policy] conflict (the layered settings, which
         ``MemoryStore.promote`` reads when it is not given); truss.toml's panel-arbitrated
-        holds whatever it says (``_resolve_conflicts``)."""
-        return self._decide(ref, verdict, "PASS", conflict)
+        holds whatever it says (``_resolve_conflicts``). ``scope``: fields a rival
+        must hold to be settled by the policy (a tenant's promotion leaves another tenant's
+        entries of the same kind and key as they are)."""
+        return self._decide(ref, verdict, "PASS", conflict, scope)
 
     def reject(self, ref: str, verdict: Verdict) -> Entry:
         """Unverified -> rejected, on a valid FAIL ``verdict`` signed for exactly this entry
@@ -748,7 +772,12 @@ class Store:
         return self._decide(ref, verdict, "FAIL")
 
     def _decide(
-        self, ref: str, verdict: Verdict, outcome: str, conflict: str | None = None
+        self,
+        ref: str,
+        verdict: Verdict,
+        outcome: str,
+        conflict: str | None = None,
+        within: Mapping[str, str] | None = None,
     ) -> Entry:
         verb = "promoted" if outcome == "PASS" else "rejected"
 
@@ -779,10 +808,12 @@ class Store:
             updated = _with_trust(entry, new_trust, verdict.to_dict())
             updates = {entry.id: updated}
             if outcome == "PASS":
-                updates = self._resolve_conflicts(updated, snap, conflict, verdict)
+                updates = self._resolve_conflicts(updated, snap, conflict, verdict, within)
             return updates, {"verdict": verdict.id}
 
         op = "promote" if outcome == "PASS" else "reject"
+        # A key without the role would sign a commit only to have it refused: say so first.
+        self.require_role({"panel", "operator"})
         return self._transition(ref, op, {"panel", "operator"}, change)
 
     def _resolve_conflicts(
@@ -791,6 +822,7 @@ class Store:
         snap: Snapshot,
         policy: str | None = None,
         verdict: Verdict | None = None,
+        within: Mapping[str, str] | None = None,
     ) -> dict[str, Entry]:
         """Apply the conflict policy to older verified entries of the same kind and key.
 
@@ -815,7 +847,9 @@ class Store:
         rivals = [
             e
             for e in self.same_key(entry, snap)
-            if e.trust is Trust.VERIFIED and e.id not in updates
+            if e.trust is Trust.VERIFIED
+            and e.id not in updates
+            and all(e.scope.get(k) == v for k, v in (within or {}).items())
         ]
         if authority.ARBITRATED in (policy, stored):
             live = [e for e in rivals if e.superseded_by is None]

@@ -92,6 +92,14 @@ def home(context: RunContext, layer: Layer) -> Area | None:
     return Area(layer, tuple(sorted([enterprise, (name, value)])))
 
 
+def tenant_scope(context: RunContext) -> dict[str, str]:
+    """The scope fields every entry of this run's tenant holds: its enterprise. A read of the
+    whole store for a task (HTTP) keeps to entries that hold them, so an entry another
+    enterprise trained, or one written with no enterprise at all, stays out of reach."""
+    require_context(context, "a read of the whole store")
+    return {"enterprise": context.enterprise or ""}
+
+
 def read_areas(context: RunContext) -> tuple[Area, ...]:
     """What a run reads: its task, team and enterprise, plus its own unverified notes in each."""
     areas: list[Area] = []

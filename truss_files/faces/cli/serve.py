@@ -20,8 +20,8 @@ from .output import FORMAT_OPTION, emit, want_json
 
 
 @cli.command()
-@click.option("--tasks", "tasks", required=True, metavar="FILE", help="The task registry (TOML).")
-@click.option("--tokens", "tokens", required=True, metavar="FILE", help="The token file (TOML).")
+@click.option("--tasks", "tasks", metavar="FILE", help="The task registry (TOML; required).")
+@click.option("--tokens", "tokens", metavar="FILE", help="The token file (TOML; required).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port",
@@ -73,13 +73,26 @@ from .output import FORMAT_OPTION, emit, want_json
     type=click.FloatRange(0.1, 600),
     help="Seconds a client has to send a request's headers (the connection is closed after).",
 )
+@click.option(
+    "--panel-key",
+    envvar="TRUSS_PANEL_KEY",
+    metavar="FILE",
+    help="A key holding the panel role, to commit promotes and rejects sent with a panel "
+    "member's verdict (scope tasks:panel); without one they answer 403.",
+)
+@click.option(
+    "--openapi",
+    "print_openapi",
+    is_flag=True,
+    help="Print the OpenAPI document (JSON) of every route and exit; needs no store or files.",
+)
 @FORMAT_OPTION
 @pass_ctx
 @handled
 def serve(
     obj: Ctx,
-    tasks: str,
-    tokens: str,
+    tasks: str | None,
+    tokens: str | None,
     host: str,
     port: int,
     workers: int,
@@ -88,13 +101,17 @@ def serve(
     max_body: int,
     body_timeout: float,
     header_timeout: float,
+    panel_key: str | None,
+    print_openapi: bool,
     fmt: str | None,
 ) -> None:
-    """Serve memory.ask and memory.train over HTTP (needs the [http] extra).
+    """Serve memory.ask, memory.train and the whole store over HTTP (needs the [http] extra).
 
     Each task of the registry (--tasks) is a run context; bearer tokens (--tokens) carry the
-    scopes tasks:read (ask) and tasks:write (train) and act only for the tasks they are bound
-    to (403 for any other). A client slower than --header-timeout to send a request's
+    scopes tasks:read (ask, query, view, why, export), tasks:write (train, write) and
+    tasks:panel (the review queue, promote, reject) and act only for the tasks they are
+    bound to (403 for any other); the store routes reach only the entries of the task's
+    enterprise. A client slower than --header-timeout to send a request's
     headers is dropped; a key file others can read is warned of at start.
     The server signs its writes with its own
     key, which must hold the agent role and no other. Edits to either file take effect
@@ -105,6 +122,7 @@ def serve(
     Example (with --store and --key, or TRUSS_STORE and TRUSS_KEY, naming the store and the
     server's own key):
       truss-files serve --tasks tasks.toml --tokens tokens.toml --port 0
+      truss-files serve --openapi > openapi.json
     """
     try:
         # the [http] extra (Starlette, uvicorn): only for `serve`
@@ -113,6 +131,15 @@ def serve(
         raise ConfigError(
             "the HTTP API needs Starlette and uvicorn: pip install 'truss-files[http]'"
         ) from exc
+    if print_openapi:
+        from ..http import openapi
+
+        emit("json", openapi.document(max_body))
+        return
+    for value, name in ((tasks, "--tasks"), (tokens, "--tokens")):
+        if not value:
+            raise click.UsageError(f"Missing option '{name}' (or pass --openapi).")
+    assert tasks is not None and tokens is not None
     options = http.ServeOptions(
         store=obj.store_path or ".",
         tasks=tasks,
@@ -122,6 +149,7 @@ def serve(
         max_body=max_body,
         body_timeout=body_timeout,
         header_timeout=header_timeout,
+        panel_key=panel_key,
     )
     # Ctrl-C: uvicorn has shut down cleanly and hands the signal back; not an error.
     with contextlib.suppress(KeyboardInterrupt):
@@ -161,8 +189,9 @@ def tokens() -> None:
     "scopes",
     multiple=True,
     required=True,
-    type=click.Choice(["tasks:read", "tasks:write"]),
-    help="A scope the token carries (repeat for both).",
+    type=click.Choice(list(token_file.SCOPES)),
+    help="A scope the token carries (repeatable): tasks:read reads, tasks:write writes, "
+    "tasks:panel lists the review queue and promotes or rejects on a verdict.",
 )
 @click.option(
     "--enterprise",

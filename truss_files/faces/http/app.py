@@ -2,6 +2,7 @@
 
     GET  /v1/tasks/{taskId}/memory/ask?purpose=…   scope tasks:read
     POST /v1/tasks/{taskId}/memory/train           scope tasks:write
+    /v1/tasks/{taskId}/store/…                     the whole store (``store.py``)
     GET  /healthz, GET /openapi.json               no token
 
 Each request is checked in this order: token (401), scope and the token's tenant binding
@@ -19,7 +20,6 @@ this module; the rest of the CLI never loads Starlette.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import json
 import logging
@@ -60,14 +60,18 @@ from ...tools.registry import lookup
 from ...tools.schema import check_json
 from ...tools.train import train
 from ..server import tokens as token_file
-from ..server.runner import SyncLoop, check_server_key
+from ..server.runner import SyncLoop, check_panel_key, check_server_key
 from ..server.tasks import TaskRegistry
 from ..server.watched import Watched
 from . import openapi as http_openapi
+from . import store as store_routes
 from .deadline import DeadlineConfig
+from .wire import HttpError, error_response, parse_json, read_body
 
 if TYPE_CHECKING:
     from ...facade import MemoryStore
+    from ...model import Entry
+    from ...panel.eager import Written
     from ...runs.runcontext import RunContext
     from ...signing import Signer
 
@@ -99,6 +103,9 @@ class ServeOptions:
     ask_timeout: float = 30.0
     # A client that has not sent a request's whole head by then is dropped (slow loris).
     header_timeout: float = 5.0
+    # The key a promote or reject is committed with (it must hold the panel role); without
+    # one the server signs no decision.
+    panel_key: str | None = None
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -107,21 +114,6 @@ class ServeOptions:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServeOptions:
         env = os.environ if environ is None else environ
         return cls(**json.loads(env[ENV_OPTIONS]))
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
-def error_response(
-    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
-) -> JSONResponse:
-    sent = dict(headers or {})
-    if status == 401:
-        sent["WWW-Authenticate"] = "Bearer"
-    return JSONResponse({"error": {"code": code, "message": message}}, status, sent or None)
 
 
 # Train statuses that stored a note (a sync soon pushes it).
@@ -163,6 +155,35 @@ class Backend:
             found.origin = "http"  # a write outside a run names http:<principal>
             self._local.store = found
         return found
+
+    def panel_store(self) -> MemoryStore:
+        """The store a decision is committed through: signed with ``--panel-key``, or the
+        server's own key when there is none (which holds no panel role, so the store
+        refuses before signing anything)."""
+        if not self.options.panel_key:
+            return self.store()
+        found: MemoryStore | None = getattr(self._local, "panel", None)
+        if found is None:
+            found = MemoryStore(self.options.store, signer=load_signer(self.options.panel_key))
+            found.origin = "http"
+            self._local.panel = found
+        return found
+
+    def write(self, act: Callable[[MemoryStore], Written]) -> Written:
+        """A write of the store routes: queued behind the trains, then a sync soon."""
+        with self._train_lock:
+            done = act(self.store())
+        if self.after_write is not None:
+            self.after_write()
+        return done
+
+    def decide(self, act: Callable[[MemoryStore], Entry]) -> Entry:
+        """A promote or reject: through the panel store, queued behind the writes."""
+        with self._train_lock:
+            entry = act(self.panel_store())
+        if self.after_write is not None:
+            self.after_write()
+        return entry
 
     def admit(self, request: Request, need: str) -> RunContext:
         """Every route that takes a task calls this, and only this, before anything else:
@@ -237,6 +258,7 @@ def build_app(
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/v1/tasks/{taskId}/memory/ask", ask, methods=["GET"]),
         Route("/v1/tasks/{taskId}/memory/train", train, methods=["POST"]),
+        *store_routes.routes(backend, options.max_body, options.body_timeout),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})
     app.add_middleware(_Guard)
@@ -284,62 +306,6 @@ def idempotency_key(request: Request) -> str | None:
             f"`Idempotency-Key` must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters",
         )
     return value
-
-
-async def read_body(request: Request, limit: int, timeout: float) -> bytes:
-    """The whole body, refused as soon as it is known to pass ``limit`` or to arrive too late."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise HttpError(400, "bad_request", "Content-Length must be a number of bytes")
-        if int(declared) > limit:
-            raise HttpError(413, "too_large", f"the body may hold at most {limit:,} bytes")
-    chunks: list[bytes] = []
-    size = 0
-
-    async def collect() -> None:
-        nonlocal size
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise HttpError(413, "too_large", f"the body may hold at most {limit:,} bytes")
-            chunks.append(chunk)
-
-    try:
-        await asyncio.wait_for(collect(), timeout)
-    except TimeoutError:
-        raise HttpError(
-            408, "timeout", f"the body did not arrive within {timeout:g} s; send it at once"
-        ) from None
-    return b"".join(chunks)
-
-
-def _parse_int(text: str) -> int:
-    # int() of thousands of digits is slow, and no field takes more than a few.
-    if len(text) > 20:
-        raise ValueError("a number with more than 20 digits")
-    return int(text)
-
-
-def _parse_constant(text: str) -> Any:
-    raise ValueError(f"{text} is not a JSON number")
-
-
-def parse_json(body: bytes) -> Any:
-    if not body:
-        raise HttpError(422, "invalid_input", "the body must be a JSON object; it is empty")
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise HttpError(
-            422, "invalid_input", f"the body is not UTF-8 (offset {exc.start})"
-        ) from None
-    try:
-        return json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant)
-    except RecursionError:
-        raise HttpError(422, "invalid_input", "the body is nested too deeply to read") from None
-    except ValueError as exc:  # JSONDecodeError too; its message quotes no input
-        raise HttpError(422, "invalid_input", f"the body is not JSON: {exc}") from None
 
 
 class _Guard:
@@ -426,10 +392,23 @@ def _answer(exc: Exception) -> Response:
 
 
 def _route(path: str, task: str | None) -> str:
-    """The path as logged: the route, with the task id only once the registry knew it."""
+    """The path as logged: the route, with the task id only once the registry knew it (and
+    an entry id never: a client may send anything there)."""
     parts = path.split("/")
     if len(parts) == 6 and parts[1:3] == ["v1", "tasks"] and parts[5] in ("ask", "train"):
         return f"/v1/tasks/{task or '<unknown>'}/memory/{parts[5]}"
+    if len(parts) >= 6 and parts[1:3] == ["v1", "tasks"] and parts[4] == "store":
+        rest = parts[5:]
+        if rest in (["query"], ["export"], ["pending"], ["entries"]):
+            return f"/v1/tasks/{task or '<unknown>'}/store/{rest[0]}"
+        if (
+            len(rest) in (2, 3)
+            and rest[0] == "entries"
+            and rest[2:] in ([], ["why"], ["promote"], ["reject"])
+        ):
+            return "/".join(
+                [f"/v1/tasks/{task or '<unknown>'}/store/entries/{{entryId}}", *rest[2:]]
+            )
     return path if path in ("/healthz", "/openapi.json") else "<other>"
 
 
@@ -480,6 +459,8 @@ def serve(
 
     first = open_store()
     check_server_key(first)
+    if options.panel_key:
+        check_panel_key(MemoryStore(options.store, signer=load_signer(options.panel_key)))
     Watched(options.tasks, TaskRegistry.parse).get()  # a broken file stops us here, not later
     for text in start_warnings(first.signer, options.tokens):
         say(text)

@@ -7,7 +7,8 @@
 ``create_app`` builds what ``truss-files serve`` serves (same routes, checks, logs and
 errors) from the environment: ``TRUSS_STORE``, ``TRUSS_TASKS`` and ``TRUSS_TOKENS`` name the
 store and the two files (each required), ``TRUSS_KEY`` / ``TRUSS_SIGNER`` the server's own
-key as for every command. It makes the same start-up checks as ``serve`` (the key holds the
+key as for every command, ``TRUSS_PANEL_KEY`` the key promotes and rejects are committed with
+(as ``serve --panel-key``). It makes the same start-up checks as ``serve`` (the key holds the
 agent role and no other, the task registry parses) and prints the same warnings, so a broken
 set-up stops the process before it accepts a connection. gunicorn takes it too, with
 ``-k uvicorn.workers.UvicornWorker 'truss_files.http:create_app()'``.
@@ -30,7 +31,7 @@ from starlette.applications import Starlette
 from ...errors import ConfigError
 from ...facade import MemoryStore
 from ...signing.keys import load_signer
-from ..server.runner import check_server_key
+from ..server.runner import check_panel_key, check_server_key
 from ..server.tasks import TaskRegistry
 from ..server.watched import Watched
 from . import app as face
@@ -54,6 +55,7 @@ def options_from(environ: Mapping[str, str]) -> face.ServeOptions:
         tokens=os.path.expanduser(environ["TRUSS_TOKENS"]),
         key=environ.get("TRUSS_KEY") or None,
         signer=environ.get("TRUSS_SIGNER") or None,
+        panel_key=environ.get("TRUSS_PANEL_KEY") or None,
     )
 
 
@@ -63,6 +65,8 @@ def create_app(environ: Mapping[str, str] | None = None) -> Starlette:
     options = options_from(os.environ if environ is None else environ)
     signer = load_signer(options.key, signer=options.signer)
     check_server_key(MemoryStore(options.store, signer=signer))
+    if options.panel_key:
+        check_panel_key(MemoryStore(options.store, signer=load_signer(options.panel_key)))
     Watched(options.tasks, TaskRegistry.parse).get()  # a broken file stops us here, not later
     for text in face.start_warnings(signer, options.tokens):
         print(text, file=sys.stderr, flush=True)

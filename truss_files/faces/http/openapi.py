@@ -1,7 +1,9 @@
 """The OpenAPI document of the HTTP face, built from the tool registry's own schemas.
 
 The ask route's query parameters are memory.ask's input fields and the train route's body is
-memory.train's input schema, so the document cannot drift from what the handlers check. Each
+memory.train's input schema; the store routes take the read tools' fields and write_memory's
+input (``store.py`` builds those schemas for its handlers and for this document alike), so the
+document cannot drift from what the handlers check. Each
 route lists every status the server answers with (``tests/faces/http/test_http.py`` checks them
 against real answers, and the schema-driven fuzz against the running server).
 """
@@ -32,10 +34,21 @@ _WHY = {
     "403": "the token lacks the route's scope, or is not bound to this task's tenant",
     "404": "no such task in the task registry",
     "408": "the body did not arrive in time",
-    "409": "the store kept moving under the write; try again",
     "413": "the body is larger than the server takes",
+    "409": "the store kept moving under the write; try again",
     "422": "the input is invalid; the message names the field",
     "503": "memory or the server's configuration could not be read",
+}
+
+
+_STORE = {
+    "403": "the token lacks the route's scope, or is not bound to this task's tenant; on "
+    "promote and reject also the server holding no key with the panel role (bad_signature)",
+    "404": "no such task in the task registry, or no such entry for this task's tenant",
+    "409": "the store kept moving under the write, or the entry is not in a state this "
+    "changes; the message says which",
+    "422": "the input is invalid; the message names the field (code secret: a credential in "
+    "a write, never echoed; bad_verdict: a verdict the store refuses)",
 }
 
 
@@ -46,10 +59,11 @@ def _input_schema(tool_name: str) -> Mapping[str, Any]:
     return tool.input_schema
 
 
-def _errors(*codes: str) -> dict[str, Any]:
+def _errors(*codes: str, store: bool = False) -> dict[str, Any]:
+    why = {**_WHY, **_STORE} if store else _WHY
     return {
         code: {
-            "description": _WHY[code],
+            "description": why[code],
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
         }
         for code in codes
@@ -72,6 +86,103 @@ def _query_parameters(schema: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _store_paths(task: Mapping[str, Any], max_body: int) -> dict[str, Any]:
+    # Late: the store routes' module imports Starlette, which this module does not need.
+    from . import store
+
+    entry = {
+        "name": "entryId",
+        "in": "path",
+        "required": True,
+        "description": "An entry's full id (32 hex digits).",
+        "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+    }
+    reads = _errors("401", "403", "404", "422", "503", store=True)
+    writes = _errors("401", "403", "404", "408", "409", "413", "422", "503", store=True)
+    json_ok = {"description": "the answer", "content": {"application/json": {"schema": {}}}}
+
+    def read(op: str, summary: str, params: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "get": {
+                "operationId": op,
+                "summary": summary,
+                "security": [{"bearer": []}],
+                "parameters": [task, *params],
+                "responses": {"200": json_ok, **reads},
+            }
+        }
+
+    def post(op: str, summary: str, body: str, schema: Any, path: list[Any]) -> dict[str, Any]:
+        return {
+            "post": {
+                "operationId": op,
+                "summary": summary,
+                "security": [{"bearer": []}],
+                "parameters": [task, *path],
+                "requestBody": {
+                    "required": True,
+                    "description": f"{body}; at most {max_body:,} bytes",
+                    "content": {"application/json": {"schema": schema}},
+                },
+                "responses": {"200": json_ok, **writes},
+            }
+        }
+
+    verdict = {"type": "object", "description": "a verdict as `truss-files verdict sign` prints it"}
+    base = "/v1/tasks/{taskId}/store"
+    export = read(
+        "store_export",
+        "the tenant's entries as JSON lines that `truss-files import` reads back (tasks:read)",
+        _query_parameters(store.read_schema()),
+    )
+    export["get"]["responses"]["200"] = {
+        "description": "one entry a line",
+        "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+    }
+    return {
+        f"{base}/query": read(
+            "store_query",
+            "search the tenant's entries, as memory_query (tasks:read)",
+            _query_parameters(store.query_schema()),
+        ),
+        f"{base}/export": export,
+        f"{base}/pending": read(
+            "store_pending",
+            "the review queue: the tenant's unverified entries (tasks:panel)",
+            _query_parameters(store.pending_schema()),
+        ),
+        f"{base}/entries": post(
+            "store_write",
+            "write an entry for the task; it lands unverified (tasks:write)",
+            "write_memory's input",
+            store.write_schema(),
+            [],
+        ),
+        f"{base}/entries/{{entryId}}": read(
+            "store_view",
+            "one entry by id, as memory_view (tasks:read)",
+            [entry, *_query_parameters(store.read_schema())],
+        ),
+        f"{base}/entries/{{entryId}}/why": read(
+            "store_why", "why the store believes an entry, each change dated (tasks:read)", [entry]
+        ),
+        f"{base}/entries/{{entryId}}/promote": post(
+            "store_promote",
+            "unverified -> verified on a panel member's PASS verdict (tasks:panel)",
+            "a PASS verdict for this entry",
+            verdict,
+            [entry],
+        ),
+        f"{base}/entries/{{entryId}}/reject": post(
+            "store_reject",
+            "unverified -> rejected on a panel member's FAIL verdict (tasks:panel)",
+            "a FAIL verdict for this entry",
+            verdict,
+            [entry],
+        ),
+    }
+
+
 def document(max_body: int) -> dict[str, Any]:
     task = {
         "name": "taskId",
@@ -88,9 +199,10 @@ def document(max_body: int) -> dict[str, Any]:
         "info": {
             "title": "truss-files enterprise memory",
             "version": VERSION,
-            "description": "memory.ask and memory.train of the tool registry, over HTTP. A "
-            'train the rules refuse is a 200 with "status": "failed". A train without a '
-            "source is idempotent on its Idempotency-Key header.",
+            "description": "memory.ask and memory.train of the tool registry, over HTTP, "
+            "and the whole store for a task's tenant (query, view, write, why, export, the "
+            'review queue, promote, reject). A train the rules refuse is a 200 with "status": '
+            '"failed". A train without a source is idempotent on its Idempotency-Key header.',
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -145,5 +257,6 @@ def document(max_body: int) -> dict[str, Any]:
                     },
                 }
             },
+            **_store_paths(task, max_body),
         },
     }

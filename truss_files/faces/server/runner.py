@@ -52,6 +52,19 @@ def check_server_key(store: MemoryStore) -> str:
     return principal
 
 
+def check_panel_key(store: MemoryStore) -> str:
+    """The principal a server commits promotes and rejects as (``serve --panel-key``); raises
+    unless that key holds the panel role."""
+    try:
+        return store.require_role({"panel"})
+    except TrussError as exc:
+        raise ConfigError(
+            f"the server's panel key cannot commit a verdict's decision: {exc.message}; an "
+            "operator grants it with `truss-files roles grant panel PRINCIPAL`, or leave "
+            "--panel-key out (promote and reject then answer 403)"
+        ) from exc
+
+
 class SyncLoop:
     """A daemon thread that syncs ``store`` with ``remote`` every ``every`` seconds, and soon
     after ``poke()``."""

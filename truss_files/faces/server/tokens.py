@@ -44,7 +44,9 @@ from .watched import toml_tables
 if TYPE_CHECKING:
     from ...runs.runcontext import RunContext
 
-SCOPES = ("tasks:read", "tasks:write")
+# tasks:panel: the review queue and a verdict's promote or reject over HTTP (the verdict is a
+# panel member's, and the server commits it only with a key holding the panel role).
+SCOPES = ("tasks:read", "tasks:write", "tasks:panel")
 BINDING_FIELDS = ("enterprises", "tasks", "any_task")
 PREFIX = "tft_"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
