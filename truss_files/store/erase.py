@@ -6,7 +6,8 @@ the operator's check and the plan -- which commits of which branches and tags ho
 entry's file, where a rewrite would start and how many commits it would make, which other
 entries hold the text or link to the id, which run ledgers' calls and memos name the id or
 hold the text, which attestations sign commits a rewrite would replace, and which caches
-under ``.git/truss/`` would be rebuilt. ``erase --dry-run`` prints it; nothing here writes.
+under ``.git/truss/`` would be rebuilt. ``erase --dry-run`` prints it; nothing here writes
+(``erasing.py`` carries the plan out).
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ import pygit2
 from ..errors import Forbidden, SignatureError, UsageError
 from ..model import MERGED_PREFIX, Entry
 from ..signing import PublicKey
+from ..trust.attest import NOTES_REF
 
 if TYPE_CHECKING:
     from .store import Store
 
 __all__ = ["ErasurePlan", "Place", "plan_erasure", "require_operator"]
 
-NOTES_REF = "refs/notes/truss"
 RUNS_PREFIX = "refs/truss/runs/"
 # The shortest body whose text is looked for inside other entries and ledgers: a shorter one
 # ("ok") would be found everywhere and name nothing.
