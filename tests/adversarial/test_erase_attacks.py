@@ -115,7 +115,9 @@ def _add_agent(store: MemoryStore, agent: Ed25519Signer) -> None:
             "bot@example.test", PublicKey.from_line(agent.public_line), ("git", "truss-verdict")
         )
         toml = (snap.read(CONFIG_PATH) or b"").decode()
-        toml = re.sub(r"^agent = \[(.*)\]$", r'agent = [\1, "bot@example.test"]', toml, 1, re.M)
+        toml = re.sub(
+            r"^agent = \[(.*)\]$", r'agent = [\1, "bot@example.test"]', toml, count=1, flags=re.M
+        )
         return Plan(
             {SIGNERS_PATH: signers.render().encode(), CONFIG_PATH: toml.encode()},
             "truss: add signer\n\nTruss-Op: signers",

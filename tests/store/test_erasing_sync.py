@@ -1,0 +1,166 @@
+"""An erasure crosses to the server and the clones: ``sync`` pushes it past the server's gate
+(the one force-push a protected branch takes), another clone adopts it on its next ``sync``
+and is left holding no trace of the text, and a clone that wrote on the old history is told
+why it cannot adopt it. The gate refuses the old history pushed back and an erasure whose
+rewritten commits are not what its record says. One server and three clones for the module;
+the gate is a real pre-receive hook (a process)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from tests.adversarial.test_erase_attacks import _AddsAFile, _found
+from tests.conftest import GIT_ENV, Clock
+from truss_files.errors import StoreError
+from truss_files.facade import MemoryStore
+from truss_files.faces.hooks import install_hooks
+from truss_files.git.gitstore import GitStore
+from truss_files.model import Entry
+from truss_files.signing import Ed25519Signer
+from truss_files.store.erasing import Erased, build
+from truss_files.store.initstore import init_store
+from truss_files.store.sync import SyncResult
+from truss_files.trust.audit import audit
+
+pytestmark = pytest.mark.spawns
+
+SECRET = "Alice Example lives at 12 Privacy Lane."
+
+
+@dataclass
+class Fleet:
+    server: Path
+    a: MemoryStore  # erases
+    b: MemoryStore  # adopts
+    c: MemoryStore  # wrote on the old history
+    env: dict[str, str]
+    gone: Entry
+    old_tip: str
+    c_tip: str
+    lying_push: subprocess.CompletedProcess[str]
+    erased: Erased
+    pushed: SyncResult
+    adopted: SyncResult
+
+
+def run(cwd: Path, *args: str, env: dict[str, str], check: bool = True) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)}: {proc.stderr}")
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    base = tmp_path_factory.mktemp("fleet")
+    home = base / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Test Operator\n\temail = operator@example.test\n"
+        "[init]\n\tdefaultBranch = main\n"
+    )
+    env = {**os.environ, **GIT_ENV, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".c")}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(home))
+        for name, value in GIT_ENV.items():
+            mp.setenv(name, value)
+        key = Ed25519Signer.generate("operator@example.test")
+        server = base / "server.git"
+        pygit2.init_repository(str(server), bare=True, initial_head="main")
+        init_store(server, key, "operator@example.test")
+        install_hooks(server, server=True)
+
+        def clone(name: str) -> MemoryStore:
+            run(base, "clone", "-q", str(server), name, env=env)
+            return MemoryStore(base / name, signer=key, clock=Clock(), environ=env)
+
+        a, b, c = clone("a"), clone("b"), clone("c")
+        a.write("fact", "early", "Written before the erased entry.")
+        gone = a.write("fact", "alice", SECRET)
+        a.write("fact", "later", "Written after it.")
+        a.sync()
+        b.sync()
+        c.sync()
+        c.write("fact", "from-c", "Written on the old history, never synced.")
+        c_tip = str(c.git.tip().id)  # type: ignore[union-attr]
+        old_tip = str(a.git.tip().id)  # type: ignore[union-attr]
+        # An erasure whose rewritten commits hold more than the originals less the entry.
+        lying = build(a, [gone.id], "asked", "operator@example.test", rewrite=_AddsAFile)
+        lying_push = subprocess.run(
+            ["git", "push", "--force", "origin", f"{lying.top}:refs/heads/main"],
+            cwd=base / "a",
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        erased = a.erase([gone.id], "GDPR request 114")
+        pushed = a.sync()
+        adopted = b.sync()
+        yield Fleet(server, a, b, c, env, gone, old_tip, c_tip, lying_push, erased, pushed, adopted)
+
+
+def tip(store: MemoryStore) -> str:
+    return str(store.git.tip().id)  # type: ignore[union-attr]
+
+
+def test_the_gate_takes_the_erasure_and_sync_pushes_it(fleet: Fleet) -> None:
+    assert fleet.pushed.integrated == "erasure" and fleet.pushed.pushed
+    server = GitStore(fleet.server)
+    assert tip(fleet.a) == str(server.tip().id) == fleet.erased.commit  # type: ignore[union-attr]
+    assert audit(server, environ=fleet.env).ok
+    assert not _found(fleet.a.git.workdir, fleet.gone.id)  # type: ignore[arg-type]
+
+
+def test_an_erasure_whose_commits_are_not_what_its_record_says_is_refused(fleet: Fleet) -> None:
+    assert fleet.lying_push.returncode != 0
+    assert "[erasure-tree]" in fleet.lying_push.stderr
+
+
+def test_a_clone_adopts_the_erasure_on_its_next_sync(fleet: Fleet) -> None:
+    b = fleet.b
+    assert fleet.adopted.integrated == "erasure"
+    assert any("adopted erasure" in note for note in fleet.adopted.notes)
+    assert tip(b) == fleet.erased.commit
+    assert fleet.gone.id not in {e.id for e in b.iter_entries()}
+    assert run(b.git.workdir, "status", "--porcelain", env=fleet.env) == ""  # type: ignore[arg-type]
+    assert audit(b.git, environ=fleet.env).ok
+    assert not _found(b.git.workdir, fleet.gone.id)  # type: ignore[arg-type]
+
+
+def test_a_clone_with_commits_on_the_old_history_is_told_why(fleet: Fleet) -> None:
+    with pytest.raises(StoreError, match="erased entries .* Nothing changed locally"):
+        fleet.c.sync()
+    assert tip(fleet.c) == fleet.c_tip
+
+
+def test_the_old_history_pushed_back_is_refused(fleet: Fleet) -> None:
+    work = fleet.c.git.workdir
+    assert work is not None
+    forced = subprocess.run(
+        ["git", "push", "--force", "origin", f"{fleet.c_tip}:refs/heads/main"],
+        cwd=work, env=fleet.env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert forced.returncode != 0 and "[non-fast-forward]" in forced.stderr
+    # Merged on top of the erasure instead: the replaced commits come back, and are refused.
+    run(work, "fetch", "-q", "origin", env=fleet.env)
+    theirs = fleet.c.git.commit("refs/remotes/origin/main")
+    merged = fleet.c.git.make_commit(
+        theirs.tree.id,
+        [pygit2.Oid(hex=fleet.c_tip), theirs.id],
+        "truss: sync merge\n\nTruss-Op: merge",
+        fleet.c.signer,
+        fleet.c.identity("operator@example.test"),
+    )
+    pushed = subprocess.run(
+        ["git", "push", "origin", f"{merged}:refs/heads/main"],
+        cwd=work, env=fleet.env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert pushed.returncode != 0 and "[erasure-replayed]" in pushed.stderr
+    assert str(GitStore(fleet.server).tip().id) == fleet.erased.commit  # type: ignore[union-attr]
