@@ -172,8 +172,7 @@ class _AddsAFile(_Rewrite):
         honest = super().tree(commit)
         if honest == commit.tree.id:
             return honest
-        tree = self.repo[honest]
-        builder = self.repo.TreeBuilder(tree)
+        builder = self.repo.TreeBuilder(honest)
         builder.insert(
             "extra.txt", self.repo.create_blob(b"smuggled\n"), pygit2.enums.FileMode.BLOB
         )
@@ -220,9 +219,9 @@ def test_a_history_that_replays_the_erased_commits_fails(victim: Victim) -> None
     old_tip = store.git.tip()
     assert old_tip is not None
     # A clone merges its old history into the erasure: the originals come back.
-    top = store.git.repo[honest.top]
+    top = store.git.commit(str(honest.top))
     merged = store.git.make_commit(
-        top.tree.id, [honest.top, old_tip.id], "truss: sync merge\n\nTruss-Op: merge",  # type: ignore[attr-defined]
+        top.tree.id, [honest.top, old_tip.id], "truss: sync merge\n\nTruss-Op: merge",
         store.signer, store.identity("operator@example.test"),
     )  # fmt: skip
     assert "erasure-replayed" in _rules(store, merged)
