@@ -9,17 +9,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pygit2
 import pytest
 from click.testing import CliRunner
 
 from tests.conftest import GIT_ENV
-from tests.store.test_erasing import SECRET, make_store
+from tests.support.erasing import SECRET, AddsAFile, found, make_store
 from truss_files.errors import Forbidden
 from truss_files.facade import MemoryStore
 from truss_files.faces.cli.main import cli
@@ -28,7 +26,7 @@ from truss_files.model import Entry
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
 from truss_files.signing.trustpolicy import CONFIG_PATH, SIGNERS_PATH
 from truss_files.store.erase import plan_erasure
-from truss_files.store.erasing import _Rewrite, build
+from truss_files.store.erasing import build
 from truss_files.tools import ToolSession
 from truss_files.trust.audit import audit
 from truss_files.trust.erasures import record_path
@@ -165,24 +163,10 @@ def test_a_rewrite_that_erases_more_than_its_record_says_fails(victim: Victim) -
     assert "erasure-tree" in rules  # the originals are still here to compare with
 
 
-class _AddsAFile(_Rewrite):
-    """Erases honestly, and slips a file into each commit that held the entry."""
-
-    def tree(self, commit: pygit2.Commit) -> pygit2.Oid:
-        honest = super().tree(commit)
-        if honest == commit.tree.id:
-            return honest
-        builder = self.repo.TreeBuilder(honest)
-        builder.insert(
-            "extra.txt", self.repo.create_blob(b"smuggled\n"), pygit2.enums.FileMode.BLOB
-        )
-        return builder.write()
-
-
 def test_a_record_whose_map_lies_fails(victim: Victim) -> None:
     store = victim.store
     # The map names commits whose trees are not the originals less the erased entry.
-    built = build(store, [victim.gone.id], "asked", "operator@example.test", rewrite=_AddsAFile)
+    built = build(store, [victim.gone.id], "asked", "operator@example.test", rewrite=AddsAFile)
     assert "erasure-tree" in _rules(store, built.top)
     # The map swaps two rewritten commits: each is then mapped from the wrong original.
     honest = build(store, [victim.gone.id], "asked", "operator@example.test")
@@ -236,23 +220,6 @@ def test_afterwards_the_text_is_nowhere_in_the_repository(store: MemoryStore) ->
     session = ToolSession(store, flags=("memory",), run_id="R-leak", durable=True)
     assert session.call("memory_query", {"query": "privacy lane"}).error is None
     store.query("privacy lane")
-    assert _found(work, gone.id)  # the needle is there to find before
+    assert found(work, gone.id)  # the needle is there to find before
     store.erase([gone.id], "asked")
-    assert not _found(work, gone.id)
-
-
-def _found(work: Path, entry_id: str) -> list[str]:
-    """Where the text (or the entry's file) is: every object git holds, reachable or not,
-    every file under .git read raw, and the work tree."""
-    needles = [b"Privacy Lane", f"{entry_id}.md".encode()]
-    objects = subprocess.run(
-        ["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
-        cwd=work,
-        capture_output=True,
-        check=True,
-    ).stdout
-    hits = ["object database"] if needles[0] in objects else []
-    for path in work.rglob("*"):
-        if path.is_file() and any(n in path.read_bytes() for n in needles):
-            hits.append(str(path.relative_to(work)))
-    return hits
+    assert not found(work, gone.id)

@@ -5,7 +5,6 @@ ledgers, caches and usage lines. One erased store is shared by the module."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,21 +13,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import GIT_ENV, Clock
+from tests.conftest import GIT_ENV
+from tests.support.erasing import SECRET, make_store
 from truss_files.errors import UsageError
 from truss_files.facade import MemoryStore
 from truss_files.faces.cli.main import cli
 from truss_files.format.trailers import parse_trailers
 from truss_files.model import Entry, Trust
-from truss_files.signing import Ed25519Signer
 from truss_files.store.erasing import Erased
-from truss_files.store.initstore import init_store
 from truss_files.tools import ToolSession
 from truss_files.trust.attest import NOTES_REF
 from truss_files.trust.audit import audit
 from truss_files.trust.erasures import record_path
-
-SECRET = "Alice Example lives at 12 Privacy Lane."
 
 
 def git_out(cwd: Path, *args: str) -> str:
@@ -47,20 +43,6 @@ class World:
     before: list[str]  # commits (newest first) before the erasure
     kept_base: str  # the last commit before the first one holding the entry
     erased: Erased
-
-
-def make_store(base: Path) -> tuple[MemoryStore, Ed25519Signer]:
-    home = base / "home"
-    home.mkdir(parents=True)
-    (home / ".gitconfig").write_text(
-        "[user]\n\tname = Test Operator\n\temail = operator@example.test\n"
-        "[init]\n\tdefaultBranch = main\n"
-    )
-    key = Ed25519Signer.generate("operator@example.test")
-    key.save(base / "operator_key")
-    init_store(base / "store", key, "operator@example.test")
-    env = {**os.environ, **GIT_ENV, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".c")}
-    return MemoryStore(base / "store", signer=key, clock=Clock(), environ=env), key
 
 
 @pytest.fixture(scope="module")

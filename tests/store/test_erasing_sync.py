@@ -16,8 +16,8 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from tests.adversarial.test_erase_attacks import _AddsAFile, _found
 from tests.conftest import GIT_ENV, Clock
+from tests.support.erasing import SECRET, AddsAFile, found
 from truss_files.errors import StoreError
 from truss_files.facade import MemoryStore
 from truss_files.faces.hooks import install_hooks
@@ -30,8 +30,6 @@ from truss_files.store.sync import SyncResult
 from truss_files.trust.audit import audit
 
 pytestmark = pytest.mark.spawns
-
-SECRET = "Alice Example lives at 12 Privacy Lane."
 
 
 @dataclass
@@ -92,7 +90,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         c_tip = str(c.git.tip().id)  # type: ignore[union-attr]
         old_tip = str(a.git.tip().id)  # type: ignore[union-attr]
         # An erasure whose rewritten commits hold more than the originals less the entry.
-        lying = build(a, [gone.id], "asked", "operator@example.test", rewrite=_AddsAFile)
+        lying = build(a, [gone.id], "asked", "operator@example.test", rewrite=AddsAFile)
         lying_push = subprocess.run(
             ["git", "push", "--force", "origin", f"{lying.top}:refs/heads/main"],
             cwd=base / "a",
@@ -115,7 +113,7 @@ def test_the_gate_takes_the_erasure_and_sync_pushes_it(fleet: Fleet) -> None:
     server = GitStore(fleet.server)
     assert tip(fleet.a) == str(server.tip().id) == fleet.erased.commit  # type: ignore[union-attr]
     assert audit(server, environ=fleet.env).ok
-    assert not _found(fleet.a.git.workdir, fleet.gone.id)  # type: ignore[arg-type]
+    assert not found(fleet.a.git.workdir, fleet.gone.id)  # type: ignore[arg-type]
 
 
 def test_an_erasure_whose_commits_are_not_what_its_record_says_is_refused(fleet: Fleet) -> None:
@@ -131,7 +129,7 @@ def test_a_clone_adopts_the_erasure_on_its_next_sync(fleet: Fleet) -> None:
     assert fleet.gone.id not in {e.id for e in b.iter_entries()}
     assert run(b.git.workdir, "status", "--porcelain", env=fleet.env) == ""  # type: ignore[arg-type]
     assert audit(b.git, environ=fleet.env).ok
-    assert not _found(b.git.workdir, fleet.gone.id)  # type: ignore[arg-type]
+    assert not found(b.git.workdir, fleet.gone.id)  # type: ignore[arg-type]
 
 
 def test_a_clone_with_commits_on_the_old_history_is_told_why(fleet: Fleet) -> None:

@@ -232,7 +232,7 @@ def _other_entries(store: Store, snap: Any, ids: set[str], texts: list[str]) -> 
     return out
 
 
-def _needles(ids: Iterable[str], texts: Iterable[str]) -> list[bytes]:
+def needles_of(ids: Iterable[str], texts: Iterable[str]) -> list[bytes]:
     found = [i.encode() for i in ids]
     for text in texts:
         found.append(text.encode("utf-8"))
@@ -242,7 +242,7 @@ def _needles(ids: Iterable[str], texts: Iterable[str]) -> list[bytes]:
 
 
 def _ledgers(repo: pygit2.Repository, ids: set[str], texts: list[str]) -> list[Place]:
-    needles = _needles(ids, texts)
+    needles = needles_of(ids, texts)
     out: list[Place] = []
     for name in sorted(repo.references):
         if not name.startswith(RUNS_PREFIX):
@@ -297,7 +297,7 @@ def _caches(store: Store, ids: set[str]) -> list[Place]:
             if count:
                 out.append(Place("usage", str(path), f"{count} line(s) name an erased id"))
             continue
-        if not name.endswith(".lock"):
+        if not name.endswith(".lock") and name != "pending":  # journals: not a cache
             out.append(Place("cache", str(path), "rebuilt from the rewritten tip"))
     out.append(Place("reflog", str(store.git.git_dir / "logs"), "expired, then git gc"))
     return out

@@ -38,19 +38,20 @@ from ..format.trailers import parse_trailers, stamp, trailers
 from ..git.gitlocks import flock
 from ..git.gitstore import Snapshot
 from ..git.usage import USAGE_FILE
-from ..trust.attest import NOTES_REF
+from ..trust.attest import NOTES_REF, read_notes
 from ..trust.audit import audit
 from ..trust.erasures import (
     ORIGINAL_SIGNER,
     REWRITTEN_FROM,
     UNSIGNED,
+    Erasures,
     Record,
     erased_tree,
+    policy_of,
     record_path,
     signer_of,
 )
-from ..trust.erasures import _policy_of as policy_of
-from .erase import RUNS_PREFIX, _needles, plan_erasure
+from .erase import RUNS_PREFIX, needles_of, plan_erasure
 
 if TYPE_CHECKING:
     from ..git.gitstore import GitStore
@@ -58,8 +59,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Erased",
+    "Rewrite",
     "adopt",
     "adopted_erasure",
+    "build",
     "erase",
     "forget_objects",
     "pushed_erasure",
@@ -161,7 +164,7 @@ def build(
     by: str,
     *,
     recorded: Sequence[str] | None = None,
-    rewrite: type[_Rewrite] | None = None,
+    rewrite: type[Rewrite] | None = None,
 ) -> _Built:
     """Make the rewritten commits, the ledgers' and the record's commit, signed by the
     store's key; move nothing. ``recorded`` (default ``ids``) and ``rewrite`` are what a test
@@ -178,7 +181,7 @@ def build(
     listed = tuple(sorted(recorded if recorded is not None else ids))
     erasure_id = Record.make_id(by, at, listed, str(old_tip.id))
     history = _history_refs(repo)
-    rewriter = (rewrite or _Rewrite)(repo, set(ids), store, identity)
+    rewriter = (rewrite or Rewrite)(repo, set(ids), store, identity)
     for commit in _walk(repo, [c.id for c in history.values()]):
         rewriter.commit(commit)
     if str(old_tip.id) not in rewriter.map:
@@ -266,7 +269,7 @@ def _walk(repo: pygit2.Repository, tips: Iterable[pygit2.Oid]) -> list[pygit2.Co
     return list(walker)
 
 
-class _Rewrite:
+class Rewrite:
     """Each commit made again without the erased files, parents first."""
 
     def __init__(self, repo: pygit2.Repository, ids: set[str], store: Store, identity: Any) -> None:
@@ -390,8 +393,6 @@ def _drop_remote_refs(repo: pygit2.Repository, rewritten: set[str]) -> list[str]
 
 
 def _drop_notes(git: GitStore, env: Mapping[str, str], rewritten: set[str]) -> int:
-    from ..trust.attest import read_notes
-
     if NOTES_REF not in git.repo.references:
         return 0
     gone = sorted(set(read_notes(git.repo)) & rewritten)
@@ -422,7 +423,7 @@ def _rewrite_ledgers(
     repo = store.git.repo
     snap = snap or store.snapshot()
     texts = [e.body for e in store.iter_entries(snap) if e.id in ids and len(e.body) >= 12]
-    needles = _needles(ids, texts)
+    needles = needles_of(ids, texts)
     out: dict[str, tuple[str, str]] = {}
     for name in sorted(repo.references):
         if not name.startswith(RUNS_PREFIX):
@@ -501,8 +502,6 @@ def pushed_erasure(
 ) -> Record | None:
     """The erasure of ``local`` that rewrote the remote's whole tip: every commit the remote
     holds beyond ``local`` is one the record replaced (so a push may overwrite them)."""
-    from ..trust.erasures import Erasures
-
     for record in Erasures.at(repo, local).records:
         if str(theirs.id) not in record.rewritten:
             continue
@@ -513,8 +512,6 @@ def pushed_erasure(
 
 def replayed_by(repo: pygit2.Repository, local: pygit2.Commit, theirs: pygit2.Commit) -> str | None:
     """Why integrating ``theirs`` would bring back history an erasure of ``local`` replaced."""
-    from ..trust.erasures import Erasures
-
     erasures = Erasures.at(repo, local)
     if not erasures.originals:
         return None
@@ -536,8 +533,6 @@ def adopted_erasure(
 
     ``StoreError`` (nothing changed) when it cannot be adopted: the record does not verify,
     its old tip is not this branch or ahead of it, or a local commit is not in its map."""
-    from ..trust.erasures import Erasures
-
     have = {r.id for r in Erasures.at(repo, local).records}
     found = Erasures.at(repo, theirs)
     new = [r for r in found.records if r.id not in have]

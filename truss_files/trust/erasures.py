@@ -138,7 +138,7 @@ def _holds(tree: pygit2.Tree, path: str) -> bool:
     return True
 
 
-def _policy_of(commit: pygit2.Commit) -> TrustPolicy:
+def policy_of(commit: pygit2.Commit) -> TrustPolicy:
     def read(path: str) -> bytes | None:
         try:
             blob = commit.tree[path]
@@ -223,7 +223,7 @@ def _record_problem(
     try:
         if commit.tree[path].id != pygit2.hash(data):
             return "changed after the commit that added it"
-        principals, held = signer_of(_policy_of(commit.parents[0]), commit)
+        principals, held = signer_of(policy_of(commit.parents[0]), commit)
     except (TrussError, KeyError) as exc:
         return f"the commit that adds it ({str(commit.id)[:12]}) does not verify: {exc}"
     if record.by not in principals:
