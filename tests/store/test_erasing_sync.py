@@ -1,9 +1,10 @@
 """An erasure crosses to the server and the clones: ``sync`` pushes it past the server's gate
 (the one force-push a protected branch takes), another clone adopts it on its next ``sync``
-and is left holding no trace of the text, and a clone that wrote on the old history is told
-why it cannot adopt it. The gate refuses the old history pushed back and an erasure whose
-rewritten commits are not what its record says. One server and three clones for the module;
-the gate is a real pre-receive hook (a process)."""
+and is left holding no trace of the text, a clone that wrote on the old history since has its
+commits replayed on top, and one whose commit touched the erased entry is told why it cannot
+adopt it. The gate refuses the old history pushed back and an erasure whose rewritten commits
+are not what its record says. One server and four clones for the module; the gate is a real
+pre-receive hook (a process)."""
 
 from __future__ import annotations
 
@@ -37,15 +38,18 @@ class Fleet:
     server: Path
     a: MemoryStore  # erases
     b: MemoryStore  # adopts
-    c: MemoryStore  # wrote on the old history
+    c: MemoryStore  # wrote on the old history, adopts with its commit replayed on top
+    d: MemoryStore  # promoted the erased entry on the old history: cannot adopt
     env: dict[str, str]
     gone: Entry
     old_tip: str
-    c_tip: str
+    c_entry: Entry
+    d_tip: str
     lying_push: subprocess.CompletedProcess[str]
     erased: Erased
     pushed: SyncResult
     adopted: SyncResult
+    replayed: SyncResult
 
 
 def run(cwd: Path, *args: str, env: dict[str, str], check: bool = True) -> str:
@@ -79,15 +83,17 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             run(base, "clone", "-q", str(server), name, env=env)
             return MemoryStore(base / name, signer=key, clock=Clock(), environ=env)
 
-        a, b, c = clone("a"), clone("b"), clone("c")
+        a, b, c, d = clone("a"), clone("b"), clone("c"), clone("d")
         a.write("fact", "early", "Written before the erased entry.")
         gone = a.write("fact", "alice", SECRET)
         a.write("fact", "later", "Written after it.")
         a.sync()
         b.sync()
         c.sync()
-        c.write("fact", "from-c", "Written on the old history, never synced.")
-        c_tip = str(c.git.tip().id)  # type: ignore[union-attr]
+        d.sync()
+        c_entry = c.write("fact", "from-c", "Written on the old history, never synced.")
+        d.promote(gone.id, d.sign_verdict(gone.id, "PASS", note="seen"))
+        d_tip = str(d.git.tip().id)  # type: ignore[union-attr]
         old_tip = str(a.git.tip().id)  # type: ignore[union-attr]
         # An erasure whose rewritten commits hold more than the originals less the entry.
         lying = build(a, [gone.id], "asked", "operator@example.test", rewrite=AddsAFile)
@@ -101,7 +107,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         erased = a.erase([gone.id], "GDPR request 114")
         pushed = a.sync()
         adopted = b.sync()
-        yield Fleet(server, a, b, c, env, gone, old_tip, c_tip, lying_push, erased, pushed, adopted)
+        replayed = c.sync()
+        yield Fleet(
+            server, a, b, c, d, env, gone, old_tip, c_entry, d_tip, lying_push, erased,
+            pushed, adopted, replayed,
+        )  # fmt: skip
 
 
 def tip(store: MemoryStore) -> str:
@@ -110,9 +120,8 @@ def tip(store: MemoryStore) -> str:
 
 def test_the_gate_takes_the_erasure_and_sync_pushes_it(fleet: Fleet) -> None:
     assert fleet.pushed.integrated == "erasure" and fleet.pushed.pushed
-    server = GitStore(fleet.server)
-    assert tip(fleet.a) == str(server.tip().id) == fleet.erased.commit  # type: ignore[union-attr]
-    assert audit(server, environ=fleet.env).ok
+    assert tip(fleet.a) == fleet.pushed.head == fleet.erased.commit
+    assert audit(GitStore(fleet.server), environ=fleet.env).ok
     assert not found(fleet.a.git.workdir, fleet.gone.id)  # type: ignore[arg-type]
 
 
@@ -132,33 +141,48 @@ def test_a_clone_adopts_the_erasure_on_its_next_sync(fleet: Fleet) -> None:
     assert not found(b.git.workdir, fleet.gone.id)  # type: ignore[arg-type]
 
 
-def test_a_clone_with_commits_on_the_old_history_is_told_why(fleet: Fleet) -> None:
-    with pytest.raises(StoreError, match="erased entries .* Nothing changed locally"):
-        fleet.c.sync()
-    assert tip(fleet.c) == fleet.c_tip
+def test_a_clone_that_wrote_on_the_old_history_adopts_with_its_commits_on_top(
+    fleet: Fleet,
+) -> None:
+    c = fleet.c
+    assert fleet.replayed.integrated == "erasure" and fleet.replayed.pushed
+    head = c.git.tip()
+    assert head is not None and str(head.parents[0].id) == fleet.erased.commit
+    assert str(GitStore(fleet.server).tip().id) == str(head.id)  # type: ignore[union-attr]
+    assert fleet.c_entry.id in {e.id for e in c.iter_entries()}
+    assert fleet.gone.id not in {e.id for e in c.iter_entries()}
+    assert audit(c.git, environ=fleet.env).ok
+    assert not found(c.git.workdir, fleet.gone.id)  # type: ignore[arg-type]
+
+
+def test_a_clone_whose_commit_touched_the_erased_entry_is_told_why(fleet: Fleet) -> None:
+    with pytest.raises(StoreError, match="an entry erasure .* erased; nothing changed locally"):
+        fleet.d.sync()
+    assert tip(fleet.d) == fleet.d_tip
 
 
 def test_the_old_history_pushed_back_is_refused(fleet: Fleet) -> None:
-    work = fleet.c.git.workdir
+    work = fleet.d.git.workdir
     assert work is not None
+    server_tip = str(GitStore(fleet.server).tip().id)  # type: ignore[union-attr]
     forced = subprocess.run(
-        ["git", "push", "--force", "origin", f"{fleet.c_tip}:refs/heads/main"],
+        ["git", "push", "--force", "origin", f"{fleet.d_tip}:refs/heads/main"],
         cwd=work, env=fleet.env, capture_output=True, text=True,
     )  # fmt: skip
     assert forced.returncode != 0 and "[non-fast-forward]" in forced.stderr
     # Merged on top of the erasure instead: the replaced commits come back, and are refused.
     run(work, "fetch", "-q", "origin", env=fleet.env)
-    theirs = fleet.c.git.commit("refs/remotes/origin/main")
-    merged = fleet.c.git.make_commit(
+    theirs = fleet.d.git.commit("refs/remotes/origin/main")
+    merged = fleet.d.git.make_commit(
         theirs.tree.id,
-        [pygit2.Oid(hex=fleet.c_tip), theirs.id],
+        [pygit2.Oid(hex=fleet.d_tip), theirs.id],
         "truss: sync merge\n\nTruss-Op: merge",
-        fleet.c.signer,
-        fleet.c.identity("operator@example.test"),
+        fleet.d.signer,
+        fleet.d.identity("operator@example.test"),
     )
     pushed = subprocess.run(
         ["git", "push", "origin", f"{merged}:refs/heads/main"],
         cwd=work, env=fleet.env, capture_output=True, text=True,
     )  # fmt: skip
     assert pushed.returncode != 0 and "[erasure-replayed]" in pushed.stderr
-    assert str(GitStore(fleet.server).tip().id) == fleet.erased.commit  # type: ignore[union-attr]
+    assert str(GitStore(fleet.server).tip().id) == server_tip  # type: ignore[union-attr]

@@ -38,6 +38,7 @@ from ..format.trailers import parse_trailers, stamp, trailers
 from ..git.gitlocks import flock
 from ..git.gitstore import Snapshot
 from ..git.usage import USAGE_FILE
+from ..model import Kind, entry_path
 from ..trust.attest import NOTES_REF, read_notes
 from ..trust.audit import audit
 from ..trust.erasures import (
@@ -66,6 +67,7 @@ __all__ = [
     "erase",
     "forget_objects",
     "pushed_erasure",
+    "replay_local",
     "replayed_by",
 ]
 
@@ -531,8 +533,7 @@ def adopted_erasure(
 ) -> Record | None:
     """The erasure ``theirs`` holds that ``local`` has not adopted yet, when there is one.
 
-    ``StoreError`` (nothing changed) when it cannot be adopted: the record does not verify,
-    its old tip is not this branch or ahead of it, or a local commit is not in its map."""
+    ``StoreError`` (nothing changed) when its record does not verify."""
     have = {r.id for r in Erasures.at(repo, local).records}
     found = Erasures.at(repo, theirs)
     new = [r for r in found.records if r.id not in have]
@@ -543,27 +544,69 @@ def adopted_erasure(
                 + "; ".join(found.problems)
             )
         return None
-    record = new[-1]
-    old_tip = record.old_tip
-    try:
-        ahead = old_tip == str(local.id) or repo.descendant_of(pygit2.Oid(hex=old_tip), local.id)
-    except (pygit2.GitError, ValueError, KeyError):
-        ahead = False
-    if not ahead:
-        raise StoreError(
-            f"the remote erased entries (erasure {record.id}, {record.by}, {record.at}) in a "
-            f"history whose tip {old_tip[:12]} is not this branch ({str(local.id)[:12]}) or "
-            "ahead of it; local commits made since would carry the erased history. Nothing "
-            "changed locally: move them aside (git branch), reset to the remote "
-            "(`git reset --hard @{u}`), re-apply them, and sync"
+    return new[-1]
+
+
+def replay_local(
+    store: Store, record: Record, local: pygit2.Commit, theirs: pygit2.Commit
+) -> pygit2.Commit:
+    """``theirs`` with the local commits the erasure does not map -- made here since, on the
+    old history -- replayed on top, each with its message and author, signed by this store's
+    key and audited before anything moves. ``StoreError`` (nothing changed) when one touches
+    an erased entry, is a merge, or changes a path the remote changed since."""
+    git = store.git
+    repo = git.repo
+    walker = repo.walk(local.id, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+    walker.hide(theirs.id)
+    stray = [c for c in walker if str(c.id) not in record.rewritten]
+    if not stray:
+        return theirs
+    erased = {entry_path(kind, i) for i in record.ids for kind in Kind}
+    head = theirs
+    identity = None
+    for commit in stray:
+        short = str(commit.id)[:12]
+        if len(commit.parents) != 1:
+            raise StoreError(
+                f"local merge commit {short} was made on the history erasure {record.id} "
+                "replaced; nothing changed locally: move it aside (git branch), reset to the "
+                "remote (`git reset --hard @{u}`), re-apply what it brought, and sync"
+            )
+        parent = commit.parents[0]
+        changes: dict[str, bytes | None] = {}
+        for delta in parent.tree.diff_to_tree(commit.tree).deltas:
+            path = delta.old_file.path if delta.status_char() == "D" else delta.new_file.path
+            if path in erased:
+                raise StoreError(
+                    f"local commit {short} changes {path}, an entry erasure {record.id} "
+                    f"({record.by}, {record.at}) erased; nothing changed locally. Drop that "
+                    "commit (move it aside, `git reset --hard @{u}`) and sync"
+                )
+            if Snapshot(repo, parent).blob_id(path) != Snapshot(repo, head).blob_id(path):
+                raise StoreError(
+                    f"local commit {short} changes {path}, which the remote changed too "
+                    f"before erasure {record.id}; nothing changed locally. Move the commit "
+                    "aside, `git reset --hard @{u}`, re-apply it, and sync"
+                )
+            blob = repo[delta.new_file.id] if delta.status_char() != "D" else None
+            changes[path] = blob.data if isinstance(blob, pygit2.Blob) else None
+        tree = git.write_tree(head.tree, changes) or repo.TreeBuilder().write()
+        if identity is None:
+            identity = store.identity(store.principal())
+        content: str = repo.create_commit_string(  # type: ignore[assignment]
+            commit.author, identity.signature(), commit.message, tree, [head.id]
         )
-    stray = [c for c in _beyond(repo, local, theirs) if str(c.id) not in record.rewritten]
-    if stray:
+        armored = store.signer.sign(content.encode("utf-8"), "git")
+        made = repo[repo.create_commit_with_signature(content, armored, "gpgsig")]
+        assert isinstance(made, pygit2.Commit)
+        head = made
+    report = audit(git, f"{theirs.id}..{head.id}", environ=store.environ, attestations=False)
+    if not report.ok:
         raise StoreError(
-            f"erasure {record.id} does not map local commit {str(stray[0].id)[:12]}; nothing "
-            "changed locally"
+            f"the local commits replayed onto erasure {record.id} would fail the audit; "
+            "nothing changed locally:\n" + "\n".join(f"  {v}" for v in report.violations[:20])
         )
-    return record
+    return head
 
 
 def adopt(store: Store, record: Record) -> list[str]:

@@ -116,6 +116,7 @@ def _sync_branch(
         theirs = git.tip(tracking)
         local = git.tip(ref)
         new = local
+        adopted = False
         if theirs is not None and local is not None and not _contains(git.repo, local, theirs):
             # An erasure made here overwrites the history the remote still holds (push with
             # a lease on it); one made there is adopted after its record checks out.
@@ -134,17 +135,16 @@ def _sync_branch(
             record = erasing.adopted_erasure(git.repo, local, theirs)
             if record is not None:
                 incoming += _audit_incoming(git, local, theirs, remote, root, env, notes)
-                if not _move(git, ref, local, theirs):
+                new = erasing.replay_local(store, record, local, theirs)
+                if not _move(git, ref, local, new):
                     continue
                 notes.extend(erasing.adopt(store, record))
                 notes.append(
                     f"adopted erasure {record.id} ({record.by}, {record.at}: "
                     f"{len(record.ids)} entr{'y' if len(record.ids) == 1 else 'ies'})"
                 )
-                return _result(
-                    remote, ref, "erasure", False, before, theirs, incoming, attempt, (), notes
-                )
-        if theirs is not None and not _contains(git.repo, local, theirs):
+                integrated, adopted = "erasure", True  # then push what was replayed, if any
+        if not adopted and theirs is not None and not _contains(git.repo, local, theirs):
             incoming += _audit_incoming(git, local, theirs, remote, root, env, notes)
             if local is None or git.repo.descendant_of(theirs.id, local.id):
                 new, step = theirs, "fast-forward"
