@@ -534,17 +534,18 @@ def adopted_erasure(
     """The erasure ``theirs`` holds that ``local`` has not adopted yet, when there is one.
 
     ``StoreError`` (nothing changed) when its record does not verify."""
-    have = {r.id for r in Erasures.at(repo, local).records}
+    have = {claim[2].id for claim in Erasures.at(repo, local).claimed}
     found = Erasures.at(repo, theirs)
-    new = [r for r in found.records if r.id not in have]
-    if not new:
-        if found.problems:
-            raise StoreError(
-                "the remote's erasure record does not verify; nothing changed locally: "
-                + "; ".join(found.problems)
-            )
+    fresh = [claim[2] for claim in found.claimed if claim[2].id not in have]
+    if not fresh:
         return None
-    return new[-1]
+    trusted = [record for record in fresh if found.trusted(record)]
+    if not trusted:
+        raise StoreError(
+            "the remote's erasure record does not verify; nothing changed locally: "
+            + "; ".join(found.problems)
+        )
+    return trusted[-1]
 
 
 def replay_local(

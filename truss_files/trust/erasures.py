@@ -167,42 +167,65 @@ def held_by(policy: TrustPolicy, principal: str) -> set[str]:
 
 
 class Erasures:
-    """The trusted erasure records of one audited tip: which commit each rewrote."""
+    """The erasure records of one audited tip: which commit each rewrote.
 
-    def __init__(self, records: Iterable[Record] = (), problems: Iterable[str] = ()) -> None:
-        self.records = list(records)
+    A record is trusted (``trusted``) once the commit that added it checks out; that walk
+    down the first parents is made only when a rewritten commit asks for its record, so an
+    incremental audit of new commits above an old erasure costs one tree lookup. The refusal
+    of a replayed original uses every record the tip holds: it only ever refuses."""
+
+    def __init__(
+        self,
+        repo: pygit2.Repository | None = None,
+        tip: pygit2.Commit | None = None,
+        claimed: Iterable[tuple[str, bytes, Record]] = (),
+        problems: Iterable[str] = (),
+    ) -> None:
+        self.repo, self.tip = repo, tip
+        self.claimed = list(claimed)
         self.problems = list(problems)  # records that are not trusted, and why
+        self.checked: dict[str, str | None] = {}
         self.by_new: dict[str, Record] = {}
         self.originals: dict[str, Record] = {}
-        for record in self.records:
+        for _, _, record in self.claimed:
             for old, new in record.rewritten.items():
                 self.by_new[new] = record
                 self.originals[old] = record
 
     @classmethod
     def at(cls, repo: pygit2.Repository, tip: pygit2.Commit | None) -> Erasures:
-        """The records in ``tip``'s tree, each trusted when the commit that added it (walking
-        first parents down from ``tip``) is signed by its ``by`` holding operator under that
-        commit's parent's policy."""
+        """The records in ``tip``'s tree; each is trusted when the commit that added it
+        (walking first parents down from ``tip``) is signed by its ``by`` holding operator
+        under that commit's parent's policy."""
         if tip is None:
             return cls()
         found = list(_tree_records(repo, tip.tree))
         if not found:
             return cls()
-        records: list[Record] = []
+        claimed: list[tuple[str, bytes, Record]] = []
         problems: list[str] = []
         for path, data in found:
             try:
-                record = Record.parse(data, path)
+                claimed.append((path, data, Record.parse(data, path)))
             except EntryError as exc:
                 problems.append(exc.message)
-                continue
-            problem = _record_problem(repo, tip, path, data, record)
-            if problem:
-                problems.append(f"{path}: {problem}")
-            else:
-                records.append(record)
-        return cls(records, problems)
+        return cls(repo, tip, claimed, problems)
+
+    def trusted(self, record: Record) -> bool:
+        if record.id not in self.checked:
+            problem = None
+            if self.repo is not None and self.tip is not None:
+                path, data, _ = next(c for c in self.claimed if c[2].id == record.id)
+                problem = _record_problem(self.repo, self.tip, path, data, record)
+                if problem:
+                    self.problems.append(f"{path}: {problem}")
+            self.checked[record.id] = problem
+        return self.checked[record.id] is None
+
+    @property
+    def records(self) -> list[Record]:
+        """The trusted records."""
+        return [r for _, _, r in self.claimed if self.trusted(r)]
 
     def replayed(self, commit: pygit2.Commit) -> Record | None:
         """The record that says it rewrote ``commit`` (an original of the erased history)."""
@@ -300,7 +323,11 @@ def erasure_problems(
         return out, None, None
     original = originals[0]
     record = erasures.by_new.get(str(commit.id))
-    if record is None or record.rewritten.get(original) != str(commit.id):
+    if (
+        record is None
+        or record.rewritten.get(original) != str(commit.id)
+        or not erasures.trusted(record)
+    ):
         why = "; ".join(erasures.problems)
         out.append(
             (
