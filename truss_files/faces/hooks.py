@@ -535,7 +535,12 @@ def pre_push(
         old = _commit(repo, remote_sha) if not _ZERO.match(remote_sha) else None
         if old is not None:
             hide.append(old.id)
-            if protected_ref and old.id != tip.id and not repo.descendant_of(tip.id, old.id):
+            if (
+                protected_ref
+                and old.id != tip.id
+                and not repo.descendant_of(tip.id, old.id)
+                and not _erasure_of(repo, tip, old)
+            ):
                 lines.append(_force_line(remote_ref, str(old.id), local_sha))
         for v in check_new_commits(repo, tip, hide, root, seen):
             lines.append(_violation_line(remote_ref or local_sha[:12], v))
