@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pygit2
 import pytest
 from click.testing import CliRunner
 
@@ -26,7 +27,7 @@ from truss_files.model import Entry
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
 from truss_files.signing.trustpolicy import CONFIG_PATH, SIGNERS_PATH
 from truss_files.store.erase import plan_erasure
-from truss_files.store.erasing import build
+from truss_files.store.erasing import Rewrite, build
 from truss_files.tools import ToolSession
 from truss_files.trust.audit import audit
 from truss_files.trust.erasures import record_path
@@ -183,6 +184,25 @@ def test_a_record_whose_map_lies_fails(victim: Victim) -> None:
         store.identity("operator@example.test"),
     )  # fmt: skip
     assert "erasure-unmapped" in _rules(store, forged)
+
+
+class _NamesTheAgent(Rewrite):
+    """Names the agent as every rewritten commit's original signer."""
+
+    def original_signer(self, commit: pygit2.Commit) -> str:
+        return "bot@example.test"
+
+
+def test_a_rewritten_commit_is_judged_by_its_original_signers_roles(victim: Victim) -> None:
+    # The promotion after the erased entry needs the panel role; named as the agent's, it
+    # fails as the agent's own promotion would.
+    built = build(
+        victim.store, [victim.gone.id], "asked", "operator@example.test", rewrite=_NamesTheAgent
+    )
+    report = audit(victim.store.git, str(built.top), environ=victim.store.environ)
+    assert any(v.rule == "role" and "bot@example.test" in v.message for v in report.violations), (
+        report.violations
+    )
 
 
 def test_a_rewritten_commit_no_record_maps_fails(victim: Victim) -> None:

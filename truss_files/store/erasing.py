@@ -287,7 +287,7 @@ class Rewrite:
         if tree == commit.tree.id and parents == list(commit.parent_ids):
             return  # before the first erased commit: kept as it was, signature and all
         fields = parse_trailers(commit.message)
-        original = (fields.get(ORIGINAL_SIGNER) or [self._signer(commit)])[0]
+        original = (fields.get(ORIGINAL_SIGNER) or [self.original_signer(commit)])[0]
         message = (
             _strip_rewrite_trailers(commit.message).rstrip("\n")
             + "\n"
@@ -302,7 +302,7 @@ class Rewrite:
         new = git.repo.create_commit_with_signature(content, armored, "gpgsig")
         self.map[str(commit.id)] = str(new)
 
-    def _signer(self, commit: pygit2.Commit) -> str:
+    def original_signer(self, commit: pygit2.Commit) -> str:
         judge = commit.parents[0] if commit.parents else commit
         try:
             principals, _ = signer_of(policy_of(judge), commit)
