@@ -14,7 +14,8 @@
 3. the run ledgers whose calls or memos hold an erased id or text are rewritten the same
    way, each such file replaced by ``{"erased": <erasure id>, "sha256": <the original's>}``;
 4. the refs move, the attestations on replaced commits go, remote-tracking refs that hold
-   the old history go (the next ``sync`` pushes the erasure), the caches under
+   the old history go (the next ``sync`` pushes the erasure; ``adoption.py`` is how the
+   other clones take it), the caches under
    ``.git/truss/`` go (they rebuild), usage lines naming an erased id go, the work tree
    follows, and ``git reflog expire --expire=now --all`` and ``git gc --prune=now`` drop
    every object that held the text.
@@ -38,14 +39,12 @@ from ..format.trailers import parse_trailers, stamp, trailers
 from ..git.gitlocks import flock
 from ..git.gitstore import Snapshot
 from ..git.usage import USAGE_FILE
-from ..model import Kind, entry_path
 from ..trust.attest import NOTES_REF, read_notes
 from ..trust.audit import audit
 from ..trust.erasures import (
     ORIGINAL_SIGNER,
     REWRITTEN_FROM,
     UNSIGNED,
-    Erasures,
     Record,
     erased_tree,
     policy_of,
@@ -58,18 +57,7 @@ if TYPE_CHECKING:
     from ..git.gitstore import GitStore
     from .store import Store
 
-__all__ = [
-    "Erased",
-    "Rewrite",
-    "adopt",
-    "adopted_erasure",
-    "build",
-    "erase",
-    "forget_objects",
-    "pushed_erasure",
-    "replay_local",
-    "replayed_by",
-]
+__all__ = ["Erased", "Rewrite", "build", "erase", "forget_objects"]
 
 # Refs that are not history of the store: the ledgers are rewritten on their own (step 3),
 # the attestations name commits rather than hold them, and remote-tracking refs are dropped.
@@ -182,13 +170,13 @@ def build(
     at = stamp(store.clock())
     listed = tuple(sorted(recorded if recorded is not None else ids))
     erasure_id = Record.make_id(by, at, listed, str(old_tip.id))
-    history = _history_refs(repo)
+    history = history_refs(repo)
     rewriter = (rewrite or Rewrite)(repo, set(ids), store, identity)
     for commit in _walk(repo, [c.id for c in history.values()]):
         rewriter.commit(commit)
     if str(old_tip.id) not in rewriter.map:
         raise UsageError("no commit of the store's branch holds the entries: nothing to erase")
-    ledgers = _rewrite_ledgers(store, set(ids), erasure_id, identity)
+    ledgers = rewrite_ledgers(store, set(ids), erasure_id, identity)
     record = Record(
         id=erasure_id,
         by=by,
@@ -222,10 +210,10 @@ def _land(store: Store, built: _Built) -> Erased:
         if not git.update_ref(ref, pygit2.Oid(hex=old), pygit2.Oid(hex=new), "truss-files: erase"):
             raise StoreError(f"{ref} moved while it was being rewritten; run the erasure again")
     rewritten = set(record.rewritten)
-    dropped = _drop_remote_refs(git.repo, rewritten)
-    removed = _drop_notes(git, dict(store.environ), rewritten)
+    dropped = drop_remote_refs(git.repo, rewritten)
+    removed = drop_notes(git, dict(store.environ), rewritten)
     runs = [ref.removeprefix(RUNS_PREFIX) for ref in built.ledgers]
-    _clean_caches(git.git_dir, set(record.ids), runs)
+    clean_caches(git.git_dir, set(record.ids), runs)
     return Erased(record, str(built.top), moved, tuple(dropped), removed)
 
 
@@ -252,7 +240,7 @@ def forget_objects(git: GitStore, env: Mapping[str, str]) -> None:
 # -- rewriting the history -------------------------------------------------------------------
 
 
-def _history_refs(repo: pygit2.Repository) -> dict[str, pygit2.Commit]:
+def history_refs(repo: pygit2.Repository) -> dict[str, pygit2.Commit]:
     out: dict[str, pygit2.Commit] = {}
     for name in sorted(repo.references):
         if not name.startswith("refs/") or name.startswith(_OWN_WAY):
@@ -379,7 +367,7 @@ def _strip_signature(message: str) -> str:
     return message[:cut] if cut >= 0 else message
 
 
-def _drop_remote_refs(repo: pygit2.Repository, rewritten: set[str]) -> list[str]:
+def drop_remote_refs(repo: pygit2.Repository, rewritten: set[str]) -> list[str]:
     dropped = []
     for name in sorted(repo.references):
         if not name.startswith("refs/remotes/"):
@@ -394,7 +382,7 @@ def _drop_remote_refs(repo: pygit2.Repository, rewritten: set[str]) -> list[str]
     return dropped
 
 
-def _drop_notes(git: GitStore, env: Mapping[str, str], rewritten: set[str]) -> int:
+def drop_notes(git: GitStore, env: Mapping[str, str], rewritten: set[str]) -> int:
     if NOTES_REF not in git.repo.references:
         return 0
     gone = sorted(set(read_notes(git.repo)) & rewritten)
@@ -416,7 +404,7 @@ def _drop_notes(git: GitStore, env: Mapping[str, str], rewritten: set[str]) -> i
 # -- the run ledgers ---------------------------------------------------------------------------
 
 
-def _rewrite_ledgers(
+def rewrite_ledgers(
     store: Store, ids: set[str], erasure_id: str, identity: Any, snap: Snapshot | None = None
 ) -> dict[str, tuple[str, str]]:
     """ref -> (old tip, new tip) for each run ledger a call or memo of which names an erased
@@ -477,7 +465,7 @@ def _scrub(
 # -- what lives outside git ---------------------------------------------------------------------
 
 
-def _clean_caches(git_dir: Path, ids: set[str], runs: list[str]) -> None:
+def clean_caches(git_dir: Path, ids: set[str], runs: list[str]) -> None:
     folder = git_dir / "truss"
     if not folder.is_dir():
         return
@@ -494,169 +482,3 @@ def _clean_caches(git_dir: Path, ids: set[str], runs: list[str]) -> None:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-
-
-# -- clones: pushing an erasure, adopting one ---------------------------------------------------
-
-
-def pushed_erasure(
-    repo: pygit2.Repository, local: pygit2.Commit, theirs: pygit2.Commit
-) -> Record | None:
-    """The erasure of ``local`` that rewrote the remote's whole tip: every commit the remote
-    holds beyond ``local`` is one the record replaced (so a push may overwrite them)."""
-    for record in Erasures.at(repo, local).records:
-        if str(theirs.id) not in record.rewritten:
-            continue
-        if all(str(c.id) in record.rewritten for c in _beyond(repo, theirs, local)):
-            return record
-    return None
-
-
-def replayed_by(repo: pygit2.Repository, local: pygit2.Commit, theirs: pygit2.Commit) -> str | None:
-    """Why integrating ``theirs`` would bring back history an erasure of ``local`` replaced."""
-    erasures = Erasures.at(repo, local)
-    if not erasures.originals:
-        return None
-    for commit in _beyond(repo, theirs, local):
-        record = erasures.replayed(commit)
-        if record is not None:
-            return (
-                f"commit {str(commit.id)[:12]} is one erasure {record.id} replaced; the remote "
-                "still holds the history it erased, with commits made on it since. Rebase "
-                "those commits onto the erasure by hand, then push"
-            )
-    return None
-
-
-def adopted_erasure(
-    repo: pygit2.Repository, local: pygit2.Commit, theirs: pygit2.Commit
-) -> Record | None:
-    """The erasure ``theirs`` holds that ``local`` has not adopted yet, when there is one.
-
-    ``StoreError`` (nothing changed) when its record does not verify."""
-    have = {claim[2].id for claim in Erasures.at(repo, local).claimed}
-    found = Erasures.at(repo, theirs)
-    fresh = [claim[2] for claim in found.claimed if claim[2].id not in have]
-    if not fresh:
-        return None
-    trusted = [record for record in fresh if found.trusted(record)]
-    if not trusted:
-        raise StoreError(
-            "the remote's erasure record does not verify; nothing changed locally: "
-            + "; ".join(found.problems)
-        )
-    return trusted[-1]
-
-
-def replay_local(
-    store: Store, record: Record, local: pygit2.Commit, theirs: pygit2.Commit
-) -> pygit2.Commit:
-    """``theirs`` with the local commits the erasure does not map -- made here since, on the
-    old history -- replayed on top, each with its message and author, signed by this store's
-    key and audited before anything moves. ``StoreError`` (nothing changed) when one touches
-    an erased entry, is a merge, or changes a path the remote changed since."""
-    git = store.git
-    repo = git.repo
-    walker = repo.walk(local.id, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
-    walker.hide(theirs.id)
-    stray = [c for c in walker if str(c.id) not in record.rewritten]
-    if not stray:
-        return theirs
-    erased = {entry_path(kind, i) for i in record.ids for kind in Kind}
-    head = theirs
-    identity = None
-    for commit in stray:
-        short = str(commit.id)[:12]
-        if len(commit.parents) != 1:
-            raise StoreError(
-                f"local merge commit {short} was made on the history erasure {record.id} "
-                "replaced; nothing changed locally: move it aside (git branch), reset to the "
-                "remote (`git reset --hard @{u}`), re-apply what it brought, and sync"
-            )
-        parent = commit.parents[0]
-        changes: dict[str, bytes | None] = {}
-        for delta in parent.tree.diff_to_tree(commit.tree).deltas:
-            path = delta.old_file.path if delta.status_char() == "D" else delta.new_file.path
-            if path in erased:
-                raise StoreError(
-                    f"local commit {short} changes {path}, an entry erasure {record.id} "
-                    f"({record.by}, {record.at}) erased; nothing changed locally. Drop that "
-                    "commit (move it aside, `git reset --hard @{u}`) and sync"
-                )
-            if Snapshot(repo, parent).blob_id(path) != Snapshot(repo, head).blob_id(path):
-                raise StoreError(
-                    f"local commit {short} changes {path}, which the remote changed too "
-                    f"before erasure {record.id}; nothing changed locally. Move the commit "
-                    "aside, `git reset --hard @{u}`, re-apply it, and sync"
-                )
-            blob = repo[delta.new_file.id] if delta.status_char() != "D" else None
-            changes[path] = blob.data if isinstance(blob, pygit2.Blob) else None
-        tree = git.write_tree(head.tree, changes) or repo.TreeBuilder().write()
-        if identity is None:
-            identity = store.identity(store.principal())
-        content: str = repo.create_commit_string(  # type: ignore[assignment]
-            commit.author, identity.signature(), commit.message, tree, [head.id]
-        )
-        armored = store.signer.sign(content.encode("utf-8"), "git")
-        made = repo[repo.create_commit_with_signature(content, armored, "gpgsig")]
-        assert isinstance(made, pygit2.Commit)
-        head = made
-    report = audit(git, f"{theirs.id}..{head.id}", environ=store.environ, attestations=False)
-    if not report.ok:
-        raise StoreError(
-            f"the local commits replayed onto erasure {record.id} would fail the audit; "
-            "nothing changed locally:\n" + "\n".join(f"  {v}" for v in report.violations[:20])
-        )
-    return head
-
-
-def adopt(store: Store, record: Record) -> list[str]:
-    """What an erasing repository did, done here once the branch has moved to the erasure:
-    tags and branches onto its map, run ledgers scrubbed, attestations of replaced commits,
-    remote-tracking refs of the old history, caches and usage lines dropped, reflogs expired
-    and the objects pruned. Returns what it did, one line each."""
-    git = store.git
-    repo = git.repo
-    done: list[str] = []
-    ids = set(record.ids)
-    for name, target in _history_refs(repo).items():
-        new = record.rewritten.get(str(target.id))
-        if new is None or name == git.branch:
-            continue
-        repo.references[name].set_target(pygit2.Oid(hex=new), "truss-files: erasure adopted")
-        done.append(f"moved {name} onto erasure {record.id}")
-    try:
-        identity = store.identity(store.principal())
-        ledgers = _rewrite_ledgers_for(store, ids, record.id, identity, record)
-    except TrussError as exc:
-        raise StoreError(f"could not rewrite the run ledgers holding erased text: {exc}") from exc
-    for ref, (old, new) in ledgers.items():
-        git.update_ref(ref, pygit2.Oid(hex=old), pygit2.Oid(hex=new), "truss-files: erasure")
-        done.append(f"rewrote {ref}")
-    for ref in _drop_remote_refs(repo, set(record.rewritten)):
-        done.append(f"dropped {ref}")
-    removed = _drop_notes(git, dict(store.environ), set(record.rewritten))
-    if removed:
-        done.append(f"removed {removed} attestation(s) of replaced commits")
-    _clean_caches(git.git_dir, ids, [ref.removeprefix(RUNS_PREFIX) for ref in ledgers])
-    forget_objects(git, dict(store.environ))
-    return done
-
-
-def _rewrite_ledgers_for(
-    store: Store, ids: set[str], erasure_id: str, identity: Any, record: Record
-) -> dict[str, tuple[str, str]]:
-    # The texts are read from the old tip, still at hand until the objects are pruned.
-    try:
-        old = store.snapshot(record.old_tip)
-    except TrussError:
-        old = None
-    return _rewrite_ledgers(store, ids, erasure_id, identity, old)
-
-
-def _beyond(
-    repo: pygit2.Repository, tip: pygit2.Commit, hide: pygit2.Commit
-) -> list[pygit2.Commit]:
-    walker = repo.walk(tip.id)
-    walker.hide(hide.id)
-    return list(walker)

@@ -10,12 +10,12 @@ a compare-and-swap (``--force-with-lease=<ref>:<what we fetched>``): if another 
 there first, we fetch again and retry; if the remote refuses for any other reason (its
 pre-receive hook), we stop and say why.
 
-An operator's erasure (``erasing.py``) crosses by force, and only when its record says so:
-a branch whose erasure replaced every commit the remote holds beyond it is pushed with a
-lease on the remote's old tip; a remote tip holding an erasure record this branch lacks is
-audited (the record's operator signature, each rewritten commit against its original, still
-at hand here) and adopted when the record's old tip is this branch or ahead of it. Incoming
-history that an erasure here replaced is refused.
+An operator's erasure (``erasing.py``, ``adoption.py``) crosses by force, and only when its
+record says so: a branch whose erasure replaced every commit the remote holds beyond it is
+pushed with a lease on the remote's old tip; a remote tip holding an erasure record this
+branch lacks is audited (the record's operator signature, each rewritten commit against its
+original, still at hand here) and adopted, with the local commits made on the old history
+since replayed on top. Incoming history that an erasure here replaced is refused.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from ..git.gitstore import GitStore, Snapshot
 from ..review.merge import merge_entry
 from ..trust.attest import NOTES_REF, notes_of, read_notes
 from ..trust.audit import audit, check_commit, check_note
-from . import erasing
+from . import adoption, erasing
 from .store import Store
 
 MAX_ATTEMPTS = 8
@@ -120,7 +120,7 @@ def _sync_branch(
         if theirs is not None and local is not None and not _contains(git.repo, local, theirs):
             # An erasure made here overwrites the history the remote still holds (push with
             # a lease on it); one made there is adopted after its record checks out.
-            if erasing.pushed_erasure(git.repo, local, theirs) is not None:
+            if adoption.pushed_erasure(git.repo, local, theirs) is not None:
                 ok, output = runner.push(remote, str(local.id), remote_ref, str(theirs.id))
                 if not ok:
                     raise StoreError(f"{remote} refused the erasure of {ref}:\n{output.strip()}")
@@ -129,16 +129,16 @@ def _sync_branch(
                 return _result(
                     remote, ref, "erasure", True, before, local, incoming, attempt, (), notes
                 )
-            replayed = erasing.replayed_by(git.repo, local, theirs)
+            replayed = adoption.replayed_by(git.repo, local, theirs)
             if replayed:
                 raise StoreError(f"refusing to integrate {remote}: {replayed}")
-            record = erasing.adopted_erasure(git.repo, local, theirs)
+            record = adoption.adopted_erasure(git.repo, local, theirs)
             if record is not None:
                 incoming += _audit_incoming(git, local, theirs, remote, root, env, notes)
-                new = erasing.replay_local(store, record, local, theirs)
+                new = adoption.replay_local(store, record, local, theirs)
                 if not _move(git, ref, local, new):
                     continue
-                notes.extend(erasing.adopt(store, record))
+                notes.extend(adoption.adopt(store, record))
                 notes.append(
                     f"adopted erasure {record.id} ({record.by}, {record.at}: "
                     f"{len(record.ids)} entr{'y' if len(record.ids) == 1 else 'ies'})"
