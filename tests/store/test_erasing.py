@@ -160,3 +160,20 @@ def test_an_entry_that_quotes_the_text_must_be_named_too(store: MemoryStore) -> 
     with pytest.raises(UsageError, match="name them in the erasure too"):
         store.erase([gone.id], "asked")
     assert str(store.git.tip().id) == before  # type: ignore[union-attr]
+
+
+def test_a_second_erasure_rewrites_the_first_ones_commits_and_audits_clean(
+    store: MemoryStore,
+) -> None:
+    first = store.write("fact", "a", "The first text to erase.")
+    second = store.write("fact", "b", "The second text to erase.")
+    kept = store.write("fact", "c", "Kept.")
+    one = store.erase([second.id], "one")
+    later = store.write("fact", "d", "Written after the first erasure.")
+    two = store.erase([first.id], "two")
+    # The first erasure's record commit is among those the second rewrote.
+    assert one.commit in two.record.rewritten
+    assert {e.id for e in store.iter_entries()} == {kept.id, later.id}
+    assert audit(store.git).ok
+    records = sorted((store.git.workdir / ".truss" / "erasures").iterdir())  # type: ignore[operator]
+    assert [p.stem for p in records] == sorted([one.record.id, two.record.id])

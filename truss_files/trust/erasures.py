@@ -352,8 +352,10 @@ def erasure_problems(
         )
         return out, None, None
     erased = set(record.ids)
+    # An entry an earlier erasure took is absent from every commit after it, rewritten again.
+    before = {i for earlier in erasures.records for i in earlier.ids}
     for entry_id in entry_ids_named(commit.message):
-        if entry_id not in erased and not _find_entry(commit.tree, entry_id):
+        if entry_id not in erased | before and not _find_entry(commit.tree, entry_id):
             out.append(
                 (
                     "erasure-scope",
@@ -363,10 +365,10 @@ def erasure_problems(
                 )
             )
     try:
-        before = repo[original].peel(pygit2.Commit)
+        was = repo[original].peel(pygit2.Commit)
     except (KeyError, ValueError, pygit2.GitError):
-        before = None
-    if before is not None and erased_tree(repo, before.tree, erased) != commit.tree.id:
+        was = None
+    if was is not None and erased_tree(repo, was.tree, erased) != commit.tree.id:
         out.append(
             (
                 "erasure-tree",
