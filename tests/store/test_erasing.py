@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from truss_files.facade import MemoryStore
 from truss_files.faces.cli.main import cli
 from truss_files.format.trailers import parse_trailers
 from truss_files.model import Entry, Trust
+from truss_files.signing import Ed25519Signer
 from truss_files.store.erasing import Erased
 from truss_files.tools import ToolSession
 from truss_files.trust.attest import NOTES_REF
@@ -177,3 +178,17 @@ def test_a_second_erasure_rewrites_the_first_ones_commits_and_audits_clean(
     assert audit(store.git).ok
     records = sorted((store.git.workdir / ".truss" / "erasures").iterdir())  # type: ignore[operator]
     assert [p.stem for p in records] == sorted([one.record.id, two.record.id])
+
+
+def test_a_second_operator_erases_after_the_first(
+    store: MemoryStore, add_signer: Callable[..., str], tmp_path: Path
+) -> None:
+    other = Ed25519Signer.generate("ops2@example.test")
+    add_signer(store, other, "ops2@example.test", ("operator",))
+    first = store.write("fact", "a", "The first text to erase.")
+    second = store.write("fact", "b", "The second text to erase.")
+    store.erase([second.id], "one")
+    as_other = MemoryStore(store.git.workdir, signer=other, environ=store.environ)  # type: ignore[arg-type]
+    two = as_other.erase([first.id], "two")
+    assert two.record.by == "ops2@example.test"
+    assert audit(store.git).ok

@@ -249,13 +249,20 @@ def _record_problem(
         principals, held = signer_of(policy_of(commit.parents[0]), commit)
     except (TrussError, KeyError) as exc:
         return f"the commit that adds it ({str(commit.id)[:12]}) does not verify: {exc}"
-    if record.by not in principals:
+    fields = parse_trailers(commit.message)
+    if fields.get(REWRITTEN_FROM):
+        # A later erasure rewrote the commit that added this record: re-signed by that
+        # erasure's operator (whose record must map it), originally signed by ``by``.
+        signer = (fields.get(ORIGINAL_SIGNER) or [UNSIGNED])[0]
+        if signer != record.by:
+            return f"names {record.by} as its operator but was first signed by {signer}"
+    elif record.by not in principals:
         return (
             f"names {record.by} as its operator but is signed by {', '.join(principals)} "
             f"({str(commit.id)[:12]})"
         )
     if "operator" not in held:
-        return f"signed by {record.by}, who does not hold the operator role"
+        return f"signed by {', '.join(principals)}, who does not hold the operator role"
     return None
 
 
