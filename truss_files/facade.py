@@ -62,6 +62,7 @@ from .runs.start import load_start
 from .signing.trustpolicy import ROLES
 from .store import asof, belief, operators
 from .store.erase import ErasurePlan, plan_erasure
+from .store.erasing import Erased, erase
 from .store.export import Exported, entries_to_export
 from .store.export import record as _export_record
 from .store.initstore import init_store
@@ -369,6 +370,13 @@ class MemoryStore(Store):
         """Every place the entries ``refs`` (and, with ``member``, every entry by or about
         that member) live: what an erasure would rewrite (``store.erase``); operators only."""
         return plan_erasure(self, refs, reason, member=member)
+
+    def erase(self, refs: Sequence[str], reason: str, *, member: str | None = None) -> Erased:
+        """Erase the entries ``refs`` (and, with ``member``, every entry by or about that
+        member) for good: history rewritten without them, an operator-signed erasure record,
+        ledgers, attestations, caches and usage lines cleaned, reflogs expired and
+        unreachable objects pruned (``store.erasing``); operators only."""
+        return erase(self, refs, reason, member=member)
 
     @functools.cached_property
     def _gitdir(self) -> GitDir:

@@ -8,7 +8,7 @@ trailers on store commits (and judges trust moves with the real message), ``pre-
 audits the pushed range. Server side, the real gate: ``pre-receive`` judges every new commit
 by its parent's policy (and refuses one adding an entry that holds a credential) — reading
 the quarantined objects of the push through ``RepositoryOpenFlag.FROM_ENV`` — and refuses
-deletions and non-fast-forward updates of
+deletions and non-fast-forward updates (but an operator's erasure) of
 protected branches: the default branch, the ``truss.protected`` patterns and every branch
 whose history holds the pinned trust root (whatever the bare repository's HEAD names).
 Under the pre-commit framework a push it names no range for is audited from what the remote
@@ -39,7 +39,14 @@ from ..git.gitstore import GitStore, Snapshot
 from ..git.recovery import history_versions, orphans
 from ..signing.trustpolicy import SIGNERS_PATH, is_store_path
 from ..trust.attest import NOTES_REF, notes_of
-from ..trust.audit import Violation, check_commit, check_commits, check_note, secret_violations
+from ..trust.audit import (
+    Erasures,
+    Violation,
+    check_commit,
+    check_commits,
+    check_note,
+    secret_violations,
+)
 from ..trust.trustroot import ROOT_CONFIG, find_root, pinned_root
 
 CLIENT_HOOKS = ("pre-commit", "commit-msg", "pre-push")
@@ -298,7 +305,8 @@ def check_new_commits(
                 walked.append(commit)
                 yield commit
 
-    found = [v for each in check_commits(repo, fresh(), root) for v in each]
+    erasures = Erasures.at(repo, tip)
+    found = [v for each in check_commits(repo, fresh(), root, erasures=erasures) for v in each]
     # Rule secret: a commit made by hand never met the write path's check (trust/leaks.py).
     return found + [v for commit in walked for v in secret_violations(repo, commit)]
 
@@ -527,7 +535,12 @@ def pre_push(
         old = _commit(repo, remote_sha) if not _ZERO.match(remote_sha) else None
         if old is not None:
             hide.append(old.id)
-            if protected_ref and old.id != tip.id and not repo.descendant_of(tip.id, old.id):
+            if (
+                protected_ref
+                and old.id != tip.id
+                and not repo.descendant_of(tip.id, old.id)
+                and not _erasure_of(repo, tip, old)
+            ):
                 lines.append(_force_line(remote_ref, str(old.id), local_sha))
         for v in check_new_commits(repo, tip, hide, root, seen):
             lines.append(_violation_line(remote_ref or local_sha[:12], v))
@@ -574,7 +587,12 @@ def pre_receive(repo: pygit2.Repository, stdin: str, environ: Mapping[str, str])
             continue  # a tag of a tree or blob: nothing of the store's
         if is_protected and not _ZERO.match(old_sha):
             old = _commit(repo, old_sha)
-            if old is not None and old.id != tip.id and not repo.descendant_of(tip.id, old.id):
+            if (
+                old is not None
+                and old.id != tip.id
+                and not repo.descendant_of(tip.id, old.id)
+                and not _erasure_of(repo, tip, old)
+            ):
                 lines.append(_force_line(ref, old_sha, new_sha))
         for v in check_new_commits(repo, tip, known, root, seen):
             lines.append(_violation_line(ref, v))
@@ -584,6 +602,20 @@ def pre_receive(repo: pygit2.Repository, stdin: str, environ: Mapping[str, str])
             f"`git config {ROOT_CONFIG} <root commit>` here"
         )
     return lines
+
+
+def _erasure_of(repo: pygit2.Repository, tip: pygit2.Commit, old: pygit2.Commit) -> bool:
+    """The one force-push a protected branch takes: ``tip`` holds an operator-signed erasure
+    record whose old tip is the branch as this server has it and whose map covers every
+    commit the push drops (each new commit is then judged by the audit's erasure rules)."""
+    for record in Erasures.at(repo, tip).records:
+        if record.old_tip != str(old.id):
+            continue
+        walker = repo.walk(old.id)
+        walker.hide(tip.id)
+        if all(str(c.id) in record.rewritten for c in walker):
+            return True
+    return False
 
 
 def _notes_lines(repo: pygit2.Repository, ref: str, old_sha: str, new_sha: str) -> list[str]:

@@ -6,7 +6,8 @@ the operator's check and the plan -- which commits of which branches and tags ho
 entry's file, where a rewrite would start and how many commits it would make, which other
 entries hold the text or link to the id, which run ledgers' calls and memos name the id or
 hold the text, which attestations sign commits a rewrite would replace, and which caches
-under ``.git/truss/`` would be rebuilt. ``erase --dry-run`` prints it; nothing here writes.
+under ``.git/truss/`` would be rebuilt. ``erase --dry-run`` prints it; nothing here writes
+(``erasing.py`` carries the plan out).
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ import pygit2
 from ..errors import Forbidden, SignatureError, UsageError
 from ..model import MERGED_PREFIX, Entry
 from ..signing import PublicKey
+from ..trust.attest import NOTES_REF
 
 if TYPE_CHECKING:
     from .store import Store
 
 __all__ = ["ErasurePlan", "Place", "plan_erasure", "require_operator"]
 
-NOTES_REF = "refs/notes/truss"
 RUNS_PREFIX = "refs/truss/runs/"
 # The shortest body whose text is looked for inside other entries and ledgers: a shorter one
 # ("ok") would be found everywhere and name nothing.
@@ -231,7 +232,7 @@ def _other_entries(store: Store, snap: Any, ids: set[str], texts: list[str]) -> 
     return out
 
 
-def _needles(ids: Iterable[str], texts: Iterable[str]) -> list[bytes]:
+def needles_of(ids: Iterable[str], texts: Iterable[str]) -> list[bytes]:
     found = [i.encode() for i in ids]
     for text in texts:
         found.append(text.encode("utf-8"))
@@ -241,7 +242,7 @@ def _needles(ids: Iterable[str], texts: Iterable[str]) -> list[bytes]:
 
 
 def _ledgers(repo: pygit2.Repository, ids: set[str], texts: list[str]) -> list[Place]:
-    needles = _needles(ids, texts)
+    needles = needles_of(ids, texts)
     out: list[Place] = []
     for name in sorted(repo.references):
         if not name.startswith(RUNS_PREFIX):
@@ -296,7 +297,7 @@ def _caches(store: Store, ids: set[str]) -> list[Place]:
             if count:
                 out.append(Place("usage", str(path), f"{count} line(s) name an erased id"))
             continue
-        if not name.endswith(".lock"):
+        if not name.endswith(".lock") and name != "pending":  # journals: not a cache
             out.append(Place("cache", str(path), "rebuilt from the rewritten tip"))
     out.append(Place("reflog", str(store.git.git_dir / "logs"), "expired, then git gc"))
     return out

@@ -9,6 +9,13 @@ commit is checked like every commit the library makes before the branch moves. T
 a compare-and-swap (``--force-with-lease=<ref>:<what we fetched>``): if another writer got
 there first, we fetch again and retry; if the remote refuses for any other reason (its
 pre-receive hook), we stop and say why.
+
+An operator's erasure (``erasing.py``, ``adoption.py``) crosses by force, and only when its
+record says so: a branch whose erasure replaced every commit the remote holds beyond it is
+pushed with a lease on the remote's old tip; a remote tip holding an erasure record this
+branch lacks is audited (the record's operator signature, each rewritten commit against its
+original, still at hand here) and adopted, with the local commits made on the old history
+since replayed on top. Incoming history that an erasure here replaced is refused.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from ..git.gitstore import GitStore, Snapshot
 from ..review.merge import merge_entry
 from ..trust.attest import NOTES_REF, notes_of, read_notes
 from ..trust.audit import audit, check_commit, check_note
+from . import adoption, erasing
 from .store import Store
 
 MAX_ATTEMPTS = 8
@@ -38,7 +46,7 @@ MAX_ATTEMPTS = 8
 class SyncResult:
     remote: str
     branch: str
-    integrated: str  # none, fast-forward or merge
+    integrated: str  # none, fast-forward, merge or erasure (pushed or adopted: erasing.py)
     pushed: bool
     before: str | None
     head: str | None
@@ -52,6 +60,7 @@ class SyncResult:
             "none": "nothing to integrate",
             "fast-forward": "fast-forwarded",
             "merge": f"merged ({len(self.merged_paths)} entry file(s) settled by the driver)",
+            "erasure": "took an erasure across (the old history is gone here)",
         }[self.integrated]
         pushed = "pushed" if self.pushed else "nothing to push"
         head = (self.head or "-")[:12]
@@ -107,7 +116,35 @@ def _sync_branch(
         theirs = git.tip(tracking)
         local = git.tip(ref)
         new = local
-        if theirs is not None and not _contains(git.repo, local, theirs):
+        adopted = False
+        if theirs is not None and local is not None and not _contains(git.repo, local, theirs):
+            # An erasure made here overwrites the history the remote still holds (push with
+            # a lease on it); one made there is adopted after its record checks out.
+            if adoption.pushed_erasure(git.repo, local, theirs) is not None:
+                ok, output = runner.push(remote, str(local.id), remote_ref, str(theirs.id))
+                if not ok:
+                    raise StoreError(f"{remote} refused the erasure of {ref}:\n{output.strip()}")
+                erasing.forget_objects(git, env)  # the fetch brought the old history back
+                notes.append(f"pushed the erasure to {remote}; the old history is gone here")
+                return _result(
+                    remote, ref, "erasure", True, before, local, incoming, attempt, (), notes
+                )
+            replayed = adoption.replayed_by(git.repo, local, theirs)
+            if replayed:
+                raise StoreError(f"refusing to integrate {remote}: {replayed}")
+            record = adoption.adopted_erasure(git.repo, local, theirs)
+            if record is not None:
+                incoming += _audit_incoming(git, local, theirs, remote, root, env, notes)
+                new = adoption.replay_local(store, record, local, theirs)
+                if not _move(git, ref, local, new):
+                    continue
+                notes.extend(adoption.adopt(store, record))
+                notes.append(
+                    f"adopted erasure {record.id} ({record.by}, {record.at}: "
+                    f"{len(record.ids)} entr{'y' if len(record.ids) == 1 else 'ies'})"
+                )
+                integrated, adopted = "erasure", True  # then push what was replayed, if any
+        if not adopted and theirs is not None and not _contains(git.repo, local, theirs):
             incoming += _audit_incoming(git, local, theirs, remote, root, env, notes)
             if local is None or git.repo.descendant_of(theirs.id, local.id):
                 new, step = theirs, "fast-forward"

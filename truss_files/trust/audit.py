@@ -57,6 +57,7 @@ from ..signing.trustpolicy import (
 )
 from . import authority
 from .attest import note_problems, read_notes
+from .erasures import REWRITTEN_FROM, Erasures, erasure_problems
 from .leaks import allow_at, leaks
 from .trustroot import find_root, pinned_root
 from .verdict import Verdict, check_verdict
@@ -103,8 +104,10 @@ class AuditReport:
 class _Policies:
     """Policies by the blob ids of allowed_signers and truss.toml: most commits share one."""
 
-    def __init__(self, repo: pygit2.Repository) -> None:
+    def __init__(self, repo: pygit2.Repository, erasures: Erasures | None = None) -> None:
         self.repo = repo
+        # The operator-signed erasure records of the audited tip (trust/erasures.py).
+        self.erasures = erasures or Erasures()
         self.cache: dict[tuple[str | None, ...], TrustPolicy] = {}
         # Commit id -> the (allowed_signers, truss.toml) its children are judged by, where
         # that differs from its tree: a key smuggled in without an operator's signature must
@@ -204,7 +207,10 @@ def audit(
         commits = walked = list(commits)
     if on_commit is not None:
         commits = _counted(list(commits), on_commit)
-    for broken in check_commits(repo, commits, root_id, attestations=attestations):
+    erasures = Erasures.at(repo, tip)
+    for broken in check_commits(
+        repo, commits, root_id, attestations=attestations, erasures=erasures
+    ):
         checked += 1
         violations.extend(broken)
     leaked: list[Violation] = []
@@ -238,10 +244,13 @@ def check_commits(
     root: str | None,
     *,
     attestations: bool = True,
+    erasures: Erasures | None = None,
 ) -> Iterator[list[Violation]]:
     """The violations of each commit in turn (parents before children): a policy change that
-    failed the rules stays out of the policy its descendants are judged by."""
-    policies = _Policies(repo)
+    failed the rules stays out of the policy its descendants are judged by. ``erasures``: the
+    operator-signed erasure records of the tip the commits lead to (``Erasures.at``); without
+    them a rewritten commit is refused."""
+    policies = _Policies(repo, erasures)
     notes = read_notes(repo) if attestations else {}
     for commit in commits:
         is_root = root is not None and str(commit.id) == root
@@ -444,7 +453,8 @@ def check_commit(
         sides = [Snapshot(repo, p) for p in parents]
         changes = _merge_changes(repo, snap, sides)
         joined = _joined_adds(repo, snap, sides, changes)
-    if not changes:
+    erasing = REWRITTEN_FROM + ": " in commit.message or bool(policies.erasures.originals)
+    if not changes and not erasing:
         return []
     out: list[Violation] = []
 
@@ -458,6 +468,17 @@ def check_commit(
     except TrussError as exc:
         bad("", "policy", f"no trust policy to judge this commit by: {exc}")
         return out
+    as_signer: tuple[tuple[str, ...], set[str]] | None = None
+    if erasing:
+        problems, original, original_held = erasure_problems(
+            repo, commit, policy, policies.erasures
+        )
+        for rule, message in problems:
+            bad("", rule, message)
+        if original is not None and original_held is not None:
+            as_signer = (original, original_held)
+        if not changes or problems:
+            return out
 
     fields = parse_trailers(commit.message)
     op = (fields.get("Truss-Op") or [""])[0]
@@ -490,14 +511,18 @@ def check_commit(
         )
 
     signature, payload = commit.gpg_signature
-    if signature is None:
+    if as_signer is not None:
+        # A rewritten commit an operator's erasure maps: judged as its original signer.
+        principals, held = as_signer
+    elif signature is None:
         bad("", "signed", "commit touches the store but is unsigned")
         return out
-    try:
-        principals, held = _signer(policy, signature, payload)
-    except TrussError as exc:
-        bad("", "signed", str(exc))
-        return out
+    else:
+        try:
+            principals, held = _signer(policy, signature, payload)
+        except TrussError as exc:
+            bad("", "signed", str(exc))
+            return out
     principal = principals[0]
     for path, entry in added:
         for rule, message in authority.write_problems(entry, principals, held):

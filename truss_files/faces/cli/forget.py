@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from ...errors import UsageError
 from .app import Ctx, cli, handled, pass_ctx
 from .output import FORMAT_OPTION, emit
 
@@ -27,21 +26,24 @@ def erase(
 ) -> None:
     """Erase entries for good (operator only); --dry-run lists every place their text lives.
 
-    The erasure rewrites history so that no commit, ledger, cache or object holds the
-    text, and records who, when, which ids and why (never the text), signed. Today only
-    --dry-run is built: it lists the commits and refs a rewrite would replace, other
-    entries that hold the text or link to the ids, run ledgers, attestations and caches.
+    The erasure rewrites every branch and tag from the first commit holding an erased
+    entry, re-signed by you, adds a signed record of who, when, which ids and why (never
+    the text) in .truss/erasures/, rewrites the run ledgers that hold the text, drops
+    caches and usage lines, then expires reflogs and runs git gc --prune=now. --dry-run
+    lists the commits and refs a rewrite would replace, other entries that hold the text
+    or link to the ids, run ledgers, attestations and caches. Run `truss-files sync` after
+    it so that the remote and its clones adopt the erasure.
 
     \b
     Example:
       truss-files erase 5b0c8f3e --reason "GDPR request 2026-114" --dry-run
-      truss-files erase --member alice --reason "left the company" --dry-run
+      truss-files erase 5b0c8f3e --reason "GDPR request 2026-114"
+      truss-files erase --member alice --reason "left the company"
     """
-    plan = obj.store().plan_erasure(entry_ids, reason, member=member)
-    if not dry_run:
-        raise UsageError(
-            "erase can plan an erasure but not yet rewrite history (docs/forgetting.md says "
-            "what is missing); nothing was changed. Run it with --dry-run to list every place "
-            "the text lives"
-        )
-    emit(fmt, plan.to_dict(), lambda _d: plan.text())
+    store = obj.store()
+    if dry_run:
+        plan = store.plan_erasure(entry_ids, reason, member=member)
+        emit(fmt, plan.to_dict(), lambda _d: plan.text())
+        return
+    done = store.erase(entry_ids, reason, member=member)
+    emit(fmt, done.to_dict(), lambda _d: done.text())
