@@ -20,6 +20,8 @@ pytest.importorskip("schemathesis")
 pytest.importorskip("uvicorn")
 
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
+# Examples per operation: a bounded sample by default, four times as many with TRUSS_SLOW=1.
+SCALE = 10 if os.environ.get("TRUSS_SLOW") == "1" else 4
 
 
 # ask and train (and the two open routes); the store routes have a fuzz of their own.
@@ -69,8 +71,8 @@ def test_no_generated_request_makes_the_server_fail(
     server = served()
     # Any task id at all (nearly all unknown: 404), then a real one so that generated inputs
     # reach memory.ask and memory.train themselves.
-    _fuzz(server, tmp_path / "any", "", server.both, 40)
-    _fuzz(server, tmp_path / "T-1", '[parameters]\n"path.taskId" = "T-1"\n', server.both, 60)
+    _fuzz(server, tmp_path / "any", "", server.both, 4 * SCALE)
+    _fuzz(server, tmp_path / "T-1", '[parameters]\n"path.taskId" = "T-1"\n', server.both, 6 * SCALE)
     log = server.stop()
     # The generated inputs did reach both tools, and were answered as well as refused.
     for line in ("T-1/memory/ask 200", "T-1/memory/ask 422", "T-1/memory/train 200",
