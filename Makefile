@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fast lint typecheck pytest docs browser bench clean
+.PHONY: demo test fast lint typecheck pytest docs system bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,29 +24,33 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The review page's tests drive the system's Chromium (tests/review/test_review_page.py and
-# tests/adversarial/test_review_page_attacks.py). CI runs as root on a fresh machine, so there
-# it is installed; elsewhere this says how, and those tests skip with the same loud reason.
-CHROMIUM := /usr/bin/chromium
+# What some tests start besides Python: the system's Chromium (the review page's tests,
+# tests/review/test_review_page.py and tests/adversarial/test_review_page_attacks.py), curl
+# (the HTTP page's walk-through) and GNU time (a child's peak memory, tests/store/test_import.py).
+# CI runs as root on a fresh machine, so there they are installed, saying so first; elsewhere
+# this says how, and those tests skip with the same loud reason.
+SYSTEM_NEEDS := /usr/bin/chromium:chromium /usr/bin/curl:curl /usr/bin/time:time
 APT := DEBIAN_FRONTEND=noninteractive apt-get -y -q
 
-browser:
-	@if [ -x $(CHROMIUM) ]; then :; \
+system:
+	@missing=""; for need in $(SYSTEM_NEEDS); do \
+		[ -x "$${need%%:*}" ] || missing="$$missing $${need#*:}"; done; \
+	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing chromium for the review page's browser tests"; \
-		$(APT) install chromium >/dev/null || \
-		{ $(APT) update >/dev/null && $(APT) install chromium >/dev/null; } || \
-		echo "WARNING: chromium could not be installed: the browser tests will be SKIPPED"; \
+		echo "installing what the tests start:$$missing (apt-get)"; \
+		$(APT) install $$missing >/dev/null || \
+		{ $(APT) update >/dev/null && $(APT) install $$missing >/dev/null; } || \
+		echo "WARNING: could not install$$missing: the tests that need them will be SKIPPED"; \
 	else \
-		echo "WARNING: $(CHROMIUM) is missing and this is not root: the browser tests will" \
-			"be SKIPPED; install it with: sudo apt-get install -y chromium"; \
+		echo "WARNING: missing$$missing and this is not root: the tests that need them will" \
+			"be SKIPPED; install with: sudo apt-get install -y$$missing"; \
 	fi
 
 # One worker per core: the tests share nothing but the machine, so the suite's wall time
 # halves on two cores. `make pytest PYTEST_WORKERS=0` runs it in one process.
 PYTEST_WORKERS ?= auto
 
-pytest: $(STAMP) browser
+pytest: $(STAMP) system
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS)
 
 # The docs site, strictly: a broken link, a page left out of the nav or a missing page fails.
