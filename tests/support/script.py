@@ -24,6 +24,7 @@ def run(
     done = console.run(
         [str(SCRIPT), "--store", str(where), "--key", str(where.parent / key), *args],
         input=stdin,
+        text=True,
         env={**os.environ, **env},
     )
     assert "Traceback" not in done.stderr, done.stderr
