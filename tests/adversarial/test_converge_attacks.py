@@ -202,7 +202,8 @@ def fresh_audit(dep: Deployment, git: GitRunner, name: str = "fresh") -> dict[st
 # -- the promise --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("first", ["a", "b"])
+# Which clone joins first is symmetric: the other order is the long run's (TRUSS_SLOW=1).
+@pytest.mark.parametrize("first", ["a", pytest.param("b", marks=pytest.mark.slow)])
 def test_the_same_events_on_two_clones_end_as_one_note_each(
     deployment: Deployment, git: GitRunner, first: str
 ) -> None:

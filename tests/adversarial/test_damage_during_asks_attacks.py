@@ -10,7 +10,7 @@ In every recall mode this install has (semantic and hybrid need the semantic ext
 * during asks: four threads ask while a fifth damages a file under ``.git/truss/`` in a loop
   (a kind of cache file at random, then one of its files: cut, garbled in place, deleted,
   replaced by random bytes or by a link; now and then a whole folder removed), for
-  ``TRUSS_DAMAGE_SECONDS`` (4 by default). The variant marked ``slow`` runs
+  ``TRUSS_DAMAGE_SECONDS`` (2 by default, 4 with ``TRUSS_SLOW=1``). The variant marked ``slow`` runs
   ``TRUSS_DAMAGE_LONG_SECONDS`` (60) and only with ``TRUSS_SLOW=1``;
 * between asks: each kind of cache file damaged each way, then one ask, then the next;
 * a server started over damaged vector packs (read afresh, not from what a server kept).
@@ -40,7 +40,10 @@ from truss_files.signing.trustpolicy import CONFIG_PATH
 
 pytest.importorskip("uvicorn")
 
-SECONDS = float(os.environ.get("TRUSS_DAMAGE_SECONDS", "4"))
+# Seconds of damage during asks: a bounded run by default, twice as long with TRUSS_SLOW=1.
+SECONDS = float(
+    os.environ.get("TRUSS_DAMAGE_SECONDS", "4" if os.environ.get("TRUSS_SLOW") == "1" else "2")
+)
 LONG_SECONDS = float(os.environ.get("TRUSS_DAMAGE_LONG_SECONDS", "60"))
 ASKERS = 4
 
