@@ -55,9 +55,10 @@ SPAWN_WORDS = frozenset(
     }
 )
 
-# The one program a fast test may start: git, a C binary that is done in milliseconds
-# (the ``git`` fixture runs it to check what pygit2 wrote).
-ALLOWED_PROGRAMS = frozenset({"git"})
+# The programs a fast test may start: git, a C binary that is done in milliseconds (the
+# ``git`` fixture runs it to check what pygit2 wrote), and ``uname``, which Python's
+# ``platform`` module runs once for the model SDKs' user-agent strings.
+ALLOWED_PROGRAMS = frozenset({"git", "uname"})
 
 # Markers that take a test out of the fast loop by declaration.
 NOT_FAST = ("slow", "spawns", "heavy")
