@@ -60,12 +60,19 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..errors import ConfigError, FloorError, IndexUnavailable, UntrustedHistory, UsageError
+from ..errors import (
+    ConfigError,
+    FloorError,
+    IndexUnavailable,
+    TrussError,
+    UntrustedHistory,
+    UsageError,
+)
 from ..git.gitdir import GitDir
 from ..model import TOMBSTONE_MARK, Conflict, Entry, Kind, Trust
 from ..trust.authority import RunView, own_delete, run_of
 from .acronyms import Glossary, store_glossary
-from .bounds import query_terms
+from .bounds import EMBED_IN_QUERY, query_terms
 from .docs import MARKER_PREFIX, TRUST_CODE
 from .floors import Floor, FloorMoved, group_code, group_tag, run_tag
 from .fusion import HYBRID_WEIGHTS, score_fusion
@@ -83,10 +90,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RECALL_MODES",
+    "Embedded",
     "RecallResult",
     "Searcher",
     "capped",
     "conflicts_snapshot",
+    "embed_written",
     "run_deleted",
     "run_deleted_snapshot",
     "search",
@@ -152,6 +161,15 @@ def check_mode(mode: str, source: str = "--mode") -> str:
     return mode
 
 
+@dataclass(frozen=True)
+class Embedded:
+    """What ``Searcher.embed_missing`` did: notes embedded now, notes at the tip, embedder."""
+
+    embedded: int
+    notes: int
+    embedder: str
+
+
 class Searcher:
     """Queries one store through its index, behind the read gate it is given."""
 
@@ -163,11 +181,14 @@ class Searcher:
         embedder: Embedder | None = None,
         git: GitDir | None = None,
         repo: Any = None,
+        embed_limit: int | None = EMBED_IN_QUERY,
     ) -> None:
         self.git = git or GitDir.discover(store)
         self.index = Index(self.git, repo)
         self.gate = gate
         self._embedder = embedder
+        # The most vectors a query embeds itself (None: no bound).
+        self.embed_limit = embed_limit
         self._glossary: dict[tuple[Any, str | None], tuple[Filter, Glossary]] = {}
         # The entries the last semantic or hybrid query's filter admitted, with its key, and
         # what semantic ranking keeps of them (their vectors' rows).
@@ -342,12 +363,33 @@ class Searcher:
         embedder = self.embedder(view)
         writer_of = found.of if found is not None else None
         cands, memo = self.admitted(view, flt, found)
+        bound = self.embed_limit
         if mode == "semantic":
-            return semantic_rank(view, self.git, embedder, cands, text, limit, memo)
+            return semantic_rank(view, self.git, embedder, cands, text, limit, memo, bound)
         depth = max(limit, FUSION_DEPTH)
         exact = lexical(view, flt, terms, depth, added, writer_of)
-        close = semantic_rank(view, self.git, embedder, cands, text, depth, memo)
+        close = semantic_rank(view, self.git, embedder, cands, text, depth, memo, bound)
         return score_fusion([exact, close], limit, HYBRID_WEIGHTS)
+
+    @property
+    def embedder_loaded(self) -> bool:
+        """Whether this searcher has its embedder (a semantic query ran, or one was given)."""
+        return self._embedder is not None
+
+    def embed_missing(self, progress: Callable[[int, int], None] | None = None) -> Embedded:
+        """Embed every note at the tip that has no cached vector yet, whatever its trust
+        (``embed.embed_missing``; ``progress(done, missing)``): what ``truss-files index``
+        and a long-lived process after a write or a sync run, so no query embeds many."""
+        from .embed import embed_missing
+
+        def work() -> Embedded:
+            view = self.view()
+            embedder = self.embedder(view)
+            cands = admitted(view, Filter(min_trust=Trust.UNVERIFIED), None)
+            made = embed_missing(view, self.git, embedder, cands, progress)
+            return Embedded(embedded=made, notes=len(cands), embedder=embedder.fingerprint)
+
+        return _once_more(self, work)
 
     def admitted(
         self, view: IndexView, flt: Filter, found: Writers | None
@@ -629,6 +671,17 @@ def _snapshot_searcher(store: Store, gate: Gate, embedder: Any = None) -> Search
         kept.clear()
     kept.append((gate, embedder, searcher))
     return searcher
+
+
+def embed_written(store: Store) -> None:
+    """After a write or a sync in a long-lived process: embed the new notes for every kept
+    searcher whose embedder is loaded (a semantic or hybrid query ran here), so the next
+    query finds their vectors. A process that never asked such a query loads nothing; a
+    failure here costs the next query the embedding, never the write."""
+    for _, _, searcher in vars(store).get(_KEPT, []):
+        if searcher.embedder_loaded:
+            with contextlib.suppress(TrussError, OSError):
+                searcher.embed_missing()
 
 
 def search_snapshot(
