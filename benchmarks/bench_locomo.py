@@ -142,6 +142,7 @@ def store_fns(conv: Conversation, where: Path, embedder: SharedEmbedder) -> dict
     commit_trusted(store, entries, files, f"bench: {conv.sample}")
     turn_of = {e.id: dia for e, (dia, _) in zip(entries, conv.turns, strict=True)}
     searcher = Searcher(store.git.git_dir, gate=refusal, embedder=embedder)
+    searcher.embed_missing()  # what `truss-files index` does: no query embeds the turns
     every = Filter(min_trust=Trust.UNVERIFIED)
 
     def fn(mode: str) -> RankFn:

@@ -251,7 +251,9 @@ def test_model_loads_offline_with_no_network(tmp_path: Path) -> None:
 def test_semantic_query_imports_only_what_it_needs(store: MemoryStore) -> None:
     """A semantic query (vectors cached) loads our embed module and numpy (it scores the
     cached rows) and nothing heavier: not wordllama, its Rust tokenizer, the hub client,
-    torch or an HTTP library. It reads the query's token rows from the mapped weights."""
+    torch, an HTTP library or onnxruntime (whose import and session build a cold query
+    never pays: the numpy pass runs it). It reads the query's token rows from the mapped
+    weights."""
     import subprocess
 
     promote(store, store.write("fact", "db", "Postgres 16 in production."))
@@ -261,7 +263,8 @@ def test_semantic_query_imports_only_what_it_needs(store: MemoryStore) -> None:
         "from truss_files.trust.readgate import refusal\n"
         "search(sys.argv[1], 'database version', mode='semantic', gate=refusal)\n"
         "heavy = ('wordllama', 'tokenizers', 'huggingface_hub', 'torch', 'requests', 'httpx',\n"
-        "         'safetensors', 'yaml', 'pygit2', 'truss_files.recall.encoders.wordllama')\n"
+        "         'safetensors', 'yaml', 'pygit2', 'truss_files.recall.encoders.wordllama',\n"
+        "         'onnxruntime')\n"
         "print(json.dumps([m for m in heavy if m in sys.modules]), 'numpy' in sys.modules,\n"
         "      'truss_files.recall.embed' in sys.modules)\n"
     )
@@ -378,13 +381,14 @@ def test_exact_mode_imports_no_numpy(store: MemoryStore) -> None:
         "from truss_files.trust.readgate import refusal\n"
         "search(sys.argv[1], 'postgres', mode='exact', gate=refusal)\n"
         "print('numpy' in sys.modules, 'truss_files.recall.embed' in sys.modules)\n"
-        "encoders = ('base', 'minilm', 'wordllama')\n"
+        "encoders = ('base', 'minilm', 'wordllama', 'ortrun')\n"
+        "print('onnxruntime' in sys.modules)\n"
         "print(any(f'truss_files.recall.encoders.{m}' in sys.modules for m in encoders))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, str(store.git.workdir)], capture_output=True, text=True
     )
-    assert done.stdout.split() == ["False", "False", "False"], done.stderr
+    assert done.stdout.split() == ["False", "False", "False", "False"], done.stderr
 
 
 @needs_minilm
