@@ -75,7 +75,7 @@ from .acronyms import Glossary, store_glossary
 from .bounds import EMBED_IN_QUERY, query_terms
 from .docs import MARKER_PREFIX, TRUST_CODE
 from .floors import Floor, FloorMoved, group_code, group_tag, run_tag
-from .fusion import HYBRID_WEIGHTS, score_fusion
+from .fusion import FUSION_DEPTH, hybrid_fusion
 from .index import Gate, Index, IndexView
 from .lexical import _MUST, _NOT, Match, _all, _any, admitted, below_floor, group, lexical
 from .lexical import _tag as tag_query
@@ -103,7 +103,6 @@ __all__ = [
 ]
 
 RECALL_MODES: Final = ("exact", "semantic", "hybrid")
-FUSION_DEPTH: Final = 100  # each ranking contributes its top 100 to a hybrid fusion
 _T = TypeVar("_T")
 # What reading a floor whose bytes changed in place raises: ``FloorError`` alone (the floor
 # and the record decoder say so), so a bug of ours is a traceback, not a rebuilt index.
@@ -369,7 +368,7 @@ class Searcher:
         depth = max(limit, FUSION_DEPTH)
         exact = lexical(view, flt, terms, depth, added, writer_of)
         close = semantic_rank(view, self.git, embedder, cands, text, depth, memo, bound)
-        return score_fusion([exact, close], limit, HYBRID_WEIGHTS)
+        return hybrid_fusion(exact, close, limit)
 
     @property
     def embedder_loaded(self) -> bool:
