@@ -379,7 +379,7 @@ class Searcher:
         """Embed every note at the tip that has no cached vector yet, whatever its trust
         (``embed.embed_missing``; ``progress(done, missing)``): what ``truss-files index``
         and a long-lived process after a write or a sync run, so no query embeds many."""
-        from .embed import embed_missing
+        from .embed import embed_missing  # numpy and the encoders: never on an exact query
 
         def work() -> Embedded:
             view = self.view()
