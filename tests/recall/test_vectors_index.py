@@ -93,3 +93,18 @@ def test_a_process_that_never_asked_a_semantic_query_embeds_nothing(store: Memor
     store.import_entries(_notes(store, MANY))  # type: ignore[arg-type]
     with pytest.raises(VectorsMissing):
         Searcher(store.git.workdir).query("garden", EVERY, 3, mode="semantic")
+
+
+def test_a_write_embeds_a_bounded_number_of_notes(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A never-indexed store is left to ``truss-files index``: a write in a process that asked
+    a semantic query embeds at most ``EMBED_AT_WRITE`` notes, not every missing one."""
+    from truss_files.recall import engine
+
+    monkeypatch.setattr(engine, "EMBED_AT_WRITE", 10)
+    store.import_entries(_notes(store, MANY))  # type: ignore[arg-type]
+    with pytest.raises(VectorsMissing):  # the query loads the embedder, then says index
+        store.query("garden", min_trust="unverified", mode="semantic")
+    store.write("fact", "late", "A late note about the lake trip.")
+    assert store.index().embedded == MANY + 1 - 10

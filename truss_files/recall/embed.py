@@ -236,15 +236,16 @@ def embed_missing(
     embedder: Embedder,
     cands: Sequence[Match],
     progress: Callable[[int, int], None] | None = None,
+    most: int | None = None,
 ) -> int:
-    """Embed and cache the vectors ``cands`` lack, ``INDEX_BATCH`` notes per pack (an
-    interruption keeps the packs written); ``progress(done, missing)`` hears each pack.
-    Returns how many notes were embedded."""
+    """Embed and cache the vectors ``cands`` lack (at most ``most`` of them; None: all),
+    ``INDEX_BATCH`` notes per pack (an interruption keeps the packs written);
+    ``progress(done, missing)`` hears each pack. Returns how many notes were embedded."""
     cache = VectorCache(git, embedder)
     where = cache.load()[0]
     missing = list(
         {h: m for h, m in zip(_hashes(cands), cands, strict=True) if h not in where}.items()
-    )
+    )[:most]
     if progress is not None:
         progress(0, len(missing))
     for start in range(0, len(missing), INDEX_BATCH):

@@ -64,7 +64,6 @@ from ..errors import (
     ConfigError,
     FloorError,
     IndexUnavailable,
-    TrussError,
     UntrustedHistory,
     UsageError,
 )
@@ -375,17 +374,20 @@ class Searcher:
         """Whether this searcher has its embedder (a semantic query ran, or one was given)."""
         return self._embedder is not None
 
-    def embed_missing(self, progress: Callable[[int, int], None] | None = None) -> Embedded:
-        """Embed every note at the tip that has no cached vector yet, whatever its trust
-        (``embed.embed_missing``; ``progress(done, missing)``): what ``truss-files index``
-        and a long-lived process after a write or a sync run, so no query embeds many."""
+    def embed_missing(
+        self, progress: Callable[[int, int], None] | None = None, most: int | None = None
+    ) -> Embedded:
+        """Embed every note at the tip that has no cached vector yet (at most ``most``),
+        whatever its trust (``embed.embed_missing``; ``progress(done, missing)``): what
+        ``truss-files index`` and a long-lived process after a write or a sync run, so no
+        query embeds many."""
         from .embed import embed_missing  # numpy and the encoders: never on an exact query
 
         def work() -> Embedded:
             view = self.view()
             embedder = self.embedder(view)
             cands = admitted(view, Filter(min_trust=Trust.UNVERIFIED), None)
-            made = embed_missing(view, self.git, embedder, cands, progress)
+            made = embed_missing(view, self.git, embedder, cands, progress, most)
             return Embedded(embedded=made, notes=len(cands), embedder=embedder.fingerprint)
 
         return _once_more(self, work)
@@ -652,6 +654,8 @@ def search(
     return searcher.query(text, flt, limit, mode=mode, salience=salience)
 
 
+EMBED_AT_WRITE: Final = 1024  # notes a write, import or sync embeds at most (embed_written)
+
 # One Searcher per store object and gate (and embedder), kept on the store while it lives:
 # its index keeps the head it read and the floors it checked, its glossary the acronyms, so
 # a process that queries through ``MemoryStore`` pays what a kept ``Searcher`` pays. Each
@@ -675,12 +679,16 @@ def _snapshot_searcher(store: Store, gate: Gate, embedder: Any = None) -> Search
 def embed_written(store: Store) -> None:
     """After a write or a sync in a long-lived process: embed the new notes for every kept
     searcher whose embedder is loaded (a semantic or hybrid query ran here), so the next
-    query finds their vectors. A process that never asked such a query loads nothing; a
-    failure here costs the next query the embedding, never the write."""
+    query finds their vectors. A process that never asked such a query loads nothing. At
+    most ``EMBED_AT_WRITE`` notes per call: a store that was never indexed is left to
+    ``truss-files index`` rather than held inside a write for minutes. A failure here costs
+    the next query the embedding, never the write (it has landed)."""
     for _, _, searcher in vars(store).get(_KEPT, []):
         if searcher.embedder_loaded:
-            with contextlib.suppress(TrussError, OSError):
-                searcher.embed_missing()
+            try:
+                searcher.embed_missing(most=EMBED_AT_WRITE)
+            except Exception:  # noqa: BLE001 - the runtime's own errors too: the write stands
+                continue
 
 
 def search_snapshot(
