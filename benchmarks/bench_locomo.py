@@ -20,6 +20,11 @@ Systems, all over the same notes and questions:
 Each recall figure is printed beside exact's (the ratio); each warm ms/query (the median over
 the questions, in a process whose indexes and vectors are built) beside exact's. Per question
 category, recall@5 of every system goes to a second table.
+
+Beside them, in the same run: the embedding speed (``index`` over each conversation's turns,
+notes per second against the 300 target; a warm query's encoding, ms against the 5 ms target)
+and hybrid against exact on the project's own sets (``tests/relevance``: hybrid must never
+fall below exact on any set).
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ DEFAULT_CONVERSATIONS = 1
 CATEGORIES = (1, 2, 3, 4)
 MODES = ("exact", "semantic", "hybrid")
 TABLES: list[str] = []
+# (notes, seconds, CPU seconds) of each store's index: on a machine shared with other work the
+# CPU seconds say what one quiet core would take (one intra-op thread: ``encoders/ortrun.py``).
+INDEXED: list[tuple[int, float, float]] = []
+INDEX_TARGET = 300.0  # notes/s
+ENCODE_TARGET_MS = 5.0
 
 RankFn = Callable[[str, int], Sequence[str]]
 
@@ -142,6 +152,9 @@ def store_fns(conv: Conversation, where: Path, embedder: SharedEmbedder) -> dict
     commit_trusted(store, entries, files, f"bench: {conv.sample}")
     turn_of = {e.id: dia for e, (dia, _) in zip(entries, conv.turns, strict=True)}
     searcher = Searcher(store.git.git_dir, gate=refusal, embedder=embedder)
+    started, cpu = time.perf_counter(), time.process_time()
+    searcher.embed_missing()  # what `truss-files index` does: no query embeds the turns
+    INDEXED.append((len(entries), time.perf_counter() - started, time.process_time() - cpu))
     every = Filter(min_trust=Trust.UNVERIFIED)
 
     def fn(mode: str) -> RankFn:
@@ -226,7 +239,68 @@ def run(quick: bool) -> list[Figure]:
                             category,
                         )
                     )
-    return figures(rows, sum(len(c.questions) for c in convs), len(convs))
+        encoding, encoding_cpu = query_encoding(
+            embedder, [q for c in convs for q, _, _ in c.questions]
+        )
+    out = figures(rows, sum(len(c.questions) for c in convs), len(convs))
+    notes = sum(n for n, _, _ in INDEXED)
+    for what, took in (
+        ("", sum(s for _, s, _ in INDEXED)),
+        (" per CPU second", sum(c for *_, c in INDEXED)),
+    ):
+        out.append(
+            Figure(
+                f"embedding: index, notes/s{what} (every turn, from nothing)",
+                notes / took,
+                "notes/s",
+                "target",
+                INDEX_TARGET,
+                note=f"{notes} notes" if not what else "",
+            )
+        )
+    for what, ms in (("", encoding), (" (CPU)", encoding_cpu)):
+        out.append(
+            Figure(
+                f"embedding: warm query encoding p50{what}",
+                ms,
+                "ms",
+                "target",
+                ENCODE_TARGET_MS,
+                target=ENCODE_TARGET_MS,
+            )
+        )
+    return out + ([] if quick else project_sets())  # --quick: LoCoMo alone
+
+
+def query_encoding(embedder: SharedEmbedder, questions: Sequence[str]) -> tuple[float, float]:
+    """Median ms (wall, CPU) to encode a question not asked before, in this warm process."""
+    inner = embedder.inner
+    times, cpu = [], []
+    for question in questions[:200]:
+        started, begun = time.perf_counter(), time.process_time()
+        inner.embed_query(f"{question} (again)")
+        times.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - begun) * 1000)
+    return statistics.median(times), statistics.median(cpu)
+
+
+def project_sets() -> list[Figure]:
+    """Hybrid beside exact, recall@5, on the project's own sets (``benchmarks.evaluate``)."""
+    from truss_files.recall.encoders.minilm import MiniLMEmbedder
+    from truss_files.recall.related import load_related
+
+    from .bench_semantic import SETS
+    from .evaluate import evaluate, hybrid_rank_fn, load_corpus, load_queries, widened_rank_fn
+
+    embedder = MiniLMEmbedder()
+    out = []
+    for name, corpus_file, queries_file in SETS:
+        progress(f"locomo: the project's set {name}")
+        corpus, queries = load_corpus(corpus_file), load_queries(queries_file)
+        exact = evaluate(widened_rank_fn(corpus, load_related()), corpus, queries)["recall@5"]
+        hybrid = evaluate(hybrid_rank_fn(corpus, embedder), corpus, queries)["recall@5"]
+        out.append(Figure(f"set {name}: hybrid recall@5", hybrid, "", "exact recall@5", exact))
+    return out
 
 
 def figures(

@@ -25,7 +25,7 @@ import tantivy
 
 from truss_files.recall.acronyms import Glossary, definitions
 from truss_files.recall.floors import SCHEMA, UPDATE_HEAP, body_query, ranked
-from truss_files.recall.fusion import HYBRID_WEIGHTS, fuse_scored_ids
+from truss_files.recall.fusion import HYBRID_WEIGHTS, LEXICAL_DEPTH, fuse_scored_ids
 from truss_files.recall.related import RELATED_WEIGHT, load_related
 from truss_files.recall.tokenize import STOPWORDS, tokenize
 
@@ -219,14 +219,17 @@ def _semantic_scored(corpus: Sequence[Note], embedder: Embedder) -> ScoredFn:
 
 def hybrid_rank_fn(corpus: Sequence[Note], embedder: Embedder, depth: int = 100) -> RankFn:
     """Score fusion of the exact (BM25 with acronyms and related words) and the semantic
-    rankings' top ``depth`` (as ``hybrid`` mode)."""
+    rankings (the lexical top ``LEXICAL_DEPTH``, the semantic top ``depth``), as ``hybrid``
+    mode does (``fusion.hybrid_fusion``)."""
 
     lexical = _bm25_scored(corpus, related=load_related())
     semantic = _semantic_scored(corpus, embedder)
 
     def rank_fn(query: str, limit: int) -> list[str]:
         deep = max(limit, depth)
-        return fuse_scored_ids([lexical(query, deep), semantic(query, deep)], limit, HYBRID_WEIGHTS)
+        # As hybrid_fusion: the lexical side's top max(limit, LEXICAL_DEPTH) only.
+        shallow = lexical(query, max(limit, LEXICAL_DEPTH))
+        return fuse_scored_ids([shallow, semantic(query, deep)], limit, HYBRID_WEIGHTS)
 
     return rank_fn
 

@@ -310,6 +310,7 @@ def test_bench_locomo_ranks_every_system_on_the_given_file(tmp_path: Path) -> No
     data.write_text(json.dumps(TOY_LOCOMO))
     out = tmp_path / "figures.json"
     argv = [sys.executable, "-m", "benchmarks", "locomo", "--data", str(data), "--json", str(out)]
+    argv.append("--quick")  # the conversation alone, not the project's sets beside it
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     figures = {f["name"]: f for f in json.loads(out.read_text())[0]["figures"]}
@@ -326,6 +327,9 @@ def test_bench_locomo_ranks_every_system_on_the_given_file(tmp_path: Path) -> No
         semantic = figures[f"locomo semantic: {metric}"]["value"]
         assert semantic == figures[f"locomo encoder alone: {metric}"]["value"]
     assert "category 4" in done.stdout
+    # The embedding speed beside its targets, from the same run.
+    assert figures["embedding: index, notes/s (every turn, from nothing)"]["value"] > 0
+    assert figures["embedding: warm query encoding p50"]["baseline_value"] == 5.0
 
 
 def test_bench_locomo_without_data_says_how_to_give_it() -> None:

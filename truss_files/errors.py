@@ -27,6 +27,7 @@ with ``raise ... from exc``.
     ├── UntrustedHistory      a read above unverified from a history the audit rejects
     ├── IndexUnavailable      a recall cache that is damaged and cannot be rebuilt right now
     │   └── FloorError        one trust floor's index is missing, damaged or at another commit
+    ├── VectorsMissing        a semantic query that would embed too many notes: `truss-files index`
     ├── StoreError            anything else about the repository (not a store, corrupt object)
     │   └── RepositoryDamaged a truncated index or pack, a malformed ref: git fsck / repair
     └── AccessError           an HTTP request without a valid token (401) or its scope (403)
@@ -168,6 +169,14 @@ class IndexUnavailable(TrussError):
 class FloorError(IndexUnavailable):
     """A floor index that is missing, damaged, planted (a link) or at another commit than
     the index head says: rebuild (``IndexUnavailable`` if it escapes the rebuild)."""
+
+
+class VectorsMissing(TrussError):
+    """A semantic or hybrid query whose notes lack more vectors than a query embeds: it says
+    so at once (``truss-files index`` embeds them, with progress) instead of embedding for
+    minutes inside the query."""
+
+    code = "vectors_missing"
 
 
 class StoreError(TrussError):

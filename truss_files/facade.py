@@ -49,7 +49,7 @@ from .identity import changes as identity_changes
 from .identity.layers import identity_layers
 from .identity.principals import set_principal, show_principal
 from .model import Conflict, Entry, Kind, Layer, Trust
-from .recall.engine import RecallResult
+from .recall.engine import Embedded, RecallResult, Searcher, embed_written
 from .recall.pipeline import Filter
 from .recall.query import answer, query_filter
 from .review.diff import change_set as diff_change_set
@@ -531,8 +531,33 @@ class MemoryStore(Store):
         return attest(self, rev, token=token, trust_config=trust_config)
 
     def sync(self, remote: str = "origin", *, root: str | None = None) -> SyncResult:
-        """Bring the store's branch and ``remote``'s in line (``store.sync``)."""
-        return sync(self, remote, root=root)
+        """Bring the store's branch and ``remote``'s in line (``store.sync``); a process that
+        asked semantic queries embeds what came in (``recall.engine.embed_written``)."""
+        done = sync(self, remote, root=root)
+        embed_written(self)
+        return done
+
+    def import_entries(
+        self,
+        entries: Iterable[Entry],
+        *,
+        subject: str | None = None,
+        on_entry: Callable[[int], None] | None = None,
+        where: Callable[[int], str] | None = None,
+    ) -> list[str]:
+        """``Store.import_entries``; a process that asked semantic queries embeds the
+        imported notes at once (``recall.engine.embed_written``)."""
+        done = super().import_entries(entries, subject=subject, on_entry=on_entry, where=where)
+        embed_written(self)
+        return done
+
+    def index(self, *, progress: Callable[[int, int], None] | None = None) -> Embedded:
+        """Embed every note at the tip that has no vector yet for the store's embedder
+        (``[recall] embedder``), so no semantic or hybrid query has to (``truss-files
+        index``). ``progress(done, missing)`` hears each batch; an interrupted run keeps what
+        it embedded."""
+        searcher = Searcher(gate=self.gate, git=self._gitdir, repo=self.git.repo)
+        return searcher.embed_missing(progress)
 
     # -- a belief's life (store/belief.py): the same operations as the CLI's commands ----------
 

@@ -37,8 +37,10 @@ from truss_files.recall.encoders.minilm import MiniLMEmbedder
 from truss_files.recall.encoders.modelfiles import INSTALL_HINT
 from truss_files.recall.encoders.wordllama import LlamaBPE, WordLlamaEmbedder
 from truss_files.recall.fusion import (
+    LEXICAL_DEPTH,
     fuse_ids,
     fuse_scored_ids,
+    hybrid_fusion,
     reciprocal_rank_fusion,
     score_fusion,
 )
@@ -51,9 +53,10 @@ pytestmark = pytest.mark.heavy  # the models and the relevance sets
 RELEVANCE = Path(__file__).parents[1] / "relevance"
 
 # Floors = the measurement rounded down to 0.01 (152 notes, 70 queries; minilm, hybrid =
-# score fusion at HYBRID_WEIGHTS, lexical 0.6): semantic recall@5 0.964 MRR 0.934; hybrid
-# 0.929 / 0.882 (exact: 0.871 / 0.836, tests/recall/test_relevance.py). Hybrid at lexical 0.25
-# scored 0.957 / 0.937 here but fell below exact on LoCoMo (recall/fusion.py).
+# ``fusion.hybrid_fusion``: score fusion at lexical 0.6 of the lexical top 20 and the semantic
+# top 100): semantic recall@5 0.964 MRR 0.934; hybrid 0.929 / 0.880 (exact: 0.871 / 0.836,
+# tests/recall/test_relevance.py). Hybrid at lexical 0.25 scored 0.957 / 0.937 here but fell
+# below exact on LoCoMo (recall/fusion.py).
 SEMANTIC_FLOORS = {"semantic": (0.96, 0.93), "hybrid": (0.92, 0.88)}
 # tests/relevance/hard, hybrid measured: dev 0.953 / 0.895, held-out test 0.913 / 0.754.
 HARD = RELEVANCE / "hard"
@@ -131,6 +134,25 @@ def test_score_fusion_keeps_margins() -> None:
     assert ranked == ["x", "y", "z"]
     # One-element or flat rankings normalise to 1, never divide by zero.
     assert score_fusion([[Match("a", 2.0, None, ())], []], 1)[0].score == pytest.approx(0.5)
+
+
+def test_hybrid_fusion_weighs_only_the_lexical_best() -> None:
+    """The lexical side counts its top ``LEXICAL_DEPTH`` only (its 20th score is its floor):
+    a note BM25 ranks far down gets nothing from it, whatever its raw score."""
+    lexical = [Match(f"l{i:02d}", 30.0 - i, None, ()) for i in range(40)]
+    semantic = [Match("l25", 0.9, None, ()), Match("l01", 0.5, None, ()), Match("s", 0.1, None, ())]
+    fused = hybrid_fusion(lexical, semantic, 10)
+    # l25 is 26th lexically: only its cosine counts (0.4 x 1.0), below the lexical top 7
+    # (0.6 x (19 - i) / 19 > 0.4); over all 40 its raw BM25 would add 0.6 x 14/39, lifting
+    # it over BM25's own first hit.
+    ids = [m.id for m in fused]
+    assert ids[:2] == ["l01", "l00"] and ids.index("l25") == 7
+    assert fused[7].score == pytest.approx(0.4)
+    assert [m.id for m in score_fusion([lexical, semantic], 3, (0.6, 0.4))] == ["l01", "l25", "l00"]
+    # A limit above the cut widens it: every asked-for place can be filled from lexical.
+    wide = hybrid_fusion(lexical, semantic, 30)
+    assert len(wide) == 30 and {f"l{i:02d}" for i in range(25)} <= {m.id for m in wide}
+    assert LEXICAL_DEPTH == 20
 
 
 def test_missing_embedder_says_how_to_install(
@@ -251,7 +273,9 @@ def test_model_loads_offline_with_no_network(tmp_path: Path) -> None:
 def test_semantic_query_imports_only_what_it_needs(store: MemoryStore) -> None:
     """A semantic query (vectors cached) loads our embed module and numpy (it scores the
     cached rows) and nothing heavier: not wordllama, its Rust tokenizer, the hub client,
-    torch or an HTTP library. It reads the query's token rows from the mapped weights."""
+    torch, an HTTP library or onnxruntime (whose import and session build a cold query
+    never pays: the numpy pass runs it). It reads the query's token rows from the mapped
+    weights."""
     import subprocess
 
     promote(store, store.write("fact", "db", "Postgres 16 in production."))
@@ -261,7 +285,8 @@ def test_semantic_query_imports_only_what_it_needs(store: MemoryStore) -> None:
         "from truss_files.trust.readgate import refusal\n"
         "search(sys.argv[1], 'database version', mode='semantic', gate=refusal)\n"
         "heavy = ('wordllama', 'tokenizers', 'huggingface_hub', 'torch', 'requests', 'httpx',\n"
-        "         'safetensors', 'yaml', 'pygit2', 'truss_files.recall.encoders.wordllama')\n"
+        "         'safetensors', 'yaml', 'pygit2', 'truss_files.recall.encoders.wordllama',\n"
+        "         'onnxruntime')\n"
         "print(json.dumps([m for m in heavy if m in sys.modules]), 'numpy' in sys.modules,\n"
         "      'truss_files.recall.embed' in sys.modules)\n"
     )
@@ -378,13 +403,14 @@ def test_exact_mode_imports_no_numpy(store: MemoryStore) -> None:
         "from truss_files.trust.readgate import refusal\n"
         "search(sys.argv[1], 'postgres', mode='exact', gate=refusal)\n"
         "print('numpy' in sys.modules, 'truss_files.recall.embed' in sys.modules)\n"
-        "encoders = ('base', 'minilm', 'wordllama')\n"
+        "encoders = ('base', 'minilm', 'wordllama', 'ortrun')\n"
+        "print('onnxruntime' in sys.modules)\n"
         "print(any(f'truss_files.recall.encoders.{m}' in sys.modules for m in encoders))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, str(store.git.workdir)], capture_output=True, text=True
     )
-    assert done.stdout.split() == ["False", "False", "False"], done.stderr
+    assert done.stdout.split() == ["False", "False", "False", "False"], done.stderr
 
 
 @needs_minilm

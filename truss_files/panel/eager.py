@@ -76,6 +76,12 @@ def write_and_verify(
         snap = store.snapshot()
         decided = {o.id for o in outcomes}
         stored = [store.get(e.id, snap) if e.id in decided else e for e in stored]
+    if added:
+        # A long-lived process that asked a semantic query embeds the new notes now, not in
+        # its next query (``recall.engine.embed_written``; nothing loads otherwise).
+        from ..recall.engine import embed_written
+
+        embed_written(store)
     return Written(tuple(stored), tuple(outcomes), note)
 
 

@@ -9,7 +9,9 @@ over every note) is measured beside an ordinary one in ``benchmarks/bench_recall
 
 Over a bound the query is refused (``UsageError``, code ``invalid_input``) with the limit and
 what to do, never silently cut: the CLI's ``query``, the read tools and the Python API
-(``recall.engine.search``, ``Searcher.query``) all come through ``query_terms``.
+(``recall.engine.search``, ``Searcher.query``) all come through ``query_terms``. A semantic
+query with more than ``EMBED_IN_QUERY`` notes still to embed is refused too
+(``VectorsMissing``, naming ``truss-files index``).
 """
 
 from __future__ import annotations
@@ -19,10 +21,19 @@ from typing import Final
 from ..errors import UsageError
 from .tokenize import tokenize
 
-__all__ = ["MAX_QUERY_CHARS", "MAX_QUERY_TERMS", "check_query_text", "query_terms"]
+__all__ = [
+    "EMBED_IN_QUERY",
+    "MAX_QUERY_CHARS",
+    "MAX_QUERY_TERMS",
+    "check_query_text",
+    "query_terms",
+]
 
 MAX_QUERY_CHARS: Final = 1_000
 MAX_QUERY_TERMS: Final = 32
+# The most notes a semantic or hybrid query embeds itself (about a second in numpy); more, and
+# it raises ``VectorsMissing`` naming ``truss-files index`` instead of freezing for minutes.
+EMBED_IN_QUERY: Final = 64
 
 
 def check_query_text(text: str) -> str:

@@ -20,10 +20,12 @@ import re
 import struct
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ..errors import VectorsMissing
+from .bounds import EMBED_IN_QUERY
 from .docs import embed_text
 from .encoders.modelfiles import _unit
 
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from .index import IndexView
     from .lexical import Match
 
-__all__ = ["VectorCache", "query_vector", "semantic_rank"]
+__all__ = ["VectorCache", "embed_missing", "query_vector", "semantic_rank"]
 
 # A pack of the first format (b"TRUSSVEC") had no checksum: it is skipped, its rows embedded
 # again into a pack of this one.
@@ -41,6 +43,8 @@ PACK_MAGIC: Final = b"TRUSSVC2"
 _HEADER: Final = struct.Struct("<III")  # rows, width, CRC-32 of the hashes and rows
 _START: Final = len(PACK_MAGIC) + _HEADER.size
 MAX_PACKS: Final = 16
+# Notes per pack while indexing: an interrupted ``index`` keeps what it embedded.
+INDEX_BATCH: Final = 256
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -176,6 +180,7 @@ def semantic_rank(
     text: str,
     limit: int,
     memo: dict[str, Any] | None = None,
+    embed_limit: int | None = EMBED_IN_QUERY,
 ) -> list[Match]:
     """The ``limit`` admitted entries closest to ``text`` (cosine > 0), ties by entry id.
 
@@ -183,7 +188,8 @@ def semantic_rank(
     and rank never depend on entries the filter left out. Each one's vector comes from the
     content-hash cache (``VectorCache``), embedded once when missing. ``memo`` belongs to
     ``cands`` (``Searcher.admitted``): their rows in the vector matrix are kept there while
-    the vector packs are the same."""
+    the vector packs are the same. More than ``embed_limit`` vectors missing (None: no
+    bound) raises ``VectorsMissing`` before any is embedded."""
     import numpy as np  # the semantic extra: exact mode never imports it
 
     query = query_vector(embedder, text)
@@ -195,7 +201,7 @@ def semantic_rank(
     if kept is not None and kept[0] is packs[0]:
         rows = kept[1]  # the same admitted list over the same vector packs: rows known
     else:
-        packs, rows = _rows(view, embedder, cache, packs, cands)
+        packs, rows = _rows(view, embedder, cache, packs, cands, embed_limit)
         if memo is not None:
             memo["rows"] = (packs[0], rows)
     # One matrix-vector product over every cached vector (contiguous float32, kept while the
@@ -211,28 +217,72 @@ def semantic_rank(
     return [cands[i]._replace(score=-neg) for neg, _, i in order[:limit]]
 
 
-def _rows(
-    view: IndexView,
-    embedder: Embedder,
-    cache: VectorCache,
-    packs: tuple[dict[bytes, tuple[int, int]], list[Any]],
-    cands: Sequence[Match],
-) -> tuple[tuple[dict[bytes, tuple[int, int]], list[Any]], Any]:
-    """The packs loaded, and the row of each of ``cands`` in their stacked matrix as an index
-    array; the vectors missing from the cache are embedded and added first."""
-    import numpy as np
-
+def _hashes(cands: Sequence[Match]) -> list[bytes]:
+    """Each match's content hash (the floor's fast fields ``c0``/``c1``), read once per
+    document: a floor never changes."""
     for floor in {id(m.floor): m.floor for m in cands}.values():
-        # A floor never changes: each document's content hash is read once.
         mine = [m for m in cands if m.floor is floor and ("chash", m.id) not in floor.memo]
         if mine:
             addresses = [m.hit[3] for m in mine]
             pairs = zip(floor.fast("c0", addresses), floor.fast("c1", addresses), strict=True)
             digests = [hi.to_bytes(8, "big") + lo.to_bytes(8, "big") for hi, lo in pairs]
             floor.memo.update({("chash", m.id): d for m, d in zip(mine, digests, strict=True)})
-    hashes = [m.floor.memo[("chash", m.id)] for m in cands]
+    return [m.floor.memo[("chash", m.id)] for m in cands]
+
+
+def embed_missing(
+    view: IndexView,
+    git: GitDir,
+    embedder: Embedder,
+    cands: Sequence[Match],
+    progress: Callable[[int, int], None] | None = None,
+    most: int | None = None,
+) -> int:
+    """Embed and cache the vectors ``cands`` lack (at most ``most`` of them; None: all),
+    ``INDEX_BATCH`` notes per pack (an interruption keeps the packs written);
+    ``progress(done, missing)`` hears each pack. Returns how many notes were embedded."""
+    cache = VectorCache(git, embedder)
+    where = cache.load()[0]
+    missing = list(
+        {h: m for h, m in zip(_hashes(cands), cands, strict=True) if h not in where}.items()
+    )[:most]
+    if progress is not None:
+        progress(0, len(missing))
+    for start in range(0, len(missing), INDEX_BATCH):
+        chunk = missing[start : start + INDEX_BATCH]
+        entries = [view.entry(m.floor, m.hit) for _, m in chunk]
+        cache.add(
+            [h for h, _ in chunk], embedder.embed_documents([embed_text(e.body) for e in entries])
+        )
+        if progress is not None:
+            progress(start + len(chunk), len(missing))
+    if missing:
+        cache.compact()
+    return len(missing)
+
+
+def _rows(
+    view: IndexView,
+    embedder: Embedder,
+    cache: VectorCache,
+    packs: tuple[dict[bytes, tuple[int, int]], list[Any]],
+    cands: Sequence[Match],
+    embed_limit: int | None = EMBED_IN_QUERY,
+) -> tuple[tuple[dict[bytes, tuple[int, int]], list[Any]], Any]:
+    """The packs loaded, and the row of each of ``cands`` in their stacked matrix as an index
+    array; the vectors missing from the cache are embedded and added first (at most
+    ``embed_limit`` of them, else ``VectorsMissing``)."""
+    import numpy as np
+
+    hashes = _hashes(cands)
     where, matrices = packs
     missing = {h: m for h, m in zip(hashes, cands, strict=True) if h not in where}
+    if embed_limit is not None and len(missing) > embed_limit:
+        raise VectorsMissing(
+            f"{len(missing)} of the {len(cands)} notes this query ranks have no vector yet "
+            f"(a query embeds at most {embed_limit}); run `truss-files index` once to embed "
+            "them (a progress bar shows how far it is), or query with --mode exact"
+        )
     if missing:
         entries = [view.entry(m.floor, m.hit) for m in missing.values()]
         vectors = embedder.embed_documents([embed_text(e.body) for e in entries])

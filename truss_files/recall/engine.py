@@ -60,15 +60,21 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..errors import ConfigError, FloorError, IndexUnavailable, UntrustedHistory, UsageError
+from ..errors import (
+    ConfigError,
+    FloorError,
+    IndexUnavailable,
+    UntrustedHistory,
+    UsageError,
+)
 from ..git.gitdir import GitDir
 from ..model import TOMBSTONE_MARK, Conflict, Entry, Kind, Trust
 from ..trust.authority import RunView, own_delete, run_of
 from .acronyms import Glossary, store_glossary
-from .bounds import query_terms
+from .bounds import EMBED_IN_QUERY, query_terms
 from .docs import MARKER_PREFIX, TRUST_CODE
 from .floors import Floor, FloorMoved, group_code, group_tag, run_tag
-from .fusion import HYBRID_WEIGHTS, score_fusion
+from .fusion import FUSION_DEPTH, hybrid_fusion
 from .index import Gate, Index, IndexView
 from .lexical import _MUST, _NOT, Match, _all, _any, admitted, below_floor, group, lexical
 from .lexical import _tag as tag_query
@@ -83,10 +89,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RECALL_MODES",
+    "Embedded",
     "RecallResult",
     "Searcher",
     "capped",
     "conflicts_snapshot",
+    "embed_written",
     "run_deleted",
     "run_deleted_snapshot",
     "search",
@@ -94,7 +102,6 @@ __all__ = [
 ]
 
 RECALL_MODES: Final = ("exact", "semantic", "hybrid")
-FUSION_DEPTH: Final = 100  # each ranking contributes its top 100 to a hybrid fusion
 _T = TypeVar("_T")
 # What reading a floor whose bytes changed in place raises: ``FloorError`` alone (the floor
 # and the record decoder say so), so a bug of ours is a traceback, not a rebuilt index.
@@ -152,6 +159,15 @@ def check_mode(mode: str, source: str = "--mode") -> str:
     return mode
 
 
+@dataclass(frozen=True)
+class Embedded:
+    """What ``Searcher.embed_missing`` did: notes embedded now, notes at the tip, embedder."""
+
+    embedded: int
+    notes: int
+    embedder: str
+
+
 class Searcher:
     """Queries one store through its index, behind the read gate it is given."""
 
@@ -163,11 +179,14 @@ class Searcher:
         embedder: Embedder | None = None,
         git: GitDir | None = None,
         repo: Any = None,
+        embed_limit: int | None = EMBED_IN_QUERY,
     ) -> None:
         self.git = git or GitDir.discover(store)
         self.index = Index(self.git, repo)
         self.gate = gate
         self._embedder = embedder
+        # The most vectors a query embeds itself (None: no bound).
+        self.embed_limit = embed_limit
         self._glossary: dict[tuple[Any, str | None], tuple[Filter, Glossary]] = {}
         # The entries the last semantic or hybrid query's filter admitted, with its key, and
         # what semantic ranking keeps of them (their vectors' rows).
@@ -342,12 +361,36 @@ class Searcher:
         embedder = self.embedder(view)
         writer_of = found.of if found is not None else None
         cands, memo = self.admitted(view, flt, found)
+        bound = self.embed_limit
         if mode == "semantic":
-            return semantic_rank(view, self.git, embedder, cands, text, limit, memo)
+            return semantic_rank(view, self.git, embedder, cands, text, limit, memo, bound)
         depth = max(limit, FUSION_DEPTH)
         exact = lexical(view, flt, terms, depth, added, writer_of)
-        close = semantic_rank(view, self.git, embedder, cands, text, depth, memo)
-        return score_fusion([exact, close], limit, HYBRID_WEIGHTS)
+        close = semantic_rank(view, self.git, embedder, cands, text, depth, memo, bound)
+        return hybrid_fusion(exact, close, limit)
+
+    @property
+    def embedder_loaded(self) -> bool:
+        """Whether this searcher has its embedder (a semantic query ran, or one was given)."""
+        return self._embedder is not None
+
+    def embed_missing(
+        self, progress: Callable[[int, int], None] | None = None, most: int | None = None
+    ) -> Embedded:
+        """Embed every note at the tip that has no cached vector yet (at most ``most``),
+        whatever its trust (``embed.embed_missing``; ``progress(done, missing)``): what
+        ``truss-files index`` and a long-lived process after a write or a sync run, so no
+        query embeds many."""
+        from .embed import embed_missing  # numpy and the encoders: never on an exact query
+
+        def work() -> Embedded:
+            view = self.view()
+            embedder = self.embedder(view)
+            cands = admitted(view, Filter(min_trust=Trust.UNVERIFIED), None)
+            made = embed_missing(view, self.git, embedder, cands, progress, most)
+            return Embedded(embedded=made, notes=len(cands), embedder=embedder.fingerprint)
+
+        return _once_more(self, work)
 
     def admitted(
         self, view: IndexView, flt: Filter, found: Writers | None
@@ -611,6 +654,8 @@ def search(
     return searcher.query(text, flt, limit, mode=mode, salience=salience)
 
 
+EMBED_AT_WRITE: Final = 1024  # notes a write, import or sync embeds at most (embed_written)
+
 # One Searcher per store object and gate (and embedder), kept on the store while it lives:
 # its index keeps the head it read and the floors it checked, its glossary the acronyms, so
 # a process that queries through ``MemoryStore`` pays what a kept ``Searcher`` pays. Each
@@ -629,6 +674,21 @@ def _snapshot_searcher(store: Store, gate: Gate, embedder: Any = None) -> Search
         kept.clear()
     kept.append((gate, embedder, searcher))
     return searcher
+
+
+def embed_written(store: Store) -> None:
+    """After a write or a sync in a long-lived process: embed the new notes for every kept
+    searcher whose embedder is loaded (a semantic or hybrid query ran here), so the next
+    query finds their vectors. A process that never asked such a query loads nothing. At
+    most ``EMBED_AT_WRITE`` notes per call: a store that was never indexed is left to
+    ``truss-files index`` rather than held inside a write for minutes. A failure here costs
+    the next query the embedding, never the write (it has landed)."""
+    for _, _, searcher in vars(store).get(_KEPT, []):
+        if searcher.embedder_loaded:
+            try:
+                searcher.embed_missing(most=EMBED_AT_WRITE)
+            except Exception:  # noqa: BLE001 - the runtime's own errors too: the write stands
+                continue
 
 
 def search_snapshot(

@@ -1,38 +1,37 @@
 """Fusion of the lexical and the semantic rankings for ``hybrid`` mode.
 
-``score_fusion`` (what hybrid mode uses): each ranking's scores are min-max normalised to
-[0, 1] over that ranking's own list, and a document's fused score is the weighted sum over the
-rankings (a document missing from one counts 0 there, like that list's last); hybrid weighs
-lexical 0.6, semantic 0.4 (``HYBRID_WEIGHTS``). Unlike rank fusion it keeps *how much*
-better the first hit is: a BM25 top hit far ahead of the rest, or a cosine far above the pack,
-still wins, while a near-tie in one ranking lets the other decide.
+``hybrid_fusion`` (what hybrid mode uses) is ``score_fusion`` over the lexical ranking's top
+``LEXICAL_DEPTH`` (20) and the semantic ranking's top ``FUSION_DEPTH`` (100): each ranking's
+scores are min-max normalised to [0, 1] over that ranking's own list, and a document's fused
+score is the weighted sum over the rankings (a document missing from one counts 0 there, like
+that list's last); lexical 0.6, semantic 0.4 (``HYBRID_WEIGHTS``). Unlike rank fusion it keeps
+*how much* better the first hit is: a BM25 top hit far ahead of the rest, or a cosine far
+above the pack, still wins, while a near-tie in one ranking lets the other decide.
+
+Why the lexical side is cut at 20: its min-max floor is then its 20th score, not its 100th
+(about 0), so what separates BM25's few best hits keeps its full weight and a note BM25 ranks
+21st or lower is left to the dense ranking alone -- where the encoder is the weaker signal
+(real conversations) a weak cosine can no longer lift a far-down lexical hit over a strong
+one, and where it is the stronger (the project's sets) it still reorders the lexical best.
+With a limit above 20 the cut is the limit, so every asked-for place can be filled.
 
 ``reciprocal_rank_fusion`` (Cormack, Clarke & Büttcher, SIGIR 2009) is kept for comparison:
 each ranking gives ``1 / (k + rank)``, ``k = 60``.
 
-Chosen to never fall below exact on any set: on the project's sets the dense ranking is the
-stronger one, on real conversations (LoCoMo, every dialog turn a note) the weaker -- there a
-semantic-heavy fusion let a weak dense ranking override a strong lexical one (0.25 lexical:
-hybrid 0.49 against exact 0.53 recall@5). Measured with the minilm embedder (exact = BM25 with
-acronyms and related words; each ranking's top 100; recall@5, LoCoMo conversations 0 and 1 =
-149 and 81 questions of categories 1-4; ``docs/recall-quality.md`` regenerates them)::
+Chosen on LoCoMo's conversations 0-3 (581 questions) and the project's four sets, measured
+through a real store (exact mode's and semantic mode's own top 100 with their scores, then
+each fusion over them; recall@5; ``docs/recall-quality.md`` has every variant tried and
+``python -m benchmarks locomo`` regenerates the chosen one's figures)::
 
-    fusion (lexical weight)  LoCoMo 0  LoCoMo 1  relevance  hard dev  hard test  conversations
-    exact alone              0.530     0.595     0.871      0.906     0.837      0.728
-    semantic alone           0.400     0.399     0.964      0.962     0.846      0.962
-    min-max 0.25 (before)    0.490     0.482     0.957      0.972     0.875      0.962
-    min-max 0.5              0.549     0.594     0.943      0.972     0.875      0.923
-    min-max 0.6              0.582     0.617     0.929      0.953     0.913      0.942  <-
-    min-max 0.7              0.583     0.617     0.921      0.925     0.894      0.904
-    max-normalised 0.6       0.549     0.600     0.929      0.953     0.894      0.942
-    RRF k=60, equal          0.482     0.522     0.914      0.953     0.856      0.910
-    RRF k=60, lexical 0.8    0.523     0.598     0.900      0.943     0.904      0.833
-    RRF k=10, lexical 0.6    0.559     0.617     0.914      0.972     0.894      0.910
-
-Min-max at 0.6 is the one fusion at least exact + 0.02 recall@5 on every set (LoCoMo
-conversations 2 and 3 too: 0.631 and 0.504 against exact's 0.571 and 0.483); rank fusion
-with the usual k = 60 falls below exact on LoCoMo, since it forgets how far BM25's first hit
-leads.
+    fusion                              LoCoMo 0-3  min over sets of (fusion - exact)
+    exact alone                         0.551       0
+    min-max 0.6, both top 100 (before)  0.576       -0.003 (LoCoMo 1)
+    min-max 0.7, both top 100           0.578       +0.015
+    z-score 0.6, both top 100           0.577       +0.003
+    RRF k=60 equal / k=5 lexical 0.6    0.493 / 0.556  -0.094 / -0.004
+    per-query confidence weight         0.578       +0.018 (base 0.6, +1.0 x lead gap)
+    lexical-first (its top 2 kept)      0.576       +0.008
+    min-max 0.6, lexical top 20  <-     0.592       +0.003
 """
 
 from __future__ import annotations
@@ -43,10 +42,13 @@ from typing import Final
 from .lexical import Match
 
 __all__ = [
+    "FUSION_DEPTH",
     "HYBRID_WEIGHTS",
+    "LEXICAL_DEPTH",
     "RRF_K",
     "fuse_ids",
     "fuse_scored_ids",
+    "hybrid_fusion",
     "reciprocal_rank_fusion",
     "score_fusion",
 ]
@@ -55,6 +57,15 @@ RRF_K: Final = 60
 # (lexical, semantic): never below exact on LoCoMo or the project's sets (module docstring).
 LEXICAL_WEIGHT: Final = 0.6
 HYBRID_WEIGHTS: Final = (LEXICAL_WEIGHT, 1.0 - LEXICAL_WEIGHT)
+FUSION_DEPTH: Final = 100  # the semantic ranking's top 100 goes into a hybrid fusion
+LEXICAL_DEPTH: Final = 20  # the lexical ranking's top 20 (module docstring)
+
+
+def hybrid_fusion(lexical: Sequence[Match], semantic: Sequence[Match], limit: int) -> list[Match]:
+    """Hybrid mode's top ``limit``: ``score_fusion`` of the lexical ranking's top
+    ``max(limit, LEXICAL_DEPTH)`` and the semantic ranking as given (its top
+    ``FUSION_DEPTH``), at ``HYBRID_WEIGHTS``."""
+    return score_fusion([lexical[: max(limit, LEXICAL_DEPTH)], semantic], limit, HYBRID_WEIGHTS)
 
 
 def reciprocal_rank_fusion(

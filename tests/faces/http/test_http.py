@@ -384,3 +384,17 @@ def test_several_worker_processes_share_one_port(
     assert server.ask("T-1", token="", purpose="x").status == 401
     log = server.stop()
     assert log.count("memory/train 200") == 6
+
+
+def test_vectors_missing_is_a_503_that_names_the_index_command() -> None:
+    """A semantic ask whose notes lack vectors: the operator is told what to run, not that
+    an index is damaged (``VectorsMissing`` is not ``IndexUnavailable``)."""
+    from truss_files.errors import VectorsMissing
+    from truss_files.faces.http.app import _answer
+
+    said = "900 of the 900 notes this query ranks have no vector yet; run `truss-files index`"
+    answered = _answer(VectorsMissing(said))
+    assert answered.status_code == 503
+    assert json.loads(bytes(answered.body)) == {
+        "error": {"code": "vectors_missing", "message": said}
+    }

@@ -165,3 +165,26 @@ def test_onnx_reader_reads_initializers_and_nodes() -> None:
     assert nodes == [("MatMul", ["a", "w", "y"])]
     with pytest.raises(ValueError, match="no graph"):
         onnx_tensors(field(1, b"x"))
+
+
+@needs_minilm
+def test_batches_go_through_onnxruntime_with_the_numpy_pass_vectors() -> None:
+    """A batch of notes runs through onnxruntime (``ortrun``), a cold query through the numpy
+    pass; both give the same unit vectors, whatever the padding of a batch."""
+    import numpy as np
+
+    from truss_files.recall.encoders.ortrun import OrtEncoder
+
+    texts = [*ORT_VECTORS, "short", "Caroline: I went to the LGBTQ support group yesterday. " * 9]
+    embedder = MiniLMEmbedder()
+    assert embedder._ort is not None and not embedder._ort.ready
+    embedder.embed_query("a cold query")
+    assert not embedder._ort.ready  # a cold query never builds the session
+    assert isinstance(embedder.runner(batched=True), OrtEncoder)
+    rows = embedder.embed_documents(texts)
+    tokens = [embedder.tokenizer().encode(t) for t in texts]
+    by_numpy = np.concatenate([embedder.encoder().encode([ids]) for ids in tokens])
+    assert np.abs(rows - by_numpy).max() < 1e-5
+    # Once the session is built, a query goes through it too, with the same vector.
+    assert isinstance(embedder.runner(batched=False), OrtEncoder)
+    assert np.abs(embedder.embed_query(texts[-1]) - by_numpy[-1]).max() < 1e-5

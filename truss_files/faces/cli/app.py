@@ -152,6 +152,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "transfer",
         "Write the store's entries out: JSON lines that import back, markdown, /memories files.",
     ),
+    "index": (
+        "index",
+        "Embed every note that has no vector yet, for semantic and hybrid recall.",
+    ),
     "import": (
         "store",
         "Bulk-import entries in one commit: JSON lines, or notes kept elsewhere (--from).",

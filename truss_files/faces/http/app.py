@@ -52,6 +52,7 @@ from ...errors import (
     SecretFound,
     TrussError,
     UsageError,
+    VectorsMissing,
 )
 from ...facade import MemoryStore
 from ...signing.keys import load_signer
@@ -375,6 +376,8 @@ def _answer(exc: Exception) -> Response:
         return error_response(422, code, exc.message)
     if isinstance(exc, ConflictError):
         return error_response(409, exc.code, exc.message)
+    if isinstance(exc, VectorsMissing):
+        return error_response(503, exc.code, exc.message)
     if isinstance(exc, IndexUnavailable):
         log.warning("%s: %s", type(exc).__name__, exc.message)
         return error_response(

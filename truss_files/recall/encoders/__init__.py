@@ -9,10 +9,12 @@ it is the one chosen).
 Backends (``base.load_embedder``; truss.toml ``[recall] embedder``):
 
 ``minilm`` (default; ``recall/encoders/minilm.py``)
-    all-MiniLM-L6-v2, a 6-layer sentence transformer, run in numpy over weights mapped from
-    the user cache. Chosen by measurement over wordllama: recall@5 of semantic mode 0.964 /
-    0.846 / 0.962 against 0.893 / 0.740 / 0.875 on tests/relevance, the hard set's held-out
-    questions and the conversational set (README, "Semantic recall").
+    all-MiniLM-L6-v2, a 6-layer sentence transformer: a cold query runs it in numpy over
+    weights mapped from the user cache, batches of notes through onnxruntime
+    (``recall/encoders/ortrun.py``; the same vectors). Chosen by measurement over
+    wordllama: recall@5 of semantic mode 0.964 / 0.846 / 0.962 against 0.893 / 0.740 /
+    0.875 on tests/relevance, the hard set's held-out questions and the conversational set
+    (README, "Semantic recall").
 ``wordllama`` (``recall/encoders/wordllama.py``; ``pip install 'truss-files[wordllama]'``)
     WordLlama's ``l2_supercat`` 256-d static token embeddings, averaged and normalised.
 ``sentence-transformers:<model dir>`` (``recall/encoders/base.py``)

@@ -5,10 +5,13 @@ ships it as one int8 ONNX file (23 MB, weights ``W = int8 * per-column scale``) 
 else; its WordPiece vocabulary (bert-base-uncased, Apache-2.0) ships with us
 (``minilm_vocab.txt``). Nothing is downloaded, ever.
 
-How it runs: not through onnxruntime. Its import and session build would be most of the cold
-semantic CLI query's budget (``docs/measured.md``); the graph is a plain BERT encoder, so the
-first use reads the ONNX file's tensors (``onnx_tensors``: a minimal protobuf reader,
-~60 lines, no ``onnx`` package), dequantizes them once into a float32 safetensors-layout file
+How it runs: a batch of notes (``truss-files index``, a write in a long-lived process) through
+onnxruntime when it is installed (``ortrun.py``: the same vectors, faster per batch); a query
+in a process that has not built that session -- a cold CLI query -- in numpy, since
+onnxruntime's import and session build would be most of its budget (``docs/measured.md``).
+The graph is a plain BERT encoder, so the numpy pass's first use reads the ONNX file's
+tensors (``onnx_tensors``: a minimal protobuf reader, ~60 lines, no ``onnx`` package),
+dequantizes them once into a float32 safetensors-layout file
 in the user's cache (``$XDG_CACHE_HOME/truss-files/minilm/``, ~90 MB, keyed by the model
 file's size and mtime), and every later process maps that file: loading the model costs one
 ``mmap`` and a JSON header. The forward pass (``Encoder.encode``) is BERT's: embeddings and
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ...errors import ConfigError
 from .modelfiles import INSTALL_HINT, cache_root, minilm_files
+from .ortrun import OrtEncoder, available
 
 if TYPE_CHECKING:
     import numpy as np
@@ -540,6 +544,9 @@ class MiniLMEmbedder:
         self._fingerprint = f"minilm-l6-int8:{stat.st_size}:{CACHE_FORMAT}"
         self._key = f"{self.model_file}:{stat.st_size}:{stat.st_mtime_ns}:{sys.byteorder}"
         self._encoder: Encoder | None = None
+        # Batches go through onnxruntime when it is installed (``ortrun``: the same vectors,
+        # faster); None: the numpy pass does everything.
+        self._ort: OrtEncoder | None = OrtEncoder(self.model_file) if available() else None
         self._tokenizer: WordPiece | None = None
         self._queries: dict[str, list[float]] = {}
 
@@ -591,9 +598,24 @@ class MiniLMEmbedder:
         return self._encoder
 
     def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        return self._embed(texts)
+        return self._embed(texts, batched=True)
 
-    def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    def runner(self, batched: bool) -> Encoder | OrtEncoder:
+        """What runs the forward pass: onnxruntime for a batch when it is installed, and for
+        a query once the process built its session (a cold query never pays for that);
+        otherwise the numpy pass. A session that cannot be built leaves the numpy pass,
+        which says what is wrong with the model file."""
+        ort = self._ort
+        if ort is not None and (batched or ort.ready):
+            try:
+                ort.session()
+            except Exception:  # noqa: BLE001 - onnxruntime's own errors: the numpy pass decides
+                self._ort = None
+            else:
+                return ort
+        return self.encoder()
+
+    def _embed(self, texts: Sequence[str], batched: bool) -> npt.NDArray[np.float32]:
         import numpy as np
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -603,10 +625,10 @@ class MiniLMEmbedder:
         encoded = [tokenizer.encode(text) for text in texts]
         # Batches of similar length: padding costs as much as real tokens.
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
-        encoder = self.encoder()
+        runner = self.runner(batched)
         for start in range(0, len(order), BATCH):
             chunk = order[start : start + BATCH]
-            out[chunk] = encoder.encode([encoded[i] for i in chunk])
+            out[chunk] = runner.encode([encoded[i] for i in chunk])
         return out
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
@@ -614,7 +636,7 @@ class MiniLMEmbedder:
 
         if not self.tokenizer().words(text):
             return np.zeros(self.dim, dtype=np.float32)
-        return self._embed([text])[0]
+        return self._embed([text], batched=False)[0]
 
     def query_vector(self, text: str) -> list[float]:
         """The unit query vector as floats (``recall.embed.query_vector``), the last
