@@ -26,11 +26,11 @@ from tests.support.script import run
 from tests.support.tools_support import configure, promote
 from truss_files.errors import SecretFound
 from truss_files.facade import MemoryStore
+from truss_files.format.secrets import find
 from truss_files.git.gitstore import Snapshot
 from truss_files.identity.amend import propose
 from truss_files.signing.trustpolicy import CONFIG_PATH
 from truss_files.tools import ToolSession
-from truss_files.trust.secrets import find
 
 GITHUB = CREDENTIALS["github-token"]
 
