@@ -159,6 +159,9 @@ _SHAPES: tuple[tuple[str, str, str], ...] = (
     ("xai-key", "xai-", r"\bxai-[A-Za-z0-9]{60,}\b"),
     ("npm-token", "npm_", r"\bnpm_[A-Za-z0-9]{36}\b"),
     ("stripe-key", "_live_", r"\b(?:sk|rk)_live_[0-9a-zA-Z]{24,}\b"),
+    # detect-secrets' Artifactory token must be followed by a blank or a quote: the period
+    # that ends a sentence ("the token is AKC....") let one through.
+    ("artifactory-token", "akc", r"\bAKC[a-zA-Z0-9]{10,}\b"),
 )
 
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-+/=.]*")
