@@ -220,20 +220,22 @@ def measure(fn: Callable[[], object], repeats: int, *, warmup: int = 1) -> Timin
 def measure_pair(
     a: Callable[[], object], b: Callable[[], object], repeats: int, *, warmup: int = 1
 ) -> tuple[Timings, Timings]:
-    """Time ``a`` and ``b`` alternately (ABBA...), so drift and neighbours hit both alike."""
+    """Time ``a`` and ``b`` alternately (ABBA...), so drift and neighbours hit both alike;
+    their CPU seconds too (``Timings.cpu``)."""
     for _ in range(warmup):
         a()
         b()
-    ta: list[float] = []
-    tb: list[float] = []
+    wall: dict[int, list[float]] = {0: [], 1: []}
+    cpu: dict[int, list[float]] = {0: [], 1: []}
     for i in range(repeats):
-        if i % 2:
-            tb.append(timed(b))
-            ta.append(timed(a))
-        else:
-            ta.append(timed(a))
-            tb.append(timed(b))
-    return Timings(tuple(ta)), Timings(tuple(tb))
+        for side in (1, 0) if i % 2 else (0, 1):
+            used = cpu_seconds()
+            wall[side].append(timed((a, b)[side]))
+            cpu[side].append(cpu_seconds() - used)
+    return (
+        Timings(tuple(wall[0]), tuple(cpu[0])),
+        Timings(tuple(wall[1]), tuple(cpu[1])),
+    )
 
 
 def measure_pair_fresh(
