@@ -296,18 +296,20 @@ def _span(match: re.Match[str]) -> tuple[int, int]:
 
 
 # Where a credential can be: the prefilter. Every value a detector here finds holds a run of
-# 16 or more characters of ``_DENSE`` (the shortest: a SendGrid key's 22-character middle),
-# but for three shapes: a password in a URL (after ``://``), a PEM key (its lines may be
-# short; its BEGIN line names it) and an Artifactory token or password (AKC or AP and 8+
-# characters). So the detectors run only in windows of ``_NEAR_RUN`` characters either side
-# of such a run or mark, widened to the blanks around them, and joined into one text: a
-# note's author (``agent:ops@example.test``), a git SHA in prose or a URL costs a scan of
-# a few hundred characters, not of the whole note, and a text with none of them is not
-# scanned (detect-secrets is not even loaded). A window is wider than any plugin's match
-# reaches from the value it holds: an assignment's name, quotes and operator before it (the
-# longest, AWS's ``aws.{0,20}?key.{0,20}?"``, ~60), its closing quote after. Measured on
-# 10 KB (benchmarks/bench_secrets.py): the whole detector ~1.5 ms on prose holding one SHA,
-# ~0.1 ms windowed; on prose with no candidate, the prefilter alone (~0.1 ms).
+# 16 or more characters of ``_DENSE_CHARS`` (the shortest: a SendGrid key's 22-character
+# middle), but for three shapes: a password in a URL (after ``://``), a PEM key (its lines
+# may be short; its BEGIN line names it) and an Artifactory token or password (AKC or AP and
+# 8+ characters). So the detectors run only in windows from ``_BEFORE`` characters before
+# such a run or mark to ``_AFTER`` after it, widened to the blanks around them and joined
+# into one text: a note's author (``agent:ops@example.test``: no dense run), a git SHA in
+# prose or a URL costs a scan of a few hundred characters, not of the whole note, and a text
+# with none of them is not scanned (detect-secrets is not even loaded). A window reaches
+# further back than a plugin's match from the value it holds: an assignment's name, quotes,
+# operator and padding (AWS's ``aws.{0,20}?key.{0,20}?"``: ~60), a closing quote after.
+# tests/format/test_secrets.py checks that the windows find what the whole text does.
+# Measured on 10 KB (benchmarks/bench_secrets.py, CPU medians): every detector over the
+# whole text ~0.4-0.8 ms; windowed, ~0.03-0.06 ms on prose and ~0.2-0.4 ms on a developer's
+# note with a URL, a commit id or a path every 700 characters.
 _DENSE_RUN = 16
 _DENSE_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-"
 _DENSE = re.compile(rf"[{re.escape(_DENSE_CHARS)}]{{{_DENSE_RUN}}}")
@@ -316,7 +318,7 @@ _DENSE = re.compile(rf"[{re.escape(_DENSE_CHARS)}]{{{_DENSE_RUN}}}")
 _AS_X = bytes(0x78 if chr(b) in _DENSE_CHARS else 0x20 for b in range(256))
 _X_RUN = b"x" * _DENSE_RUN
 _ARTIFACTORY = re.compile(r"A(?:KC|P[\dA-F])[a-zA-Z0-9]{8}")  # as its plugin: capitals
-_BEFORE, _AFTER = 96, 16  # see above: a name and `= "` before a value, a quote after
+_BEFORE, _AFTER = 96, 16
 
 
 def _dense_runs(text: str) -> Iterator[tuple[int, int]]:
