@@ -9,9 +9,10 @@ value (``git cat-file --batch-all-objects --batch``: reachable or not, and every
 memory tool and write_memory (the dispatcher), the MCP SDK's own client, the Anthropic SDK
 adapter, a running HTTP server's train route, ``learn`` and the host hooks (masking), and the
 gates: a hand-made signed commit offered to the server's pre-receive and staged under the
-pre-commit hook. One shape per face also goes through a real process: the hooks' console
-script here (slow: it loads the model SDK), the others in test_secret_attacks.py and
-tests/trust/test_leaks.py.
+pre-commit hook. Real processes, one shape each: `write` and `import` through the console
+script (test_secret_attacks.py), a push to the installed server gate (tests/trust/
+test_leaks.py), and `truss-files hook session-end` here (with TRUSS_SLOW=1: it loads the
+model SDK; run_host_hook, which it calls, is tried in process with every shape).
 """
 
 from __future__ import annotations
@@ -354,6 +355,7 @@ def test_the_learning_hooks_mask_every_shape_in_process(
 
 
 @pytest.mark.slow  # the process imports the model SDK: ~5 s alone, far more on a busy machine
+@pytest.mark.skipif(not os.environ.get("TRUSS_SLOW"), reason="a long run: set TRUSS_SLOW=1")
 @pytest.mark.spawns  # the console script, as the host runs it
 def test_the_session_end_hook_process_masks_a_pasted_token(
     store: MemoryStore, tmp_path: Path, fake: FakeProvider
