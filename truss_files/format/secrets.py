@@ -227,17 +227,9 @@ class _Detector:
     reach: tuple[int, int] | None
     confirm: Any  # the plugin whose analyze_string must agree, or None for our own shapes
 
-    def matches(
-        self, text: str, lowered: str, gated: dict[object, bool]
-    ) -> Iterator[re.Match[str]]:
-        """The regex's matches in ``text``: none unless the gate finds a place, and only in
-        the windows around the gate's places when it has a reach. ``gated``: whether each
-        gate finds a place in ``lowered`` (a plugin's regexes share one)."""
-        key = self.gate
-        if key not in gated:
-            gated[key] = any(g.search(lowered) for g in self.gate)
-        if not gated[key]:
-            return
+    def matches(self, text: str, lowered: str) -> Iterator[re.Match[str]]:
+        """The regex's matches in ``text`` (whose gate found a place in ``lowered``), only in
+        the windows around the gate's places when it has a reach."""
         if self.reach is None:
             yield from self.regex.finditer(text)
             return
@@ -275,6 +267,15 @@ def _detectors() -> tuple[_Detector, ...]:
         for kind, gate, pattern in _SHAPES
     )
     return tuple(found)
+
+
+@cache
+def _gated() -> tuple[tuple[tuple[re.Pattern[str], ...], tuple[_Detector, ...]], ...]:
+    """The detectors by gate, in their order: a plugin's regexes share one gate, tried once."""
+    groups: dict[tuple[re.Pattern[str], ...], list[_Detector]] = {}
+    for detector in _detectors():
+        groups.setdefault(detector.gate, []).append(detector)
+    return tuple((gate, tuple(group)) for gate, group in groups.items())
 
 
 def _span(match: re.Match[str]) -> tuple[int, int]:
@@ -421,9 +422,15 @@ def find(text: str, allow: Allow = Allow()) -> list[Hit]:
 def _find(text: str, allow: Allow) -> list[Hit]:
     hits: list[Hit] = []
     lowered = text.lower()
-    gated: dict[object, bool] = {}
-    for detector in _detectors():
-        for match in detector.matches(text, lowered, gated):
+    # A loop, not a generator per detector: on a window of a few hundred characters the
+    # Python around each gate costs more than its search.
+    for gate, group in _gated():
+        for pattern in gate:
+            if pattern.search(lowered):
+                break
+        else:
+            continue
+        for detector, match in ((d, m) for d in group for m in d.matches(text, lowered)):
             if detector.confirm is not None and not any(
                 detector.confirm.analyze_string(match.group(0))
             ):
