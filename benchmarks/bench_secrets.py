@@ -174,7 +174,7 @@ def bench_import(quick: bool, root: Path, how: str, url: bool = False) -> Figure
 
     def side(check: bool) -> Callable[[int], Callable[[], object]]:
         def setup(trial: int) -> Callable[[], object]:
-            store = new_store(root / f"{how}-{trial}-{check}.git")
+            store = new_store(root / f"{how}-{url}-{trial}-{check}.git")
             entries = synth.entries(n, salt=f"-{trial}-{check}")
             if url:
                 link = " (see https://example.com/docs/deploy?step=3#rollback)"
