@@ -167,9 +167,11 @@ def percentile(samples: Sequence[float], q: float) -> float:
 
 @dataclass(frozen=True)
 class Timings:
-    """Wall-clock samples in seconds."""
+    """Wall-clock samples in seconds; ``cpu``: the CPU seconds (this process and its children)
+    of the same calls, where measured -- what a call costs when neighbours slow the wall clock."""
 
     samples: tuple[float, ...]
+    cpu: tuple[float, ...] = ()
 
     @property
     def p50(self) -> float:
@@ -200,6 +202,15 @@ def timed(fn: Callable[[], object]) -> float:
             gc.enable()
 
 
+def cpu_seconds() -> float:
+    """CPU seconds this process and its waited-for children have used so far."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def measure(fn: Callable[[], object], repeats: int, *, warmup: int = 1) -> Timings:
     for _ in range(warmup):
         fn()
@@ -209,20 +220,58 @@ def measure(fn: Callable[[], object], repeats: int, *, warmup: int = 1) -> Timin
 def measure_pair(
     a: Callable[[], object], b: Callable[[], object], repeats: int, *, warmup: int = 1
 ) -> tuple[Timings, Timings]:
-    """Time ``a`` and ``b`` alternately (ABBA...), so drift and neighbours hit both alike."""
+    """Time ``a`` and ``b`` alternately (ABBA...), so drift and neighbours hit both alike;
+    their CPU seconds too (``Timings.cpu``)."""
     for _ in range(warmup):
         a()
         b()
-    ta: list[float] = []
-    tb: list[float] = []
+    wall: dict[int, list[float]] = {0: [], 1: []}
+    cpu: dict[int, list[float]] = {0: [], 1: []}
     for i in range(repeats):
-        if i % 2:
-            tb.append(timed(b))
-            ta.append(timed(a))
-        else:
-            ta.append(timed(a))
-            tb.append(timed(b))
-    return Timings(tuple(ta)), Timings(tuple(tb))
+        for side in (1, 0) if i % 2 else (0, 1):
+            used = cpu_seconds()
+            wall[side].append(timed((a, b)[side]))
+            cpu[side].append(cpu_seconds() - used)
+    return (
+        Timings(tuple(wall[0]), tuple(cpu[0])),
+        Timings(tuple(wall[1]), tuple(cpu[1])),
+    )
+
+
+def measure_pair_fresh(
+    a: Callable[[int], Callable[[], object]],
+    b: Callable[[int], Callable[[], object]],
+    trials: int,
+) -> tuple[Timings, Timings]:
+    """``measure_pair`` for a call that needs its own set-up each time (a fresh store for an
+    import): ``a(n)`` and ``b(n)`` set up trial ``n`` untimed and return the call to time;
+    which side goes first alternates, and the heap is frozen before each timing. Both wall
+    and CPU seconds are kept (``Timings.cpu``)."""
+    wall: dict[int, list[float]] = {0: [], 1: []}
+    cpu: dict[int, list[float]] = {0: [], 1: []}
+    for n in range(trials):
+        for side in (0, 1) if n % 2 == 0 else (1, 0):
+            call = (a, b)[side](n)
+            freeze_heap()
+            used = cpu_seconds()
+            wall[side].append(timed(call))
+            cpu[side].append(cpu_seconds() - used)
+    return (
+        Timings(tuple(wall[0]), tuple(cpu[0])),
+        Timings(tuple(wall[1]), tuple(cpu[1])),
+    )
+
+
+@contextlib.contextmanager
+def replaced(owner: object, name: str, value: object) -> Iterator[None]:
+    """``owner.name`` is ``value`` inside the block: a baseline's "the same code with this
+    one part switched off" (a check, a mask), restored whatever happens."""
+    real = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, real)
 
 
 def command_runner(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Callable[[], None]:
@@ -434,6 +483,17 @@ class Synth:
             # Every entry names where it came from (truss.toml [policy] provenance).
             provenance=Provenance(produced_by=f"api:{PRINCIPAL}"),
         )
+
+    def prose(self, size: int) -> str:
+        """``size`` characters of this Synth's bodies, in sentences and lines as notes have
+        them (a 10 KB note for a benchmark that grows with the text)."""
+        parts: list[str] = []
+        total = n = 0
+        while total < size:
+            parts.append(self.entry(n).body + ("\n" if n % 3 == 2 else " "))
+            total += len(parts[-1])
+            n += 1
+        return "".join(parts)[:size]
 
     def entries(self, n: int, salt: str = "") -> list[Entry]:
         return [self.entry(i, salt) for i in range(n)]

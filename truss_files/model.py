@@ -203,7 +203,7 @@ class Provenance:
     sources: tuple[str, ...] = ()
     verified_by: Mapping[str, Any] | None = None
     # The kinds of credential an unattended write replaced by ``[secret:KIND]`` in the body
-    # (trust/secrets.py); empty for every other write, and then not in the file at all.
+    # (format/secrets.py); empty for every other write, and then not in the file at all.
     masked: tuple[str, ...] = ()
 
 

@@ -1,12 +1,12 @@
 """Secrets never become memory: each credential offered through every face is refused.
 
 Each attack goes through a real face (the console script, the import, the memory tool and
-write_memory through the dispatcher, the MCP SDK's own client, a running HTTP server, the
-Python API, an identity amendment) against a real signed store, and then the repository is
-searched: no object under ``.git`` (``git cat-file --batch-all-objects``, reachable or not)
-and no file under ``.git`` holds the value, no ref moved, and the refusal never echoes it.
-The look-alikes are stored as they are; an operator's signed ``[secrets] allow`` lets a
-value through.
+write_memory through the dispatcher, the MCP SDK's own client, the Python API, an identity
+amendment; a running HTTP server: test_secret_faces.py) against a real signed store, and
+then the repository is searched: no object under ``.git`` (``git cat-file
+--batch-all-objects``, reachable or not) and no file under ``.git`` holds the value, no ref
+moved, and the refusal never echoes it. The look-alikes are stored as they are; an
+operator's signed ``[secrets] allow`` lets a value through.
 """
 
 from __future__ import annotations
@@ -21,16 +21,15 @@ import anyio
 import pytest
 
 from tests.support.credentials import CREDENTIALS, KIND, LOOKALIKES
-from tests.support.http_support import Served, served_fixture  # noqa: F401 - the fixture
 from tests.support.script import run
 from tests.support.tools_support import configure, promote
 from truss_files.errors import SecretFound
 from truss_files.facade import MemoryStore
+from truss_files.format.secrets import find
 from truss_files.git.gitstore import Snapshot
 from truss_files.identity.amend import propose
 from truss_files.signing.trustpolicy import CONFIG_PATH
 from truss_files.tools import ToolSession
-from truss_files.trust.secrets import find
 
 GITHUB = CREDENTIALS["github-token"]
 
@@ -183,7 +182,7 @@ def test_a_secret_stored_before_can_still_be_demoted(
 # -- the CLI -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["github-token", "anthropic-key", "password-in-url"])
+@pytest.mark.parametrize("name", ["password-in-url"])  # every shape: test_secret_faces.py
 def test_the_cli_write_exits_1_with_code_secret_and_never_prints_the_value(
     store: MemoryStore, name: str
 ) -> None:
@@ -293,28 +292,6 @@ def test_mcp_answers_a_tool_error_and_stores_nothing(store: MemoryStore) -> None
 
     anyio.run(main)
     repo.untouched(GITHUB)
-
-
-# -- HTTP ------------------------------------------------------------------------------------
-
-
-def test_http_train_answers_422_secret_and_stores_nothing(
-    served: Callable[..., Served], store: MemoryStore
-) -> None:
-    pytest.importorskip("uvicorn")
-    server = served()
-    repo = Repo(store)
-    value = CREDENTIALS["anthropic-key"]
-    answer = server.train(
-        "T-1", {"body": f"The key is {value}.", "source": {"eventId": "evt-9", "revision": "1"}}
-    )
-    assert answer.status == 422, answer.raw
-    assert answer.body["error"]["code"] == "secret"
-    assert "anthropic-key" in answer.body["error"]["message"]
-    silent(answer.raw.decode(), value)
-    log = server.stop()
-    silent(log, value)
-    repo.untouched(value)
 
 
 # -- the operator's exceptions ---------------------------------------------------------------

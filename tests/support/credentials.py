@@ -80,3 +80,52 @@ LOOKALIKES: dict[str, str] = {
     "base64 of a word": "aGVsbG8gd29ybGQ= decodes to hello world",
     "a long identifier": "TransactionCoordinatorServiceImplementationFactoryBean",
 }
+
+# Shapes only detect-secrets' plugins know, most of them a value assigned to a name: the
+# kind each must be reported as, and a text holding one.
+_HEX = "0123456789abcdef"
+PLUGIN_SHAPES: dict[str, tuple[str, str]] = {
+    "aws secret key": (
+        "aws-secret-access-key",
+        "aws_secret_" + 'access_key = "' + _tail(40, _ALNUM + "/+") + '"',
+    ),
+    "cloudant password": (
+        "cloudant-credentials",
+        "cloudant_" + 'password = "' + _tail(64, _HEX) + '"',
+    ),
+    "ibm cloud iam key": ("ibm-cloud-iam-key", "ibm_cloud_iam_" + 'api_key: "' + _tail(44) + '"'),
+    "ibm cos hmac": ("ibm-cos-hmac-secret", "secret_access_" + 'key = "' + _tail(48, _HEX) + '"'),
+    "softlayer key": ("softlayer-key", "softlayer_" + 'api_key = "' + _tail(64, _HEX) + '"'),
+    "mailchimp key": ("mailchimp-key", _tail(32, _HEX) + "-" + "us12"),
+    "telegram token": ("telegram-bot-token", "123456789" + ":" + _tail(35)),
+    "discord token": ("discord-bot-token", "M" + _tail(23) + "." + _tail(6) + "." + _tail(27)),
+    "twilio key": ("twilio-key", "A" + "C" + _tail(32, _HEX)),
+    "slack webhook": (
+        "slack-webhook",
+        "https://hooks."
+        + "slack.com/services/T"
+        + _tail(8).upper()
+        + "/B"
+        + _tail(8).upper()
+        + "/"
+        + _tail(24),
+    ),
+    "artifactory token": ("artifactory-token", "AK" + "C" + _tail(10)),
+    "npmrc token": (
+        "npm-token",
+        "//registry.npmjs.org/" + ":_authToken=" + "npm_" + _tail(36) + " (ci)",
+    ),
+    "azure storage key": (
+        "azure-storage-key",
+        "AccountName=ops;" + "Account" + "Key=" + _tail(86, _ALNUM + "+/") + "==;",
+    ),
+    "short password in url": ("password-in-url", "mysql://u:" + "Pz9" + _tail(3) + "@h"),
+    "private key, short lines": (
+        "private-key",
+        "-----BEGIN RSA "
+        + "PRIVATE KEY-----\n"
+        + "\n".join(_tail(12) for _ in range(12))
+        + "\n-----END RSA "
+        + "PRIVATE KEY-----",
+    ),
+}

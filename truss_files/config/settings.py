@@ -605,7 +605,7 @@ def read_layer(data: Mapping[str, Any], source: str, *, strict: bool = True) -> 
             elif dotted == "panel.judges":
                 found.update(_judges_layer(value, source))
             elif dotted == "secrets.allow" and source != STORE_SOURCE:
-                # The write check reads truss.toml's top level alone (trust/secrets.py).
+                # The write check reads truss.toml's top level alone (format/secrets.py).
                 raise ConfigError(
                     f"{where}: [secrets] allow is read from the top level of the store's "
                     "signed truss.toml only; move it there and commit it with an operator key"

@@ -33,6 +33,7 @@ from ..errors import (
     VerdictError,
 )
 from ..format import entryfile
+from ..format.secrets import Allow, entry_fields, mask, refuse, scan_fields, without_private
 from ..format.trailers import Clock, parse_trailers, stamp, trailers, utc_now
 from ..git.bulkpack import PackWriter
 from ..git.gitdir import GitDir
@@ -66,7 +67,6 @@ from ..trust import authority
 from ..trust.attest import describe_note, read_notes, transition_attest
 from ..trust.audit import SpentVerdicts, check_note, citation_problems
 from ..trust.readgate import advance, check_write, gate, refusal
-from ..trust.secrets import Allow, entry_fields, mask, refuse, scan_fields, without_private
 from ..trust.verdict import (
     Verdict,
     check_keyless,

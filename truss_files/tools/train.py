@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import NotFound, SecretFound, TrussError, UntrustedHistory, UsageError
 from ..format import entryfile
+from ..format.secrets import entry_fields, refuse, scan_fields
 from ..format.trailers import trailers
 from ..format.views import entry_view
 from ..git.gitdir import GitDir
@@ -71,7 +72,6 @@ from ..recall.pipeline import Filter
 from ..recall.tokenize import tokenize
 from ..runs.asked import echoes
 from ..trust.readgate import check_write
-from ..trust.secrets import entry_fields, refuse, scan_fields
 from .registry import Annotations, Tool, register
 from .schema import check_input, check_json
 from .tenancy import (

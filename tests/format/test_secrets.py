@@ -1,4 +1,4 @@
-"""trust/secrets.py: which values are credentials, where they are, and how they are masked."""
+"""format/secrets.py: which values are credentials, where they are, and how they are masked."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tests.support.credentials import CREDENTIALS, KIND, LOOKALIKES
+from tests.support.credentials import CREDENTIALS, KIND, LOOKALIKES, PLUGIN_SHAPES
 from truss_files.errors import ConfigError, SecretFound
-from truss_files.trust.secrets import Allow, find, mask, refuse, scan_fields, where
+from truss_files.format import secrets
+from truss_files.format.secrets import Allow, find, mask, refuse, scan_fields, where
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCOMO = ROOT.parent.parent / "shared" / "data" / "locomo-dev.json"
@@ -44,6 +47,61 @@ def test_masking_leaves_no_part_of_the_secret_a_model_could_use(name: str) -> No
         chunk = secret_part[i : i + 12]
         if chunk.isalnum() and not chunk.isalpha():
             assert chunk not in masked, (name, chunk)
+
+
+@pytest.mark.parametrize("name", sorted(PLUGIN_SHAPES))
+def test_the_plugin_shapes_are_found_and_masked(name: str) -> None:
+    """detect-secrets' own shapes, most a value assigned to a name: each found with its kind
+    in prose (its prefilter lets none of them by), and masked."""
+    kind, value = PLUGIN_SHAPES[name]
+    text = f"Ops notes.\n{value}\nRotate monthly."
+    assert [h.kind for h in find(text)] == [kind]
+    masked, kinds = mask(text)
+    assert kinds == (kind,) and f"[secret:{kind}]" in masked
+    assert masked.startswith("Ops notes.") and masked.endswith("Rotate monthly.")
+
+
+_PIECES = [
+    *CREDENTIALS.values(),
+    *(text for _, text in PLUGIN_SHAPES.values()),
+    *LOOKALIKES.values(),
+    "https://example.com/a?b=c",
+    "agent:ops@example.test",
+    "caf\u00e9 \U0001f600 na\u00efve",
+]
+_WORDS = [
+    "the",
+    "deploy",
+    "token",
+    "was",
+    "rotated",
+    "after",
+    "we",
+    "saw",
+    "it",
+    "in",
+    "the",
+    "log",
+    "on",
+    "friday",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.one_of(st.sampled_from(_WORDS), st.sampled_from(_PIECES)), max_size=40),
+    st.lists(st.sampled_from([" ", "\n", "\t", " = ", ": ", '"', "'", "", "  ", "\u00a0"])),
+    st.integers(0, 400),
+)
+def test_the_prefilter_never_loses_what_every_detector_finds(
+    pieces: list[str], seps: list[str], pad: int
+) -> None:
+    """``find`` runs the detectors only in windows around the places a credential can be;
+    over the whole text (``_find``) they must find exactly the same, wherever a value sits
+    (glued to its neighbours, far into a long text, beside text other than ASCII)."""
+    seps = seps or [" "]
+    text = "x " * pad + "".join(p + seps[n % len(seps)] for n, p in enumerate(pieces))
+    assert find(text) == secrets._find(text, Allow())
 
 
 @pytest.mark.parametrize("name", sorted(LOOKALIKES))
@@ -139,7 +197,7 @@ def test_a_read_never_imports_the_detector() -> None:
     """detect-secrets (and requests under it) load on a write only: the query path and the
     CLI's start stay as fast as they were."""
     code = (
-        "import sys, truss_files.trust.secrets, truss_files.tools.query, truss_files.faces.cli;"
+        "import sys, truss_files.format.secrets, truss_files.tools.query, truss_files.faces.cli;"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('detect_secrets','requests')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -147,7 +205,7 @@ def test_a_read_never_imports_the_detector() -> None:
 
 
 def test_private_text_is_dropped_whole_and_an_unclosed_tag_hides_the_rest() -> None:
-    from truss_files.trust.secrets import without_private
+    from truss_files.format.secrets import without_private
 
     text = "Keep this. <private>my salary is 10k</private> Keep that. <PRIVATE>x</Private>!"
     assert without_private(text) == "Keep this.  Keep that. !"
