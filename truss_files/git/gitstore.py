@@ -240,24 +240,50 @@ class GitStore:
     # -- writing -------------------------------------------------------------------------
 
     def write_tree(self, tree: pygit2.Tree | None, changes: Changes) -> pygit2.Oid | None:
-        """Rebuild only the trees on the changed paths; an emptied tree disappears."""
+        """Rebuild only the trees on the changed paths; an emptied tree disappears.
+
+        The paths are grouped by folder once, holding only references to the paths
+        ``changes`` already holds (a million-entry import made no copy of each path's tail
+        at each level of the tree)."""
+        files: dict[str, list[str]] = {}
+        for path in changes:
+            files.setdefault(path.rpartition("/")[0], []).append(path)
+        folders: dict[str, set[str]] = {}  # folder -> the names of its changed subfolders
+        for folder in files:
+            while folder:
+                parent, _, name = folder.rpartition("/")
+                held = folders.setdefault(parent, set())
+                if name in held:
+                    break  # its ancestors are in already
+                held.add(name)
+                folder = parent
+        return self._write_folder(tree, "", files, folders, changes)
+
+    def _write_folder(
+        self,
+        tree: pygit2.Tree | None,
+        folder: str,
+        files: Mapping[str, list[str]],
+        folders: Mapping[str, set[str]],
+        changes: Changes,
+    ) -> pygit2.Oid | None:
         builder = self.repo.TreeBuilder(tree) if tree is not None else self.repo.TreeBuilder()
-        nested: dict[str, dict[str, bytes | pygit2.Oid | None]] = {}
-        for path, data in changes.items():
-            head, _, rest = path.partition("/")
-            if rest:
-                nested.setdefault(head, {})[rest] = data
-            elif data is None:
+        cut = len(folder) + 1 if folder else 0
+        for path in files.get(folder, ()):
+            head = path[cut:]
+            data = changes[path]
+            if data is None:
                 if builder.get(head) is not None:
                     builder.remove(head)
             elif isinstance(data, pygit2.Oid):
                 builder.insert(head, data, _BLOB)
             else:
                 builder.insert(head, self.repo.create_blob(data), _BLOB)
-        for head, sub in nested.items():
+        for head in folders.get(folder, ()):
             existing = builder.get(head)
             subtree = existing if isinstance(existing, pygit2.Tree) else None
-            oid = self.write_tree(subtree, sub)
+            below = f"{folder}/{head}" if folder else head
+            oid = self._write_folder(subtree, below, files, folders, changes)
             if oid is None:
                 if existing is not None:
                     builder.remove(head)

@@ -564,6 +564,7 @@ class _Said:
         self.count = 0
         self.said = False
         self.next = started + SLOW_INDEX
+        self.mark = (started, 0)  # the rate is taken from the first line on (not the walk)
 
     def tick(self) -> None:
         self.count += 1
@@ -574,9 +575,12 @@ class _Said:
             return
         self.next = now + SAY_EVERY
         left = ""
-        if self.total and self.count:
-            rest = (now - self.started) / self.count * (self.total - self.count)
+        since, done = self.mark
+        if self.said and self.total and self.count > done:
+            rest = (now - since) / (self.count - done) * (self.total - self.count)
             left = f", about {rest:.0f} s left"
+        else:
+            self.mark = (now, self.count)
         head = (
             ""
             if self.said

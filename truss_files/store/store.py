@@ -664,8 +664,9 @@ class Store:
                     places += [f"{label}: {place}" for place in found]
                     continue
                 ids.append(entry.id)
-                if entry.path not in fresh and base.blob_id(entry.path) is None:
-                    fresh[entry.path] = pack.add(entryfile.serialize(entry).encode())
+                path = entry.path  # made anew at each ask: once here
+                if path not in fresh and base.blob_id(path) is None:
+                    fresh[path] = pack.add(entryfile.serialize(entry).encode())
                     fresh_ids.append(entry.id)
                     shapes.setdefault((entry.layer, entry.author), entry)
                 if on_entry is not None:
@@ -675,7 +676,7 @@ class Store:
 
         def plan(snap: Snapshot) -> Plan:
             if snap.oid == base.oid:
-                changes: dict[str, bytes | pygit2.Oid | None] = dict(fresh)
+                changes: Mapping[str, bytes | pygit2.Oid | None] = fresh  # not copied: 1M paths
                 new_ids = fresh_ids
             else:  # another writer won the race: keep what it stored as it stored it
                 if snap.blob_id(CONFIG_PATH) != base.blob_id(CONFIG_PATH):

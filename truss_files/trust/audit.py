@@ -389,18 +389,30 @@ class _Known(Snapshot):
 
 
 def _one_walk(
-    repo: pygit2.Repository, base: pygit2.Commit | None, commit: pygit2.Commit
-) -> tuple[list[tuple[str, str]], _Known, _Known]:
+    repo: pygit2.Repository,
+    base: pygit2.Commit | None,
+    commit: pygit2.Commit,
+    vouched: Vouched | None = None,
+) -> tuple[list[tuple[str, str]], _Known, _Known, int]:
     """``_diff`` of ``base``..``commit``, and both sides as snapshots that know each changed
-    path's mode and blob from that same diff."""
+    path's mode and blob from that same diff; and how many added files ``vouched`` covers,
+    which are left out of all three (a million-entry import holds none of them here)."""
     a = base.tree if base is not None else None
     diff = commit.tree.diff_to_tree(swap=True) if a is None else a.diff_to_tree(commit.tree)
     before: dict[str, tuple[int, pygit2.Oid]] = {}
     after: dict[str, tuple[int, pygit2.Oid]] = {}
     out = []
+    covered = 0
     for delta in diff.deltas:
         status = delta.status_char()
         old, new = delta.old_file, delta.new_file
+        if (
+            status == "A"
+            and vouched is not None
+            and vouched.covers(new.path, (int(new.mode), str(new.id)))
+        ):
+            covered += 1
+            continue
         if status != "A":
             before[old.path] = (int(old.mode), old.id)
         if status != "D":
@@ -412,7 +424,7 @@ def _one_walk(
         path = new.path if status != "D" else old.path
         if is_store_path(path):
             out.append((status, path))
-    return out, _Known(repo, base, before), _Known(repo, commit, after)
+    return out, _Known(repo, base, before), _Known(repo, commit, after), covered
 
 
 @dataclass(frozen=True)
@@ -469,14 +481,18 @@ def check_commit(
     base = Snapshot(repo, parents[0] if parents else None)
     snap = Snapshot(repo, commit)
     joined: set[str] = set()
+    vouched_adds = False  # added files checked by their writer (Vouched): they need agent
     if is_root or len(parents) < 2:
-        diffed, base, snap = _one_walk(repo, parents[0] if parents else None, commit)
+        diffed, base, snap, covered = _one_walk(
+            repo, parents[0] if parents else None, commit, vouched
+        )
         changes: list[tuple[str, str, Snapshot]] = [(s, path, base) for s, path in diffed]
+        vouched_adds = covered > 0
     else:
         sides = [Snapshot(repo, p) for p in parents]
         changes = _merge_changes(repo, snap, sides)
         joined = _joined_adds(repo, snap, sides, changes)
-    if not changes:
+    if not changes and not vouched_adds:
         return []
     out: list[Violation] = []
 
@@ -493,7 +509,7 @@ def check_commit(
 
     fields = parse_trailers(commit.message)
     op = (fields.get("Truss-Op") or [""])[0]
-    need: set[str] = set()
+    need: set[str] = {"agent"} if vouched_adds else set()
     identity: list[tuple[str, str, Snapshot]] = []
     added: list[tuple[str, Entry]] = []
     for status, path, before in changes:
@@ -516,9 +532,6 @@ def check_commit(
             elif not path.startswith("principals/"):
                 need.add("agent")
             identity.append((status, path, before))
-            continue
-        if status == "A" and vouched is not None and vouched.covers(path, _mode_blob(snap, path)):
-            need.add("agent")  # checked by the writer that made it (Vouched)
             continue
         need |= _check_entry(
             repo, before, snap, path, status, op, policy, bad, added, (policies.spent, cid)
