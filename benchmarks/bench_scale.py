@@ -202,6 +202,16 @@ def measure(n: int, runs: int) -> list[Figure]:
                 fast_import_stream(here / "store", stream)
             progress(f"{label(n)} notes: run {run + 1}/{runs}: git fast-import + reset --hard")
             git.append(floor(here, stream))
+            # Each run's figures as they come: a long run stopped early still says something.
+            mine, base = ours[-1], git[-1]
+            progress(
+                f"{label(n)} notes: run {run + 1}/{runs}: import {mine['seconds']:.1f} s wall, "
+                f"{mine['cpu']:.1f} s CPU, {mine['rss']:.0f} MB peak RSS, .git "
+                f"{mine['disk'] / 1e6:.1f} MB; floor {base['seconds']:.1f} s wall, "
+                f"{base['cpu']:.1f} s CPU, .git {base['disk'] / 1e6:.1f} MB; first query "
+                f"{mine['first']:.1f} s ({mine['first_cpu']:.1f} s CPU) against fsck + rebuild "
+                f"{mine['floor_first']:.1f} s ({mine['floor_first_cpu']:.1f} s CPU)"
+            )
             subprocess.run(["rm", "-rf", str(here)], check=True)
 
     def med(rows: list[dict[str, float]], key: str) -> float:
