@@ -173,6 +173,16 @@ def test_an_id_of_only_digits_survives_the_round_trip() -> None:
     assert entryfile.serialize(entryfile.parse(text, entry.path)) == text
 
 
+@given(
+    st.text(alphabet="abeflnorstuyABEFLNORSTUY019_.-", min_size=1, max_size=8)
+    | st.sampled_from(["yes", "No", "TRUE", "off", "On", "null", "Null", "NULL", "y", "n"])
+)
+def test_a_word_written_plain_is_what_yaml_writes(word: str) -> None:
+    # The writer's shortcut for word-like scalars (keys) against YAML's own dump: every
+    # case variant of the bools and nulls, digits, dots and dashes.
+    assert entryfile._scalar(word) == entryfile._dump_scalar(word)
+
+
 def test_canonical_layout_of_a_verified_entry() -> None:
     good = GOOD.read_text()
     entry = entryfile.parse(good, "memories/fact/13/13df56f00d86d33a04995e27bbca1e7b.md")

@@ -31,9 +31,14 @@ def test_many_blobs_land_in_one_pack_and_read_back_by_id(repo: pygit2.Repository
     datas = [f"entry {i}\n".encode() * 20 for i in range(500)]
     with PackWriter(git_dir) as pack:
         oids = [pack.add(data) for data in datas]
-        assert pack.add(datas[0]) == oids[0] and pack.count == 500  # the same bytes go once
+        assert pack.add(datas[0]) == oids[0]  # the same bytes again: the same id
         installed = pack.finish()
     assert sorted(p.suffix for p in installed) == [".idx", ".pack"]
+    (index,) = (p for p in installed if p.suffix == ".idx")
+    shown = subprocess.run(
+        ["git", "show-index"], stdin=index.open("rb"), capture_output=True, check=True
+    ).stdout
+    assert len(shown.splitlines()) == 500  # and they went into the pack once
     assert not [p for p in (git_dir / "objects").iterdir() if len(p.name) == 2]  # none loose
     assert [repo[oid].data for oid in oids] == datas  # the open repository sees the new pack
     assert [str(o) for o in oids] == [str(pygit2.hash(d)) for d in datas]

@@ -587,3 +587,29 @@ def test_a_failed_rebuild_worker_costs_time_not_entries(
     monkeypatch.setattr(bulk, "_start", broken)
     assert _rebuilt_hits(store) == alone and alone
     everything(store)
+
+
+def test_a_long_rebuild_says_what_the_query_waits_for(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first query after a big import rebuilds the index: once that has run longer than
+    ``SLOW_INDEX`` it says so on stderr, with how far it is; a warm query says nothing."""
+    from truss_files.recall import index as index_module
+
+    store.import_entries(
+        store.new_entry("fact", f"k{i % 9}", f"postgres note {i}") for i in range(600)
+    )
+    monkeypatch.setattr(index_module, "SLOW_INDEX", 0.0)  # every pass counts as long here
+    monkeypatch.setattr(index_module, "SAY_EVERY", 0.0)
+    searcher = Searcher(store.git.workdir)
+    said: list[str] = []
+    searcher.index.note = said.append
+    found = searcher.query("postgres", Filter(min_trust=Trust.UNVERIFIED), 5)
+    assert len(found.hits) == 5 and searcher.index.stats["op"] == "rebuild"
+    assert said[0].startswith("truss-files: indexing 600 entry files for this query"), said
+    assert said[0].endswith(": 256/600"), said
+    assert said[1].startswith("truss-files: indexing: 512/600, about ") and "s left" in said[1]
+    assert said[-1].startswith("truss-files: indexed 600 entry files in "), said
+    said.clear()
+    searcher.query("postgres", Filter(min_trust=Trust.UNVERIFIED), 5)
+    assert said == []

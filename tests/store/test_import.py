@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,8 @@ from truss_files.errors import TransitionError, UsageError
 from truss_files.facade import MemoryStore
 from truss_files.format import entryfile
 from truss_files.git.bulkpack import STAGING
+from truss_files.git.gitstore import GitStore
+from truss_files.git.worktree import WorkTree
 from truss_files.model import Entry, Trust
 from truss_files.signing import Ed25519Signer
 from truss_files.store.initstore import init_store
@@ -225,3 +228,72 @@ def test_memory_stays_bounded_whatever_the_size_of_the_input(
     # Each file is the entry it was made from, byte for byte as write_many writes it.
     for path, data in _files(store).items():
         assert entryfile.serialize(entryfile.parse(data, path)).encode() == data
+
+
+def _git(work: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=work, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def test_a_big_import_is_checked_out_by_git_and_keeps_the_users_own_changes(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From ``BULK_SYNC`` paths on, git's own checkout writes and stages the new files (none
+    is written from here), and what the user has staged or left untracked stays as it was."""
+    monkeypatch.setattr(GitStore, "BULK_SYNC", 40)  # 512 in use; 60 entries keep this cheap
+    work = store.git.workdir
+    assert work is not None
+    (work / "notes.txt").write_text("mine, staged\n")
+    _git(work, "add", "notes.txt")
+    (work / "draft.txt").write_text("mine, untracked\n")
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a bulk import's files were written one at a time")
+
+    monkeypatch.setattr(WorkTree, "write_all", refused)
+    batch = _entries(store, 60)
+    store.import_entries(batch)
+    assert _git(work, "status", "--porcelain") == "A  notes.txt\n?? draft.txt\n"
+    # git's index holds each new file with its stat: nothing to hash again, nothing differs.
+    assert subprocess.run(["git", "diff-files", "--quiet"], cwd=work).returncode == 0
+    for entry in batch:
+        assert (work / entry.path).read_bytes() == entryfile.serialize(entry).encode()
+
+
+def test_when_git_cannot_check_out_the_import_the_files_are_written_from_here(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index git refuses to merge into (an unresolved conflict on another file): the
+    import's files are written and staged path by path instead, the conflict left alone."""
+    monkeypatch.setattr(GitStore, "BULK_SYNC", 40)
+    work = store.git.workdir
+    assert work is not None
+    sides = [
+        subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"],
+            cwd=work,
+            input=f"side {n}\n",
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for n in (1, 2, 3)
+    ]
+    unmerged = "".join(f"100644 {b} {n}\tclash.txt\n" for n, b in enumerate(sides, 1))
+    subprocess.run(
+        ["git", "update-index", "--index-info"], cwd=work, input=unmerged, text=True, check=True
+    )
+    written: list[int] = []
+    by_path = WorkTree.write_all
+
+    def counted(self: WorkTree, files: Any, read: Any) -> None:
+        written.append(len(files))
+        by_path(self, files, read)
+
+    monkeypatch.setattr(WorkTree, "write_all", counted)
+    batch = _entries(store, 60)
+    store.import_entries(batch)
+    assert written == [60]
+    assert _git(work, "status", "--porcelain") == "UU clash.txt\n"
+    for entry in batch:
+        assert (work / entry.path).read_bytes() == entryfile.serialize(entry).encode()

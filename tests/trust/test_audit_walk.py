@@ -14,7 +14,8 @@ from truss_files.facade import MemoryStore
 from truss_files.format import entryfile
 from truss_files.git.gitstore import Snapshot
 from truss_files.model import Trust
-from truss_files.trust.audit import audit, check_commit
+from truss_files.signing import Ed25519Signer
+from truss_files.trust.audit import Vouched, audit, check_commit, samples_of
 
 Commit = Callable[..., str]
 
@@ -95,3 +96,46 @@ def test_a_read_that_must_audit_first_says_so_rather_than_look_frozen(
     said.clear()
     assert readgate.refusal(GitDir(store.git.git_dir), sha, store=store.git) is None
     assert said == []  # the verdict is kept: the next read neither audits nor says anything
+
+
+def test_a_vouched_file_is_taken_as_checked_only_at_the_blob_vouched_for(
+    store: MemoryStore,
+    signed_commit: Commit,
+    agent_key: Ed25519Signer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a bulk import vouches for (the files it made from entries it checked) is not
+    read again; a file whose blob is not the one vouched for is read and judged as ever, and
+    the layer and author rule still judges each (layer, author) the writer made."""
+    mine = "agent:agent@example.test"  # the agent key's own name: no trainer role needed
+    made = [store.new_entry("fact", "v", f"vouched {i}", author=mine) for i in range(6)]
+    landed = dataclasses.replace(made[5], trust=Trust.VERIFIED)  # not what was vouched for
+    changes = {e.path: entryfile.serialize(e).encode() for e in made[:5]}
+    changes[landed.path] = entryfile.serialize(landed).encode()
+    sha = signed_commit(
+        store, changes, signer=agent_key, message="truss: write 6 entries\n\nTruss-Op: write"
+    )
+    commit = store.git.repo[sha]
+    assert isinstance(commit, pygit2.Commit)
+    blobs = {e.path: pygit2.hash(entryfile.serialize(e).encode()) for e in made}
+    parsed: list[str] = []
+    real = entryfile.parse
+
+    def counted(data: bytes | str, path: str | None = None, **kw: bool) -> object:
+        parsed.append(str(path))
+        return real(data, path, **kw)
+
+    monkeypatch.setattr(entryfile, "parse", counted)
+    found = check_commit(store.git.repo, commit, False, vouched=Vouched(blobs, samples_of(made)))
+    assert [(v.path, v.rule) for v in found] == [(landed.path, "lands-unverified")]
+    assert parsed == [landed.path]
+    # Unvouched, every file is read.
+    parsed.clear()
+    assert [(v.path, v.rule) for v in check_commit(store.git.repo, commit, False)] == [
+        (landed.path, "lands-unverified")
+    ]
+    assert sorted(parsed) == sorted(changes)
+    # In another's name: the sample stands for every entry of that shape.
+    other = [dataclasses.replace(e, author="agent:mallory") for e in made[:5]]
+    found = check_commit(store.git.repo, commit, False, vouched=Vouched(blobs, samples_of(other)))
+    assert ("author", other[0].path) in {(v.rule, v.path) for v in found}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -148,6 +149,10 @@ class GitStore:
 
     MAX_ATTEMPTS = 12
     LOCK_WAIT = 30.0  # seconds a writer waits for another local writer before racing it
+    # From this many changed paths on, the work tree and index follow a write through git's
+    # own checkout (``_git_checkout``): one process start (a few ms) against a per-file write
+    # and hash here, which costs more from a few hundred files on.
+    BULK_SYNC = 512
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         # `~` too: `.mcp.json` args and Python callers get no shell to expand it.
@@ -235,24 +240,50 @@ class GitStore:
     # -- writing -------------------------------------------------------------------------
 
     def write_tree(self, tree: pygit2.Tree | None, changes: Changes) -> pygit2.Oid | None:
-        """Rebuild only the trees on the changed paths; an emptied tree disappears."""
+        """Rebuild only the trees on the changed paths; an emptied tree disappears.
+
+        The paths are grouped by folder once, holding only references to the paths
+        ``changes`` already holds (a million-entry import made no copy of each path's tail
+        at each level of the tree)."""
+        files: dict[str, list[str]] = {}
+        for path in changes:
+            files.setdefault(path.rpartition("/")[0], []).append(path)
+        folders: dict[str, set[str]] = {}  # folder -> the names of its changed subfolders
+        for folder in files:
+            while folder:
+                parent, _, name = folder.rpartition("/")
+                held = folders.setdefault(parent, set())
+                if name in held:
+                    break  # its ancestors are in already
+                held.add(name)
+                folder = parent
+        return self._write_folder(tree, "", files, folders, changes)
+
+    def _write_folder(
+        self,
+        tree: pygit2.Tree | None,
+        folder: str,
+        files: Mapping[str, list[str]],
+        folders: Mapping[str, set[str]],
+        changes: Changes,
+    ) -> pygit2.Oid | None:
         builder = self.repo.TreeBuilder(tree) if tree is not None else self.repo.TreeBuilder()
-        nested: dict[str, dict[str, bytes | pygit2.Oid | None]] = {}
-        for path, data in changes.items():
-            head, _, rest = path.partition("/")
-            if rest:
-                nested.setdefault(head, {})[rest] = data
-            elif data is None:
+        cut = len(folder) + 1 if folder else 0
+        for path in files.get(folder, ()):
+            head = path[cut:]
+            data = changes[path]
+            if data is None:
                 if builder.get(head) is not None:
                     builder.remove(head)
             elif isinstance(data, pygit2.Oid):
                 builder.insert(head, data, _BLOB)
             else:
                 builder.insert(head, self.repo.create_blob(data), _BLOB)
-        for head, sub in nested.items():
+        for head in folders.get(folder, ()):
             existing = builder.get(head)
             subtree = existing if isinstance(existing, pygit2.Tree) else None
-            oid = self.write_tree(subtree, sub)
+            below = f"{folder}/{head}" if folder else head
+            oid = self._write_folder(subtree, below, files, folders, changes)
             if oid is None:
                 if existing is not None:
                     builder.remove(head)
@@ -417,18 +448,24 @@ class GitStore:
         except pygit2.GitError as exc:
             raise self._damaged(f"cannot read {self.git_dir / 'index'} ({exc})") from exc
         listed: dict[str, set[str] | None] = {}
+        stored: dict[str, set[str]] = {}
+        bulk = len(changes) >= self.BULK_SYNC
         for path in changes:
-            base_id = snap.blob_id(path)
             # Never through a link: a folder replaced by one stops the write here, before
-            # anything moves (the error names it and the fix). Each folder is listed once:
-            # a path it does not hold needs no look of its own (a bulk import's new files).
+            # anything moves (the error names it and the fix). Each folder is listed once,
+            # in the work tree and in the base tree: a path neither holds needs no look of
+            # its own (a bulk import's new files).
             folder, _, name = path.rpartition("/")
             if folder not in listed:
                 listed[folder] = tree.names(folder) if folder else None
+                if bulk and folder:
+                    stored[folder] = set(snap.listdir(folder))
             held = listed[folder]
+            known = stored.get(folder)
+            base_id = snap.blob_id(path) if known is None or name in known else None
             absent = folder != "" and (held is None or name not in held)
             disk_id = None if absent else tree.blob_id(path)
-            disk = tree.root / path
+            disk = tree.root / path if disk_id is not None or base_id is not None else None
             if disk_id is not None:
                 if disk_id != base_id:
                     raise ConflictError(
@@ -465,7 +502,9 @@ class GitStore:
             followed = base is not None and git.synced() == (base, git.index_stamp())
             try:
                 tip = Snapshot(self.repo, self.tip())
-                self._sync_paths(self._contents(tip, changes, landed))
+                bulk = len(changes) >= self.BULK_SYNC and landed is not None and tip.oid == landed
+                if not (bulk and base is not None and self._git_checkout(base, landed or "")):
+                    self._sync_paths(self._contents(tip, changes, landed))
             except (TrussError, OSError) as exc:
                 if record is not None:
                     abandon(record)  # the next write or `truss-files repair` replays it
@@ -491,6 +530,34 @@ class GitStore:
             found = tip.blob_id(path)
             out[path] = pygit2.Oid(hex=found) if found is not None else None
         return out
+
+    def _git_checkout(self, base: str, landed: str) -> bool:
+        """Bring the work tree and index from ``base`` to ``landed`` with git's own checkout
+        (``git read-tree -m -u``: a two-tree merge, which writes and stats only the paths
+        the two trees differ in, keeps every other index entry and work tree file as it is,
+        and refuses to overwrite a local edit). For a bulk write: a hundred thousand new
+        files written and staged by git in C cost about what ``git reset --hard`` does,
+        where a file at a time from here (and ``index.add``, which hashes each again) cost
+        several times that. False when git could not do it (no git, an index with
+        conflicts, a lock held): the caller then syncs path by path, as every small write."""
+        if self.workdir is None:
+            return False
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        argv = ["git", "--git-dir", str(self.git_dir), "--work-tree", str(self.workdir)]
+        try:
+            done = subprocess.run(
+                [*argv, "read-tree", "-m", "-u", base, landed],
+                cwd=self.workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                check=False,
+            )
+        except OSError:
+            return False
+        # Whatever git did, the index file changed under libgit2's cached copy.
+        self.repo.index.read(force=True)
+        return done.returncode == 0
 
     def _sync_paths(self, changes: Changes) -> None:
         tree = self.worktree

@@ -52,7 +52,9 @@ def journal(git_dir: Path, ref: str, base: str | None, new: str, paths: Iterable
     path = folder / f"{owner_tag()}.{secrets.token_hex(4)}.json"
     record = {"ref": ref, "base": base, "new": new, "paths": sorted(paths)}
     # No fsync: a killed process's page cache survives it; a power cut is not this file's care.
-    path.write_text(json.dumps(record))
+    # Written as it is encoded: a bulk import's million paths are never one string in memory.
+    with path.open("w") as handle:
+        json.dump(record, handle)
     return path
 
 

@@ -40,6 +40,7 @@ import marshal
 import os
 import shutil
 import stat
+import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -74,6 +75,8 @@ HEAD_FORMAT: Final = 7  # 7: content hashes of the body alone (docs.embed_text)
 _UNDECODABLE: Final = (EOFError, ValueError, TypeError, KeyError, IndexError)
 REBUILD_AT: Final = 20_000  # changed files; above this a diff costs more than a rebuild
 GC_AGE: Final = 60.0  # seconds an unreferenced floor folder is kept for readers in flight
+SLOW_INDEX: Final = 2.0  # seconds an index pass runs before the query says what it waits for
+SAY_EVERY: Final = 10.0  # seconds between its progress lines after that
 # The read gate a caller gives every view: (git directory, commit read) -> why the history
 # up to that commit may not be served above unverified, or None when it audits clean.
 Gate = Callable[[GitDir, "str | None"], "str | None"]
@@ -234,6 +237,8 @@ class Index:
         self._head_cache: tuple[bytes, _Head] | None = None
         self._checked: _Head | None = None
         self._commits: dict[str, TipInfo] = {}  # commit_info's, by commit id
+        # Where a long rebuild says what the query waits for (``_Said``); stderr by default.
+        self.note: Callable[[str], None] = _to_stderr
 
     # -- the branch tip ------------------------------------------------------------------
 
@@ -467,20 +472,27 @@ class Index:
                 changes = None  # e.g. the old tree is gone (history rewritten): rebuild
             if changes is not None and len(changes) <= REBUILD_AT:
                 with contextlib.suppress(FloorError):
-                    new = self._apply(head, changes, target, tip)
+                    said = _Said(self.note, len(changes), "changed entry files", started)
+                    new = self._apply(head, changes, target, tip, said)
                     self.stats = {"op": "update", "changed": len(changes)}
         if new is None:
-            new = self._rebuild(target, tip)
+            new = self._rebuild(target, tip, started)
             self.stats = {"op": "rebuild"}
         self.stats["seconds"] = time.perf_counter() - started
         return new
 
     def _apply(
-        self, head: _Head, changes: Sequence[TreeChange], target: str | None, tip: TipInfo | None
+        self,
+        head: _Head,
+        changes: Sequence[TreeChange],
+        target: str | None,
+        tip: TipInfo | None,
+        said: _Said,
     ) -> _Head:
         floors = _Writers(self.dir_str, head.floors)
         invalid = dict(head.invalid)
         for change in changes:
+            said.tick()
             if change.old is not None and invalid.pop(change.path, None) is None:
                 old = self._read(change.path, change.old, {})
                 if old is not None:
@@ -492,6 +504,7 @@ class Index:
         new = _Head(target, tip, floors.commit(), invalid)
         self._save_head(new)
         self._collect(new)
+        said.done()
         return new
 
     def _read(self, path: str, blob: str, invalid: dict[str, str]) -> Entry | None:
@@ -501,12 +514,15 @@ class Index:
             invalid[path] = exc.message
             return None
 
-    def _rebuild(self, target: str | None, tip: TipInfo | None) -> _Head:
+    def _rebuild(self, target: str | None, tip: TipInfo | None, started: float) -> _Head:
         floors = _Writers(self.dir_str, None)
         invalid: dict[str, str] = {}
+        said = _Said(self.note, 0, "entry files", started)
         if target is not None:
             files = [f for f in walk_tree(self.objects, target, "memories") if f[0].endswith(".md")]
+            said.total = len(files)
             for status, path, found in prepared(self.git, self.objects, files):
+                said.tick()
                 if status == "ok":
                     floors.add_prepared(found)
                 else:
@@ -514,6 +530,7 @@ class Index:
         head = _Head(target, tip, floors.commit(), invalid)
         self._save_head(head)
         self._collect(head)
+        said.done()
         return head
 
     def _collect(self, head: _Head) -> None:
@@ -536,6 +553,55 @@ class Index:
                     shutil.rmtree(path)
                 else:
                     os.unlink(path)
+
+
+class _Said:
+    """What a query waiting on a long index pass is told: nothing for a pass shorter than
+    ``SLOW_INDEX`` seconds; after that a line saying what it does, how far it is and about
+    how long is left, again every ``SAY_EVERY`` seconds, and one when it is done. A rebuild
+    after a bulk import of a million entries takes minutes: a query must not look frozen."""
+
+    def __init__(self, note: Callable[[str], None], total: int, what: str, started: float):
+        self.note, self.total, self.what, self.started = note, total, what, started
+        self.count = 0
+        self.said = False
+        self.next = started + SLOW_INDEX
+        self.mark = (started, 0)  # the rate is taken from the first line on (not the walk)
+
+    def tick(self) -> None:
+        self.count += 1
+        if self.count & 255:
+            return  # the clock once in 256 files: a rebuild reads a million
+        now = time.perf_counter()
+        if now < self.next:
+            return
+        self.next = now + SAY_EVERY
+        left = ""
+        since, done = self.mark
+        if self.said and self.total and self.count > done:
+            rest = (now - since) / (self.count - done) * (self.total - self.count)
+            left = f", about {rest:.0f} s left"
+        else:
+            self.mark = (now, self.count)
+        head = (
+            ""
+            if self.said
+            else (
+                f"truss-files: indexing {self.total} {self.what} for this query (once, after a "
+                "big change: the next query is warm): "
+            )
+        )
+        self.note(f"{head or 'truss-files: indexing: '}{self.count}/{self.total}{left}")
+        self.said = True
+
+    def done(self) -> None:
+        if self.said:
+            took = time.perf_counter() - self.started
+            self.note(f"truss-files: indexed {self.total} {self.what} in {took:.0f} s")
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)

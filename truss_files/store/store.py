@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
 import json
 import os
 import re
@@ -65,7 +66,7 @@ from ..signing.trustpolicy import (
 )
 from ..trust import authority
 from ..trust.attest import describe_note, read_notes, transition_attest
-from ..trust.audit import SpentVerdicts, check_note, citation_problems
+from ..trust.audit import SpentVerdicts, Vouched, check_note, citation_problems, samples_of
 from ..trust.readgate import advance, check_write, gate, refusal
 from ..trust.verdict import (
     Verdict,
@@ -361,11 +362,14 @@ class Store:
         need: set[str],
         *,
         vetted: Callable[[], frozenset[str]] = frozenset,
+        vouched: Vouched | None = None,
     ) -> tuple[pygit2.Commit, Plan] | None:
         """The one way a change of the store becomes a signed commit: ``plan`` against the
         tip, each new text under memories/ or identity/ refused when it holds a credential
         (``refuse_secrets``; ``vetted()``: paths the caller has just checked itself), then
-        the commit checked (signature, roles, authority) before the branch moves."""
+        the commit checked (signature, roles, authority) before the branch moves.
+        ``vouched``: entry files the caller made itself from entries it checked (a bulk
+        import), which neither check before nor after the move reads again (``Vouched``)."""
         signer = self.signer
 
         def secret_free(snap: Snapshot) -> Plan:
@@ -383,7 +387,9 @@ class Store:
             policy = self.policy(parent)
             _, key = policy.check_signature(signature.decode(), payload, "git", need)
             principals, held = authority.signer_principals(policy, key)
-            authority.check_writes(_added_entries(self.git.repo, parent, commit), principals, held)
+            added = _added_entries(self.git.repo, parent, commit, vouched)
+            samples = vouched.samples if vouched is not None else ()
+            authority.check_writes(itertools.chain(samples, added), principals, held)
 
         tip = self.git.tip()
         # Before planning too: a write whose content is already there makes no commit, and
@@ -393,7 +399,7 @@ class Store:
         done = self.git.apply(secret_free, signer, self.identity(principal), check=check)
         if done is not None:
             # The commit is ours and checked: the next read need not audit it again.
-            advance(self.git, done[0], self.environ)
+            advance(self.git, done[0], self.environ, vouched)
         return done
 
     def allow(self, snap: Snapshot | None = None) -> Allow:
@@ -662,6 +668,8 @@ class Store:
         ids: list[str] = []
         allow = self.allow(base)
         places: list[str] = []
+        # One slim entry per (layer, author): what the layer and author rule judges (Vouched).
+        shapes: dict[tuple[Layer, str], Entry] = {}
         with PackWriter(self.git.git_dir) as pack:
             for n, entry in enumerate(entries, 1):
                 self._importable(entry, base, required)
@@ -671,9 +679,11 @@ class Store:
                     places += [f"{label}: {place}" for place in found]
                     continue
                 ids.append(entry.id)
-                if entry.path not in fresh and base.blob_id(entry.path) is None:
-                    fresh[entry.path] = pack.add(entryfile.serialize(entry).encode())
+                path = entry.path  # made anew at each ask: once here
+                if path not in fresh and base.blob_id(path) is None:
+                    fresh[path] = pack.add(entryfile.serialize(entry).encode())
                     fresh_ids.append(entry.id)
+                    shapes.setdefault((entry.layer, entry.author), entry)
                 if on_entry is not None:
                     on_entry(n)
             refuse(places)  # before the pack lands: nothing of a refused import is kept
@@ -681,7 +691,7 @@ class Store:
 
         def plan(snap: Snapshot) -> Plan:
             if snap.oid == base.oid:
-                changes: dict[str, bytes | pygit2.Oid | None] = dict(fresh)
+                changes: Mapping[str, bytes | pygit2.Oid | None] = fresh  # not copied: 1M paths
                 new_ids = fresh_ids
             else:  # another writer won the race: keep what it stored as it stored it
                 if snap.blob_id(CONFIG_PATH) != base.blob_id(CONFIG_PATH):
@@ -701,8 +711,10 @@ class Store:
                 only = entryfile.parse(blob.data, path)
             return Plan(changes, _write_message(subject, new_ids, only))
 
-        # Each fresh file was scanned above as it was read; the pack holds only blob ids.
-        self._apply(plan, {"agent", "operator"}, vetted=lambda: frozenset(fresh))
+        # Each fresh file was scanned above as it was read, and checked as an added entry
+        # (_importable): the checks around the commit need not read the pack back.
+        vouched = Vouched(fresh, samples_of(shapes.values()))
+        self._apply(plan, {"agent", "operator"}, vetted=lambda: frozenset(fresh), vouched=vouched)
         return ids
 
     def _importable(self, entry: Entry, snap: Snapshot, required: bool) -> None:
@@ -1252,9 +1264,10 @@ def _write_message(subject: str | None, new_ids: list[str], only: Entry | None) 
 
 
 def _added_entries(
-    repo: pygit2.Repository, parent: Snapshot, commit: pygit2.Commit
+    repo: pygit2.Repository, parent: Snapshot, commit: pygit2.Commit, vouched: Vouched | None
 ) -> Iterator[Entry]:
-    """The entry files ``commit`` adds under memories/ (what the layer rule judges)."""
+    """The entry files ``commit`` adds under memories/ (what the layer rule judges), but
+    those ``vouched`` for (their samples stand for them)."""
     if parent.tree is None:
         diff = commit.tree.diff_to_tree(swap=True)
     else:
@@ -1262,6 +1275,10 @@ def _added_entries(
     for delta in diff.deltas:
         path = delta.new_file.path
         if delta.status_char() == "A" and path.startswith("memories/") and path.endswith(".md"):
+            if vouched is not None and vouched.covers(
+                path, (int(delta.new_file.mode), str(delta.new_file.id))
+            ):
+                continue
             # The blob id from the diff: one read each, no tree lookup per path.
             blob = repo[delta.new_file.id]
             yield entryfile.parse(blob.data if isinstance(blob, pygit2.Blob) else b"", path)

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import pygit2
 
     from ..git.gitstore import GitStore
-    from .audit import Violation
+    from .audit import Violation, Vouched
 
 __all__ = [
     "CACHE_NAME",
@@ -218,14 +218,20 @@ def _slow_note(commit: str, start: str | None) -> str:
     )
 
 
-def advance(store: GitStore, commit: pygit2.Commit, environ: Mapping[str, str]) -> bool:
+def advance(
+    store: GitStore,
+    commit: pygit2.Commit,
+    environ: Mapping[str, str],
+    vouched: Vouched | None = None,
+) -> bool:
     """After the library's own write of ``commit``: when its only parent is the record's
     clean commit and it passes the audit's check of one commit, it becomes the clean one,
     so the next read needs no audit (and no pygit2). True when the record moved.
 
     The parent's history audited clean, so it holds no policy a failed commit smuggled in,
     and the one-commit check gives the verdict a range audit of ``parent..commit`` would. A
-    merge is left to the next read: its other parents' histories are not in the record."""
+    merge is left to the next read: its other parents' histories are not in the record.
+    ``vouched``: the entry files the writer made itself (``audit.Vouched``: a bulk import)."""
     # Only after a write (pygit2 is loaded then): a warm read never reaches here.
     from .audit import check_commit
     from .trustroot import pinned_root
@@ -239,7 +245,7 @@ def advance(store: GitStore, commit: pygit2.Commit, environ: Mapping[str, str]) 
     if pinned_root(store.repo, environ) not in (None, record.root):
         return False  # another root is pinned now: the next read audits from it
     try:
-        if check_commit(store.repo, commit, str(commit.id) == record.root):
+        if check_commit(store.repo, commit, str(commit.id) == record.root, vouched=vouched):
             return False  # the next read audits the range and records the refusal
     except TrussError:
         return False
