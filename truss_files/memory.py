@@ -17,7 +17,7 @@ seam that exposed it would bind every backing to git.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .model import Entry, Kind, Layer, Trust
@@ -65,15 +65,20 @@ class Memory(Protocol):
         *,
         conflict: str | None = None,
         settings: Settings | None = None,
+        scope: Mapping[str, str] | None = None,
     ) -> Entry:
         """Unverified (or stale) -> verified, on a valid PASS verdict signed for exactly
         this entry by a panel key, under the conflict policy ``conflict`` (default: that of
         ``settings``, else of the store's layered settings); anything else raises
-        ``VerdictError`` or ``TransitionError`` and changes nothing."""
+        ``VerdictError`` or ``TransitionError`` and changes nothing. ``scope``: the fields
+        the entry must hold (a tenant's), else ``NotFound``; rivals outside it are kept."""
         ...
 
-    def reject(self, ref: str, verdict: Verdict) -> Entry:
-        """Unverified -> rejected, on a valid FAIL verdict for this entry."""
+    def reject(
+        self, ref: str, verdict: Verdict, *, scope: Mapping[str, str] | None = None
+    ) -> Entry:
+        """Unverified -> rejected, on a valid FAIL verdict for this entry (``scope`` as for
+        ``promote``)."""
         ...
 
     def demote(self, ref: str, reason: str, *, verdict: Verdict | None = None) -> Entry:
@@ -97,6 +102,7 @@ class Memory(Protocol):
         reader: Reader | None = None,
         salience: str | None = None,
         at: str | None = None,
+        scope: Mapping[str, str] | None = None,
     ) -> RecallResult:
         """Entries at or above ``min_trust`` ranked for ``text``; scores of entries at the
         floor are computed from entries at the floor only. ``salience`` ("prior" or "off"; None
@@ -110,8 +116,10 @@ class Memory(Protocol):
         min_trust: Trust | str = Trust.VERIFIED,
         reader: Reader | None = None,
         at: str | None = None,
+        scope: Mapping[str, str] | None = None,
     ) -> list[Entry]:
-        """The entries named by id (or unique prefix) at or above ``min_trust``."""
+        """The entries named by id (or unique prefix) at or above ``min_trust`` (and within
+        ``scope``, a tenant's fields, where given)."""
         ...
 
     def delta_since(self, cursor: str, *, reader: Reader | None = None) -> Delta:

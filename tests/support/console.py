@@ -117,16 +117,11 @@ def _fork(
         os.setpgid(0, 0)
         for source, target in ((stdin, 0), (out, 1), (err, 2)):
             os.dup2(source, target)
-        sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
-        sys.stdout = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8"
-        )
-        sys.stderr = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
-            encoding="utf-8",
-            errors="backslashreplace",
-            line_buffering=True,
-        )
+        # The streams a fresh interpreter would open: the same encodings and error handlers
+        # as this process was started with (surrogateescape on stdin in UTF-8 mode, ...).
+        sys.stdin = _stream(0, "r", sys.__stdin__)
+        sys.stdout = _stream(1, "w", sys.__stdout__)
+        sys.stderr = _stream(2, "w", sys.__stderr__, line_buffering=True)
         os.environ.clear()
         os.environ.update(environ)
         if cwd is not None:
@@ -136,6 +131,17 @@ def _fork(
         code = _main()
     finally:
         os._exit(code)
+
+
+def _stream(fd: int, mode: str, like: Any, *, line_buffering: bool = False) -> io.TextIOWrapper:
+    raw = io.FileIO(fd, mode, closefd=False)
+    buffered = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
+    return io.TextIOWrapper(
+        buffered,
+        encoding=getattr(like, "encoding", None) or "utf-8",
+        errors=getattr(like, "errors", None) or "strict",
+        line_buffering=line_buffering,
+    )
 
 
 def _main() -> int:

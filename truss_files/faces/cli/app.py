@@ -214,7 +214,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "Who holds which role in truss.toml [roles]: operator, panel, agent or trainer.",
     ),
     "runs": ("tools", "Durable runs: the signed tool-call ledgers under refs/truss/runs/."),
-    "serve": ("serve", "Serve memory.ask and memory.train over HTTP (needs the [http] extra)."),
+    "serve": (
+        "serve",
+        "Serve memory.ask, memory.train and the whole store over HTTP (needs the [http] extra).",
+    ),
     "salience": ("belief", "Fold use, age and verification into each entry's salience."),
     "setup": (
         "host",
