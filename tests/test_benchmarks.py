@@ -160,6 +160,7 @@ def test_query_classes_are_measured_not_declared() -> None:
     assert classify("the retry", Counter({"the": 10}), docs) == "plain"
 
 
+@pytest.mark.slow  # a long run of a benchmark: TRUSS_SLOW=1 (make bench runs it whole)
 def test_bench_recall_prints_the_side_by_side_table(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     done = subprocess.run(
@@ -305,6 +306,7 @@ TOY_LOCOMO = [
     and not os.environ.get("CI"),
     reason="the semantic extra is not installed",
 )
+@pytest.mark.slow  # a long run of a benchmark: TRUSS_SLOW=1 (make bench runs it whole)
 def test_bench_locomo_ranks_every_system_on_the_given_file(tmp_path: Path) -> None:
     data = tmp_path / "toy-locomo.json"
     data.write_text(json.dumps(TOY_LOCOMO))

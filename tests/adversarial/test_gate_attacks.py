@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import console
 from truss_files.facade import MemoryStore
 
@@ -305,6 +307,7 @@ def test_a_first_push_of_a_branch_not_checked_out_is_audited(
     assert tip(remote) == "" and tip(remote, "refs/heads/topic") == ""
 
 
+@pytest.mark.slow  # pre-commit builds its own environment first: TRUSS_SLOW=1
 def test_the_published_hooks_file_audits_a_first_push(store: MemoryStore, tmp_path: Path) -> None:
     """This repository's own .pre-commit-hooks.yaml, installed by the real framework
     (``language: python``: pre-commit builds its own environment from a clone)."""

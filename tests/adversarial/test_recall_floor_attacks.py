@@ -21,6 +21,7 @@ import pytest
 
 from tests.support.gated import Searcher
 from tests.support.recall_support import check_against_reference, commit_entries, mixed_store
+from tests.support.sample import covering
 from truss_files.facade import MemoryStore
 from truss_files.model import Trust
 from truss_files.recall.pipeline import Filter
@@ -140,9 +141,15 @@ def test_a_floor_index_ahead_of_the_head_is_rebuilt(store: MemoryStore) -> None:
     _every_floor_answers_right(store)
 
 
-@pytest.mark.parametrize("part", ["term", "idx", "fieldnorm", "fast", "meta.json"])
-@pytest.mark.parametrize("damage", ["truncate", "garble", "delete", "link"])
-@pytest.mark.parametrize("floor", [Trust.VERIFIED, Trust.UNVERIFIED])
+@pytest.mark.parametrize(
+    ("floor", "damage", "part"),
+    covering(
+        (floor, damage, part)
+        for floor in (Trust.VERIFIED, Trust.UNVERIFIED)
+        for damage in ("truncate", "garble", "delete", "link")
+        for part in ("term", "idx", "fieldnorm", "fast", "meta.json")
+    ),
+)
 def test_a_damaged_floor_file_is_rebuilt_not_served(
     store: MemoryStore, tmp_path: Path, floor: Trust, damage: str, part: str
 ) -> None:
