@@ -309,6 +309,7 @@ def test_attacks_through_mcp(seeded: MemoryStore) -> None:
     pytest.importorskip("mcp")
     import anyio
     from mcp import Client
+    from mcp.types import CallToolRequestParams
 
     from truss_files.faces.mcp import build_server
 
@@ -324,6 +325,9 @@ def test_attacks_through_mcp(seeded: MemoryStore) -> None:
                     continue
                 try:
                     json.dumps(tool_input, allow_nan=False)
+                    # The client's own request model: it refuses to send what nests past its
+                    # serialization depth (a few hundred), whatever json.dumps managed.
+                    CallToolRequestParams(name=name, arguments=tool_input).model_dump(mode="json")
                 except (TypeError, ValueError, RecursionError):
                     continue  # not something a JSON-RPC client can send
                 done = await client.call_tool(name, tool_input)

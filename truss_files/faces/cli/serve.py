@@ -132,6 +132,7 @@ def serve(
             "the HTTP API needs Starlette and uvicorn: pip install 'truss-files[http]'"
         ) from exc
     if print_openapi:
+        # the [http] extra again, only when the document is asked for
         from ..http import openapi
 
         emit("json", openapi.document(max_body))
