@@ -276,7 +276,6 @@ def test_serve_answers_right_or_unavailable_while_its_caches_are_damaged(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("TRUSS_SLOW"), reason="a long run: set TRUSS_SLOW=1")
 @pytest.mark.parametrize("mode", MODES)
 def test_serve_outlasts_a_long_run_of_damage_during_asks(
     served: Callable[..., Served], store: MemoryStore, tmp_path: Path, mode: str

@@ -355,7 +355,6 @@ def test_the_learning_hooks_mask_every_shape_in_process(
 
 
 @pytest.mark.slow  # the process imports the model SDK: ~5 s alone, far more on a busy machine
-@pytest.mark.skipif(not os.environ.get("TRUSS_SLOW"), reason="a long run: set TRUSS_SLOW=1")
 @pytest.mark.spawns  # the console script, as the host runs it
 def test_the_session_end_hook_process_masks_a_pasted_token(
     store: MemoryStore, tmp_path: Path, fake: FakeProvider

@@ -87,7 +87,6 @@ def test_no_generated_request_makes_the_server_fail(
 # functional tests of the store routes (tests/adversarial/test_http_store_attacks.py,
 # test_http_store.py) run in the fast suite.
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("TRUSS_SLOW"), reason="a long run: set TRUSS_SLOW=1")
 @pytest.mark.timeout(600)
 def test_no_generated_request_to_the_store_routes_makes_the_server_fail(
     served: Callable[..., Served], store: MemoryStore, tmp_path: Path
