@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pygit2
 import pytest
-from click.testing import CliRunner
 
 from tests.conftest import GIT_ENV
+from tests.support import console
+from tests.support.console import SCRIPT
 from tests.support.erasing import SECRET, AddsAFile, found, make_store
 from truss_files.errors import Forbidden
 from truss_files.facade import MemoryStore
-from truss_files.faces.cli.main import cli
 from truss_files.git.gitstore import Plan, Snapshot
 from truss_files.model import Entry
 from truss_files.signing import AllowedSigners, Ed25519Signer, PublicKey
@@ -46,9 +46,9 @@ def test_an_erasure_by_a_key_without_operator_is_forbidden(
     with pytest.raises(Forbidden, match="operator role"):
         plan_erasure(as_agent, [entry.id], "because")
     for extra in (["--dry-run"], []):
-        result = CliRunner().invoke(
-            cli,
+        result = console.run(  # the console script, in a process of its own
             [
+                str(SCRIPT),
                 "--store",
                 str(store.git.workdir),
                 "--key",
@@ -61,8 +61,9 @@ def test_an_erasure_by_a_key_without_operator_is_forbidden(
                 "json",
                 *extra,
             ],
+            text=True,
         )
-        assert result.exit_code == 1
+        assert result.returncode == 1
         assert json.loads(result.stdout)["error"]["code"] == "forbidden"
     assert str(store.git.tip().id) == before  # type: ignore[union-attr]
 
