@@ -297,7 +297,7 @@ def _writers_run(store: Path, key: Path, count: int, writes: int, run_id: str) -
 def bench_concurrent(quick: bool) -> list[Figure]:
     n = scaled(1_000)
     writes = scaled(6 if quick else 25, floor=3)
-    runs = 3 if quick else 5
+    runs = scaled(3 if quick else 5, floor=1)
     with scratch(f"concurrent-{label(n)}") as tmp:
         key = tmp / "key"
         signer = Ed25519Signer.generate("bench@example.test")

@@ -11,13 +11,14 @@ import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.support import forkserver
 from truss_files.facade import MemoryStore
 from truss_files.git.gitstore import GitStore
 from truss_files.trust.audit import audit
@@ -325,9 +326,18 @@ def test_the_checks_name_pages_that_run() -> None:
     assert set(CHECKS) <= set(_runnable_pages()), set(CHECKS) - set(_runnable_pages())
 
 
+@pytest.fixture(scope="module")
+def forked_on_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path | None]:
+    """A ``truss-files`` that forks one process which imported the package once
+    (tests/support/forkserver.py): the pages' commands cost their work, not their imports.
+    None with ``TRUSS_SLOW=1``: the pages run the installed script, as the README test does."""
+    with forkserver.forked_script(tmp_path_factory.mktemp("forked")) as folder:
+        yield folder
+
+
 @pytest.mark.parametrize("page", _runnable_pages())
 def test_a_reader_runs_every_block_of_a_page_in_order_in_a_fresh_home(
-    page: str, tmp_path: Path
+    page: str, tmp_path: Path, forked_on_path: Path | None
 ) -> None:
     """Each docs page on its own, as a reader who starts there: a new shell, a new HOME, the
     state Install leaves (truss-files on PATH from the venv, a git identity), HOME as the
@@ -343,6 +353,8 @@ def test_a_reader_runs_every_block_of_a_page_in_order_in_a_fresh_home(
         'git config --global user.email "you@example.com"\n'
         'git config --global user.name "Your Name"\n'
     )
+    if forked_on_path is not None:
+        installed += f"PATH={shlex.quote(str(forked_on_path))}:$PATH\n"
     done = run_as_newcomer(home, installed + _script(run), timeout=300, cwd=home)
     said = _said(run, done)
     CHECKS.get(page, lambda said: None)(said)

@@ -15,25 +15,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.support import console
 from truss_files.facade import MemoryStore
 
 STORE_ROOTS = ("memories/", "identity/", "principals/", ".truss/", "truss.toml")
 
 
-def _cli() -> list[str]:
-    found = Path(sys.executable).parent / "truss-files"
-    return [str(found)] if found.exists() else [sys.executable, "-m", "truss_files"]
-
-
 def _run(work: Path, key: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*_cli(), "--store", str(work), "--key", str(key), *args],
+    return console.run(
+        [console.SCRIPT, "--store", str(work), "--key", str(key), *args],
         capture_output=True,
         text=True,
         timeout=120,

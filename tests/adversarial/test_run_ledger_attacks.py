@@ -22,6 +22,7 @@ from typing import Any
 import pygit2
 import pytest
 
+from tests.support import console
 from truss_files.errors import PROVENANCE_MESSAGE
 from truss_files.facade import MemoryStore
 from truss_files.format.trailers import trailers
@@ -162,9 +163,9 @@ def forge_call(
 
 
 def cli_replay(store: MemoryStore, key_path: Path) -> subprocess.CompletedProcess[str]:
-    exe = str(Path(sys.executable).with_name("truss-files"))
+    exe = str(console.SCRIPT)
     argv = [exe, "--store", str(workdir(store)), "tool", "memory_query", "--run", RUN]
-    return subprocess.run(
+    return console.run(
         [*argv, "--replay"],
         input=json.dumps(QUERY),
         capture_output=True,
@@ -183,9 +184,9 @@ def assert_cli_refuses(store: MemoryStore, key_path: Path) -> None:
 
 def runs_show(store: MemoryStore) -> dict[str, Any]:
     """What ``runs show`` tells a person about the run's ledger."""
-    exe = str(Path(sys.executable).with_name("truss-files"))
+    exe = str(console.SCRIPT)
     argv = [exe, "--store", str(workdir(store)), "runs", "show", RUN, "--format", "json"]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    done = console.run(argv, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     ledger: dict[str, Any] = json.loads(done.stdout)["ledger"]
     return ledger
@@ -491,12 +492,12 @@ def test_record_replay_and_revalidate_keep_the_mark_and_reflog(
 
 def test_a_run_resumes_in_a_new_process(store: MemoryStore, key_path: Path) -> None:
     promote_lesson(store, "ci", "Flaky network tests: retry once.")
-    exe = str(Path(sys.executable).with_name("truss-files"))
+    exe = str(console.SCRIPT)
     env = {**os.environ, "TRUSS_KEY": str(key_path)}
 
     def run(*flags: str, data: dict[str, Any] = QUERY) -> subprocess.CompletedProcess[str]:
         argv = [exe, "--store", str(workdir(store)), "tool", "memory_query", "--run", RUN]
-        return subprocess.run(
+        return console.run(
             [*argv, *flags],
             input=json.dumps(data),
             capture_output=True,

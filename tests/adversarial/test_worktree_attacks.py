@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import console
 from truss_files.errors import ConflictError
 from truss_files.facade import MemoryStore
 from truss_files.faces.hooks import install_hooks
@@ -32,18 +33,13 @@ from truss_files.signing import Ed25519Signer
 WHO = Identity("Test Operator", "operator@example.test")
 
 
-def _cli() -> list[str]:
-    found = Path(sys.executable).parent / "truss-files"
-    return [str(found)] if found.exists() else [sys.executable, "-m", "truss_files"]
-
-
 def _run(
     store: MemoryStore, key: Path, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     work = store.git.workdir
     assert work is not None
-    return subprocess.run(
-        [*_cli(), "--store", str(work), "--key", str(key), *args],
+    return console.run(
+        [console.SCRIPT, "--store", str(work), "--key", str(key), *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -20,8 +20,8 @@ pytest.importorskip("schemathesis")
 pytest.importorskip("uvicorn")
 
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
-# Examples per operation: a bounded sample by default, four times as many with TRUSS_SLOW=1.
-SCALE = 10 if os.environ.get("TRUSS_SLOW") == "1" else 4
+# Examples per operation: a bounded sample by default, five times as many with TRUSS_SLOW=1.
+SCALE = 10 if os.environ.get("TRUSS_SLOW") == "1" else 2
 
 
 # ask and train (and the two open routes); the store routes have a fuzz of their own.
