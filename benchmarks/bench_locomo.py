@@ -33,6 +33,7 @@ import json
 import os
 import statistics
 import time
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,6 +213,7 @@ def run(quick: bool) -> list[Figure]:
     embedder = SharedEmbedder()
     # system -> per question (recall@5, recall@10, ms, category)
     rows: dict[str, list[tuple[float, float, float, int]]] = {}
+    cpu_ms: dict[str, list[float]] = defaultdict(list)  # per system, per question
     with scratch("locomo") as tmp:
         for number, conv in enumerate(convs):
             progress(f"locomo {conv.sample}: {len(conv.turns)} turns, {len(conv.questions)} Qs")
@@ -229,9 +231,10 @@ def run(quick: bool) -> list[Figure]:
                 progress(f"locomo {conv.sample}: {system}")
                 fn("warm up: what happened first", 10)  # builds indexes, embeds every turn
                 for question, evidence, category in conv.questions:
-                    started = time.perf_counter()
+                    started, begun = time.perf_counter(), time.process_time()
                     ranked = list(fn(question, 10))
                     ms = (time.perf_counter() - started) * 1000
+                    cpu_ms[system].append((time.process_time() - begun) * 1000)
                     wanted = set(evidence)
                     rows.setdefault(system, []).append(
                         (
@@ -271,17 +274,23 @@ def run(quick: bool) -> list[Figure]:
                 target=ENCODE_TARGET_MS,
             )
         )
-    exact_ms = statistics.median(r[2] for r in rows["exact"])
-    out.append(
-        Figure(
-            "locomo hybrid: warm ms/query p50, against 3x exact + the query's encoding",
-            statistics.median(r[2] for r in rows["hybrid"]),
-            "ms",
-            "3x exact p50 + encoding p50",
-            3 * exact_ms + encoding,
-            target=3 * exact_ms + encoding,
+    # Warm hybrid against 3x warm exact plus the query's encoding: wall, and CPU (the
+    # process's own time, steadier on a machine other work shares).
+    for what, hybrid, exact, encoded in (
+        ("", [r[2] for r in rows["hybrid"]], [r[2] for r in rows["exact"]], encoding),
+        (" (CPU)", cpu_ms["hybrid"], cpu_ms["exact"], encoding_cpu),
+    ):
+        bound = 3 * statistics.median(exact) + encoded
+        out.append(
+            Figure(
+                f"locomo hybrid: warm ms/query p50{what}, against 3x exact + encoding",
+                statistics.median(hybrid),
+                "ms",
+                f"3x exact p50 + encoding p50{what}",
+                bound,
+                target=bound,
+            )
         )
-    )
     # The runners side by side on the first conversation's turns (``embedspeed``).
     out += embedspeed.measure(
         [body for _, body in convs[0].turns][:SPEED_NOTES],

@@ -87,16 +87,19 @@ def test_the_minilm_graph_computes_its_weight_products_in_integers() -> None:
     before = Counter(op for op, _ in onnx_tensors(data)[1])
     tensors, nodes = onnx_tensors(integer_graph(data))
     after = Counter(op for op, _ in nodes)
-    # 6 layers x (query, key, value, output, two feed-forward) weight products; the two left
-    # per layer are attention's (scores and context), which have no weights.
-    assert after["DynamicQuantizeMatMul"] == 36 and after["MatMul"] == 12
+    # 6 layers x (query, key and value as one, output, two feed-forward) weight products;
+    # the two MatMuls left per layer are attention's (scores and context): no weights.
+    assert after["DynamicQuantizeMatMul"] == 24 and after["MatMul"] == 12
+    assert after["Split"] == before["Split"] + 6  # query, key and value apart again
     assert after["Gelu"] == 6 and after["Erf"] == 0
     assert before["MatMul"] == 48 and before["Erf"] == 6
     # The embedding tables are still dequantized in the graph: a lookup, not a product.
     assert after["Cast"] == before["Cast"] - 36
     assert tensors[ZERO_POINT] == ("uint8", (), bytes([128]))
-    rewritten = {names[1] for op, names in nodes if op == "DynamicQuantizeMatMul"}
-    assert all(name.endswith("_q/u8") for name in rewritten)
+    fused = [names for op, names in nodes if op == "DynamicQuantizeMatMul" and "+" in names[1]]
+    assert len(fused) == 6
+    assert tensors[fused[0][1]][:2] == ("uint8", (384, 3 * 384))
+    assert tensors[fused[0][2]][:2] == ("float32", (3 * 384,))
 
 
 def test_a_graph_without_int8_weights_is_refused() -> None:

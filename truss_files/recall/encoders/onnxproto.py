@@ -8,8 +8,11 @@ streamed through the cache for every pass, so a one-row query costs as much as a
 ``integer_graph`` keeps the int8 weights as they are and computes every weight product with
 onnxruntime's integer kernel (``com.microsoft.DynamicQuantizeMatMul``: the activations are
 quantized to uint8 per pass, ``(x_q - zp) @ W_q`` in int32, times both scales, plus the
-bias folded in), and the GELU's five nodes as one (``com.microsoft.Gelu``). Measured in
-``docs/recall-quality.md``: about 1.7x the notes per CPU second, half the query's time.
+bias folded in; a layer's query, key and value as one product and a ``Split``), and the
+GELU's five nodes as one (``com.microsoft.Gelu``). The weights go in as uint8 with zero point
+128 (the same integers): onnxruntime's uint8-by-int8 kernel on AVX2 without VNNI sums pairs of
+products in int16 and saturates, which moved vectors by up to 0.025 in cosine and would make
+them depend on the CPU. Measured in ``docs/recall-quality.md``.
 
 Quantizing the activations changes the vectors (cosine about 0.99 against the float graph),
 so the numpy pass computes the same arithmetic (``minilm.Encoder``) and the fingerprint names
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 __all__ = ["integer_graph", "onnx_tensors"]
 
@@ -161,7 +164,8 @@ def _node(op: str, inputs: list[str], outputs: list[str], domain: str = "") -> b
 
 
 def _tensor(name: str, dims: tuple[int, ...], raw: bytes, dtype: int = 1) -> bytes:
-    """A TensorProto: dims (1), data_type (2: 1 float32, 2 uint8), name (8), raw_data (9)."""
+    """A TensorProto: dims (1), data_type (2: 1 float32, 2 uint8, 7 int64), name (8),
+    raw_data (9)."""
     out = b"".join(_int_field(1, dim) for dim in dims) + _int_field(2, dtype)
     return out + _bytes_field(8, name.encode()) + _bytes_field(9, raw)
 
@@ -182,6 +186,28 @@ def _node_parts(data: bytes, span: tuple[int, int]) -> tuple[str, list[str], lis
         elif number == 4:
             op = text
     return op, inputs, outputs
+
+
+def _tensor_name(data: bytes, span: tuple[int, int]) -> str:
+    """A TensorProto's name (field 8)."""
+    for number, wire, value in _fields(data, *span):
+        if number == 8 and wire == 2:
+            return data[value[0] : value[1]].decode()
+    return ""
+
+
+class _Product(NamedTuple):
+    """A weight product of the graph: its node, int8 weight (name, shape, bytes), per-column
+    scale and bias (raw float32; None: no bias ``Add`` to fold) and the output it makes."""
+
+    at: int
+    weight: str
+    rows: int
+    columns: int
+    values: bytes
+    scale: bytes
+    bias: bytes | None
+    output: str
 
 
 def _unsigned(raw: bytes) -> bytes:
@@ -226,6 +252,8 @@ def integer_graph(data: bytes) -> bytes:
     drop: set[int] = set()
     replace: dict[int, bytes] = {}
     extra: list[bytes] = []
+    products: dict[str, list[_Product]] = {}  # by input
+    after: dict[int, bytes] = {}  # a node to write right after another (graph order)
     for at, (op, inputs, outputs) in nodes.items():
         if op != "MatMul" or len(inputs) != 2 or sole_user(inputs[1], "MatMul") is None:
             continue
@@ -236,24 +264,55 @@ def integer_graph(data: bytes) -> bytes:
         weight, scale = nodes[cast][1][0], nodes[mul][1][1]
         if tensors.get(weight, ("",))[0] != "int8" or scale not in tensors:
             continue
-        columns = tensors[weight][1][-1]
+        rows, columns = tensors[weight][1]
         if len(tensors[scale][2]) != 4 * columns:  # a per-column scale, not a per-tensor one
             continue
-        rows = tensors[weight][1][0]
-        extra.append(_tensor(f"{scale}/columns", (columns,), tensors[scale][2]))
-        extra.append(_tensor(f"{weight}/u8", (rows, columns), _unsigned(tensors[weight][2]), 2))
-        args = [inputs[0], f"{weight}/u8", f"{scale}/columns", ZERO_POINT]
-        output = outputs[0]
+        bias, output = None, outputs[0]
         add = sole_user(output, "Add")
         if add is not None:
             summands = nodes[add][1]
-            bias = summands[1] if summands[0] == output else summands[0]
-            if tensors.get(bias, ("", ()))[1] == (columns,):
-                args.append(bias)
-                output = nodes[add][2][0]
+            named = summands[1] if summands[0] == output else summands[0]
+            if tensors.get(named, ("", ()))[1] == (columns,):
+                bias, output = tensors[named][2], nodes[add][2][0]
                 drop.add(add)
-        replace[at] = _node("DynamicQuantizeMatMul", args, [output], MS_DOMAIN)
         drop.update((mul, cast))
+        products.setdefault(inputs[0], []).append(
+            _Product(at, weight, rows, columns, tensors[weight][2], tensors[scale][2], bias, output)
+        )
+    for source, group in products.items():
+        # A layer's query, key and value read one input: one product over their weights side
+        # by side, then a Split (one quantization of the input, one larger product).
+        fused = len(group) > 1 and all(
+            g.bias is not None and g.rows == group[0].rows for g in group
+        )
+        parts = [group] if fused else [[g] for g in group]
+        for part in parts:
+            first = part[0]
+            name = f"truss/{first.weight}" + ("+" if len(part) > 1 else "")
+            columns = sum(g.columns for g in part)
+            values = b"".join(
+                g.values[row * g.columns : (row + 1) * g.columns]
+                for row in range(first.rows)
+                for g in part
+            )
+            extra.append(_tensor(f"{name}/u8", (first.rows, columns), _unsigned(values), 2))
+            extra.append(_tensor(f"{name}/scale", (columns,), b"".join(g.scale for g in part)))
+            args = [source, f"{name}/u8", f"{name}/scale", ZERO_POINT]
+            if all(g.bias is not None for g in part):
+                extra.append(
+                    _tensor(f"{name}/bias", (columns,), b"".join(g.bias or b"" for g in part))
+                )
+                args.append(f"{name}/bias")
+            if len(part) == 1:
+                replace[first.at] = _node("DynamicQuantizeMatMul", args, [first.output], MS_DOMAIN)
+                continue
+            replace[first.at] = _node("DynamicQuantizeMatMul", args, [f"{name}/out"], MS_DOMAIN)
+            sizes = struct.pack(f"<{len(part)}q", *(g.columns for g in part))
+            extra.append(_tensor(f"{name}/sizes", (len(part),), sizes, 7))
+            axis = _bytes_field(1, b"axis") + _int_field(3, 2**64 - 1) + _int_field(20, 2)  # -1
+            split = _node("Split", [f"{name}/out", f"{name}/sizes"], [g.output for g in part])
+            after[first.at] = split + _bytes_field(5, axis)
+            drop.update(g.at for g in part[1:])
     if not replace:
         raise ValueError("no int8 weight dequantized by Cast and Mul: not the minilm export")
     extra.append(_tensor(ZERO_POINT, (), bytes([128]), 2))
@@ -273,11 +332,23 @@ def integer_graph(data: bytes) -> bytes:
             continue
         replace[div] = _node("Gelu", [x], [nodes[times][2][0]], MS_DOMAIN)
         drop.update((at, plus, half, times))
+    # What the rewritten nodes read: an initializer none reads (the int8 weights now held as
+    # uint8, their scales, the folded biases, the GELU's constants) is left out.
+    kept = [
+        replace.get(at) or data[fields[at][2][0] : fields[at][2][1]]
+        for at in nodes
+        if at not in drop
+    ]
+    read = {
+        name for node in [*kept, *after.values()] for name in _node_parts(node, (0, len(node)))[1]
+    }
     body = bytearray()
     for at, (number, wire, value) in enumerate(fields):
-        if at in drop:
+        if at in drop or (number == 5 and _tensor_name(data, value) not in read):
             continue
         body += _bytes_field(1, replace[at]) if at in replace else _copy(data, number, wire, value)
+        if at in after:
+            body += _bytes_field(1, after[at])
     for tensor in extra:
         body += _bytes_field(5, tensor)
     out = bytearray()
