@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .modelfiles import _find
+from .onnxproto import integer_graph
 
 if TYPE_CHECKING:
     import numpy as np
@@ -77,8 +78,6 @@ class OrtEncoder:
     def session(self) -> Any:
         if self._session is None:
             import onnxruntime as ort
-
-            from .onnxproto import integer_graph
 
             graph = integer_graph(self.model_file.read_bytes())
             self._session = ort.InferenceSession(
