@@ -217,8 +217,10 @@ def _unsigned(raw: bytes) -> bytes:
 
 def integer_graph(data: bytes) -> bytes:
     """The model ``data`` with every ``MatMul`` by a ``Cast``/``Mul``-dequantized int8 weight
-    (per-column scale) as one ``DynamicQuantizeMatMul`` over the int8 weight (its bias ``Add``
-    folded in) and every exact GELU (``x * 0.5 * (1 + erf(x / sqrt 2))``) as one ``Gelu``.
+    (per-column scale) as one ``DynamicQuantizeMatMul`` over the same integers as uint8 (zero
+    point 128; its bias ``Add`` folded in) -- products that read one input (a layer's query,
+    key and value) as one product and a ``Split`` -- and every exact GELU (``x * 0.5 * (1 +
+    erf(x / sqrt 2))``) as one ``Gelu``; initializers no node reads any more are left out.
     ValueError when the graph has no such weight (not the export this rewrite knows)."""
     tensors, _ = onnx_tensors(data)
     model = list(_fields(data, 0, len(data)))
