@@ -332,6 +332,11 @@ def test_bench_locomo_ranks_every_system_on_the_given_file(tmp_path: Path) -> No
     # The embedding speed beside its targets, from the same run.
     assert figures["embedding: index, notes/s (every turn, from nothing)"]["value"] > 0
     assert figures["embedding: warm query encoding p50"]["baseline_value"] == 5.0
+    # Each runner beside the float model in onnxruntime, and their vectors' agreement.
+    chosen = figures["embedding: onnxruntime, integer (chosen), notes/s per CPU second"]
+    assert chosen["value"] > 0 and chosen["baseline_name"] == "onnxruntime, plain per CPU second"
+    assert "embedding: numpy pass, query encoding p95 (CPU)" in figures
+    assert figures["embedding: cosine, chosen runner vs numpy pass, min"]["value"] > 0.98
 
 
 def test_bench_locomo_without_data_says_how_to_give_it() -> None:

@@ -58,13 +58,16 @@ RELEVANCE = Path(__file__).parents[1] / "relevance"
 # tests/recall/test_relevance.py). Hybrid at lexical 0.25 scored 0.957 / 0.937 here but fell
 # below exact on LoCoMo (recall/fusion.py).
 SEMANTIC_FLOORS = {"semantic": (0.96, 0.93), "hybrid": (0.92, 0.88)}
-# tests/relevance/hard, hybrid measured: dev 0.953 / 0.895, held-out test 0.913 / 0.754.
+# tests/relevance/hard, hybrid measured: dev 0.943 / 0.898, held-out test 0.913 / 0.754 (dev
+# was 0.953 / 0.895 with float activations: int8 ones, minilm.VECTOR_FORMAT 2, lose one
+# question there and keep every other figure, docs/recall-quality.md).
 HARD = RELEVANCE / "hard"
-HARD_HYBRID_FLOORS = {"dev": (0.95, 0.89), "test": (0.91, 0.75)}
+HARD_HYBRID_FLOORS = {"dev": (0.94, 0.89), "test": (0.91, 0.75)}
 # tests/relevance/conversations (89 dialog turns, 52 questions), measured recall@5 / MRR:
-# exact 0.728 / 0.650, plain BM25 0.728, semantic 0.962 / 0.817, hybrid 0.942 / 0.716.
+# exact 0.728 / 0.650, plain BM25 0.728, semantic 0.962 / 0.817, hybrid 0.923 / 0.709 (0.942 /
+# 0.716 with float activations).
 CONVERSATIONS = RELEVANCE / "conversations"
-CONVERSATION_FLOORS = {"exact": (0.72, 0.64), "semantic": (0.96, 0.81), "hybrid": (0.94, 0.71)}
+CONVERSATION_FLOORS = {"exact": (0.72, 0.64), "semantic": (0.96, 0.81), "hybrid": (0.92, 0.70)}
 
 
 class CountingEmbedder(MiniLMEmbedder):

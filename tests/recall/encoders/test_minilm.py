@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,15 +21,34 @@ from truss_files.recall.encoders.modelfiles import MINILM_VOCAB
 
 RELEVANCE = Path(__file__).parents[2] / "relevance"
 
-# onnxruntime 1.32 on the package's model.onnx (mean over tokens, L2): the first 8 dims.
-ORT_VECTORS = {
-    "The dead letter queue is replayed by hand.": [
-        -0.06576, -0.08112, -0.02742, 0.01626, -0.0707, 0.07523, 0.06411, -0.11567,
-    ],
-    "Naïve café — 日本語 BorrowChecker in store.rs --dry-run!": [
-        -0.00889, 0.01507, 0.02279, -0.04245, -0.0107, 0.00397, 0.08423, -0.05048,
-    ],
-}  # fmt: skip
+# Texts whose vectors the tests compare across runners: two unlike ones, a one-word note, a
+# long one (more than a hundred tokens).
+SAMPLES = (
+    "The dead letter queue is replayed by hand.",
+    "Naïve café — 日本語 BorrowChecker in store.rs --dry-run!",
+    "short",
+    "Caroline: I went to the LGBTQ support group yesterday. " * 9,
+)
+
+
+def float_vectors(model_file: Path, tokens: list[list[int]]) -> Any:
+    """The model file as it ships, in onnxruntime (float products over its dequantized
+    weights), mean over tokens and L2: the reference the integer pass approximates."""
+    import numpy as np
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
+    rows = []
+    for ids in tokens:
+        batch = np.asarray([ids], dtype=np.int64)
+        feed = {
+            "input_ids": batch,
+            "attention_mask": np.ones_like(batch),
+            "token_type_ids": np.zeros_like(batch),
+        }
+        pooled = session.run(None, feed)[0][0].mean(axis=0)
+        rows.append(pooled / np.linalg.norm(pooled))
+    return np.stack(rows)
 
 
 def texts() -> list[str]:
@@ -67,18 +87,22 @@ def test_a_vocabulary_without_bert_tokens_is_refused(tmp_path: Path) -> None:
 
 
 @needs_minilm
-def test_forward_pass_matches_onnxruntime() -> None:
+def test_the_integer_pass_agrees_with_the_float_model() -> None:
+    """Int8 activations (``Encoder``, ``onnxproto.integer_graph``) move each vector a little
+    from the float graph's: cosine at least 0.98 on every text, 0.99 on average; a unit
+    vector; a text without words is the zero vector."""
     import numpy as np
 
     embedder = MiniLMEmbedder()
-    rows = embedder.embed_documents(list(ORT_VECTORS))
-    for row, want in zip(rows, ORT_VECTORS.values(), strict=True):
-        assert np.allclose(row[:8], want, atol=2e-5), row[:8]
-        assert float(np.linalg.norm(row)) == pytest.approx(1.0, abs=1e-5)
-    # A batch pads to its longest text: padding never changes a row.
-    alone = embedder.embed_query(next(iter(ORT_VECTORS)))
-    assert np.allclose(alone, rows[0], atol=1e-5)
-    assert not embedder.embed_query("   ").any()  # no words: the zero vector
+    tokenizer = embedder.tokenizer()
+    asked = [*SAMPLES, *(t for t in texts()[::12] if tokenizer.words(t))]
+    tokens = [tokenizer.encode(t) for t in asked]
+    ours = embedder.embed_documents(asked)  # onnxruntime's integer kernels (ortrun)
+    cosines = (ours * float_vectors(embedder.model_file, tokens)).sum(axis=1)
+    assert cosines.min() >= 0.98, asked[int(cosines.argmin())]
+    assert cosines.mean() >= 0.99
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    assert not embedder.embed_query("   ").any()
 
 
 @needs_minilm
@@ -112,7 +136,7 @@ def test_weights_cache_is_made_once_and_a_damaged_one_is_rebuilt(
     import numpy as np
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    text = next(iter(ORT_VECTORS))
+    text = SAMPLES[0]
     first = MiniLMEmbedder().embed_query(text)
     [cache] = list((tmp_path / "truss-files" / "minilm").glob("*.f32"))
     made = cache.stat().st_mtime_ns
@@ -168,23 +192,33 @@ def test_onnx_reader_reads_initializers_and_nodes() -> None:
 
 
 @needs_minilm
-def test_batches_go_through_onnxruntime_with_the_numpy_pass_vectors() -> None:
-    """A batch of notes runs through onnxruntime (``ortrun``), a cold query through the numpy
-    pass; both give the same unit vectors, whatever the padding of a batch."""
+def test_notes_go_through_onnxruntime_with_the_numpy_pass_vectors() -> None:
+    """Notes run through onnxruntime's integer kernels (``ortrun``), a cold query through the
+    numpy pass, which computes the same integer arithmetic (``test_onnxproto``: one product is
+    the same to the last bit). Their float steps round differently (layer norms, softmax,
+    GELU), which now and then moves an activation across a quantization step: the vectors
+    agree to cosine 0.99 at worst, 0.998 on average. Each note alone: its vector is the same
+    in any company."""
     import numpy as np
 
     from truss_files.recall.encoders.ortrun import OrtEncoder
 
-    texts = [*ORT_VECTORS, "short", "Caroline: I went to the LGBTQ support group yesterday. " * 9]
     embedder = MiniLMEmbedder()
     assert embedder._ort is not None and not embedder._ort.ready
     embedder.embed_query("a cold query")
     assert not embedder._ort.ready  # a cold query never builds the session
     assert isinstance(embedder.runner(batched=True), OrtEncoder)
-    rows = embedder.embed_documents(texts)
-    tokens = [embedder.tokenizer().encode(t) for t in texts]
-    by_numpy = np.concatenate([embedder.encoder().encode([ids]) for ids in tokens])
-    assert np.abs(rows - by_numpy).max() < 1e-5
+    tokenizer = embedder.tokenizer()
+    asked = [*SAMPLES, *(t for t in texts()[:20] if tokenizer.words(t))]
+    rows = embedder.embed_documents(asked)
+    by_numpy = embedder.encoder().encode([tokenizer.encode(t) for t in asked])
+    cosines = (rows * by_numpy).sum(axis=1)
+    assert cosines.min() >= 0.99, asked[int(cosines.argmin())]
+    assert cosines.mean() >= 0.998
+    assert np.mean(cosines > 1 - 1e-5) >= 0.25  # many exactly the same
+    # Each note alone: a note's vector is the same whichever notes it is embedded with.
+    assert np.abs(embedder.embed_documents(asked[2:4]) - rows[2:4]).max() < 1e-6
+    assert np.abs(embedder.embed_documents(asked[::-1])[::-1] - rows).max() < 1e-6
     # Once the session is built, a query goes through it too, with the same vector.
     assert isinstance(embedder.runner(batched=False), OrtEncoder)
-    assert np.abs(embedder.embed_query(texts[-1]) - by_numpy[-1]).max() < 1e-5
+    assert np.abs(embedder.embed_query(asked[-1]) - rows[-1]).max() < 1e-6

