@@ -106,8 +106,6 @@ def test_mypy_accepts_the_git_store_as_a_memory_and_refuses_a_half_one(
             str(ROOT / "pyproject.toml"),
             "--cache-dir",
             str(ROOT / ".mypy_cache"),
-            "--follow-imports",
-            "silent",
             "--no-error-summary",
             str(typed),
             str(half),

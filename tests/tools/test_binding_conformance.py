@@ -9,7 +9,11 @@ the step kinds it applies to; nothing else is normalised.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import re
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,7 @@ import pytest
 
 from tests.support.tools_support import memory, promote
 from truss_files.facade import MemoryStore
+from truss_files.tools.binding import FOLDER_SIZE
 from truss_files.tools.write import is_tombstone
 
 anthropic_tools = pytest.importorskip("anthropic.lib.tools")
@@ -72,8 +77,29 @@ def normalise(text: str, step: dict[str, Any]) -> str:
     return text
 
 
+def _folder_on_disk(tmp_path: Path) -> Path:
+    """A new folder for the SDK where a folder's ``st_size`` is 4096, as on ext4 and most local
+    file systems: the SDK prints it, our tool prints 4K (tools/binding.py). ``make pytest``
+    keeps scratch folders on a tmpfs, which sizes a folder by its entries (40B)."""
+    for parent in (tmp_path, Path("/var/tmp"), Path.cwd()):
+        with contextlib.suppress(OSError):
+            folder = Path(tempfile.mkdtemp(prefix="truss-sdk-", dir=parent))
+            if folder.stat().st_size == FOLDER_SIZE:
+                return folder
+            folder.rmdir()
+    return tmp_path / "sdk"
+
+
+_SDK_FOLDERS: dict[Path, Path] = {}  # a test's tmp_path -> the SDK's folder for that test
+
+
 def sdk_tool(tmp_path: Path) -> Callable[[dict[str, Any]], tuple[bool, str]]:
-    tool = BetaLocalFilesystemMemoryTool(str(tmp_path / "sdk"))
+    """The SDK's tool over one folder per test (the same folder on every call in a test)."""
+    if tmp_path not in _SDK_FOLDERS:
+        root = _SDK_FOLDERS[tmp_path] = _folder_on_disk(tmp_path)
+        if not root.is_relative_to(tmp_path):
+            atexit.register(shutil.rmtree, root, True)
+    tool = BetaLocalFilesystemMemoryTool(str(_SDK_FOLDERS[tmp_path] / "sdk"))
 
     def run(step: dict[str, Any]) -> tuple[bool, str]:
         try:
