@@ -270,6 +270,20 @@ def test_the_scale_floor_checks_out_the_very_files_the_import_wrote(tmp_path: Pa
     assert tree(tmp_path / "floor") == tree(tmp_path / "store")
 
 
+@pytest.mark.slow  # a long run of a benchmark: TRUSS_SLOW=1 (make bench runs it whole)
+def test_the_scale_reads_of_the_imported_store_run_beside_their_baselines(
+    tmp_path: Path,
+) -> None:
+    from benchmarks.bench_scale import after_import, truss_import, write_notes
+
+    source = tmp_path / "notes.jsonl"
+    write_notes(source, 150)
+    truss_import(tmp_path, source)
+    read = after_import(tmp_path)
+    assert read["index"] > 0 and read["fair_index"] > 0  # both indexes are on disk
+    assert read["audit_cpu"] > 0 and read["warm"] > 0 and read["tantivy"] > 0
+
+
 # -- the LoCoMo benchmark --------------------------------------------------------------------
 
 # Made-up turns and questions in LoCoMo's JSON shape (the data set itself is never copied here).

@@ -12,6 +12,7 @@ import pytest
 
 from truss_files.facade import MemoryStore
 from truss_files.format import entryfile
+from truss_files.git.bulkpack import Added, PackWriter
 from truss_files.git.gitstore import Snapshot
 from truss_files.model import Trust
 from truss_files.signing import Ed25519Signer
@@ -139,3 +140,59 @@ def test_a_vouched_file_is_taken_as_checked_only_at_the_blob_vouched_for(
     other = [dataclasses.replace(e, author="agent:mallory") for e in made[:5]]
     found = check_commit(store.git.repo, commit, False, vouched=Vouched(blobs, samples_of(other)))
     assert ("author", other[0].path) in {(v.rule, v.path) for v in found}
+
+
+def test_a_commit_of_exactly_the_tree_git_built_is_checked_without_a_walk_and_no_more(
+    store: MemoryStore,
+    signed_commit: Commit,
+    agent_key: Ed25519Signer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bulk import vouches for the tree git fast-import built on its base: a commit of that
+    very tree on that base is taken whole (no file read, no diff walked); one file more, or
+    the same files on another parent, and the files are found and judged as ever."""
+    mine = "agent:agent@example.test"
+    made = [store.new_entry("fact", "w", f"whole {i}", author=mine) for i in range(5)]
+    files = {e.path: entryfile.serialize(e).encode() for e in made}
+    base = store.git.tip()
+    assert base is not None
+    with PackWriter(store.git.git_dir, str(base.id)) as pack:
+        for path, data in files.items():
+            pack.add(path, data)
+        tree = pack.finish()
+    assert tree is not None
+    added = Added(store.git.repo, base.tree, tree)
+    vouched = Vouched(added, samples_of(made), base.tree, tree)
+    message = "truss: write 5 entries\n\nTruss-Op: write"
+    sha = signed_commit(store, files, signer=agent_key, message=message)
+    commit = store.git.repo[sha]
+    assert isinstance(commit, pygit2.Commit) and commit.tree_id == tree  # git's trees agree
+    parsed: list[str] = []
+    real = entryfile.parse
+
+    def counted(data: bytes | str, path: str | None = None, **kw: bool) -> object:
+        parsed.append(str(path))
+        return real(data, path, **kw)
+
+    monkeypatch.setattr(entryfile, "parse", counted)
+    assert vouched.whole(base.tree, commit)  # taken whole: no diff walked
+    assert check_commit(store.git.repo, commit, False, vouched=vouched) == []
+    assert parsed == []
+    # One file more than git built, beside the vouched ones: read and refused.
+    landed = dataclasses.replace(
+        store.new_entry("fact", "w", "slipped in", author=mine), trust=Trust.VERIFIED
+    )
+    bad = signed_commit(
+        store,
+        {landed.path: entryfile.serialize(landed).encode()},
+        signer=agent_key,
+        message=message,
+    )
+    late = store.git.repo[bad]
+    assert isinstance(late, pygit2.Commit)
+    found = check_commit(store.git.repo, late, False, vouched=vouched)
+    assert [(v.path, v.rule) for v in found] == [(landed.path, "lands-unverified")]
+    assert parsed == [landed.path]
+    assert not vouched.whole(late.parents[0].tree, late)  # another tree: walked, as ever
+    # The same tree on another parent is no whole commit of what was vouched for either.
+    assert not vouched.whole(late.tree, commit)

@@ -50,11 +50,15 @@ def journal(git_dir: Path, ref: str, base: str | None, new: str, paths: Iterable
     folder = git_dir / "truss" / PENDING
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{owner_tag()}.{secrets.token_hex(4)}.json"
-    record = {"ref": ref, "base": base, "new": new, "paths": sorted(paths)}
+    head = json.dumps({"ref": ref, "base": base, "new": new})[:-1]
     # No fsync: a killed process's page cache survives it; a power cut is not this file's care.
-    # Written as it is encoded: a bulk import's million paths are never one string in memory.
+    # Written path by path as they come (a bulk import's come from its tree, in tree order):
+    # a million paths are never a list or one string in memory.
     with path.open("w") as handle:
-        json.dump(record, handle)
+        handle.write(head + ', "paths": [')
+        for n, one in enumerate(paths):
+            handle.write((", " if n else "") + json.dumps(one))
+        handle.write("]}")
     return path
 
 

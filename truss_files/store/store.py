@@ -13,7 +13,7 @@ import itertools
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -36,7 +36,7 @@ from ..errors import (
 from ..format import entryfile
 from ..format.secrets import Allow, entry_fields, mask, refuse, scan_fields, without_private
 from ..format.trailers import Clock, parse_trailers, stamp, trailers, utc_now
-from ..git.bulkpack import PackWriter
+from ..git.bulkpack import Added, PackWriter
 from ..git.gitdir import GitDir
 from ..git.gitstore import GitStore, Identity, Plan, Snapshot
 from ..model import (
@@ -361,7 +361,7 @@ class Store:
         plan: Callable[[Snapshot], Plan],
         need: set[str],
         *,
-        vetted: Callable[[], frozenset[str]] = frozenset,
+        vetted: Callable[[], Container[str]] = frozenset,
         vouched: Vouched | None = None,
     ) -> tuple[pygit2.Commit, Plan] | None:
         """The one way a change of the store becomes a signed commit: ``plan`` against the
@@ -410,12 +410,14 @@ class Store:
         self,
         changes: Mapping[str, bytes | pygit2.Oid | None],
         snap: Snapshot,
-        vetted: frozenset[str] = frozenset(),
+        vetted: Container[str] = frozenset(),
     ) -> None:
         """Raise ``SecretFound`` when a text ``changes`` adds under memories/ or identity/
         holds a credential-shaped value. An entry file already at its path is a trust change
         of text stored before (its path is its content's address): it passes, so a note that
         got in before can still be rejected, demoted or erased."""
+        if changes is vetted:
+            return  # its maker checked every path (a bulk import's tree: Store.import_entries)
         allow: Allow | None = None
         places: list[str] = []
         for path, data in changes.items():
@@ -663,14 +665,12 @@ class Store:
         check_write(self.git, str(tip.id) if tip is not None else None, self.environ)
         base = Snapshot(self.git.repo, tip)
         required = authority.provenance_required(self.config(base).raw)
-        fresh: dict[str, pygit2.Oid] = {}
-        fresh_ids: list[str] = []
         ids: list[str] = []
         allow = self.allow(base)
         places: list[str] = []
         # One slim entry per (layer, author): what the layer and author rule judges (Vouched).
         shapes: dict[tuple[Layer, str], Entry] = {}
-        with PackWriter(self.git.git_dir) as pack:
+        with PackWriter(self.git.git_dir, base.oid) as pack:
             for n, entry in enumerate(entries, 1):
                 self._importable(entry, base, required)
                 found = list(scan_fields(entry_fields(entry), allow))
@@ -680,19 +680,24 @@ class Store:
                     continue
                 ids.append(entry.id)
                 path = entry.path  # made anew at each ask: once here
-                if path not in fresh and base.blob_id(path) is None:
-                    fresh[path] = pack.add(entryfile.serialize(entry).encode())
-                    fresh_ids.append(entry.id)
+                # A path already stored keeps its file (it may be verified since); the same
+                # entry twice in the input is the same file at the same path: git keeps one.
+                if base.blob_id(path) is None:
+                    pack.add(path, entryfile.serialize(entry).encode())
                     shapes.setdefault((entry.layer, entry.author), entry)
                 if on_entry is not None:
                     on_entry(n)
             refuse(places)  # before the pack lands: nothing of a refused import is kept
-            pack.finish()
+            tree = pack.finish()
+        if tree is None:
+            return ids
+        # What the import adds, read from the tree git built: no path or id is kept here.
+        fresh = Added(self.git.repo, base.tree, tree)
 
         def plan(snap: Snapshot) -> Plan:
             if snap.oid == base.oid:
-                changes: Mapping[str, bytes | pygit2.Oid | None] = fresh  # not copied: 1M paths
-                new_ids = fresh_ids
+                changes: Mapping[str, bytes | pygit2.Oid | None] = fresh
+                built: pygit2.Oid | None = tree
             else:  # another writer won the race: keep what it stored as it stored it
                 if snap.blob_id(CONFIG_PATH) != base.blob_id(CONFIG_PATH):
                     # The entries were judged against the truss.toml the import began on.
@@ -701,7 +706,12 @@ class Store:
                         "the same command again"
                     )
                 changes = {p: oid for p, oid in fresh.items() if snap.blob_id(p) is None}
-                new_ids = [i for i, p in zip(fresh_ids, fresh, strict=True) if p in changes]
+                built = None
+            count = len(changes)
+            # Named in the message only when few (``_write_message``): else counted.
+            named = (
+                [p.rpartition("/")[2].removesuffix(".md") for p in changes] if count <= 100 else []
+            )
             only = None
             if len(changes) == 1:
                 ((path, oid),) = changes.items()
@@ -709,12 +719,12 @@ class Store:
                 blob = self.git.repo[oid]  # packed: read back by id for the subject alone
                 assert isinstance(blob, pygit2.Blob)
                 only = entryfile.parse(blob.data, path)
-            return Plan(changes, _write_message(subject, new_ids, only))
+            return Plan(changes, _write_message(subject, named, only, count), built)
 
         # Each fresh file was scanned above as it was read, and checked as an added entry
         # (_importable): the checks around the commit need not read the pack back.
-        vouched = Vouched(fresh, samples_of(shapes.values()))
-        self._apply(plan, {"agent", "operator"}, vetted=lambda: frozenset(fresh), vouched=vouched)
+        vouched = Vouched(fresh, samples_of(shapes.values()), base.tree, tree)
+        self._apply(plan, {"agent", "operator"}, vetted=lambda: fresh, vouched=vouched)
         return ids
 
     def _importable(self, entry: Entry, snap: Snapshot, required: bool) -> None:
@@ -1249,16 +1259,20 @@ def _blob_at(commit: pygit2.Commit, path: str) -> pygit2.Oid | None:
         return None
 
 
-def _write_message(subject: str | None, new_ids: list[str], only: Entry | None) -> str:
-    """The message of a write of ``new_ids`` (``only``: the one entry, when one)."""
+def _write_message(
+    subject: str | None, new_ids: list[str], only: Entry | None, count: int | None = None
+) -> str:
+    """The message of a write of ``new_ids`` (``only``: the one entry, when one); ``count``:
+    how many there are, when more than a hundred (then ``new_ids`` need not be listed)."""
+    count = len(new_ids) if count is None else count
     if subject is not None:
         first = " ".join(subject.split())  # one line: nothing of it reads as a trailer
     elif only is not None:
         first = f"truss: write {only.kind.value} {only.key}"
     else:
-        first = f"truss: write {len(new_ids)} entries"
+        first = f"truss: write {count} entries"
     # Name each entry in the trailers of ordinary writes; a bulk import just counts.
-    named = trailers(entry=new_ids) if len(new_ids) <= 100 else trailers(entries=str(len(new_ids)))
+    named = trailers(entry=new_ids) if count <= 100 else trailers(entries=str(count))
     message = f"{first}\n\n" + trailers(op="write") + "\n" + named
     return message + "\n" + trailers(trust="none -> unverified")
 
@@ -1268,6 +1282,8 @@ def _added_entries(
 ) -> Iterator[Entry]:
     """The entry files ``commit`` adds under memories/ (what the layer rule judges), but
     those ``vouched`` for (their samples stand for them)."""
+    if vouched is not None and vouched.whole(parent.tree, commit):
+        return
     if parent.tree is None:
         diff = commit.tree.diff_to_tree(swap=True)
     else:

@@ -407,6 +407,8 @@ def _one_walk(
     path's mode and blob from that same diff; and how many added files ``vouched`` covers,
     which are left out of all three (a million-entry import holds none of them here)."""
     a = base.tree if base is not None else None
+    if vouched is not None and vouched.whole(a, commit):
+        return [], _Known(repo, base, {}), _Known(repo, commit, {}), len(vouched.blobs)
     diff = commit.tree.diff_to_tree(swap=True) if a is None else a.diff_to_tree(commit.tree)
     before: dict[str, tuple[int, pygit2.Oid]] = {}
     after: dict[str, tuple[int, pygit2.Oid]] = {}
@@ -452,11 +454,23 @@ class Vouched:
 
     blobs: Mapping[str, pygit2.Oid]
     samples: tuple[Entry, ...] = ()
+    # The tree the writer built (``tree``) on ``base``: when a commit's tree is that tree and
+    # its parent's is ``base``, each file it changes is one of ``blobs`` (git made the tree
+    # from exactly those files on that base), so no diff is walked to find them.
+    base: pygit2.Tree | None = None
+    tree: pygit2.Oid | None = None
 
     def covers(self, path: str, found: tuple[int, str] | None) -> bool:
         """``found`` (a tree's mode and id at ``path``) is the plain file vouched for."""
         blob = self.blobs.get(path)
         return blob is not None and found == (_PLAIN, str(blob))
+
+    def whole(self, parent: pygit2.Tree | None, commit: pygit2.Commit) -> bool:
+        """``commit`` on a parent of tree ``parent`` changes only the vouched files."""
+        if self.tree is None or commit.tree_id != self.tree:
+            return False
+        before = self.base.id if self.base is not None else None
+        return (parent.id if parent is not None else None) == before
 
 
 def samples_of(entries: Iterable[Entry]) -> tuple[Entry, ...]:
