@@ -117,20 +117,28 @@ def _fork(
         os.setpgid(0, 0)
         for source, target in ((stdin, 0), (out, 1), (err, 2)):
             os.dup2(source, target)
-        # The streams a fresh interpreter would open: the same encodings and error handlers
-        # as this process was started with (surrogateescape on stdin in UTF-8 mode, ...).
-        sys.stdin = _stream(0, "r", sys.__stdin__)
-        sys.stdout = _stream(1, "w", sys.__stdout__)
-        sys.stderr = _stream(2, "w", sys.__stderr__, line_buffering=True)
-        os.environ.clear()
-        os.environ.update(environ)
-        if cwd is not None:
-            os.chdir(cwd)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        sys.argv = [str(SCRIPT), *argv[1:]]
-        code = _main()
+        code = as_script(argv[1:], environ, cwd)
     finally:
         os._exit(code)
+
+
+def as_script(
+    args: Sequence[str], environ: Mapping[str, str], cwd: str | os.PathLike[str] | None
+) -> int:
+    """In a forked child whose descriptors 0, 1 and 2 are set: run the script's ``main`` with
+    ``args``, ``environ`` and ``cwd``, as a fresh interpreter would; its exit status."""
+    # The streams a fresh interpreter would open: the same encodings and error handlers as
+    # this process was started with (surrogateescape on stdin in UTF-8 mode, ...).
+    sys.stdin = _stream(0, "r", sys.__stdin__)
+    sys.stdout = _stream(1, "w", sys.__stdout__)
+    sys.stderr = _stream(2, "w", sys.__stderr__, line_buffering=True)
+    os.environ.clear()
+    os.environ.update(environ)
+    if cwd is not None:
+        os.chdir(cwd)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.argv = [str(SCRIPT), *args]
+    return _main()
 
 
 def _stream(fd: int, mode: str, like: Any, *, line_buffering: bool = False) -> io.TextIOWrapper:

@@ -116,19 +116,9 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, object]) -> N
         for source, target in zip(fds, (0, 1, 2), strict=True):
             os.dup2(source, target)
             os.close(source)
-        sys.stdin = console._stream(0, "r", sys.__stdin__)
-        sys.stdout = console._stream(1, "w", sys.__stdout__)
-        sys.stderr = console._stream(2, "w", sys.__stderr__, line_buffering=True)
-        env = request["env"]
-        assert isinstance(env, dict)
-        os.environ.clear()
-        os.environ.update(env)
-        os.chdir(str(request["cwd"]))
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        argv = request["argv"]
-        assert isinstance(argv, list)
-        sys.argv = [str(console.SCRIPT), *map(str, argv)]
-        code = console._main()
+        env, argv = request["env"], request["argv"]
+        assert isinstance(env, dict) and isinstance(argv, list)
+        code = console.as_script([str(a) for a in argv], env, str(request["cwd"]))
     finally:
         with contextlib.suppress(OSError):
             conn.sendall(f"{code}\n".encode())
