@@ -99,8 +99,7 @@ def _serve(socket_path: str) -> None:
             _child(conn, fds, request)
         for fd in fds:
             os.close(fd)
-        conn.sendall(f"{pid}\n".encode())
-        conn.close()
+        conn.close()  # the child writes both lines: its pid, then its status
 
 
 def _reap(_signum: int, _frame: object) -> None:
@@ -112,6 +111,7 @@ def _reap(_signum: int, _frame: object) -> None:
 def _child(conn: socket.socket, fds: list[int], request: dict[str, object]) -> None:
     code = 1
     try:
+        conn.sendall(f"{os.getpid()}\n".encode())
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for source, target in zip(fds, (0, 1, 2), strict=True):
             os.dup2(source, target)
